@@ -1,0 +1,214 @@
+"""Run configuration: frozen dataclasses, TOML loading, `--set` overrides and validation.
+
+Every field is validated on load, so a bad value fails before anything is compiled or written.
+Errors name the field as `section.key` and say what is allowed (`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A config value is missing, unknown or out of range; str() is a one-line message."""
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    kind: str = "classification"
+    variant: str = "standard"  # standard | infinite (K = inf, fresh items) | balanced
+    K: int = 10_000  # number of training items (ignored by the infinite variant)
+    K_max: int = 0  # static pool size; 0 means K. Runs with equal K_max share one compilation.
+    N: int = 100  # tokens per sequence including the query (the reference's len_context)
+    D: int = 63  # item dimension; tokens have D + 2 features
+    icl_pool: int = 20_000  # the ICL test draws novel items from min(icl_pool, K) of them
+    pool_seed: int = 10  # fixed key of the training item pool, shared by every seed (as the reference)
+    novel_seed: int = 100  # fixed key of the novel (ICL-test) pool
+
+    @property
+    def pool_size(self) -> int:
+        return self.K_max or self.K
+
+    @property
+    def novel_size(self) -> int:
+        return min(self.icl_pool, self.pool_size)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    kind: str = "transformer"
+    layers: int = 1  # 1: the paper's model; 2: the two-layer variant of its appendix
+    width: int = 512  # hidden width of every MLP
+    freeze_readout: bool = False  # two-layer only: reproduce the reference's untrained readout MLP
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    lr: float = 0.01
+    batch_size: int = 128
+    steps: int = 469_000  # budget in SGD steps
+    eval_every: int = 469  # one reference epoch
+    eval_size: int = 2000  # fresh sequences per evaluation, for each of the ICL and IWL tests
+    weight_decay_attn: float = 1e-10  # coupled L2 on LayerNorm and q/k/v
+    weight_decay_mlp: float = 1e-10  # coupled L2 on the MLPs
+    icl_threshold: float = 0.95  # t_ICL = first evaluation with ICL accuracy above this
+    early_stop: str = "off"  # off | freeze (a seed stops updating once ICL accuracy > stop_threshold)
+    stop_threshold: float = 0.99
+    stop_when_all_acquired: bool = True  # end the run once every seed has acquired ICL
+    evals_per_chunk: int = 10  # evaluations per jitted chunk: the host sees the ensemble this often
+
+
+@dataclass(frozen=True)
+class EnsembleConfig:
+    seeds: int = 64
+    first_seed: int = 0  # seed ids are first_seed .. first_seed + seeds - 1
+    root_seed: int = 0  # key_s = fold_in(key(root_seed), seed_id)
+    # Seeds per vmap. A seed's results are bit-identical in any ensemble with the same block; the
+    # ensemble is padded with extra seeds to a multiple of it. On a GPU raise it (256-1024) for speed.
+    block: int = 16
+
+
+@dataclass(frozen=True)
+class Config:
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    ensemble: EnsembleConfig = field(default_factory=EnsembleConfig)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return dataclasses.asdict(self)
+
+    def digest(self) -> str:
+        """Hash of everything that determines the results (chunking only sets how often the host
+        looks, so it is left out)."""
+        d = self.to_dict()
+        del d["train"]["evals_per_chunk"]
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig, "ensemble": EnsembleConfig}
+
+
+def _coerce(name: str, value: Any, default: Any) -> Any:
+    """Convert a TOML value to the type of the field's default, or fail naming the field."""
+    kind = type(default)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{name} = {value!r}: expected true or false")
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise ConfigError(f"{name} = {value!r}: expected an integer")
+        return int(value)
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name} = {value!r}: expected a number")
+        return float(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} = {value!r}: expected a string")
+    return value
+
+
+def from_dict(raw: dict[str, Any]) -> Config:
+    sections = {}
+    for sec, value in raw.items():
+        if sec not in SECTIONS:
+            raise ConfigError(f"unknown section [{sec}]: allowed sections are {', '.join(SECTIONS)}")
+        if not isinstance(value, dict):
+            raise ConfigError(f"{sec}: expected a table [{sec}]")
+    for sec, cls in SECTIONS.items():
+        given = dict(raw.get(sec, {}))
+        defaults = cls()
+        names = {f.name for f in dataclasses.fields(cls)}
+        for key in given:
+            if key not in names:
+                raise ConfigError(f"unknown key {sec}.{key}: allowed keys are {', '.join(sorted(names))}")
+        sections[sec] = cls(**{k: _coerce(f"{sec}.{k}", v, getattr(defaults, k)) for k, v in given.items()})
+    cfg = Config(**sections)
+    validate(cfg)
+    return cfg
+
+
+def _parse_value(text: str) -> Any:
+    """A --set value is a TOML value; a bare word that is not one is taken as a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    raw = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        sec, dot, name = key.strip().partition(".")
+        if not sep or not dot or not name:
+            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. task.K=1000")
+        raw.setdefault(sec, {})
+        if not isinstance(raw[sec], dict):
+            raise ConfigError(f"{sec}: expected a table [{sec}]")
+        raw[sec][name] = _parse_value(text.strip())
+    return raw
+
+
+def load(path: str | Path, overrides: list[str] = ()) -> Config:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} not found")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    return from_dict(apply_overrides(raw, list(overrides)))
+
+
+def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(f"{name} = {value!r}: must be {allowed}")
+
+
+def validate(cfg: Config) -> None:
+    t, m, tr, e = cfg.task, cfg.model, cfg.train, cfg.ensemble
+    _check(t.kind == "classification", "task.kind", t.kind, '"classification"')
+    _check(t.variant in ("standard", "infinite", "balanced"), "task.variant", t.variant,
+           'one of "standard", "infinite", "balanced"')
+    _check(t.N >= 2, "task.N", t.N, "an integer >= 2 (tokens per sequence, query included)")
+    _check(t.D >= 1, "task.D", t.D, "an integer >= 1")
+    if t.variant != "infinite":
+        _check(t.K >= 2, "task.K", t.K, "an integer >= 2")
+        _check(t.K >= t.N, "task.K", t.K, f">= task.N = {t.N} (the IWL test draws N distinct items)")
+        _check(t.K_max == 0 or t.K_max >= t.K, "task.K_max", t.K_max, f"0 (= K) or >= task.K = {t.K}")
+        _check(t.K < 2**31 and t.pool_size < 2**31, "task.K", t.K, "below 2^31")
+    if t.variant == "balanced":
+        _check(t.K % 2 == 0, "task.K", t.K, "even with the balanced variant (two equal label classes)")
+        _check(t.N % 2 == 0 and t.N >= 4, "task.N", t.N, "even and >= 4 with the balanced variant")
+    _check(t.icl_pool >= 2, "task.icl_pool", t.icl_pool, "an integer >= 2")
+    _check(m.kind == "transformer", "model.kind", m.kind, '"transformer"')
+    _check(m.layers in (1, 2), "model.layers", m.layers, "1 or 2")
+    _check(m.width >= 1, "model.width", m.width, "an integer >= 1")
+    _check(not m.freeze_readout or m.layers == 2, "model.freeze_readout", m.freeze_readout,
+           "false unless model.layers = 2")
+    _check(math.isfinite(tr.lr) and tr.lr > 0, "train.lr", tr.lr, "a finite number > 0")
+    _check(tr.batch_size >= 1, "train.batch_size", tr.batch_size, "an integer >= 1")
+    _check(tr.eval_every >= 1, "train.eval_every", tr.eval_every, "an integer >= 1")
+    _check(tr.steps >= tr.eval_every and tr.steps % tr.eval_every == 0, "train.steps", tr.steps,
+           f"a positive multiple of train.eval_every = {tr.eval_every}")
+    _check(tr.eval_size >= 1, "train.eval_size", tr.eval_size, "an integer >= 1")
+    for name in ("weight_decay_attn", "weight_decay_mlp"):
+        v = getattr(tr, name)
+        _check(math.isfinite(v) and v >= 0, f"train.{name}", v, "a finite number >= 0")
+    _check(0 <= tr.icl_threshold < 1, "train.icl_threshold", tr.icl_threshold, "in [0, 1)")
+    _check(0 <= tr.stop_threshold < 1, "train.stop_threshold", tr.stop_threshold, "in [0, 1)")
+    _check(tr.early_stop in ("off", "freeze"), "train.early_stop", tr.early_stop, '"off" or "freeze"')
+    _check(tr.evals_per_chunk >= 1, "train.evals_per_chunk", tr.evals_per_chunk, "an integer >= 1")
+    _check(e.seeds >= 1, "ensemble.seeds", e.seeds, "an integer >= 1")
+    _check(e.block >= 1, "ensemble.block", e.block, "an integer >= 1")
+    _check(e.first_seed >= 0, "ensemble.first_seed", e.first_seed, "an integer >= 0")
+    _check(0 <= e.root_seed < 2**32, "ensemble.root_seed", e.root_seed, "in [0, 2^32)")
