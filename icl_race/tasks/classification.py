@@ -1,0 +1,118 @@
+"""In-context classification of arXiv 2412.00104, sampled on the device from keys.
+
+A sequence has N tokens [item (D) | onehot(label) (2)]; the last token is the query, its label slot
+zero, and its target is y = 2 * label - 1. K (the number of training items) is a traced scalar: the
+item pool has a static size K_max and ids are drawn below K, so one compilation serves every K <= K_max.
+Item k of a pool is drawn from fold_in(pool_key, k), so it is the same whatever K_max is.
+
+Shape suffixes: B sequences, N tokens, D item dims, E = D + 2 token dims, P pool size.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def make_pool(key: jax.Array, size: int, dim: int) -> jax.Array:
+    """Items mu_k ~ N(0, I/D), k < size; item k depends only on (key, k)."""
+    draw = lambda k: jax.random.normal(jax.random.fold_in(key, k), (dim,)) / jnp.sqrt(dim)
+    return jax.vmap(draw)(jnp.arange(size))
+
+
+def balanced_label_map(key: jax.Array, K: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
+    """A uniformly random balanced map of ids 0..K-1 to {0, 1}, K traced and even.
+
+    Returns (labels_P int8, order_P int32): order[:K//2] lists the class-0 ids, order[K//2:K] the
+    class-1 ids, which is what the balanced sampler draws from. Ids >= K get label 0 and sit at the end.
+    """
+    ids = jnp.arange(size)
+    u = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(key, k)))(ids)
+    order = jnp.argsort(jnp.where(ids < K, u, 2.0)).astype(jnp.int32)
+    rank = jnp.zeros(size, jnp.int32).at[order].set(ids.astype(jnp.int32))
+    labels = ((rank >= K // 2) & (ids < K)).astype(jnp.int8)
+    return labels, order
+
+
+def tokens(items_BxNxD: jax.Array, labels_BxN: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Token matrix with the query's label slot zeroed, and the target y_B in {-1, +1}."""
+    onehot_BxNx2 = jax.nn.one_hot(labels_BxN, 2, dtype=items_BxNxD.dtype)
+    onehot_BxNx2 = onehot_BxNx2.at[:, -1].set(0.0)
+    x_BxNxE = jnp.concatenate([items_BxNxD, onehot_BxNx2], axis=-1)
+    y_B = 2.0 * labels_BxN[:, -1].astype(items_BxNxD.dtype) - 1.0
+    return x_BxNxE, y_B
+
+
+def target_present_ids(key: jax.Array, K: jax.Array, B: int, N: int) -> jax.Array:
+    """Ids i.i.d. uniform below K; if the query's id is absent from the context it is replaced by the
+    id at a uniform context position, so the target is always in context (the reference's rule)."""
+    k_ids, k_pos = jax.random.split(key)
+    ids_BxN = jax.random.randint(k_ids, (B, N), 0, K)
+    present_B = jnp.any(ids_BxN[:, :-1] == ids_BxN[:, -1:], axis=1)
+    pos_B = jax.random.randint(k_pos, (B,), 0, N - 1)
+    fallback_B = jnp.take_along_axis(ids_BxN, pos_B[:, None], axis=1)[:, 0]
+    return ids_BxN.at[:, -1].set(jnp.where(present_B, ids_BxN[:, -1], fallback_B))
+
+
+def balanced_ids(key: jax.Array, order_P: jax.Array, K: jax.Array, B: int, N: int) -> jax.Array:
+    """The reference's balanced construction: N/2 draws from each class, one draw moved to the query
+    (a repeated draw if the uniformly chosen one repeats, else a copy made within a random class),
+    then the context shuffled. Consequence: the context always holds N/2 - 1 items of the query's
+    class and N/2 of the other."""
+    half = N // 2
+    ks = jax.random.split(key, 6)
+    # Ranks < K//2 are class 0, the next K//2 class 1 (balanced_label_map's order).
+    rank_Bxh0 = jax.random.randint(ks[0], (B, half), 0, K // 2)
+    rank_Bxh1 = K // 2 + jax.random.randint(ks[1], (B, half), 0, K // 2)
+    ids_BxN = order_P[jnp.concatenate([rank_Bxh0, rank_Bxh1], axis=1)]
+    s_B = jax.random.randint(ks[2], (B,), 0, N)
+    at_s_B = jnp.take_along_axis(ids_BxN, s_B[:, None], axis=1)[:, 0]
+    repeated_B = jnp.sum(ids_BxN == at_s_B[:, None], axis=1) >= 2
+    # No repeat: overwrite the last draw of a random class with a copy of another draw of that class.
+    c_B = jax.random.randint(ks[3], (B,), 0, 2)
+    last_B = c_B * half + half - 1
+    src_B = c_B * half + jax.random.randint(ks[4], (B,), 0, half - 1)
+    copy_B = jnp.take_along_axis(ids_BxN, src_B[:, None], axis=1)[:, 0]
+    qpos_B = jnp.where(repeated_B, s_B, last_B)
+    query_B = jnp.where(repeated_B, at_s_B, copy_B)
+    # Drop the query position from the context, then shuffle the context.
+    keep_BxM = jnp.arange(N - 1)[None, :] + (jnp.arange(N - 1)[None, :] >= qpos_B[:, None])
+    ctx_BxM = jnp.take_along_axis(ids_BxN, keep_BxM, axis=1)
+    ctx_BxM = jax.vmap(jax.random.permutation)(jax.random.split(ks[5], B), ctx_BxM)
+    return jnp.concatenate([ctx_BxM, query_B[:, None]], axis=1)
+
+
+def distinct_ids(key: jax.Array, K: jax.Array, B: int, N: int) -> jax.Array:
+    """N distinct ids below K per sequence, in uniformly random order (Floyd's algorithm, O(N^2),
+    then a permutation: cheap for any K, unlike sorting K random keys per sequence)."""
+    k_floyd, k_perm = jax.random.split(key)
+    pos_N = jnp.arange(N)
+
+    def pick(ids_BxN, i_key):
+        i, k = i_key
+        j = K - N + i  # draw from [0, j]; on a clash take j itself, which nothing before can hold
+        t_B = jax.random.randint(k, (B,), 0, j + 1)
+        clash_B = jnp.any((ids_BxN == t_B[:, None]) & (pos_N[None, :] < i), axis=1)
+        return ids_BxN.at[:, i].set(jnp.where(clash_B, j, t_B)), None
+
+    ids_BxN, _ = jax.lax.scan(pick, jnp.zeros((B, N), jnp.int32), (pos_N, jax.random.split(k_floyd, N)))
+    return jax.vmap(jax.random.permutation)(jax.random.split(k_perm, B), ids_BxN)
+
+
+def fresh_sequences(key: jax.Array, B: int, N: int, D: int, query_in_context: bool):
+    """K = infinity: N - 1 fresh context items with i.i.d. uniform labels; the query copies a uniform
+    context item (ICL is possible) or is itself fresh with a random label (only chance is possible)."""
+    k_items, k_labels, k_pos = jax.random.split(key, 3)
+    items_BxNxD = jax.random.normal(k_items, (B, N, D)) / jnp.sqrt(D)
+    labels_BxN = jax.random.randint(k_labels, (B, N), 0, 2)
+    if query_in_context:
+        pos_B = jax.random.randint(k_pos, (B,), 0, N - 1)
+        q_items_BxD = jnp.take_along_axis(items_BxNxD, pos_B[:, None, None], axis=1)[:, 0]
+        q_labels_B = jnp.take_along_axis(labels_BxN, pos_B[:, None], axis=1)[:, 0]
+        items_BxNxD = items_BxNxD.at[:, -1].set(q_items_BxD)
+        labels_BxN = labels_BxN.at[:, -1].set(q_labels_B)
+    return tokens(items_BxNxD, labels_BxN)
+
+
+def pooled_sequences(items_PxD: jax.Array, labels_P: jax.Array, ids_BxN: jax.Array):
+    return tokens(items_PxD[ids_BxN], labels_P[ids_BxN])
