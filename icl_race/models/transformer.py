@@ -1,0 +1,127 @@
+"""The one- and two-layer transformers of arXiv 2412.00104, defined in flax nnx.
+
+nnx only defines and initialises: the engine works on the pure parameter dict (`init`), and `apply`
+merges it back inside the jitted computation, so no nnx transform ever runs in the training loop.
+Initialisation reproduces PyTorch's defaults (weights and biases ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+LayerNorm eps 1e-5), because the paper's kinetics start from that init.
+
+Shape suffixes: B sequences, N tokens, E token width, W hidden width.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+
+def _symmetric_uniform(bound: float):
+    return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
+def torch_linear(fan_in: int, fan_out: int, rngs: nnx.Rngs, use_bias: bool = True) -> nnx.Linear:
+    return nnx.Linear(
+        fan_in, fan_out, use_bias=use_bias, rngs=rngs,
+        kernel_init=nnx.initializers.variance_scaling(1 / 3, "fan_in", "uniform"),  # bound 1/sqrt(fan_in)
+        bias_init=_symmetric_uniform(fan_in ** -0.5),
+    )
+
+
+class MLP(nnx.Module):
+    """in -> W -> ReLU -> W -> ReLU -> out, biases everywhere."""
+
+    def __init__(self, d_in: int, width: int, d_out: int, rngs: nnx.Rngs):
+        self.fc1 = torch_linear(d_in, width, rngs)
+        self.fc2 = torch_linear(width, width, rngs)
+        self.fc3 = torch_linear(width, d_out, rngs)
+
+    def __call__(self, x):
+        return self.fc3(jax.nn.relu(self.fc2(jax.nn.relu(self.fc1(x)))))
+
+
+class Attention(nnx.Module):
+    """One softmax head, bias-free E x E maps, scale 1 (no 1/sqrt(E)), causal mask with the diagonal."""
+
+    def __init__(self, E: int, rngs: nnx.Rngs):
+        self.q = torch_linear(E, E, rngs, use_bias=False)
+        self.k = torch_linear(E, E, rngs, use_bias=False)
+        self.v = torch_linear(E, E, rngs, use_bias=False)
+
+    def query(self, h_BxNxE: jax.Array) -> jax.Array:
+        """Attention output at the last (query) position only, exactly: the causal mask lets the query
+        see every token, and s_j = (W_k h_j) . q = h_j . (W_k^T q), so one E-vector per sequence
+        replaces the N x N score matrix."""
+        q_BxE = self.q(h_BxNxE[:, -1])
+        u_BxE = q_BxE @ self.k.kernel[...].T
+        a_BxN = jax.nn.softmax(jnp.einsum("bne,be->bn", h_BxNxE, u_BxE), axis=-1)
+        return self.v(jnp.einsum("bn,bne->be", a_BxN, h_BxNxE))
+
+    def causal(self, h_BxNxE: jax.Array) -> jax.Array:
+        """Full causal attention at every position (needed below the top layer; the test oracle)."""
+        n = h_BxNxE.shape[1]
+        s_BxNxN = jnp.einsum("bie,bje->bij", self.q(h_BxNxE), self.k(h_BxNxE))
+        s_BxNxN = jnp.where(jnp.tril(jnp.ones((n, n), bool)), s_BxNxN, -jnp.inf)
+        return jnp.einsum("bij,bje->bie", jax.nn.softmax(s_BxNxN, axis=-1), self.v(h_BxNxE))
+
+
+class OneLayer(nnx.Module):
+    """logit = MLP(h_q + attn_q), h = LayerNorm(x); the paper's main model."""
+
+    def __init__(self, E: int, width: int, rngs: nnx.Rngs):
+        self.ln = nnx.LayerNorm(E, epsilon=1e-5, rngs=rngs)
+        self.attn = Attention(E, rngs)
+        self.mlp = MLP(E, width, 1, rngs)
+
+    def __call__(self, x_BxNxE: jax.Array) -> jax.Array:
+        h_BxNxE = self.ln(x_BxNxE)
+        return self.mlp(h_BxNxE[:, -1] + self.attn.query(h_BxNxE))[:, 0]
+
+
+class TwoLayer(nnx.Module):
+    """x = LN(X); x += Attn1(x); x = MLP1(x) per token (no residual); logit = readout(x_q + Attn2(x)_q)."""
+
+    def __init__(self, E: int, width: int, rngs: nnx.Rngs):
+        self.ln = nnx.LayerNorm(E, epsilon=1e-5, rngs=rngs)
+        self.attn1 = Attention(E, rngs)
+        self.mlp1 = MLP(E, width, E, rngs)
+        self.attn2 = Attention(E, rngs)
+        self.readout = MLP(E, width, 1, rngs)
+
+    def __call__(self, x_BxNxE: jax.Array) -> jax.Array:
+        h_BxNxE = self.ln(x_BxNxE)
+        h_BxNxE = self.mlp1(h_BxNxE + self.attn1.causal(h_BxNxE))
+        return self.readout(h_BxNxE[:, -1] + self.attn2.query(h_BxNxE))[:, 0]
+
+
+# Top-level submodules on the in-context path; coupled weight decay treats them as one group.
+ATTENTION_PATH = frozenset({"ln", "attn", "attn1", "attn2"})
+
+
+@dataclass(frozen=True)
+class Transformer:
+    """A hashable handle on one architecture: pure `init(key) -> params`, `apply(params, x) -> logits`."""
+
+    E: int
+    width: int = 512
+    layers: int = 1
+
+    def module(self, rngs: nnx.Rngs) -> nnx.Module:
+        return (OneLayer if self.layers == 1 else TwoLayer)(self.E, self.width, rngs)
+
+    def init(self, key: jax.Array) -> dict:
+        return nnx.to_pure_dict(nnx.state(self.module(nnx.Rngs(params=key)), nnx.Param))
+
+    def apply(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
+        return nnx.merge(_graphdef(self), params)(x_BxNxE)
+
+    def bind(self, params: dict) -> nnx.Module:
+        """The module holding `params`, for tests and analysis that call its methods."""
+        return nnx.merge(_graphdef(self), params)
+
+
+@functools.cache
+def _graphdef(spec: Transformer):
+    return nnx.graphdef(nnx.eval_shape(lambda: spec.module(nnx.Rngs(0))))
