@@ -1,0 +1,165 @@
+"""The seed-ensemble engine: knows programs, keys, chunks and first passages, never a task or model.
+
+A *program* is a hashable (frozen dataclass) bundle of pure per-seed functions:
+
+    init(key, consts) -> state
+    step(state, consts, key) -> (state, train_loss)       # one optimisation step
+    probe(state, consts, key) -> {name: scalar}             # one evaluation
+    events(probes, consts) -> {event: bool}                 # conditions whose first passage is recorded
+    event_names: tuple[str, ...]; freeze_event: str | None  # a seed stops updating once this event fires
+
+`consts` holds the run's traced values shared by every seed (K, learning rate, item pools...), so
+changing them never recompiles; only the program's static fields (shapes) do.
+
+Randomness: seed s owns key_s = fold_in(key(root), seed_id) and three streams derived from it (init,
+train, probe); step t's data come from fold_in(train_stream, t). A seed's trajectory therefore depends
+only on its own key, whatever the ensemble around it.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+INIT_STREAM, TRAIN_STREAM, PROBE_STREAM = 0, 1, 2
+
+
+def padded_seed_ids(seed_ids: np.ndarray, block: int) -> np.ndarray:
+    """Seed ids extended with the next ids up to a multiple of `block`: the extra seeds are trained
+    and discarded, so that every seed is computed in a vmap of exactly `block` seeds (see _over_seeds)."""
+    seed_ids = np.asarray(seed_ids, np.int64)
+    extra = -len(seed_ids) % block
+    return np.concatenate([seed_ids, seed_ids.max() + 1 + np.arange(extra)])
+
+
+def seed_keys(root_seed: int, seed_ids: np.ndarray) -> jax.Array:
+    root = jax.random.key(root_seed)
+    return jax.vmap(lambda s: jax.random.fold_in(root, s))(jnp.asarray(seed_ids, jnp.uint32))
+
+
+def _over_seeds(one_seed, block: int, consts, carry, *args):
+    """Apply a per-seed function to the ensemble, `block` seeds per vmap, blocks in sequence.
+
+    Why blocks: XLA picks kernels (and so float rounding) by the batch width, and the ICL transition
+    amplifies rounding differences of 1e-8 into different t_ICL. A fixed vmap width makes a seed's
+    trajectory bit-identical in an ensemble of any size (measured on CPU: widths 2 and 8 differ, the
+    position inside a block and the number of blocks do not)."""
+    batched = jax.vmap(one_seed, in_axes=(None, 0) + (None,) * len(args))
+    S = jax.tree.leaves(carry)[0].shape[0]
+    if S % block:
+        raise ValueError(f"ensemble of {S} seeds is not a multiple of block {block}; use padded_seed_ids")
+    if S == block:
+        return batched(consts, carry, *args)
+    split = lambda a: a.reshape(S // block, block, *a.shape[1:])
+    out = jax.lax.map(lambda c: batched(consts, c, *args), jax.tree.map(split, carry))
+    return jax.tree.map(lambda a: a.reshape(S, *a.shape[2:]), out)
+
+
+def _init_seed(program, consts, key):
+    return {
+        "key": key,
+        "state": program.init(jax.random.fold_in(key, INIT_STREAM), consts),
+        "t_first": {e: jnp.int32(-1) for e in program.event_names},
+    }
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def init_ensemble(program, block: int, keys_S: jax.Array, consts) -> dict:
+    """The ensemble carry: every leaf has a leading seed axis S (a multiple of block)."""
+    return _over_seeds(functools.partial(_init_seed, program), block, consts, keys_S)
+
+
+def _tree_where(cond, on_true, on_false):
+    return jax.tree.map(lambda a, b: jnp.where(cond, a, b), on_true, on_false)
+
+
+def _train_steps(program, n_steps, consts, carry, t0):
+    """n_steps optimisation steps of one seed, starting after t0 completed steps."""
+    train_key = jax.random.fold_in(carry["key"], TRAIN_STREAM)
+    frozen = (carry["t_first"][program.freeze_event] >= 0) if program.freeze_event else jnp.bool_(False)
+
+    def one(state, t):
+        new_state, loss = program.step(state, consts, jax.random.fold_in(train_key, t))
+        return _tree_where(frozen, state, new_state), loss
+
+    # t comes through xs, unbatched: a batched counter would turn cheap control flow into selects.
+    state, losses = jax.lax.scan(one, carry["state"], t0 + jnp.arange(n_steps))
+    return {**carry, "state": state}, losses
+
+
+def _period(program, eval_every, consts, carry, t0):
+    """eval_every steps, then one evaluation at t0 + eval_every; first passages recorded on device."""
+    carry, losses = _train_steps(program, eval_every, consts, carry, t0)
+    t_end = t0 + eval_every
+    probe_key = jax.random.fold_in(jax.random.fold_in(carry["key"], PROBE_STREAM), t_end)
+    probes = program.probe(carry["state"], consts, probe_key)
+    fired = program.events(probes, consts)
+    t_first = {e: jnp.where((t < 0) & fired[e], t_end, t).astype(jnp.int32) for e, t in carry["t_first"].items()}
+    return {**carry, "t_first": t_first}, {"train_loss": jnp.mean(losses), **probes}
+
+
+def _chunk_one_seed(program, eval_every, n_evals, consts, carry, t0):
+    def body(c, i):
+        return _period(program, eval_every, consts, c, t0 + i * eval_every)
+
+    return jax.lax.scan(body, carry, jnp.arange(n_evals))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3), donate_argnums=4)
+def run_chunk(program, block: int, eval_every: int, n_evals: int, carry, consts, t0):
+    """n_evals evaluation periods for the whole ensemble; metrics come back as {name: [S, n_evals]}."""
+    one_seed = functools.partial(_chunk_one_seed, program, eval_every, n_evals)
+    return _over_seeds(one_seed, block, consts, carry, t0)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
+def run_steps(program, block: int, n_steps: int, carry, consts, t0):
+    """Training steps only, no evaluation: what `icl-race bench` times."""
+    return _over_seeds(functools.partial(_train_steps, program, n_steps), block, consts, carry, t0)
+
+
+@dataclass
+class Progress:
+    """What the host loop reports after each chunk."""
+
+    step: int
+    steps: int
+    seeds: int
+    t_first: dict[str, np.ndarray]
+    chunk_seconds: float
+    chunk_steps: int
+
+
+def train(program, consts, carry, *, block: int, steps: int, eval_every: int, evals_per_chunk: int,
+          live_seeds: int | None = None, stop_event: str | None = None, start_step: int = 0,
+          on_chunk: Callable[[Progress], None] | None = None) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
+    """The host loop: chunks until the step budget, or until every seed has fired `stop_event`.
+
+    Only the first `live_seeds` seeds (default all) count for the stop test and progress; the rest
+    are padding. Returns (carry, history {metric: [S, T]}, eval_steps [T]). The host sees one small
+    summary per chunk; nothing crosses to the host inside a chunk.
+    """
+    history: list[dict[str, np.ndarray]] = []
+    eval_steps: list[np.ndarray] = []
+    seeds = live_seeds or jax.tree.leaves(carry)[0].shape[0]
+    t = start_step
+    while t < steps:
+        n = min(evals_per_chunk, (steps - t) // eval_every)
+        tic = time.perf_counter()
+        carry, metrics = run_chunk(program, block, eval_every, n, carry, consts, jnp.int32(t))
+        history.append(jax.device_get(metrics))
+        t_first = {e: v[:seeds] for e, v in jax.device_get(carry["t_first"]).items()}
+        eval_steps.append(t + eval_every * np.arange(1, n + 1))
+        t += n * eval_every
+        if on_chunk:
+            on_chunk(Progress(t, steps, seeds, t_first, time.perf_counter() - tic, n * eval_every))
+        if stop_event and np.all(t_first[stop_event] >= 0):
+            break
+    curves = {k: np.concatenate([h[k] for h in history], axis=1) for k in history[0]} if history else {}
+    return carry, curves, np.concatenate(eval_steps) if eval_steps else np.zeros(0, np.int64)

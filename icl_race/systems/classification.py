@@ -1,0 +1,166 @@
+"""The race of arXiv 2412.00104 as an engine program: classification task + transformer + coupled
+SGD on the logistic loss + ICL/IWL probes.
+
+Static fields (shapes and variant) select the compiled program; everything in `consts` (K, learning
+rate, weight decays, thresholds, item pools) is traced, so a sweep over those compiles once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+
+from icl_race.config import Config
+from icl_race.models.transformer import ATTENTION_PATH, Transformer
+from icl_race.optim import coupled_sgd
+from icl_race.tasks import classification as task
+
+EVAL_SUB_BATCH = 256  # evaluation sequences per forward pass: bounds memory at large ensembles
+
+
+@dataclass(frozen=True)
+class ClassificationRace:
+    variant: str
+    N: int
+    D: int
+    pool_size: int
+    novel_size: int
+    batch_size: int
+    eval_size: int
+    model: Transformer
+    freeze_readout: bool
+    freeze_event: str | None
+
+    event_names = ("icl", "converged")
+
+    # ---- set-up -------------------------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> tuple["ClassificationRace", dict]:
+        t, tr = cfg.task, cfg.train
+        infinite = t.variant == "infinite"
+        program = cls(
+            variant=t.variant, N=t.N, D=t.D,
+            pool_size=0 if infinite else t.pool_size,
+            novel_size=0 if infinite else t.novel_size,
+            batch_size=tr.batch_size, eval_size=tr.eval_size,
+            model=Transformer(E=t.D + 2, width=cfg.model.width, layers=cfg.model.layers),
+            freeze_readout=cfg.model.freeze_readout,
+            freeze_event="converged" if tr.early_stop == "freeze" else None,
+        )
+        consts = {
+            "K": jnp.int32(0 if infinite else t.K),
+            "lr": jnp.float32(tr.lr),
+            "wd_attn": jnp.float32(tr.weight_decay_attn),
+            "wd_mlp": jnp.float32(tr.weight_decay_mlp),
+            "icl_threshold": jnp.float32(tr.icl_threshold),
+            "stop_threshold": jnp.float32(tr.stop_threshold),
+        }
+        if not infinite:
+            consts["pool"] = task.make_pool(jax.random.key(t.pool_seed), program.pool_size, t.D)
+            consts["novel"] = task.make_pool(jax.random.key(t.novel_seed), program.novel_size, t.D)
+        return program, consts
+
+    def init(self, key, consts) -> dict:
+        k_model, k_labels, k_novel = jax.random.split(key, 3)
+        state = {"params": self.model.init(k_model)}
+        if self.variant != "infinite":
+            state["labels"], order = task.balanced_label_map(k_labels, consts["K"], self.pool_size)
+        if self.variant == "balanced":
+            state["order"] = order
+            state["novel_labels"], state["novel_order"] = task.balanced_label_map(
+                k_novel, self._novel_K(consts), self.novel_size)
+        return state
+
+    def _novel_K(self, consts):
+        return jnp.minimum(consts["K"], self.novel_size)
+
+    # ---- data -----------------------------------------------------------------------------------
+
+    def train_batch(self, state, consts, key, B):
+        if self.variant == "infinite":
+            return task.fresh_sequences(key, B, self.N, self.D, query_in_context=True)
+        if self.variant == "balanced":
+            ids = task.balanced_ids(key, state["order"], consts["K"], B, self.N)
+        else:
+            ids = task.target_present_ids(key, consts["K"], B, self.N)
+        return task.pooled_sequences(consts["pool"], state["labels"], ids)
+
+    def icl_batch(self, state, consts, key, B, reference_labels=False):
+        """Novel items, target in context: only in-context learning can solve it."""
+        if self.variant == "infinite":
+            return task.fresh_sequences(key, B, self.N, self.D, query_in_context=True)
+        if self.variant == "balanced":
+            # The reference labels novel items with the *training* map by id (so contexts lose the
+            # balanced construction's label statistics); by default the novel pool has its own map.
+            ids = task.balanced_ids(key, state["novel_order"], self._novel_K(consts), B, self.N)
+            labels = state["labels"] if reference_labels else state["novel_labels"]
+            return task.pooled_sequences(consts["novel"], labels, ids)
+        ids = task.target_present_ids(key, self._novel_K(consts), B, self.N)
+        return task.pooled_sequences(consts["novel"], state["labels"], ids)
+
+    def iwl_batch(self, state, consts, key, B):
+        """Training items, N distinct, so the target is absent from its context: only memory helps."""
+        if self.variant == "infinite":
+            return task.fresh_sequences(key, B, self.N, self.D, query_in_context=False)
+        ids = task.distinct_ids(key, consts["K"], B, self.N)
+        return task.pooled_sequences(consts["pool"], state["labels"], ids)
+
+    # ---- training -------------------------------------------------------------------------------
+
+    def loss(self, params, x_BxNxE, y_B):
+        return jnp.mean(jax.nn.softplus(-y_B * self.model.apply(params, x_BxNxE)))
+
+    def _decay_and_rate(self, params, consts):
+        decay = {m: jax.tree.map(lambda _: consts["wd_attn"] if m in ATTENTION_PATH else consts["wd_mlp"], sub)
+                 for m, sub in params.items()}
+        lr = {m: jax.tree.map(lambda _: 0.0 if (self.freeze_readout and m == "readout") else 1.0, sub)
+              for m, sub in params.items()}
+        return decay, lr
+
+    def step(self, state, consts, key):
+        x_BxNxE, y_B = self.train_batch(state, consts, key, self.batch_size)
+        loss, grads = jax.value_and_grad(self.loss)(state["params"], x_BxNxE, y_B)
+        decay, rate = self._decay_and_rate(state["params"], consts)
+        # A frozen group (rate 0) gets neither gradient nor decay.
+        grads = jax.tree.map(lambda g, r: g * r, grads, rate)
+        decay = jax.tree.map(lambda d, r: d * r, decay, rate)
+        return {**state, "params": coupled_sgd(state["params"], grads, consts["lr"], decay)}, loss
+
+    # ---- evaluation -----------------------------------------------------------------------------
+
+    def _evaluate(self, params, make_batch, key):
+        """Mean logistic loss and accuracy (y * f > 0, strict) on eval_size fresh sequences, drawn in
+        sub-batches so that memory does not grow with eval_size."""
+        n_sub = math.ceil(self.eval_size / EVAL_SUB_BATCH)
+        b = math.ceil(self.eval_size / n_sub)
+
+        def one(acc, i):
+            x_BxNxE, y_B = make_batch(jax.random.fold_in(key, i), b)
+            margin_B = y_B * self.model.apply(params, x_BxNxE)
+            keep_B = (i * b + jnp.arange(b)) < self.eval_size
+            return (acc[0] + jnp.sum(jnp.where(keep_B, jax.nn.softplus(-margin_B), 0.0)),
+                    acc[1] + jnp.sum(keep_B & (margin_B > 0))), None
+
+        (loss_sum, correct), _ = jax.lax.scan(one, (jnp.float32(0), jnp.int32(0)), jnp.arange(n_sub))
+        return loss_sum / self.eval_size, correct.astype(jnp.float32) / self.eval_size
+
+    def probe(self, state, consts, key):
+        k_icl, k_iwl = jax.random.split(key)
+        p = state["params"]
+        out = {}
+        out["icl_loss"], out["icl_acc"] = self._evaluate(
+            p, lambda k, b: self.icl_batch(state, consts, k, b), k_icl)
+        out["iwl_loss"], out["iwl_acc"] = self._evaluate(
+            p, lambda k, b: self.iwl_batch(state, consts, k, b), k_iwl)
+        if self.variant == "balanced":
+            out["icl_ref_loss"], out["icl_ref_acc"] = self._evaluate(
+                p, lambda k, b: self.icl_batch(state, consts, k, b, reference_labels=True), k_icl)
+        return out
+
+    def events(self, probes, consts):
+        return {"icl": probes["icl_acc"] > consts["icl_threshold"],
+                "converged": probes["icl_acc"] > consts["stop_threshold"]}
