@@ -1,0 +1,84 @@
+"""`icl-race bench`: compile seconds and steady-state seed-steps/s of the training step.
+
+Method (JAX's benchmarking guidance): compile ahead of time and time it separately; warm up once;
+then time `steps` steps per repeat with block_until_ready and keep the best repeat. Only training
+steps are timed (sampling, forward, backward, update, all on the device); evaluation is not.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from icl_race import config
+
+
+def measure(cfg: config.Config, seeds: int, steps: int, repeats: int) -> dict:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from icl_race.engine.ensemble import init_ensemble, run_steps, seed_keys
+    from icl_race.systems import build
+
+    program, consts = build(cfg)
+    carry = init_ensemble(program, seeds, seed_keys(0, np.arange(seeds)), consts)
+    jax.block_until_ready(carry)
+    t0 = jnp.int32(0)
+    tic = time.perf_counter()
+    compiled = run_steps.lower(program, seeds, steps, carry, consts, t0).compile()
+    compile_s = time.perf_counter() - tic
+    mem = compiled.memory_analysis()
+    carry, _ = compiled(carry, consts, t0)
+    jax.block_until_ready(carry)
+    best = float("inf")
+    for r in range(repeats):
+        tic = time.perf_counter()
+        carry, losses = compiled(carry, consts, jnp.int32((r + 1) * steps))
+        jax.block_until_ready(losses)
+        best = min(best, time.perf_counter() - tic)
+    peak = None
+    if mem is not None:
+        peak = mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes - mem.alias_size_in_bytes
+    return {
+        "seeds": seeds,
+        "compile_s": round(compile_s, 2),
+        "step_ms": round(1e3 * best / steps, 3),
+        "seed_steps_per_s": round(seeds * steps / best, 1),
+        "peak_bytes": peak,
+        "bytes_per_seed": None if peak is None else int(peak / seeds),
+        "finite": bool(np.isfinite(np.asarray(losses)).all()),
+    }
+
+
+def main(args) -> int:
+    from icl_race.runner import device_description, versions
+
+    try:
+        sizes = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        raise config.ConfigError(f"--seeds {args.seeds!r}: expected comma-separated integers >= 1") from None
+    if not sizes or min(sizes) < 1:
+        raise config.ConfigError(f"--seeds {args.seeds!r}: expected comma-separated integers >= 1")
+    cfg = config.from_dict(config.apply_overrides({}, args.overrides))
+    header = {
+        "device": device_description(),
+        "config": {"N": cfg.task.N, "K": cfg.task.K, "variant": cfg.task.variant, "batch_size": cfg.train.batch_size,
+                   "width": cfg.model.width, "layers": cfg.model.layers},
+        "steps_per_repeat": args.steps,
+        "versions": versions(),
+    }
+    if not args.json:
+        print(f"device {header['device']}; {header['config']}")
+        print(f"{'seeds':>6} {'compile s':>10} {'ms/step':>10} {'seed-steps/s':>13} {'peak MB':>9} {'MB/seed':>8}")
+    rows = []
+    for s in sizes:
+        row = measure(cfg, s, args.steps, args.repeats)
+        rows.append(row)
+        if not args.json:
+            mb = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
+            print(f"{s:>6} {row['compile_s']:>10.2f} {row['step_ms']:>10.2f} {row['seed_steps_per_s']:>13,.1f} "
+                  f"{mb(row['peak_bytes']):>9} {mb(row['bytes_per_seed']):>8}", flush=True)
+    if args.json:
+        print(json.dumps({**header, "rows": rows}, indent=2))
+    return 0

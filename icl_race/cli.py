@@ -1,0 +1,110 @@
+"""`icl-race` command line: run, demo, bench.
+
+Heavy imports (jax, matplotlib) happen inside the commands, so `--help` and input errors are instant.
+Exit codes: 0 success, 2 bad input (one line on stderr naming the field), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import resources
+from pathlib import Path
+
+from icl_race import config
+from icl_race.config import ConfigError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not >= 1")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit 2, like every other input error
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="icl-race", description="Seed-ensemble simulator of the race between in-context "
+                                             "and in-weights learning (arXiv 2412.00104, 2501.16265).")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="train one ensemble from a TOML config",
+                         description="Train every seed of CONFIG in one jitted, vmapped pass and write "
+                                     "results.npz, meta.json and t_icl_hist.png to --out.")
+    run.add_argument("config", help="TOML file with sections [task], [model], [train], [ensemble]")
+    run.add_argument("--out", required=True, help="run directory (created; an existing run of the same "
+                                                  "config is skipped, of another config refused)")
+    run.add_argument("--seeds", type=_positive_int, help="override ensemble.seeds")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                     help="override one config value (repeatable), e.g. --set task.K=20000")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    demo = sub.add_parser("demo", help="the CPU-sized demo (experiments/demo.toml)",
+                          description="Run the CPU-sized preset experiments/demo.toml: a few minutes on "
+                                      "2 cores, then print where its histogram is.")
+    demo.add_argument("--out", default="runs/demo", help="run directory (default: runs/demo)")
+    demo.add_argument("--seeds", type=_positive_int, help="override ensemble.seeds")
+
+    bench = sub.add_parser("bench", help="seed-steps/s of the ensemble at the paper configuration",
+                           description="Compile seconds and steady-state seed-steps/s of training steps "
+                                       "at N = 100, K = 10^4, batch 128 for several ensemble sizes.")
+    bench.add_argument("--seeds", default="1,8,64,256", help="comma-separated ensemble sizes (default 1,8,64,256)")
+    bench.add_argument("--steps", type=_positive_int, default=3, help="timed steps per repeat (default 3)")
+    bench.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats; the best is kept")
+    bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                       help="change the benchmarked config, e.g. --set task.K=100000")
+    bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return p
+
+
+def _summary(results, out: Path) -> str:
+    import numpy as np
+
+    t = results["t_icl"]
+    hit = t[t >= 0]
+    line = f"{out}: ICL acquired in {hit.size}/{t.size} seeds"
+    if hit.size:
+        line += f"; t_ICL median {int(np.median(hit)):,} steps (range {hit.min():,}-{hit.max():,})"
+    if hit.size < t.size:
+        line += f"; {t.size - hit.size} censored at {int(results['budget']):,}"
+    return line + f"\nhistogram: {out / 't_icl_hist.png'}"
+
+
+def _run(cfg_path, out: str, seeds, overrides, quiet: bool) -> int:
+    from icl_race.runner import execute
+
+    if seeds is not None:
+        overrides = [*overrides, f"ensemble.seeds={seeds}"]
+    cfg = config.load(cfg_path, overrides)
+    results = execute(cfg, Path(out), progress=not quiet, log=lambda m: print(m, file=sys.stderr))
+    print(_summary(results, Path(out)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args.config, args.out, args.seeds, args.overrides, args.quiet)
+        if args.command == "demo":
+            with resources.as_file(resources.files("icl_race") / "presets" / "demo.toml") as path:
+                return _run(path, args.out, args.seeds, [], quiet=False)
+        if args.command == "bench":
+            from icl_race.bench import main as bench_main
+
+            return bench_main(args)
+    except ConfigError as e:
+        print(f"icl-race: error: {e}", file=sys.stderr)
+        return 2
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

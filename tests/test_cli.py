@@ -1,0 +1,117 @@
+"""The command line: a tiny end-to-end run, the run-directory contract, and bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from icl_race.cli import main
+
+TINY = """
+[task]
+K = 1000
+N = 8
+[model]
+width = 32
+[train]
+lr = 0.1
+batch_size = 64
+steps = 300
+eval_every = 50
+eval_size = 100
+[ensemble]
+seeds = 3
+block = 4
+"""
+
+
+@pytest.fixture
+def tiny_toml(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    return path
+
+
+def test_tiny_run_end_to_end(tiny_toml, tmp_path):
+    out = tmp_path / "run"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    r = subprocess.run([sys.executable, "-m", "icl_race.cli", "run", str(tiny_toml), "--out", str(out),
+                        "--seeds", "5", "--set", "train.steps=200"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "ICL acquired in" in r.stdout and "seed-steps/s" in r.stderr
+    res = np.load(out / "results.npz")
+    S, T = 5, 4
+    np.testing.assert_array_equal(res["seed_ids"], np.arange(5))
+    assert res["t_icl"].shape == (S,) and res["eval_steps"].tolist() == [50, 100, 150, 200]
+    for k in ("icl_acc", "iwl_acc", "icl_loss", "iwl_loss", "train_loss"):
+        assert res[k].shape == (S, T) and np.isfinite(res[k]).all(), k
+    assert np.all((res["t_icl"] == -1) | np.isin(res["t_icl"], res["eval_steps"]))
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["config"]["ensemble"]["seeds"] == 5 and meta["config"]["train"]["steps"] == 200
+    assert meta["seed_steps_per_s"] > 0 and meta["compile_seconds"] > 0 and "cpu" in meta["device"]
+    assert meta["versions"]["jax"]
+    assert (out / "t_icl_hist.png").read_bytes()[:4] == b"\x89PNG"
+    assert not [p for p in os.listdir(out) if p.startswith(".")], "temporary files left behind"
+
+
+def test_finished_run_is_skipped_and_other_config_refused(tiny_toml, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", str(tiny_toml), "--out", str(out), "--quiet", "--set", "train.steps=50"]) == 0
+    before = {p: p.stat().st_mtime_ns for p in out.iterdir()}
+    assert main(["run", str(tiny_toml), "--out", str(out), "--quiet", "--set", "train.steps=50"]) == 0
+    assert "already exist" in capsys.readouterr().err
+    assert main(["run", str(tiny_toml), "--out", str(out), "--quiet", "--set", "train.steps=100"]) == 2
+    err = capsys.readouterr().err
+    assert "different config" in err and "train.steps" in err
+    assert {p: p.stat().st_mtime_ns for p in out.iterdir()} == before, "a refused run must not touch the directory"
+
+
+@pytest.mark.parametrize("overrides, field", [
+    (["task.K=1"], "task.K"),
+    (["task.variant=\"balanced\"", "task.K=1001"], "task.K"),
+    (["task.N=1"], "task.N"),
+    (["train.batch_size=0"], "train.batch_size"),
+    (["train.bogus=3"], "train.bogus"),
+    (["task.K=\"many\""], "task.K"),
+    (["task.K=abc"], "task.K"),
+    (["train.lr=-0.1"], "train.lr"),
+    (["train.steps=1000", "train.eval_every=300"], "train.steps"),
+    (["task.variant=\"zipf\""], "task.variant"),
+    (["nosection"], "nosection"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tiny_toml, tmp_path, capsys, overrides, field):
+    out = tmp_path / "never"
+    args = ["run", str(tiny_toml), "--out", str(out)]
+    for o in overrides:
+        args += ["--set", o]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err, err
+    assert not out.exists()
+
+
+def test_missing_config_file(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "nope.toml" in err and "not found" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_unknown_key_in_file_and_bad_seeds_flag(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[task]\nKK = 3\n")
+    assert main(["run", str(bad), "--out", str(tmp_path / "o")]) == 2
+    assert "task.KK" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(bad), "--out", str(tmp_path / "o"), "--seeds", "0"])
+    assert e.value.code == 2 and "--seeds" in capsys.readouterr().err
+
+
+def test_help_lists_every_command():
+    r = subprocess.run([sys.executable, "-m", "icl_race.cli", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and all(c in r.stdout for c in ("run", "demo", "bench"))
+    r = subprocess.run([sys.executable, "-m", "icl_race.cli", "run", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "--set" in r.stdout and "--seeds" in r.stdout
