@@ -1,0 +1,23 @@
+# Two commands do everything on a fresh clone:
+#   make demo   creates .venv if missing (Python >= 3.12), installs icl-race, runs the CPU demo
+#   make test   the same environment, then the test suite (what CI runs)
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test bench
+
+$(BIN)/icl-race: pyproject.toml
+	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v >= (3, 12) else f"icl-race needs Python >= 3.12, $(PYTHON) is {v.major}.{v.minor}: run make PYTHON=python3.12 ...")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@
+
+demo: $(BIN)/icl-race
+	$(BIN)/icl-race demo
+
+test: $(BIN)/icl-race
+	$(BIN)/python -m pytest
+
+bench: $(BIN)/icl-race
+	$(BIN)/icl-race bench
