@@ -13,6 +13,7 @@ from pathlib import Path
 
 from icl_race import config
 from icl_race.config import ConfigError
+from icl_race.runner import RunError
 
 
 def _positive_int(text: str) -> int:
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"icl-race: error: {e}", file=sys.stderr)
         return 2
+    except RunError as e:
+        print(f"icl-race: error: {e}", file=sys.stderr)
+        return 1
     return 1
 
 

@@ -63,6 +63,7 @@ class TrainConfig:
     stop_threshold: float = 0.99
     stop_when_all_acquired: bool = True  # end the run once every seed has acquired ICL
     evals_per_chunk: int = 10  # evaluations per jitted chunk: the host sees the ensemble this often
+    checkpoint_every: int = 5  # chunks between checkpoints (0: none); the last 2 are kept
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,8 @@ class Config:
         return dataclasses.asdict(self)
 
     def digest(self) -> str:
-        """Hash of everything that determines the results (chunking only sets how often the host
-        looks, so it is left out)."""
-        d = self.to_dict()
-        del d["train"]["evals_per_chunk"]
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+        """Hash of the whole config: names a run directory in a sweep."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig, "ensemble": EnsembleConfig}
@@ -208,6 +206,7 @@ def validate(cfg: Config) -> None:
     _check(0 <= tr.stop_threshold < 1, "train.stop_threshold", tr.stop_threshold, "in [0, 1)")
     _check(tr.early_stop in ("off", "freeze"), "train.early_stop", tr.early_stop, '"off" or "freeze"')
     _check(tr.evals_per_chunk >= 1, "train.evals_per_chunk", tr.evals_per_chunk, "an integer >= 1")
+    _check(tr.checkpoint_every >= 0, "train.checkpoint_every", tr.checkpoint_every, "an integer >= 0 (0: never)")
     _check(e.seeds >= 1, "ensemble.seeds", e.seeds, "an integer >= 1")
     _check(e.block >= 1, "ensemble.block", e.block, "an integer >= 1")
     _check(e.first_seed >= 0, "ensemble.first_seed", e.first_seed, "an integer >= 0")

@@ -13,9 +13,12 @@ Every file is written under a temporary name and renamed, so none is ever half-w
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import json
 import os
+import shutil
 import platform
 import subprocess
 import sys
@@ -50,7 +53,7 @@ def check_run_dir(cfg: Config, out: Path) -> bool:
     a different run. Reads only: a refused directory is left untouched."""
     cfg_file = out / "config.json"
     if not cfg_file.exists():
-        if out.exists() and any(out.iterdir()):
+        if out.exists() and any(p.name != ".lock" for p in out.iterdir()):
             raise RunDirError(f"--out {out}: directory is not empty and holds no icl-race run; choose another")
         return False
     try:
@@ -121,36 +124,115 @@ class ProgressBar:
             self.stream.write("\n")
 
 
+class RunError(RuntimeError):
+    """The run could not be completed (e.g. a write failed); str() says what and what is intact."""
+
+
+@contextlib.contextmanager
+def run_lock(out: Path):
+    """An exclusive lock on the run directory, held for the whole run; the kernel drops it when the
+    process dies, even by SIGKILL, so a stale lock never blocks a resume."""
+    fd = os.open(out / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise RunDirError(f"--out {out}: another icl-race process (pid {holder}) is running in this "
+                              "directory; wait for it or choose another") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _host_carry(carry):
+    import jax
+
+    return jax.device_get({**carry, "key": jax.random.key_data(carry["key"])})
+
+
+def _device_carry(tree):
+    import jax
+
+    return jax.device_put({**tree, "key": jax.random.wrap_key_data(tree["key"])})
+
+
 def execute(cfg: Config, out: Path, progress: bool = True, log=print) -> dict:
     """Train cfg's ensemble and write the run directory; returns the results arrays.
 
-    Skips the work when `out` already holds this config's results."""
+    Skips the work when `out` already holds this config's results; resumes from the newest intact
+    checkpoint when it holds this config's unfinished run."""
     out = Path(out)
     if check_run_dir(cfg, out):
         log(f"{out}: results for this config already exist; nothing to do")
         return dict(np.load(out / "results.npz"))
+    out.mkdir(parents=True, exist_ok=True)
+    with run_lock(out):
+        if check_run_dir(cfg, out):  # finished by another process while we waited for nothing
+            return dict(np.load(out / "results.npz"))
+        try:
+            return _execute_locked(cfg, out, progress, log)
+        except OSError as e:
+            raise RunError(f"cannot write in {out}: {e.strerror or e}"
+                           f"{f' ({e.filename})' if e.filename else ''}; the last good checkpoint, if any, "
+                           "is intact and the run resumes from it") from e
 
+
+def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     import jax
 
     from icl_race.engine import compile_stats
-    from icl_race.engine.ensemble import init_ensemble, padded_seed_ids, seed_keys, train
+    from icl_race.engine.ensemble import DIVERGED, concat_history, init_ensemble, padded_seed_ids, seed_keys, train
     from icl_race.plots import t_icl_histogram
     from icl_race.systems import build
 
-    out.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out / "config.json", _json_bytes(cfg.to_dict()))
-
+    if not (out / "config.json").exists():
+        _atomic_write(out / "config.json", _json_bytes(cfg.to_dict()))
     e, tr = cfg.ensemble, cfg.train
     seed_ids = np.arange(e.first_seed, e.first_seed + e.seeds, dtype=np.int64)
     compiles0, compile_s0 = compile_stats.snapshot()
     tic = time.perf_counter()
     program, consts = build(cfg)
-    carry = init_ensemble(program, e.block, seed_keys(e.root_seed, padded_seed_ids(seed_ids, e.block)), consts)
+
+    ckpt = restored = None
+    if tr.checkpoint_every:
+        from icl_race.engine.checkpoint import Checkpointer
+
+        ckpt = Checkpointer(out / "checkpoints", keep=2)
+        restored = ckpt.restore_latest()
+    if restored:
+        tree, meta = restored
+        carry, start, history = _device_carry(tree["carry"]), meta["step"], (tree["curves"], tree["eval_steps"])
+        log(f"{out}: resuming from the checkpoint at step {start:,}")
+    else:
+        carry = init_ensemble(program, e.block, seed_keys(e.root_seed, padded_seed_ids(seed_ids, e.block)), consts)
+        start, history = 0, None
+
     bar = ProgressBar() if progress else None
-    carry, curves, eval_steps = train(
-        program, consts, carry, block=e.block, steps=tr.steps, eval_every=tr.eval_every,
-        evals_per_chunk=tr.evals_per_chunk, live_seeds=e.seeds,
-        stop_event="icl" if tr.stop_when_all_acquired else None, on_chunk=bar)
+
+    def on_chunk(p):
+        if bar:
+            bar(p)
+        if ckpt and p.chunks_done % tr.checkpoint_every == 0 and p.step < tr.steps:
+            curves, steps_seen = concat_history(p.history, p.eval_steps)
+            try:
+                ckpt.save(p.step, {"carry": _host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
+                          {"config_digest": cfg.digest()})
+            except Exception as err:  # orbax wraps I/O errors in its own types
+                raise RunError(f"checkpoint at step {p.step:,} in {out} failed ({err}); the previous "
+                               "checkpoint is intact and the run resumes from it") from err
+
+    try:
+        carry, curves, eval_steps = train(
+            program, consts, carry, block=e.block, steps=tr.steps, eval_every=tr.eval_every,
+            evals_per_chunk=tr.evals_per_chunk, live_seeds=e.seeds, start_step=start, history=history,
+            stop_event="icl" if tr.stop_when_all_acquired else None, on_chunk=on_chunk)
+    finally:
+        if ckpt:
+            ckpt.wait()
+            ckpt.close()
     t_first = {k: v[: e.seeds] for k, v in jax.device_get(carry["t_first"]).items()}
     curves = {k: v[: e.seeds] for k, v in curves.items()}
     run_s = time.perf_counter() - tic
@@ -161,6 +243,7 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print) -> dict:
         "seed_ids": seed_ids,
         "t_icl": t_first["icl"].astype(np.int64),
         "t_converged": t_first["converged"].astype(np.int64),
+        "diverged": t_first[DIVERGED] >= 0,
         "eval_steps": eval_steps.astype(np.int64),
         **{k: v.astype(np.float32) for k, v in curves.items()},
         "steps_run": np.int64(steps_run),
@@ -170,14 +253,14 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print) -> dict:
     np.savez(buf, **results)
     _atomic_write(out / "results.npz", buf.getvalue())
 
-    fig = t_icl_histogram(results["t_icl"], tr.steps,
-                          title=f"t_ICL, {cfg.task.variant} K={cfg.task.K if cfg.task.variant != 'infinite' else 'inf'}, "
-                                f"N={cfg.task.N}, {e.seeds} seeds")
+    k_label = "inf" if cfg.task.variant == "infinite" else f"{cfg.task.K}"
+    fig = t_icl_histogram(results["t_icl"][~results["diverged"]], tr.steps,
+                          title=f"t_ICL, {cfg.task.variant} K={k_label}, N={cfg.task.N}, {e.seeds} seeds")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120)
     _atomic_write(out / "t_icl_hist.png", buf.getvalue())
 
-    train_s = max(run_s - compile_s, 1e-9)
+    trained_s = max(run_s - compile_s, 1e-9)
     meta = {
         "config": cfg.to_dict(),
         "config_digest": cfg.digest(),
@@ -187,10 +270,14 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print) -> dict:
         "compiles": compiles,
         "compile_seconds": round(compile_s, 3),
         "run_seconds": round(run_s, 3),
-        "seed_steps_per_s": round(e.seeds * steps_run / train_s, 1),
+        "resumed_from_step": start or None,
+        "seed_steps_per_s": round(e.seeds * (steps_run - start) / trained_s, 1),
         "steps_run": steps_run,
-        "acquired": int(np.sum(results["t_icl"] >= 0)),
         "seeds": e.seeds,
+        "acquired": int(np.sum(results["t_icl"] >= 0)),
+        "diverged": int(np.sum(results["diverged"])),
     }
     _atomic_write(out / "meta.json", _json_bytes(meta))
+    if ckpt:  # the results supersede the checkpoints
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)
     return results

@@ -61,11 +61,14 @@ def _over_seeds(one_seed, block: int, consts, carry, *args):
     return jax.tree.map(lambda a: a.reshape(S, *a.shape[2:]), out)
 
 
+DIVERGED = "diverged"  # engine-level event: the training loss of a period was NaN or infinite
+
+
 def _init_seed(program, consts, key):
     return {
         "key": key,
         "state": program.init(jax.random.fold_in(key, INIT_STREAM), consts),
-        "t_first": {e: jnp.int32(-1) for e in program.event_names},
+        "t_first": {e: jnp.int32(-1) for e in (*program.event_names, DIVERGED)},
     }
 
 
@@ -82,7 +85,10 @@ def _tree_where(cond, on_true, on_false):
 def _train_steps(program, n_steps, consts, carry, t0):
     """n_steps optimisation steps of one seed, starting after t0 completed steps."""
     train_key = jax.random.fold_in(carry["key"], TRAIN_STREAM)
-    frozen = (carry["t_first"][program.freeze_event] >= 0) if program.freeze_event else jnp.bool_(False)
+    # A diverged seed stops updating too (from the evaluation that saw its loss go non-finite).
+    frozen = carry["t_first"][DIVERGED] >= 0
+    if program.freeze_event:
+        frozen |= carry["t_first"][program.freeze_event] >= 0
 
     def one(state, t):
         new_state, loss = program.step(state, consts, jax.random.fold_in(train_key, t))
@@ -99,7 +105,7 @@ def _period(program, eval_every, consts, carry, t0):
     t_end = t0 + eval_every
     probe_key = jax.random.fold_in(jax.random.fold_in(carry["key"], PROBE_STREAM), t_end)
     probes = program.probe(carry["state"], consts, probe_key)
-    fired = program.events(probes, consts)
+    fired = {**program.events(probes, consts), DIVERGED: ~jnp.isfinite(jnp.mean(losses))}
     t_first = {e: jnp.where((t < 0) & fired[e], t_end, t).astype(jnp.int32) for e, t in carry["t_first"].items()}
     return {**carry, "t_first": t_first}, {"train_loss": jnp.mean(losses), **probes}
 
@@ -126,40 +132,58 @@ def run_steps(program, block: int, n_steps: int, carry, consts, t0):
 
 @dataclass
 class Progress:
-    """What the host loop reports after each chunk."""
+    """What the host loop hands to its callback after each chunk (before the next is dispatched)."""
 
     step: int
     steps: int
     seeds: int
-    t_first: dict[str, np.ndarray]
+    t_first: dict[str, np.ndarray]  # live seeds only
     chunk_seconds: float
     chunk_steps: int
+    chunks_done: int
+    carry: Any  # the device carry: copy what you need now, the next chunk donates it
+    history: list[dict[str, np.ndarray]]
+    eval_steps: list[np.ndarray]
+
+
+def concat_history(history, eval_steps) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    curves = {k: np.concatenate([h[k] for h in history], axis=1) for k in history[0]} if history else {}
+    return curves, np.concatenate(eval_steps) if eval_steps else np.zeros(0, np.int64)
+
+
+def _finished(t_first, stop_event) -> bool:
+    return bool(stop_event) and bool(np.all((t_first[stop_event] >= 0) | (t_first[DIVERGED] >= 0)))
 
 
 def train(program, consts, carry, *, block: int, steps: int, eval_every: int, evals_per_chunk: int,
           live_seeds: int | None = None, stop_event: str | None = None, start_step: int = 0,
+          history: tuple[dict[str, np.ndarray], np.ndarray] | None = None,
           on_chunk: Callable[[Progress], None] | None = None) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
-    """The host loop: chunks until the step budget, or until every seed has fired `stop_event`.
+    """The host loop: chunks until the step budget, or until every live seed has fired `stop_event`
+    (or diverged).
 
     Only the first `live_seeds` seeds (default all) count for the stop test and progress; the rest
-    are padding. Returns (carry, history {metric: [S, T]}, eval_steps [T]). The host sees one small
-    summary per chunk; nothing crosses to the host inside a chunk.
+    are padding. To resume, pass the checkpointed carry, `start_step` and `history` (curves, eval
+    steps): chunk boundaries stay aligned to multiples of evals_per_chunk from step 0, so a resumed
+    run computes exactly what an uninterrupted one does. Returns (carry, curves {metric: [S, T]},
+    eval_steps [T]). The host sees one small summary per chunk; nothing crosses to the host inside one.
     """
-    history: list[dict[str, np.ndarray]] = []
-    eval_steps: list[np.ndarray] = []
+    hist = [history[0]] if history and history[1].size else []
+    steps_seen = [history[1]] if history and history[1].size else []
     seeds = live_seeds or jax.tree.leaves(carry)[0].shape[0]
-    t = start_step
-    while t < steps:
+    live = lambda tf: {e: v[:seeds] for e, v in jax.device_get(tf).items()}
+    t, chunks = start_step, 0
+    if t % (eval_every * evals_per_chunk) and t != steps:
+        raise ValueError(f"start_step {t} is not a chunk boundary")
+    while t < steps and not _finished(live(carry["t_first"]), stop_event):
         n = min(evals_per_chunk, (steps - t) // eval_every)
         tic = time.perf_counter()
         carry, metrics = run_chunk(program, block, eval_every, n, carry, consts, jnp.int32(t))
-        history.append(jax.device_get(metrics))
-        t_first = {e: v[:seeds] for e, v in jax.device_get(carry["t_first"]).items()}
-        eval_steps.append(t + eval_every * np.arange(1, n + 1))
+        hist.append(jax.device_get(metrics))
+        steps_seen.append(t + eval_every * np.arange(1, n + 1))
         t += n * eval_every
+        chunks += 1
         if on_chunk:
-            on_chunk(Progress(t, steps, seeds, t_first, time.perf_counter() - tic, n * eval_every))
-        if stop_event and np.all(t_first[stop_event] >= 0):
-            break
-    curves = {k: np.concatenate([h[k] for h in history], axis=1) for k in history[0]} if history else {}
-    return carry, curves, np.concatenate(eval_steps) if eval_steps else np.zeros(0, np.int64)
+            on_chunk(Progress(t, steps, seeds, live(carry["t_first"]), time.perf_counter() - tic,
+                              n * eval_every, chunks, carry, hist, steps_seen))
+    return (carry, *concat_history(hist, steps_seen))

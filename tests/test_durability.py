@@ -1,0 +1,145 @@
+"""Checkpoints and resume: SIGKILL at random moments, damaged checkpoints, locks, divergence, write errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from icl_race import config
+from icl_race.cli import main
+from icl_race.runner import execute
+
+RAW = {
+    "task": {"K": 1000, "N": 8},
+    "model": {"width": 32},
+    "train": {"lr": 0.1, "batch_size": 64, "steps": 1200, "eval_every": 50, "eval_size": 100,
+              "evals_per_chunk": 2, "checkpoint_every": 1, "stop_when_all_acquired": False},
+    "ensemble": {"seeds": 6, "block": 8},
+}
+SET_ARGS = [a for s, sec in RAW.items() for k, v in sec.items() for a in ("--set", f"{s}.{k}={json.dumps(v)}")]
+ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
+
+
+def _cli(out, extra_code=""):
+    """`icl-race run` in a fresh process; extra_code runs first (to install a fault)."""
+    base = out.parent / "base.toml"
+    base.touch()
+    code = (f"{extra_code}\nimport sys\nfrom icl_race.cli import main\n"
+            f"sys.exit(main(['run', {str(base)!r}, '--out', {str(out)!r}, '--quiet'] + {SET_ARGS!r}))")
+    return subprocess.Popen([sys.executable, "-c", code], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _assert_same(a, b):
+    for k in ("t_icl", "t_converged", "eval_steps", "seed_ids", "diverged"):
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    for k in ("icl_acc", "iwl_acc", "icl_loss", "iwl_loss", "train_loss"):
+        np.testing.assert_allclose(a[k], b[k], atol=1e-6, err_msg=k)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    cfg = config.from_dict({**RAW, "train": {**RAW["train"], "checkpoint_every": 0}})
+    return execute(cfg, tmp_path_factory.mktemp("plain") / "run", progress=False)
+
+
+def test_sigkill_at_random_moments_then_resume_gives_the_same_results(tmp_path, uninterrupted):
+    out = tmp_path / "run"
+    rng = np.random.default_rng(0)
+    # Kill 1: inside a checkpoint write (the save is queued, then the process dies at once).
+    kill_in_save = ("import os, signal\nimport icl_race.engine.checkpoint as c\n_save = c.Checkpointer.save\n"
+                    "def save(self, step, *a, **k):\n    _save(self, step, *a, **k)\n"
+                    "    if step >= 300: os.kill(os.getpid(), signal.SIGKILL)\nc.Checkpointer.save = save")
+    p = _cli(out, kill_in_save)
+    assert p.wait(timeout=300) == -signal.SIGKILL
+    # Kills 2-3: at random wall-clock moments.
+    for _ in range(2):
+        p = _cli(out)
+        time.sleep(rng.uniform(4.0, 9.0))
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=60)
+        assert not (out / "results.npz").exists() or p.returncode == 0
+    p = _cli(out)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    _assert_same(dict(np.load(out / "results.npz")), uninterrupted)
+    assert not (out / "checkpoints").exists(), "checkpoints are removed once results are written"
+
+
+def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, uninterrupted):
+    out = tmp_path / "run"
+    stop_after_4 = ("import icl_race.engine.checkpoint as c\n_save = c.Checkpointer.save\n"
+                    "def save(self, step, *a, **k):\n    _save(self, step, *a, **k)\n"
+                    "    if step >= 400:\n        self.wait(); raise SystemExit(3)\nc.Checkpointer.save = save")
+    p = _cli(out, stop_after_4)
+    p.communicate(timeout=300)
+    steps = sorted(int(d.name) for d in (out / "checkpoints").iterdir() if d.name.isdigit())
+    assert steps == [300, 400]
+    # Damage the newest: flip bytes in every array data file of its state.
+    for f in (out / "checkpoints" / "400" / "state").rglob("*"):
+        if f.is_file() and f.parent.name == "d":
+            data = bytearray(f.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            f.write_bytes(bytes(data))
+    p = _cli(out)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    assert "step 400 is damaged" in err and "resuming from the checkpoint at step 300" in err
+    _assert_same(dict(np.load(out / "results.npz")), uninterrupted)
+
+
+def test_second_process_on_the_same_directory_is_refused_untouched(tmp_path):
+    out = tmp_path / "run"
+    first = _cli(out, "import time, icl_race.engine.ensemble as e\n_t = e.train\n"
+                      "def train(*a, **k):\n    time.sleep(30)\n    return _t(*a, **k)\ne.train = train")
+    deadline = time.time() + 60
+    while not (out / "checkpoints").exists() and time.time() < deadline:  # the first is now in train()
+        time.sleep(0.2)
+    time.sleep(1.0)
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    second = _cli(out)
+    _, err = second.communicate(timeout=120)
+    first.kill()
+    first.wait()
+    assert second.returncode == 2 and "another icl-race process" in err and len(err.strip().splitlines()) == 1
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+
+
+def test_diverged_seeds_are_marked(tmp_path):
+    # lr 1e4 blows the logistic loss up within a few steps for every seed.
+    cfg = config.from_dict({**RAW, "train": {**RAW["train"], "lr": 1e4, "steps": 200, "checkpoint_every": 0,
+                                             "stop_when_all_acquired": True}})
+    res = execute(cfg, tmp_path / "run", progress=False)
+    assert res["diverged"].dtype == bool and res["diverged"].all()
+    np.testing.assert_array_equal(res["diverged"], ~np.isfinite(res["train_loss"]).all(axis=1))
+    assert res["steps_run"] < 200, "a run whose seeds all diverged ends early"
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["diverged"] == 6
+
+
+def test_write_error_ends_the_run_with_a_clear_message(tmp_path, monkeypatch, capsys):
+    import icl_race.runner as runner
+
+    real = runner._atomic_write
+
+    def full_disk(path, data):
+        if path.name == "results.npz":
+            raise OSError(28, "No space left on device", str(path))
+        real(path, data)
+
+    monkeypatch.setattr(runner, "_atomic_write", full_disk)
+    out = tmp_path / "run"
+    (tmp_path / "base.toml").touch()
+    args = ["run", str(tmp_path / "base.toml"), "--out", str(out), "--quiet"] + SET_ARGS
+    args += ["--set", "train.steps=200"]
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert "No space left on device" in err and "checkpoint" in err and len(err.splitlines()) == 1
+    assert not (out / "results.npz").exists()
+    steps = sorted(int(d.name) for d in (out / "checkpoints").iterdir() if d.name.isdigit())
+    assert steps == [100], "the last good checkpoint is kept"
