@@ -18,15 +18,16 @@ def measure(cfg: config.Config, seeds: int, steps: int, repeats: int) -> dict:
     import jax.numpy as jnp
     import numpy as np
 
-    from icl_race.engine.ensemble import init_ensemble, run_steps, seed_keys
+    from icl_race.engine.ensemble import Layout, init_ensemble, run_steps, seed_keys
     from icl_race.systems import build
 
     program, consts = build(cfg)
-    carry = init_ensemble(program, seeds, seed_keys(0, np.arange(seeds)), consts)
+    layout = Layout(block=seeds)  # one vmap over the whole ensemble, on one device
+    carry = init_ensemble(program, layout, seed_keys(0, np.arange(seeds)), consts)
     jax.block_until_ready(carry)
     t0 = jnp.int32(0)
     tic = time.perf_counter()
-    compiled = run_steps.lower(program, seeds, steps, carry, consts, t0).compile()
+    compiled = run_steps.lower(program, layout, steps, carry, consts, t0).compile()
     compile_s = time.perf_counter() - tic
     mem = compiled.memory_analysis()
     carry, _ = compiled(carry, consts, t0)

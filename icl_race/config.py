@@ -74,6 +74,7 @@ class EnsembleConfig:
     # Seeds per vmap. A seed's results are bit-identical in any ensemble with the same block; the
     # ensemble is padded with extra seeds to a multiple of it. On a GPU raise it (256-1024) for speed.
     block: int = 16
+    devices: int = 0  # local devices to split the seeds over; 0 = all of them
 
 
 @dataclass(frozen=True)
@@ -209,5 +210,6 @@ def validate(cfg: Config) -> None:
     _check(tr.checkpoint_every >= 0, "train.checkpoint_every", tr.checkpoint_every, "an integer >= 0 (0: never)")
     _check(e.seeds >= 1, "ensemble.seeds", e.seeds, "an integer >= 1")
     _check(e.block >= 1, "ensemble.block", e.block, "an integer >= 1")
+    _check(e.devices >= 0, "ensemble.devices", e.devices, "an integer >= 0 (0: all local devices)")
     _check(e.first_seed >= 0, "ensemble.first_seed", e.first_seed, "an integer >= 0")
     _check(0 <= e.root_seed < 2**32, "ensemble.root_seed", e.root_seed, "in [0, 2^32)")

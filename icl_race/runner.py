@@ -156,7 +156,21 @@ def _host_carry(carry):
 def _device_carry(tree):
     import jax
 
-    return jax.device_put({**tree, "key": jax.random.wrap_key_data(tree["key"])})
+    return {**tree, "key": jax.random.wrap_key_data(tree["key"])}
+
+
+def _repad(tree, padded: int, live: int):
+    """A checkpoint saved with another padding (another device count): keep the live seeds and pad
+    with copies of the first one, which are discarded like any padding seed."""
+    import jax
+
+    def fix(a):
+        a = np.asarray(a)
+        if a.ndim == 0 or a.shape[0] == padded:
+            return a
+        return np.concatenate([a[:live], np.repeat(a[:1], padded - live, axis=0)])
+
+    return {**tree, "carry": jax.tree.map(fix, tree["carry"]), "curves": jax.tree.map(fix, tree["curves"])}
 
 
 def execute(cfg: Config, out: Path, progress: bool = True, log=print) -> dict:
@@ -184,7 +198,9 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     import jax
 
     from icl_race.engine import compile_stats
-    from icl_race.engine.ensemble import DIVERGED, concat_history, init_ensemble, padded_seed_ids, seed_keys, train
+    from icl_race.engine.ensemble import (DIVERGED, Layout, concat_history, init_ensemble, padded_seed_ids,
+                                          seed_keys, train)
+    from icl_race.engine.sharding import local_device_count, place, seed_mesh
     from icl_race.plots import t_icl_histogram
     from icl_race.systems import build
 
@@ -202,12 +218,18 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
 
         ckpt = Checkpointer(out / "checkpoints", keep=2)
         restored = ckpt.restore_latest()
+    layout = Layout(e.block, local_device_count(e.devices))
+    mesh = seed_mesh(layout.shards) if layout.shards > 1 else None
+    padded_ids = padded_seed_ids(seed_ids, layout)
     if restored:
         tree, meta = restored
+        tree = _repad(tree, len(padded_ids), e.seeds)
         carry, start, history = _device_carry(tree["carry"]), meta["step"], (tree["curves"], tree["eval_steps"])
+        carry, consts = place(carry, consts, mesh)
         log(f"{out}: resuming from the checkpoint at step {start:,}")
     else:
-        carry = init_ensemble(program, e.block, seed_keys(e.root_seed, padded_seed_ids(seed_ids, e.block)), consts)
+        keys, consts = place(seed_keys(e.root_seed, padded_ids), consts, mesh)
+        carry = init_ensemble(program, layout, keys, consts)
         start, history = 0, None
 
     bar = ProgressBar() if progress else None
@@ -226,7 +248,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
 
     try:
         carry, curves, eval_steps = train(
-            program, consts, carry, block=e.block, steps=tr.steps, eval_every=tr.eval_every,
+            program, consts, carry, layout=layout, steps=tr.steps, eval_every=tr.eval_every,
             evals_per_chunk=tr.evals_per_chunk, live_seeds=e.seeds, start_step=start, history=history,
             stop_event="icl" if tr.stop_when_all_acquired else None, on_chunk=on_chunk)
     finally:

@@ -8,7 +8,7 @@ import numpy as np
 
 from icl_race import config
 from icl_race.engine import compile_stats
-from icl_race.engine.ensemble import init_ensemble, padded_seed_ids, run_chunk, seed_keys, train
+from icl_race.engine.ensemble import Layout, init_ensemble, padded_seed_ids, run_chunk, seed_keys, train
 from icl_race.systems import build
 
 EVAL_EVERY = 10
@@ -38,8 +38,8 @@ class Scripted:
 def _run_scripted(trace, steps, freeze_event=None, stop_event=None, evals_per_chunk=2):
     program = Scripted(freeze_event)
     consts = {"trace": jnp.asarray(trace, jnp.float32)}
-    carry = init_ensemble(program, 3, seed_keys(0, np.arange(3)), consts)
-    return train(program, consts, carry, block=3, steps=steps, eval_every=EVAL_EVERY,
+    carry = init_ensemble(program, Layout(3), seed_keys(0, np.arange(3)), consts)
+    return train(program, consts, carry, layout=Layout(3), steps=steps, eval_every=EVAL_EVERY,
                  evals_per_chunk=evals_per_chunk, stop_event=stop_event)
 
 
@@ -72,9 +72,9 @@ def test_run_ends_once_every_seed_fired_the_stop_event():
 def test_chunk_donates_the_ensemble_state():
     program = Scripted()
     consts = {"trace": jnp.ones(4)}
-    carry = init_ensemble(program, 2, seed_keys(0, np.arange(2)), consts)
+    carry = init_ensemble(program, Layout(2), seed_keys(0, np.arange(2)), consts)
     leaf = carry["state"]["updates"]
-    run_chunk(program, 2, EVAL_EVERY, 1, carry, consts, jnp.int32(0))
+    run_chunk(program, Layout(2), EVAL_EVERY, 1, carry, consts, jnp.int32(0))
     assert leaf.is_deleted()
 
 
@@ -85,10 +85,10 @@ def _tiny(tiny_raw, **train):
 
 def _ensemble(cfg, seed_ids, block=8):
     program, consts = build(cfg)
-    ids = padded_seed_ids(np.asarray(seed_ids), block)
-    carry = init_ensemble(program, block, seed_keys(cfg.ensemble.root_seed, ids), consts)
+    ids = padded_seed_ids(np.asarray(seed_ids), Layout(block))
+    carry = init_ensemble(program, Layout(block), seed_keys(cfg.ensemble.root_seed, ids), consts)
     tr = cfg.train
-    carry, curves, _ = train(program, consts, carry, block=block, steps=tr.steps, eval_every=tr.eval_every,
+    carry, curves, _ = train(program, consts, carry, layout=Layout(block), steps=tr.steps, eval_every=tr.eval_every,
                              evals_per_chunk=tr.evals_per_chunk)
     n = len(seed_ids)
     return jax.device_get(carry["t_first"]["icl"])[:n], {k: v[:n] for k, v in curves.items()}

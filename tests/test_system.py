@@ -5,16 +5,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from icl_race import config
-from icl_race.engine.ensemble import init_ensemble, seed_keys, train
+from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys, train
 from icl_race.systems import build
 
 
 def _run(raw, seeds=2):
     cfg = config.from_dict(raw)
     program, consts = build(cfg)
-    carry = init_ensemble(program, seeds, seed_keys(0, np.arange(seeds)), consts)
+    carry = init_ensemble(program, Layout(seeds), seed_keys(0, np.arange(seeds)), consts)
     tr = cfg.train
-    return program, consts, *train(program, consts, carry, block=seeds, steps=tr.steps,
+    return program, consts, *train(program, consts, carry, layout=Layout(seeds), steps=tr.steps,
                                    eval_every=tr.eval_every, evals_per_chunk=tr.evals_per_chunk)
 
 
@@ -39,7 +39,7 @@ def test_two_layer_with_frozen_readout_trains_everything_else():
     raw = {"task": {"K": 200, "N": 8}, "model": {"layers": 2, "width": 16, "freeze_readout": True},
            "train": {"batch_size": 16, "steps": 20, "eval_every": 10, "eval_size": 50}}
     program, consts, carry, _, _ = _run(raw)
-    init = init_ensemble(program, 2, seed_keys(0, np.arange(2)), consts)
+    init = init_ensemble(program, Layout(2), seed_keys(0, np.arange(2)), consts)
     same = jax.tree.map(lambda a, b: bool(jnp.all(a == b)), carry["state"]["params"], init["state"]["params"])
     assert all(jax.tree.leaves(same["readout"]))
     assert not any(jax.tree.leaves(same["attn1"])) and not any(jax.tree.leaves(same["mlp1"]))

@@ -30,11 +30,28 @@ import numpy as np
 INIT_STREAM, TRAIN_STREAM, PROBE_STREAM = 0, 1, 2
 
 
-def padded_seed_ids(seed_ids: np.ndarray, block: int) -> np.ndarray:
-    """Seed ids extended with the next ids up to a multiple of `block`: the extra seeds are trained
-    and discarded, so that every seed is computed in a vmap of exactly `block` seeds (see _over_seeds)."""
+@dataclass(frozen=True)
+class Layout:
+    """How the seed axis is laid out: `block` seeds per vmap, split over `shards` devices.
+
+    Why blocks: XLA picks kernels (and so float rounding) by the batch width, and the ICL transition
+    amplifies rounding differences of 1e-8 into different t_ICL. A fixed vmap width makes a seed's
+    trajectory bit-identical in an ensemble of any size (measured on CPU: widths 2 and 8 differ, the
+    position inside a block and the number of blocks do not). Each device runs its own blocks."""
+
+    block: int = 16
+    shards: int = 1
+
+    @property
+    def unit(self) -> int:
+        return self.block * self.shards
+
+
+def padded_seed_ids(seed_ids: np.ndarray, layout: Layout) -> np.ndarray:
+    """Seed ids extended with the next ids up to a multiple of layout.unit: the extra seeds are
+    trained and discarded, so that every seed is computed in a vmap of exactly `block` seeds."""
     seed_ids = np.asarray(seed_ids, np.int64)
-    extra = -len(seed_ids) % block
+    extra = -len(seed_ids) % layout.unit
     return np.concatenate([seed_ids, seed_ids.max() + 1 + np.arange(extra)])
 
 
@@ -43,22 +60,28 @@ def seed_keys(root_seed: int, seed_ids: np.ndarray) -> jax.Array:
     return jax.vmap(lambda s: jax.random.fold_in(root, s))(jnp.asarray(seed_ids, jnp.uint32))
 
 
-def _over_seeds(one_seed, block: int, consts, carry, *args):
-    """Apply a per-seed function to the ensemble, `block` seeds per vmap, blocks in sequence.
-
-    Why blocks: XLA picks kernels (and so float rounding) by the batch width, and the ICL transition
-    amplifies rounding differences of 1e-8 into different t_ICL. A fixed vmap width makes a seed's
-    trajectory bit-identical in an ensemble of any size (measured on CPU: widths 2 and 8 differ, the
-    position inside a block and the number of blocks do not)."""
+def _over_seeds(one_seed, layout: Layout, consts, carry, *args):
+    """Apply a per-seed function to the ensemble (leading axis S): blocks of `layout.block` seeds per
+    vmap, each device's blocks in sequence. Device d holds seeds [d*S/shards, (d+1)*S/shards) (a
+    contiguous NamedSharding of the seed axis), so the reshapes below never move data between devices."""
     batched = jax.vmap(one_seed, in_axes=(None, 0) + (None,) * len(args))
     S = jax.tree.leaves(carry)[0].shape[0]
-    if S % block:
-        raise ValueError(f"ensemble of {S} seeds is not a multiple of block {block}; use padded_seed_ids")
-    if S == block:
+    if S % layout.unit:
+        raise ValueError(f"ensemble of {S} seeds is not a multiple of {layout}; use padded_seed_ids")
+    nb, width = S // layout.unit, layout.unit  # blocks per device; seeds per step of the block loop
+    if nb == 1:
         return batched(consts, carry, *args)
-    split = lambda a: a.reshape(S // block, block, *a.shape[1:])
+
+    def split(a):  # (S, ...) -> (nb, shards * block, ...), block i of every device in row i
+        a = a.reshape(layout.shards, nb, layout.block, *a.shape[1:]).swapaxes(0, 1)
+        return a.reshape(nb, width, *a.shape[3:])
+
+    def merge(a):
+        a = a.reshape(nb, layout.shards, layout.block, *a.shape[2:]).swapaxes(0, 1)
+        return a.reshape(S, *a.shape[3:])
+
     out = jax.lax.map(lambda c: batched(consts, c, *args), jax.tree.map(split, carry))
-    return jax.tree.map(lambda a: a.reshape(S, *a.shape[2:]), out)
+    return jax.tree.map(merge, out)
 
 
 DIVERGED = "diverged"  # engine-level event: the training loss of a period was NaN or infinite
@@ -73,9 +96,9 @@ def _init_seed(program, consts, key):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def init_ensemble(program, block: int, keys_S: jax.Array, consts) -> dict:
-    """The ensemble carry: every leaf has a leading seed axis S (a multiple of block)."""
-    return _over_seeds(functools.partial(_init_seed, program), block, consts, keys_S)
+def init_ensemble(program, layout: Layout, keys_S: jax.Array, consts) -> dict:
+    """The ensemble carry: every leaf has a leading seed axis S (a multiple of layout.unit)."""
+    return _over_seeds(functools.partial(_init_seed, program), layout, consts, keys_S)
 
 
 def _tree_where(cond, on_true, on_false):
@@ -118,16 +141,16 @@ def _chunk_one_seed(program, eval_every, n_evals, consts, carry, t0):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2, 3), donate_argnums=4)
-def run_chunk(program, block: int, eval_every: int, n_evals: int, carry, consts, t0):
+def run_chunk(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0):
     """n_evals evaluation periods for the whole ensemble; metrics come back as {name: [S, n_evals]}."""
     one_seed = functools.partial(_chunk_one_seed, program, eval_every, n_evals)
-    return _over_seeds(one_seed, block, consts, carry, t0)
+    return _over_seeds(one_seed, layout, consts, carry, t0)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
-def run_steps(program, block: int, n_steps: int, carry, consts, t0):
+def run_steps(program, layout: Layout, n_steps: int, carry, consts, t0):
     """Training steps only, no evaluation: what `icl-race bench` times."""
-    return _over_seeds(functools.partial(_train_steps, program, n_steps), block, consts, carry, t0)
+    return _over_seeds(functools.partial(_train_steps, program, n_steps), layout, consts, carry, t0)
 
 
 @dataclass
@@ -155,7 +178,7 @@ def _finished(t_first, stop_event) -> bool:
     return bool(stop_event) and bool(np.all((t_first[stop_event] >= 0) | (t_first[DIVERGED] >= 0)))
 
 
-def train(program, consts, carry, *, block: int, steps: int, eval_every: int, evals_per_chunk: int,
+def train(program, consts, carry, *, layout: Layout, steps: int, eval_every: int, evals_per_chunk: int,
           live_seeds: int | None = None, stop_event: str | None = None, start_step: int = 0,
           history: tuple[dict[str, np.ndarray], np.ndarray] | None = None,
           on_chunk: Callable[[Progress], None] | None = None) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
@@ -178,7 +201,7 @@ def train(program, consts, carry, *, block: int, steps: int, eval_every: int, ev
     while t < steps and not _finished(live(carry["t_first"]), stop_event):
         n = min(evals_per_chunk, (steps - t) // eval_every)
         tic = time.perf_counter()
-        carry, metrics = run_chunk(program, block, eval_every, n, carry, consts, jnp.int32(t))
+        carry, metrics = run_chunk(program, layout, eval_every, n, carry, consts, jnp.int32(t))
         hist.append(jax.device_get(metrics))
         steps_seen.append(t + eval_every * np.arange(1, n + 1))
         t += n * eval_every
