@@ -1,0 +1,324 @@
+"""Sweeps: the Cartesian grid over any config fields, one hash-named run directory per cell.
+
+A sweep file is a config (the same [task]/[model]/[train]/[ensemble] sections, optionally on top of
+`base = "other.toml"`) plus a [grid] table mapping "section.key" to a list of values:
+
+    base = "demo.toml"
+    [grid]
+    "task.K" = [500, 1000, 2000]
+    "task.N" = [8, 16]
+
+Layout of DIR: sweep.toml (the resolved spec), cells/<config digest>/ (one run directory each, see
+runner.py), summary.csv (one row per cell, rewritten after every cell). Finished cells are skipped
+and partial ones resume from their checkpoints, so rerunning the command is always safe; cells
+locked by another process are left to it, so several workers can share one DIR.
+
+Cells that differ only in traced values (K, learning rate, weight decay, thresholds) reuse one
+compilation: K_max is set to the largest K of the grid unless the spec sets it.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import io
+import itertools
+import json
+import math
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from icl_race import config
+from icl_race.config import Config, ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    values: dict[str, Any]  # the swept fields of this cell
+    cfg: Config
+
+    @property
+    def name(self) -> str:
+        return self.cfg.digest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    raw: dict  # the resolved spec: base sections merged, plus "grid"
+    cells: tuple[Cell, ...]
+
+    @property
+    def fields(self) -> list[str]:
+        return list(self.raw["grid"])
+
+
+def _merge(base: dict, top: dict) -> dict:
+    out = copy.deepcopy(base)
+    for sec, table in top.items():
+        out.setdefault(sec, {}).update(table) if isinstance(table, dict) else out.__setitem__(sec, table)
+    return out
+
+
+def _read_toml(path: Path) -> dict:
+    if not path.is_file():
+        raise ConfigError(f"sweep file {str(path)!r} not found")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+
+
+def load(path: str | Path, overrides: list[str] = ()) -> Sweep:
+    path = Path(path)
+    raw = _read_toml(path)
+    base = raw.pop("base", None)
+    if base is not None:
+        if not isinstance(base, str):
+            raise ConfigError(f"{path}: base = {base!r}: expected a path to a config TOML")
+        raw = _merge(_read_toml(path.parent / base), raw)
+    grid = raw.pop("grid", {})
+    raw = config.apply_overrides(raw, list(overrides))
+    return expand(raw, grid)
+
+
+def expand(raw: dict, grid: dict) -> Sweep:
+    """The cells of a sweep: every combination of the grid's values on top of `raw`."""
+    if not isinstance(grid, dict):
+        raise ConfigError("[grid]: expected a table of \"section.key\" = [values]")
+    for field, values in grid.items():
+        sec, _, key = field.partition(".")
+        if sec not in config.SECTIONS or key not in {f.name for f in dataclasses.fields(config.SECTIONS[sec])}:
+            raise ConfigError(f"grid field {field!r}: not a config field (section.key, e.g. \"task.K\")")
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"grid field {field!r}: expected a non-empty list of values")
+    combos = list(itertools.product(*grid.values())) if grid else [()]
+    raws = []
+    for combo in combos:
+        cell = copy.deepcopy(raw)
+        for field, value in zip(grid, combo):
+            sec, _, key = field.partition(".")
+            cell.setdefault(sec, {})[key] = value
+        raws.append(cell)
+    # One compilation for every K: a common pool size, unless the spec chose one.
+    ks = [c.get("task", {}).get("K", config.TaskConfig.K) for c in raws
+          if c.get("task", {}).get("variant", "standard") != "infinite"]
+    if "task.K" in grid and "K_max" not in raw.get("task", {}) and "task.K_max" not in grid and ks:
+        for c in raws:
+            c.setdefault("task", {})["K_max"] = max(int(k) for k in ks if isinstance(k, (int, float)))
+    cells = []
+    for combo, cell_raw in zip(combos, raws):
+        values = dict(zip(grid, combo))
+        try:
+            cells.append(Cell(values, config.from_dict(cell_raw)))
+        except ConfigError as e:
+            where = ", ".join(f"{k}={v}" for k, v in values.items())
+            raise ConfigError(f"cell {where}: {e}") from None
+    return Sweep({**raw, "grid": grid}, tuple(cells))
+
+
+def spec_toml(sweep: Sweep) -> str:
+    """The resolved spec as TOML (a small writer: our values are strings, numbers, bools, lists)."""
+    def value(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, float) and math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return repr(v)
+
+    lines = []
+    for sec, table in sweep.raw.items():
+        lines.append(f"[{sec}]")
+        lines += [f"{json.dumps(k) if sec == 'grid' else k} = {value(v)}" for k, v in table.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---- state of the cells on disk ----------------------------------------------------------------
+
+
+def cell_dir(out: Path, cell: Cell) -> Path:
+    return Path(out) / "cells" / cell.name
+
+
+def status(out: Path, cell: Cell) -> str:
+    d = cell_dir(out, cell)
+    if (d / "results.npz").exists():
+        return "done"
+    ckpts = d / "checkpoints"
+    if ckpts.exists() and any(p.name.isdigit() for p in ckpts.iterdir()):
+        return "partial"
+    return "pending"
+
+
+def checkpoint_step(out: Path, cell: Cell) -> int:
+    ckpts = cell_dir(out, cell) / "checkpoints"
+    steps = [int(p.name) for p in ckpts.iterdir() if p.name.isdigit()] if ckpts.exists() else []
+    return max(steps, default=0)
+
+
+SUMMARY_FIELDS = ["cell", "status", "seeds", "acquired", "acquired_fraction", "median_t_icl", "censored",
+                  "diverged", "steps_run", "budget", "seed_steps_per_s"]
+
+
+def summary_row(out: Path, cell: Cell) -> dict:
+    row = {"cell": cell.name, **cell.values, "status": status(out, cell), "seeds": cell.cfg.ensemble.seeds}
+    d = cell_dir(out, cell)
+    if row["status"] == "done":
+        r = np.load(d / "results.npz")
+        ok = ~r["diverged"] if "diverged" in r else np.ones(r["t_icl"].shape, bool)
+        t = r["t_icl"][ok]
+        # Median with never-acquired seeds at +infinity (censored, not dropped): "" when more than
+        # half of the seeds never acquired ICL, since the median is then above the budget.
+        med = np.median(np.where(t >= 0, t, np.inf)) if t.size else np.inf
+        meta = json.loads((d / "meta.json").read_text())
+        row.update(acquired=int(np.sum(t >= 0)), acquired_fraction=round(float(np.mean(t >= 0)), 4) if t.size else "",
+                   median_t_icl="" if not np.isfinite(med) else float(med), censored=int(np.sum(t < 0)),
+                   diverged=int(np.sum(~ok)), steps_run=int(r["steps_run"]), budget=int(r["budget"]),
+                   seed_steps_per_s=meta.get("seed_steps_per_s", ""))
+    return row
+
+
+def write_summary(out: Path, sweep: Sweep) -> Path:
+    from icl_race.runner import _atomic_write
+
+    buf = io.StringIO()
+    fields = ["cell", *sweep.fields, *SUMMARY_FIELDS[1:]]
+    w = csv.DictWriter(buf, fieldnames=fields, restval="")
+    w.writeheader()
+    for cell in sweep.cells:
+        w.writerow(summary_row(out, cell))
+    path = Path(out) / "summary.csv"
+    _atomic_write(path, buf.getvalue().encode())
+    return path
+
+
+def store_spec(out: Path, sweep: Sweep, log) -> None:
+    from icl_race.runner import _atomic_write
+
+    path = Path(out) / "sweep.toml"
+    text = spec_toml(sweep)
+    if path.exists() and path.read_text() != text:
+        backup = path.with_name(f"sweep.previous-{time.strftime('%Y%m%dT%H%M%S')}.toml")
+        path.rename(backup)
+        log(f"{out}: the sweep spec changed; the previous one is kept as {backup.name} (finished cells are reused)")
+    if not path.exists():
+        _atomic_write(path, text.encode())
+
+
+# ---- running -------------------------------------------------------------------------------------
+
+
+def run_cell(cfg_dict: dict, out: str) -> str:
+    """One cell, in this process (the unit of work of every executor; picklable for submitit)."""
+    from icl_race.runner import RunDirError, execute
+
+    try:
+        execute(config.from_dict(cfg_dict), Path(out), progress=False, log=lambda m: None)
+    except RunDirError as e:
+        if "another icl-race process" in str(e):
+            return "running elsewhere"
+        raise
+    return "done"
+
+
+def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True) -> None:
+    from icl_race.runner import RunDirError, execute
+
+    for i, cell in enumerate(sweep.cells, 1):
+        where = ", ".join(f"{k}={v}" for k, v in cell.values.items()) or "(single cell)"
+        st = status(out, cell)
+        if st == "done":
+            log(f"[{i}/{len(sweep.cells)}] {where}: done, skipped")
+            continue
+        log(f"[{i}/{len(sweep.cells)}] {where}: {'resuming' if st == 'partial' else 'running'} -> {cell_dir(out, cell)}")
+        try:
+            execute(cell.cfg, cell_dir(out, cell), progress=progress, log=log)
+        except RunDirError as e:
+            if "another icl-race process" not in str(e):
+                raise
+            log(f"[{i}/{len(sweep.cells)}] {where}: running in another process, left to it")
+        write_summary(out, sweep)
+
+
+def run_submitit(out: Path, sweep: Sweep, cluster: str | None, params: dict, wait: bool, log=print) -> None:
+    """All unfinished cells as one job array (Slurm, or submitit's local executor for testing)."""
+    try:
+        import submitit
+    except ImportError:
+        raise ConfigError("--executor slurm needs submitit: pip install 'icl-race[slurm]'") from None
+    todo = [c for c in sweep.cells if status(out, c) != "done"]
+    if not todo:
+        log(f"{out}: every cell is done")
+        write_summary(out, sweep)
+        return
+    ex = submitit.AutoExecutor(folder=Path(out) / "submitit", cluster=cluster)
+    ex.update_parameters(**{k: v for k, v in params.items() if v is not None})
+    jobs = ex.map_array(run_cell, [c.cfg.to_dict() for c in todo], [str(cell_dir(out, c)) for c in todo])
+    log(f"{out}: submitted {len(jobs)} cells as job array {jobs[0].job_id.split('_')[0]}")
+    if wait:
+        for job in jobs:
+            job.result()
+        write_summary(out, sweep)
+        log(f"{out}: all {len(jobs)} cells finished; summary in {Path(out) / 'summary.csv'}")
+    else:
+        log(f"rerun the same `icl-race sweep` command afterwards to write {Path(out) / 'summary.csv'}")
+
+
+def dry_run(out: Path, sweep: Sweep, measure: bool = True, stream=None) -> float:
+    """List the cells with their state and a projected wall time; returns the projected seconds.
+
+    The rate comes from finished cells of the same shape (meta.json's seed_steps_per_s) or, failing
+    that, from a short measurement of the training step (no evaluation), so it is an estimate."""
+    stream = stream or sys.stdout
+    rates: dict[tuple, float] = {}
+    for cell in sweep.cells:
+        meta = cell_dir(out, cell) / "meta.json"
+        if meta.exists():
+            rates.setdefault(_shape(cell.cfg), json.loads(meta.read_text())["seed_steps_per_s"])
+    print(f"{len(sweep.cells)} cells in {out}", file=stream)
+    total = 0.0
+    unknown = 0
+    for cell in sweep.cells:
+        st = status(out, cell)
+        key = _shape(cell.cfg)
+        if st != "done" and key not in rates and measure:
+            from icl_race.bench import measure as bench_measure
+
+            e = cell.cfg.ensemble
+            rates[key] = bench_measure(cell.cfg, seeds=min(e.block, e.seeds), steps=2, repeats=1)["seed_steps_per_s"]
+        seconds = 0.0
+        if st != "done":
+            padded = math.ceil(cell.cfg.ensemble.seeds / cell.cfg.ensemble.block) * cell.cfg.ensemble.block
+            left = cell.cfg.train.steps - checkpoint_step(out, cell)
+            seconds = padded * left / rates[key] if key in rates else math.nan
+        unknown += math.isnan(seconds)
+        total += 0.0 if math.isnan(seconds) else seconds
+        where = ", ".join(f"{k}={v}" for k, v in cell.values.items())
+        eta = "" if st == "done" else ("  unknown" if math.isnan(seconds) else f"  <= {_hms(seconds)}")
+        print(f"  {cell.name}  {st:8s} {where}{eta}", file=stream)
+    done = sum(status(out, c) == "done" for c in sweep.cells)
+    note = f" (+{unknown} cells of unknown rate)" if unknown else ""
+    print(f"{done}/{len(sweep.cells)} done; projected wall time for the rest <= {_hms(total)}{note} "
+          "(the full budget at the measured training rate; early stops make it shorter)", file=stream)
+    return total
+
+
+def _shape(cfg: Config) -> tuple:
+    """What decides the speed of a step: the static shape of the program."""
+    t, m, tr = cfg.task, cfg.model, cfg.train
+    return (t.variant, t.N, t.D, t.pool_size, m.layers, m.width, tr.batch_size, cfg.ensemble.block)
+
+
+def _hms(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"

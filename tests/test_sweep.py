@@ -1,0 +1,111 @@
+"""Sweeps: grid expansion, hash-named cells, skipping finished work, compilation reuse, executors."""
+
+import csv
+import io
+
+import pytest
+
+from icl_race import sweep
+from icl_race.cli import main
+from icl_race.config import ConfigError
+from icl_race.engine import compile_stats
+
+BASE = {
+    "task": {"K": 1000, "N": 8},
+    "model": {"width": 16},
+    "train": {"lr": 0.1, "batch_size": 16, "steps": 100, "eval_every": 50, "eval_size": 50},
+    "ensemble": {"seeds": 2, "block": 2},
+}
+SPEC = """
+[task]
+N = 8
+[model]
+width = 16
+[train]
+lr = 0.1
+batch_size = 16
+steps = 100
+eval_every = 50
+eval_size = 50
+[ensemble]
+seeds = 2
+block = 2
+[grid]
+"task.K" = [200, 400, 800]
+"train.weight_decay_attn" = [0.0, 0.001]
+"""
+
+
+def test_grid_is_the_cartesian_product_with_a_shared_pool_size():
+    s = sweep.expand(BASE, {"task.K": [200, 400], "task.N": [8, 12], "train.lr": [0.1, 0.2, 0.3]})
+    assert len(s.cells) == 12 and len({c.name for c in s.cells}) == 12
+    assert {c.cfg.task.K_max for c in s.cells} == {400}
+    assert {(c.values["task.K"], c.values["task.N"], c.values["train.lr"]) for c in s.cells} == {
+        (k, n, lr) for k in (200, 400) for n in (8, 12) for lr in (0.1, 0.2, 0.3)}
+
+
+def test_bad_grid_names_the_field_or_the_cell():
+    with pytest.raises(ConfigError, match="task.KK"):
+        sweep.expand(BASE, {"task.KK": [1]})
+    with pytest.raises(ConfigError, match="non-empty list"):
+        sweep.expand(BASE, {"task.K": 5})
+    with pytest.raises(ConfigError, match=r"cell task.K=3: task.K = 3: must be >= task.N"):
+        sweep.expand(BASE, {"task.K": [100, 3]})
+
+
+def _rows(path):
+    return list(csv.DictReader(io.StringIO(path.read_text())))
+
+
+def test_sweep_runs_cells_once_and_reuses_one_compilation(tmp_path, capsys):
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "out"
+    # First a cell of another shape, so that what is compiled below is only the sweep's shape.
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "warm"), "--quiet", "--set", "task.N=10"]) == 0
+    compiles = []
+    real = sweep.write_summary
+
+    def counting(o, s):
+        compiles.append(compile_stats.snapshot()[0])
+        return real(o, s)
+
+    sweep.write_summary = counting
+    try:
+        assert main(["sweep", str(spec), "--out", str(out), "--quiet"]) == 0
+    finally:
+        sweep.write_summary = real
+    # compiles[i] is the running count after cell i: all new compilations happen in the first cell.
+    assert len(compiles) >= 6 and compiles[1:6] == [compiles[0]] * 5, compiles
+    rows = _rows(out / "summary.csv")
+    assert len(rows) == 6 and all(r["status"] == "done" and r["seeds"] == "2" for r in rows)
+    assert {(r["task.K"], r["train.weight_decay_attn"]) for r in rows} == {
+        (k, w) for k in ("200", "400", "800") for w in ("0.0", "0.001")}
+    assert all(0 <= float(r["acquired_fraction"]) <= 1 and r["censored"] != "" for r in rows)
+    # Rerun: everything is skipped, nothing rewritten.
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "cells").rglob("results.npz")}
+    capsys.readouterr()
+    assert main(["sweep", str(spec), "--out", str(out), "--quiet"]) == 0
+    assert capsys.readouterr().err.count("done, skipped") == 6
+    assert {p: p.stat().st_mtime_ns for p in (out / "cells").rglob("results.npz")} == stamps
+
+
+def test_dry_run_lists_cells_and_projects_time_without_writing(tmp_path, capsys):
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "6 cells" in text and text.count("pending") == 6 and "projected wall time" in text
+    assert "unknown" not in text
+    assert not out.exists()
+
+
+def test_submitit_local_executor_runs_the_job_array(tmp_path):
+    s = sweep.expand(BASE, {"task.K": [200, 400]})
+    out = tmp_path / "out"
+    out.mkdir()
+    sweep.run_submitit(out, s, cluster="local", params={"timeout_min": 10}, wait=True, log=lambda m: None)
+    rows = _rows(out / "summary.csv")
+    assert [r["status"] for r in rows] == ["done", "done"]
+    assert (out / "submitit").is_dir()
