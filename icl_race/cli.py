@@ -1,4 +1,4 @@
-"""`icl-race` command line: run, demo, bench.
+"""`icl-race` command line: run, demo, bench, report, hist.
 
 Heavy imports (jax, matplotlib) happen inside the commands, so `--help` and input errors are instant.
 Exit codes: 0 success, 2 bad input (one line on stderr naming the field), 1 anything else.
@@ -53,6 +53,29 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="runs/demo", help="run directory (default: runs/demo)")
     demo.add_argument("--seeds", type=_positive_int, help="override ensemble.seeds")
 
+    sweep = sub.add_parser("sweep", help="run the grid of a sweep file, one run directory per cell",
+                           description="Run every cell of SWEEP.toml's [grid] (the Cartesian product of its "
+                                       "lists) into DIR/cells/<config hash>/; finished cells are skipped, "
+                                       "partial ones resumed; DIR/summary.csv has one row per cell.")
+    sweep.add_argument("sweep", help="TOML with config sections (optionally base = \"file.toml\") and a "
+                                     "[grid] of \"section.key\" = [values]")
+    sweep.add_argument("--out", required=True, help="sweep directory")
+    sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                       help="override a value in every cell (repeatable)")
+    sweep.add_argument("--dry-run", action="store_true",
+                       help="list the cells, which are done, and the projected wall time; run nothing")
+    sweep.add_argument("--no-measure", action="store_true",
+                       help="with --dry-run: do not time a few steps for shapes that no finished cell measured")
+    sweep.add_argument("--executor", choices=("local", "slurm", "submitit-local"), default="local",
+                       help="local: cells one after another in this process (default); slurm: one job array "
+                            "through submitit; submitit-local: the same job array as local subprocesses")
+    sweep.add_argument("--partition", help="slurm partition")
+    sweep.add_argument("--time", type=_positive_int, default=24 * 60, help="slurm time limit per cell, minutes")
+    sweep.add_argument("--gpus", type=int, default=1, help="GPUs per slurm job (default 1)")
+    sweep.add_argument("--array-parallelism", type=_positive_int, help="at most this many cells at once")
+    sweep.add_argument("--no-wait", action="store_true", help="slurm: return after submitting")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+
     bench = sub.add_parser("bench", help="seed-steps/s of the ensemble at the paper configuration",
                            description="Compile seconds and steady-state seed-steps/s of training steps "
                                        "at N = 100, K = 10^4, batch 128 for several ensemble sizes.")
@@ -62,6 +85,22 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="change the benchmarked config, e.g. --set task.K=100000")
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    report = sub.add_parser("report", help="statistics report of a run or sweep directory",
+                            description="Write DIR/report.md, DIR/report.json and DIR/figures/*.png|pdf: "
+                                        "t_ICL distribution with censored seeds (Kaplan-Meier), tail fits, "
+                                        "bimodality; for a sweep also K*(N), t_ICL vs N and balanced vs "
+                                        "standard contexts, each with CIs and beside the paper's values.")
+    report.add_argument("dir", help="a run directory (results.npz) or a sweep directory (cells/)")
+    report.add_argument("--boot", type=_positive_int, default=2000, help="bootstrap replicates (default 2000)")
+    report.add_argument("--seed", type=int, default=0, help="seed of the bootstrap generator (default 0)")
+
+    hist = sub.add_parser("hist", help="terminal histogram of t_ICL and a summary line",
+                          description="Print a text histogram of t_ICL on log bins with the never-acquired "
+                                      "count, and n seeds, acquired, KM median with CI and never-acquired "
+                                      "fraction with CI (one summary line per cell for a sweep).")
+    hist.add_argument("dir", help="a run directory (results.npz) or a sweep directory (cells/)")
+    hist.add_argument("--bins", type=_positive_int, default=12, help="histogram bins (default 12)")
     return p
 
 
@@ -89,6 +128,30 @@ def _run(cfg_path, out: str, seeds, overrides, quiet: bool) -> int:
     return 0
 
 
+def _sweep(args) -> int:
+    from icl_race import sweep
+
+    spec = sweep.load(args.sweep, args.overrides)
+    out = Path(args.out)
+    if args.dry_run:
+        sweep.dry_run(out, spec, measure=not args.no_measure)
+        return 0
+    log = lambda m: print(m, file=sys.stderr)
+    out.mkdir(parents=True, exist_ok=True)
+    sweep.store_spec(out, spec, log)
+    if args.executor == "local":
+        sweep.run_local(out, spec, log=log, progress=not args.quiet)
+    else:
+        params = {"timeout_min": args.time, "slurm_partition": args.partition, "gpus_per_node": args.gpus,
+                  "slurm_array_parallelism": args.array_parallelism}
+        if args.executor == "submitit-local":
+            params = {"timeout_min": args.time}
+        sweep.run_submitit(out, spec, "slurm" if args.executor == "slurm" else "local", params,
+                           wait=not args.no_wait, log=log)
+    print(sweep.write_summary(out, spec))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -97,10 +160,25 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             with resources.as_file(resources.files("icl_race") / "presets" / "demo.toml") as path:
                 return _run(path, args.out, args.seeds, [], quiet=False)
+        if args.command == "sweep":
+            return _sweep(args)
         if args.command == "bench":
             from icl_race.bench import main as bench_main
 
             return bench_main(args)
+        if args.command == "report":
+            from icl_race.report import write_report
+
+            written = write_report(args.dir, n_boot=args.boot, seed=args.seed)
+            n_fig = sum(f.endswith(".png") for f in written)
+            print(f"{Path(args.dir) / 'report.md'} (and report.json; {n_fig} figures as PNG and PDF in "
+                  f"{Path(args.dir) / 'figures'})")
+            return 0
+        if args.command == "hist":
+            from icl_race.report import hist_text
+
+            print(hist_text(args.dir, bins=args.bins))
+            return 0
     except ConfigError as e:
         print(f"icl-race: error: {e}", file=sys.stderr)
         return 2

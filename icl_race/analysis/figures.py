@@ -1,0 +1,320 @@
+"""Report figures: data in, matplotlib Figure out (Agg backend; nothing is shown or saved here)."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from icl_race.analysis.survival import lognormal_sf, pareto_sf  # noqa: E402
+
+CENSORED = "tab:gray"
+
+
+def _log_edges(values: np.ndarray, bins: int | None = None) -> np.ndarray:
+    lo, hi = float(values.min()), float(values.max())
+    if hi <= lo:
+        lo, hi = lo / 1.5, hi * 1.5
+    nb = bins or int(np.clip(round(2 * values.size ** (1 / 3)), 5, 30))
+    return np.geomspace(lo / 1.08, hi * 1.08, nb + 1)
+
+
+def t_icl_histogram(t_icl: np.ndarray, censor_at: float, median: float | None = None,
+                    median_ci: list | None = None, title: str = "") -> plt.Figure:
+    """t_ICL on log-spaced bins, never-acquired seeds as a grey bar past the budget, the KM median
+    and its CI as a line and a band."""
+    t = np.asarray(t_icl)
+    hit = t[t >= 0].astype(float)
+    n_cens = int(np.sum(t < 0))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    ax.set_xscale("log")
+    right = float(censor_at) * 1.25
+    if hit.size:
+        edges = _log_edges(hit)
+        ax.hist(hit, bins=edges, color="tab:blue", edgecolor="white", label=f"acquired ({hit.size})")
+        right = max(right, edges[-1] * 1.25)
+    if n_cens:
+        ax.bar(right, n_cens, width=right * 0.25, color=CENSORED, align="center",
+               label=f"never acquired by {int(censor_at):,} steps ({n_cens})")
+        ax.text(right, n_cens, "never", ha="center", va="bottom", fontsize=8, color=CENSORED)
+    ax.axvline(censor_at, color=CENSORED, ls=":", lw=1)
+    if median is not None:
+        ax.axvline(median, color="black", lw=1.5, label=f"KM median {median:,.0f}")
+        if median_ci and median_ci[0] is not None:
+            hi = median_ci[1] if median_ci[1] is not None else censor_at
+            ax.axvspan(median_ci[0], hi, color="black", alpha=0.1, label="95% CI of the median")
+    ax.set_xlabel("t_ICL (SGD steps, log scale)")
+    ax.set_ylabel("seeds")
+    ax.set_title(title or f"t_ICL over {t.size} seeds")
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def survival_curve(km: dict, lognormal: dict | None = None, tail: dict | None = None, title: str = "") -> plt.Figure:
+    """Kaplan-Meier S(t) = P(t_ICL > t) with its 95% band, and the fitted lognormal / power-law tail."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    t = np.asarray(km["t"], float)
+    if t.size:
+        x = np.concatenate([[t[0] * 0.8], t])
+        s = np.concatenate([[1.0], km["survival"]])
+        lo = np.concatenate([[1.0], km["low"]])
+        hi = np.concatenate([[1.0], km["high"]])
+        ax.step(x, s, where="post", color="tab:blue", lw=2, label="Kaplan-Meier")
+        ax.fill_between(x, lo, hi, step="post", color="tab:blue", alpha=0.2, label=f"{km['confidence']:.0%} band")
+        grid = np.geomspace(x[0], km["last_time"], 200)
+        if lognormal and lognormal.get("ok"):
+            ax.plot(grid, lognormal_sf(grid, lognormal["mu"], lognormal["sigma"]), color="tab:orange", ls="--",
+                    label=f"lognormal (mu={lognormal['mu']:.2f}, sigma={lognormal['sigma']:.2f})")
+        if tail and tail.get("ok"):
+            g = grid[grid >= tail["xmin"]]
+            s_at = float(np.interp(tail["xmin"], x, s)) if tail["xmin"] >= x[0] else 1.0
+            # tail fits are conditional on t >= xmin: scale them by the KM survival there
+            ax.plot(g, s_at * pareto_sf(g, tail["power_law"]["alpha"], tail["xmin"]), color="tab:red", ls="-.",
+                    label=f"power-law tail (alpha={tail['power_law']['alpha']:.2f}, xmin={tail['xmin']:,.0f})")
+    ax.axvline(km["last_time"], color=CENSORED, ls=":", lw=1, label="end of observation")
+    ax.axhline(0.5, color="black", lw=0.5, alpha=0.5)
+    ax.set_xscale("log")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("SGD steps (log scale)")
+    ax.set_ylabel("P(ICL not yet acquired)")
+    ax.set_title(title or "Kaplan-Meier survival of t_ICL")
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def trajectories(eval_steps: np.ndarray, icl_acc: np.ndarray, iwl_acc: np.ndarray, threshold: float | None = None,
+                 max_lines: int = 200, title: str = "") -> plt.Figure:
+    """ICL and IWL test accuracy against steps: a thin line per seed (at most max_lines) and the median."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained", sharey=True)
+    steps = np.asarray(eval_steps)
+    for ax, acc, name, color in ((axes[0], icl_acc, "ICL (novel items)", "tab:blue"),
+                                 (axes[1], iwl_acc, "IWL (training items)", "tab:green")):
+        acc = np.asarray(acc, float)
+        for row in acc[:max_lines]:
+            ax.plot(steps, row, color=color, lw=0.5, alpha=max(0.08, min(0.5, 8 / max(len(acc), 1))))
+        if acc.size:
+            ax.plot(steps, np.median(acc, 0), color="black", lw=2, label=f"median of {len(acc)} seeds")
+        if threshold is not None and name.startswith("ICL"):
+            ax.axhline(threshold, color="tab:red", ls=":", lw=1, label=f"threshold {threshold}")
+        ax.set_title(name)
+        ax.set_xlabel("SGD steps")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(frameon=False, fontsize=8, loc="lower right")
+    axes[0].set_ylabel("accuracy")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def _mixture_density(grid, mix):
+    from scipy import stats
+
+    out = {}
+    if mix.get("one"):
+        out["1 Gaussian"] = stats.norm.pdf(grid, mix["one"]["mean"], mix["one"]["sd"])
+    if mix.get("two"):
+        t = mix["two"]
+        out["2 Gaussians"] = sum(w * stats.norm.pdf(grid, m, s) for w, m, s in zip(t["weights"], t["means"], t["sds"]))
+    return out
+
+
+def bimodality(log_t: np.ndarray, log_t_stats: dict, final_acc: np.ndarray, acc_stats: dict, title: str = "") -> plt.Figure:
+    """Left: log10 t_ICL of the acquired seeds with the fitted 1- and 2-Gaussian densities. Right: final
+    ICL accuracy of every seed. Each panel's title carries its dip-test p, BC and Delta BIC."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
+
+    def label(st):
+        if st.get("dip_p") is None:
+            return "too few seeds"
+        db = st["mixture"].get("delta_bic")
+        return f"dip p={st['dip_p']:.3g}, BC={st['bc']:.2f}, dBIC={db:.1f}"
+
+    for ax, x, st, xl in ((axes[0], log_t, log_t_stats, "log10 t_ICL (acquired seeds)"),
+                          (axes[1], final_acc, acc_stats, "final ICL accuracy (all seeds)")):
+        x = np.asarray(x, float)
+        if x.size:
+            ax.hist(x, bins=int(np.clip(round(2 * x.size ** (1 / 3)), 5, 30)), density=True, color="tab:blue",
+                    alpha=0.6, edgecolor="white")
+            if st.get("mixture") and st["mixture"].get("one"):
+                grid = np.linspace(x.min() - 0.1 * np.ptp(x), x.max() + 0.1 * np.ptp(x), 300)
+                for (name, dens), ls in zip(_mixture_density(grid, st["mixture"]).items(), ("--", "-")):
+                    ax.plot(grid, dens, ls=ls, color="black", lw=1.2, label=name)
+                ax.legend(frameon=False, fontsize=8)
+        ax.set_xlabel(xl)
+        ax.set_ylabel("density")
+        ax.set_title(label(st), fontsize=9)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Sweeps
+# ----------------------------------------------------------------------------------------------
+
+def _colors(n):
+    cmap = plt.get_cmap("viridis")
+    return [cmap(v) for v in np.linspace(0.0, 0.85, max(n, 1))]
+
+
+def acquisition_vs_K(curves: dict, title: str = "") -> plt.Figure:
+    """Fraction of seeds acquiring ICL vs log10 K, one colour per N: points with Wilson CIs, the
+    logistic fit and K* with its CI. `curves` maps N to threshold.acquisition_curve's result."""
+    from scipy.special import expit
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    for (N, cur), color in zip(sorted(curves.items()), _colors(len(curves))):
+        cells = cur["cells"]
+        x = np.array([c["log10_K"] for c in cells])
+        f = np.array([c["fraction"] for c in cells])
+        err = np.array([[c["fraction"] - c["ci"][0], c["ci"][1] - c["fraction"]] for c in cells]).T
+        ax.errorbar(x, f, yerr=err, fmt="o", ms=4, color=color, capsize=2, label=f"N = {N}")
+        if cur.get("ok"):
+            grid = np.linspace(x.min() - 0.2, x.max() + 0.2, 200)
+            ax.plot(grid, expit(cur["a"] * (grid - cur["b"])), color=color, lw=1.2)
+            lo, hi = cur["log10_kstar_ci"]
+            if lo is not None:
+                ax.errorbar([cur["b"]], [0.5], xerr=[[cur["b"] - lo], [hi - cur["b"]]], fmt="D", color=color,
+                            ms=6, mec="black", capsize=3)
+    ax.axhline(0.5, color="black", lw=0.5, alpha=0.5)
+    ax.set_xlabel("log10 K (training items)")
+    ax.set_ylabel("fraction of seeds acquiring ICL")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title(title or "Acquisition vs K (diamonds: K* with 95% CI)")
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def kstar_vs_N(N: np.ndarray, log10_kstar: np.ndarray, ci: list, fit: dict, ref_slope: float = 1 / 0.7,
+               title: str = "") -> plt.Figure:
+    """log10 K* against log10 N with bootstrap CIs, the fitted line and a reference line of slope 1/0.7."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    N = np.asarray(N, float)
+    y = np.asarray(log10_kstar, float)
+    lo = np.array([c[0] if c[0] is not None else np.nan for c in ci])
+    hi = np.array([c[1] if c[1] is not None else np.nan for c in ci])
+    ax.errorbar(np.log10(N), y, yerr=[y - lo, hi - y], fmt="o", color="tab:blue", capsize=3, label="K* (95% CI)")
+    if fit.get("ok"):
+        g = np.linspace(np.log10(N.min()) - 0.05, np.log10(N.max()) + 0.05, 50)
+        s_ci = fit.get("slope_ci") or [None, None]
+        ci_txt = f" [{s_ci[0]:.2f}, {s_ci[1]:.2f}]" if s_ci[0] is not None else ""
+        ax.plot(g, fit["intercept"] + fit["slope"] * g, color="tab:blue", label=f"fit: slope {fit['slope']:.2f}{ci_txt}")
+        mid = np.log10(N).mean()
+        ax.plot(g, fit["intercept"] + fit["slope"] * mid + ref_slope * (g - mid), color="tab:red", ls="--",
+                label=f"slope 1/nu = {ref_slope:.2f} (paper's prediction)")
+    ax.set_xlabel("log10 N")
+    ax.set_ylabel("log10 K*")
+    ax.set_title(title or "Task-diversity threshold K*(N)")
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def t_icl_vs_N(N_seeds: list, t_seeds: list, censor_at: list, med: dict, title: str = "") -> plt.Figure:
+    """Per-seed t_ICL against N (censored seeds as grey triangles at their censoring time), the KM
+    median per N with its CI, and the least-squares line of the medians."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    rng = np.random.default_rng(0)
+    allN = np.array(sorted(set(N_seeds)), float)
+    width = 0.25 * (np.diff(allN).min() if allN.size > 1 else max(allN[0], 1) * 0.2)
+    for n, t, c in zip(N_seeds, t_seeds, censor_at):
+        t = np.asarray(t)
+        jit = rng.uniform(-width, width, t.size)
+        hit = t >= 0
+        ax.scatter(n + jit[hit], t[hit], s=6, color="tab:blue", alpha=0.3, lw=0)
+        if (~hit).any():
+            ax.scatter(n + jit[~hit], np.full((~hit).sum(), c), s=14, marker="^", color=CENSORED, alpha=0.6, lw=0)
+    pts = [p for p in med["per_N"] if p["median"] is not None]
+    if pts:
+        x = np.array([p["N"] for p in pts], float)
+        y = np.array([p["median"] for p in pts])
+        lo = np.array([p["median_ci"][0] if p["median_ci"][0] is not None else np.nan for p in pts])
+        hi = np.array([p["median_ci"][1] if p["median_ci"][1] is not None else np.nan for p in pts])
+        ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt="s", color="black", ms=6, capsize=3, label="KM median (95% CI)")
+    lin = med.get("linear") or {}
+    if lin.get("ok"):
+        g = np.linspace(allN.min(), allN.max(), 50)
+        s_ci = lin.get("slope_ci") or [None, None]
+        ci_txt = f" [{s_ci[0]:.3g}, {s_ci[1]:.3g}]" if s_ci[0] is not None else ""
+        ax.plot(g, lin["intercept"] + lin["slope"] * g, color="tab:red",
+                label=f"median = {lin['intercept']:.3g} + {lin['slope']:.3g}{ci_txt} N")
+    ax.set_xlabel("N (tokens per sequence incl. query)")
+    ax.set_ylabel("t_ICL (SGD steps)")
+    ax.set_title(title or "t_ICL vs N at K = infinity (triangles: censored)")
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def acquisition_heatmap(Ks: list, Ns: list, frac: np.ndarray, title: str = "") -> plt.Figure:
+    """Fraction of seeds acquiring ICL on the (K, N) grid; empty cells are blank."""
+    frac = np.asarray(frac, float)
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.45 * len(Ks) + 2.5), max(3.0, 0.45 * len(Ns) + 1.8)),
+                           layout="constrained")
+    im = ax.imshow(np.ma.masked_invalid(frac), origin="lower", aspect="auto", cmap="viridis", vmin=0, vmax=1)
+    ax.set_xticks(range(len(Ks)), [f"{k:,}" for k in Ks], rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(len(Ns)), [str(n) for n in Ns])
+    if frac.size <= 400:
+        for i in range(frac.shape[0]):
+            for j in range(frac.shape[1]):
+                if np.isfinite(frac[i, j]):
+                    ax.text(j, i, f"{frac[i, j]:.2f}", ha="center", va="center", fontsize=6,
+                            color="white" if frac[i, j] < 0.6 else "black")
+    ax.set_xlabel("K")
+    ax.set_ylabel("N")
+    fig.colorbar(im, ax=ax, label="fraction acquiring ICL")
+    ax.set_title(title or "Acquisition fraction over (K, N)")
+    return fig
+
+
+def balanced_vs_standard(rows: list[tuple[int, list, list[tuple[str, dict, dict]]]], title: str = "") -> plt.Figure:
+    """One row of panels per N, one panel per metric; each panel shows the standard and the balanced
+    condition against K with Wilson CIs. `rows` holds (N, Ks, panels), panels (ylabel, standard,
+    balanced) with each condition {"p": [...], "lo": [...], "hi": [...]} aligned with Ks."""
+    n_cols = max(len(r[2]) for r in rows)
+    fig, axes = plt.subplots(len(rows), n_cols, figsize=(5.0 * n_cols, 3.3 * len(rows)), layout="constrained",
+                             squeeze=False)
+    for row_axes, (N, Ks, panels) in zip(axes, rows):
+        x = np.asarray(Ks, float)
+        for ax, (ylabel, std, bal) in zip(row_axes, panels):
+            for cond, name, color, m in ((std, "standard", "tab:blue", "o"), (bal, "balanced", "tab:orange", "s")):
+                p, lo, hi = (np.asarray(cond[k], float) for k in ("p", "lo", "hi"))
+                ax.errorbar(x, p, yerr=[p - lo, hi - p], fmt=m + "-", color=color, capsize=2, ms=4, label=name)
+            ax.set_xscale("log")
+            ax.set_xlabel("K")
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.set_ylim(-0.03, 1.03)
+            ax.set_title(f"N = {N}", fontsize=9)
+            ax.legend(frameon=False, fontsize=8)
+    fig.suptitle(title or "Balanced vs standard contexts (Fig 6E)")
+    return fig
+
+
+def small_histograms(items: list[tuple[str, np.ndarray, float]], title: str = "") -> plt.Figure:
+    """One small t_ICL histogram (log bins, censored bar) per (label, t_icl, censor_at)."""
+    n = max(len(items), 1)
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.8 * rows), layout="constrained", squeeze=False)
+    for ax in axes.flat[len(items):]:
+        ax.set_visible(False)
+    for ax, (label, t, c) in zip(axes.flat, items):
+        t = np.asarray(t)
+        hit = t[t >= 0].astype(float)
+        ax.set_xscale("log")
+        right = float(c) * 1.25
+        if hit.size:
+            edges = _log_edges(hit, bins=12)
+            ax.hist(hit, bins=edges, color="tab:blue", edgecolor="white")
+            right = max(right, edges[-1] * 1.25)
+        n_c = int((t < 0).sum())
+        if n_c:
+            ax.bar(right, n_c, width=right * 0.25, color=CENSORED)
+        ax.set_title(f"{label}\n{hit.size} acquired, {n_c} censored", fontsize=8)
+        ax.set_xlabel("t_ICL (steps)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    if title:
+        fig.suptitle(title)
+    return fig

@@ -1,0 +1,319 @@
+"""Censored first-passage times: Kaplan-Meier, never-acquired fractions and tail fits.
+
+A seed that never acquires ICL within the budget is right-censored at the budget: it is known only
+that t_ICL > budget. Every estimator here uses it as such (never dropped, never set to the budget).
+
+Distributions fitted by censored maximum likelihood (times treated as exact; in a run they are
+multiples of the evaluation period, so every t_ICL is rounded up to the next evaluation):
+  lognormal   log t ~ Normal(mu, sigma) on all seeds; Wald CIs from the observed information
+              (sigma's on the log scale).
+  power law   Pareto type I tail above xmin: density (alpha - 1)/xmin (t/xmin)^(-alpha) for t >= xmin,
+              survival (t/xmin)^(1 - alpha). With censoring the MLE is closed-form,
+              alpha = 1 + d / sum_i log(t_i/xmin) (d = acquired seeds in the tail, the sum over all
+              tail seeds, censored ones at their censoring time). xmin minimises the Kolmogorov-Smirnov
+              distance between the tail's Kaplan-Meier curve and the fit (Clauset, Shalizi & Newman 2009).
+  comparison  on the same tail (t >= xmin) against a lognormal truncated at xmin, by Vuong's normalised
+              log-likelihood ratio R (R > 0 favours the power law) with a two-sided p-value; the
+              comparison is called decisive when p < 0.1 (Clauset et al.'s convention).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from scipy import optimize, stats
+from scipy.special import log_ndtr
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def censored_times(t_icl: np.ndarray, censor_at: float) -> tuple[np.ndarray, np.ndarray]:
+    """(times, observed): acquired seeds at their t_ICL, the others (t_icl < 0) at `censor_at`."""
+    t = np.asarray(t_icl)
+    observed = t >= 0
+    return np.where(observed, t, censor_at).astype(float), observed
+
+
+def _z(confidence: float) -> float:
+    return float(stats.norm.ppf(0.5 + confidence / 2))
+
+
+# ----------------------------------------------------------------------------------------------
+# Kaplan-Meier
+# ----------------------------------------------------------------------------------------------
+
+def km_steps(times: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Kaplan-Meier survival right after each distinct event time: (event_times, S). Pure numpy,
+    fast enough to be called inside a bootstrap; ties: events at t happen before censorings at t."""
+    times = np.asarray(times, float)
+    observed = np.asarray(observed, bool)
+    if not observed.any():
+        return np.empty(0), np.empty(0)
+    ut, inv = np.unique(times, return_inverse=True)
+    d = np.bincount(inv, weights=observed.astype(float), minlength=ut.size)
+    c = np.bincount(inv, minlength=ut.size).astype(float)
+    at_risk = times.size - np.concatenate([[0.0], np.cumsum(c)[:-1]])
+    ev = d > 0
+    s = np.cumprod(1.0 - d[ev] / at_risk[ev])
+    return ut[ev], s
+
+
+def km_median(times: np.ndarray, observed: np.ndarray) -> float:
+    """Smallest time with Kaplan-Meier survival <= 1/2; nan when the curve never gets there."""
+    t, s = km_steps(times, observed)
+    hit = np.nonzero(s <= 0.5 + 1e-12)[0]
+    return float(t[hit[0]]) if hit.size else float("nan")
+
+
+def kaplan_meier(times: np.ndarray, observed: np.ndarray, confidence: float = 0.95) -> dict:
+    """Kaplan-Meier survival S(t) = P(t_ICL > t) with a pointwise band (scipy.stats.ecdf, Greenwood
+    variance, log-log transform so the band stays inside [0, 1]), and the median with its CI.
+
+    The median CI inverts the band (Brookmeyer-Crowley style, as lifelines does): its ends are the
+    first times at which the lower and the upper band reach 1/2. Where the upper band never reaches
+    1/2 the CI's upper end is `None` ("beyond the last observation"); likewise the median itself.
+    Returns plain lists so the result can go into JSON."""
+    times = np.asarray(times, float)
+    observed = np.asarray(observed, bool)
+    n = int(times.size)
+    if n == 0:
+        raise ValueError("Kaplan-Meier needs at least one seed")
+    data = stats.CensoredData(uncensored=times[observed], right=times[~observed])
+    res = stats.ecdf(data)
+    q = np.asarray(res.sf.quantiles, float)
+    s = np.asarray(res.sf.probabilities, float)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "undefined at some observations" (S = 0 or 1)
+        band = res.sf.confidence_interval(confidence_level=confidence, method="log-log")
+        lo = np.asarray(band.low.probabilities, float)
+        hi = np.asarray(band.high.probabilities, float)
+    # The log-log band is undefined where S is 0 or 1: the estimate itself is the only sensible value.
+    lo = np.where(np.isnan(lo), s, lo)
+    hi = np.where(np.isnan(hi), s, hi)
+
+    def first_below(curve):
+        idx = np.nonzero(curve <= 0.5 + 1e-12)[0]
+        return float(q[idx[0]]) if idx.size else None
+
+    return {
+        "n": n,
+        "acquired": int(observed.sum()),
+        "t": q.tolist(),
+        "survival": s.tolist(),
+        "low": lo.tolist(),
+        "high": hi.tolist(),
+        "confidence": confidence,
+        "median": first_below(s),
+        "median_ci": [first_below(lo), first_below(hi)],
+        "last_time": float(times.max()),
+    }
+
+
+def proportion_ci(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for k successes in n trials (nan, nan for n = 0)."""
+    if n == 0:
+        return float("nan"), float("nan")
+    ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def never_acquired(observed: np.ndarray, confidence: float = 0.95) -> dict:
+    """Fraction of seeds that did not acquire ICL within the budget, with its Wilson CI. With every
+    seed censored at the same budget this equals the Kaplan-Meier S(budget); it is a within-budget
+    fraction, not an estimate of a cure fraction (seeds that would never acquire ICL at all)."""
+    observed = np.asarray(observed, bool)
+    n, k = int(observed.size), int((~observed).sum())
+    lo, hi = proportion_ci(k, n, confidence)
+    return {"k": k, "n": n, "fraction": k / n if n else float("nan"), "ci": [lo, hi]}
+
+
+# ----------------------------------------------------------------------------------------------
+# Censored parametric fits
+# ----------------------------------------------------------------------------------------------
+
+def _hessian(f, x: np.ndarray, h: float = 1e-4) -> np.ndarray:
+    x = np.asarray(x, float)
+    k = x.size
+    H = np.empty((k, k))
+    for i in range(k):
+        for j in range(i, k):
+            e_i, e_j = np.eye(k)[i] * h, np.eye(k)[j] * h
+            H[i, j] = H[j, i] = (f(x + e_i + e_j) - f(x + e_i - e_j) - f(x - e_i + e_j) + f(x - e_i - e_j)) / (4 * h * h)
+    return H
+
+
+def _lognormal_pointwise(theta, y_obs, y_cens, y_trunc=None):
+    """Per-seed log-likelihood (in t, i.e. with the -log t Jacobian) of a lognormal, optionally
+    truncated below at exp(y_trunc)."""
+    mu, log_s = theta
+    s = math.exp(log_s)
+    z = (y_obs - mu) / s
+    lo = -0.5 * z * z - log_s - _HALF_LOG_2PI - y_obs
+    lc = log_ndtr(-(y_cens - mu) / s)  # log P(Z > z)
+    if y_trunc is not None:
+        norm = log_ndtr(-(y_trunc - mu) / s)
+        lo, lc = lo - norm, lc - norm
+    return lo, lc
+
+
+def fit_lognormal(times: np.ndarray, observed: np.ndarray, confidence: float = 0.95) -> dict:
+    """Censored maximum likelihood lognormal on every seed: log t_ICL ~ Normal(mu, sigma), with Wald
+    CIs from the observed information (mu directly, sigma on the log scale). Needs >= 3 acquired."""
+    times = np.asarray(times, float)
+    observed = np.asarray(observed, bool)
+    d = int(observed.sum())
+    if d < 3 or np.ptp(np.log(times[observed])) == 0:
+        return {"ok": False, "reason": f"needs >= 3 acquired seeds with distinct t_ICL (has {d})"}
+    y_obs, y_cens = np.log(times[observed]), np.log(times[~observed])
+
+    def nll(theta):
+        lo, lc = _lognormal_pointwise(theta, y_obs, y_cens)
+        return -(lo.sum() + lc.sum())
+
+    x0 = np.array([y_obs.mean(), math.log(max(y_obs.std(), 1e-3))])
+    r = optimize.minimize(nll, x0, method="Nelder-Mead", options={"xatol": 1e-9, "fatol": 1e-10, "maxiter": 4000})
+    r = optimize.minimize(nll, r.x, method="BFGS")
+    mu, log_s = r.x
+    z = _z(confidence)
+    try:
+        cov = np.linalg.inv(_hessian(nll, r.x))
+        se_mu, se_ls = math.sqrt(cov[0, 0]), math.sqrt(cov[1, 1])
+    except (np.linalg.LinAlgError, ValueError):
+        se_mu = se_ls = float("nan")
+    return {
+        "ok": True,
+        "mu": float(mu), "sigma": float(math.exp(log_s)),
+        "mu_ci": [float(mu - z * se_mu), float(mu + z * se_mu)],
+        "sigma_ci": [float(math.exp(log_s - z * se_ls)), float(math.exp(log_s + z * se_ls))],
+        "median": float(math.exp(mu)),
+        "loglik": float(-r.fun), "n": int(times.size), "acquired": d, "confidence": confidence,
+    }
+
+
+def _pareto_alpha(log_ratio: np.ndarray, obs: np.ndarray) -> float:
+    total = log_ratio.sum()
+    d = obs.sum()
+    return 1.0 + d / total if total > 0 and d > 0 else float("nan")
+
+
+def _pareto_pointwise(alpha, xmin, t_obs, t_cens):
+    return (math.log(alpha - 1) - math.log(xmin) - alpha * np.log(t_obs / xmin),
+            (1 - alpha) * np.log(t_cens / xmin))
+
+
+def choose_xmin(times: np.ndarray, observed: np.ndarray, min_tail: int = 10, max_candidates: int = 60) -> float:
+    """Clauset's xmin: the candidate (a distinct acquired time leaving >= min_tail acquired seeds at
+    or above it) that minimises the KS distance between the tail's Kaplan-Meier curve and its Pareto fit."""
+    times = np.asarray(times, float)
+    observed = np.asarray(observed, bool)
+    cand = np.unique(times[observed])
+    n_above = np.array([(observed & (times >= c)).sum() for c in cand])
+    cand = cand[n_above >= min_tail]
+    if cand.size == 0:
+        return float("nan")
+    if cand.size > max_candidates:
+        cand = np.unique(cand[np.linspace(0, cand.size - 1, max_candidates).round().astype(int)])
+    best, best_d = float("nan"), np.inf
+    for c in cand:
+        tail = times >= c
+        t, o = times[tail], observed[tail]
+        alpha = _pareto_alpha(np.log(t / c), o)
+        if not np.isfinite(alpha):
+            continue
+        et, s = km_steps(t, o)
+        fit = (et / c) ** (1 - alpha)
+        before = np.concatenate([[1.0], s[:-1]])
+        dist = max(np.abs(s - fit).max(), np.abs(before - fit).max())
+        if dist < best_d:
+            best, best_d = float(c), dist
+    return best
+
+
+def fit_tail(times: np.ndarray, observed: np.ndarray, xmin: float | None = None, min_tail: int = 10,
+             confidence: float = 0.95) -> dict:
+    """Power-law (Pareto above xmin) and truncated-lognormal fits of the tail t >= xmin, both by
+    censored maximum likelihood on the same seeds, and Vuong's likelihood-ratio comparison."""
+    times = np.asarray(times, float)
+    observed = np.asarray(observed, bool)
+    if xmin is None:
+        xmin = choose_xmin(times, observed, min_tail=min_tail)
+    if not np.isfinite(xmin):
+        return {"ok": False, "reason": f"needs >= {min_tail} acquired seeds in the tail (has {int(observed.sum())})"}
+    tail = times >= xmin
+    t, o = times[tail], observed[tail]
+    d = int(o.sum())
+    if d < 2:
+        return {"ok": False, "reason": f"only {d} acquired seeds above xmin = {xmin:g}"}
+    alpha = _pareto_alpha(np.log(t / xmin), o)
+    z = _z(confidence)
+    se_alpha = (alpha - 1) / math.sqrt(d)
+    pl_o, pl_c = _pareto_pointwise(alpha, xmin, t[o], t[~o])
+
+    y_obs, y_cens, y_tr = np.log(t[o]), np.log(t[~o]), math.log(xmin)
+
+    # A truncated lognormal can drift to mu -> -inf, sigma -> inf (where it mimics a power law): keep
+    # mu within 30 e-folds of the data and sigma in [1e-3, 50].
+    lower = np.array([y_tr - 30, math.log(1e-3)])
+    upper = np.array([y_obs.max() + 30, math.log(50.0)])
+
+    def nll(theta):
+        if np.any(theta < lower) or np.any(theta > upper):
+            return 1e300
+        lo, lc = _lognormal_pointwise(theta, y_obs, y_cens, y_tr)
+        v = -(lo.sum() + lc.sum())
+        return v if np.isfinite(v) else 1e300
+
+    best = None
+    sd = max(float(y_obs.std()), 1e-2)
+    for start in ((y_obs.mean(), math.log(sd)), (y_tr - 2, math.log(2.0))):
+        r = optimize.minimize(nll, np.array(start), method="Nelder-Mead",
+                              options={"xatol": 1e-7, "fatol": 1e-9, "maxiter": 2000})
+        if best is None or r.fun < best.fun:
+            best = r
+    ln_o, ln_c = _lognormal_pointwise(best.x, y_obs, y_cens, y_tr)
+
+    diff = np.concatenate([pl_o - ln_o, pl_c - ln_c])
+    R = float(diff.sum())
+    sd = float(diff.std())
+    n = diff.size
+    if sd > 0:
+        zstat = R / (math.sqrt(n) * sd)
+        p = float(2 * stats.norm.sf(abs(zstat)))
+    else:
+        zstat, p = 0.0, 1.0
+    favours = ("power law" if R > 0 else "lognormal") if p < 0.1 else "neither (p >= 0.1)"
+    return {
+        "ok": True,
+        "xmin": float(xmin), "n_tail": int(t.size), "acquired_tail": d,
+        "power_law": {"alpha": float(alpha), "alpha_ci": [float(alpha - z * se_alpha), float(alpha + z * se_alpha)],
+                      "loglik": float(pl_o.sum() + pl_c.sum())},
+        "lognormal": {"mu": float(best.x[0]), "sigma": float(math.exp(best.x[1])),
+                      "loglik": float(ln_o.sum() + ln_c.sum())},
+        "likelihood_ratio": {"R": R, "z": float(zstat), "p": p, "favours": favours},
+        "confidence": confidence,
+    }
+
+
+def lognormal_sf(t: np.ndarray, mu: float, sigma: float, xmin: float | None = None) -> np.ndarray:
+    """Survival of a lognormal, conditional on t >= xmin when xmin is given."""
+    s = stats.norm.sf((np.log(t) - mu) / sigma)
+    if xmin is not None:
+        s = s / stats.norm.sf((math.log(xmin) - mu) / sigma)
+    return s
+
+
+def pareto_sf(t: np.ndarray, alpha: float, xmin: float) -> np.ndarray:
+    return np.where(t >= xmin, (np.maximum(t, xmin) / xmin) ** (1 - alpha), 1.0)
+
+
+def summarize(t_icl: np.ndarray, censor_at: float, confidence: float = 0.95) -> dict:
+    """Everything about one cell's t_ICL: KM curve and median, never-acquired fraction, tail fits."""
+    times, observed = censored_times(t_icl, censor_at)
+    return {
+        "kaplan_meier": kaplan_meier(times, observed, confidence),
+        "never_acquired": never_acquired(observed, confidence),
+        "lognormal": fit_lognormal(times, observed, confidence),
+        "tail": fit_tail(times, observed, confidence=confidence),
+    }

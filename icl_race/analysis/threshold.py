@@ -1,0 +1,281 @@
+"""The task-diversity threshold K*(N) and the K = infinity scaling of t_ICL with N.
+
+Estimators (x = log10 K throughout):
+  acquisition_curve   binomial maximum-likelihood logistic P(acquire) = 1/(1 + exp(-a (x - b))) on the
+                      per-cell counts of seeds that acquired ICL within the budget; K* = 10^b (the
+                      midpoint). A weak ridge (1e-3 on the slope in standardised x) keeps the fit finite
+                      when the cells separate perfectly (all 0 below, all 1 above). CI: bootstrap that
+                      resamples seeds within each cell (for counts this is a binomial draw per cell),
+                      percentile interval of log10 K*.
+  paper_sigmoid       the reference's estimator (analysis.py:246-331): least squares of every seed's
+                      final ICL accuracy on f(x) = d / (1 + exp(-a (x - b))) + c, scipy curve_fit
+                      "dogbox", bounds a in [-1, 100], c in [0, 1], d in [0, 100], b in [2, 5] widened to
+                      the swept range of x; K* = 10^b. CI: the same seed bootstrap.
+  kstar_slope         least-squares slope of log10 K* on log10 N; CI: the slope of every bootstrap
+                      replicate (the cells of different N hold different seeds, so their replicates
+                      are independent and are paired column by column).
+  median_vs_N         Kaplan-Meier median t_ICL per N (censored seeds kept), least-squares line against
+                      N, a quadratic term (linearity check, >= 3 values of N) and the log-log exponent;
+                      CIs from a seed bootstrap of the KM medians.
+  fraction_difference difference of two acquisition fractions per K, and its mean over K (balanced vs
+                      standard contexts); CI from binomial resampling of each cell.
+All bootstraps take a numpy Generator, so the results are reproducible.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy import optimize
+from scipy.special import expit
+
+from icl_race.analysis.survival import km_median, proportion_ci
+
+RIDGE = 1e-3
+
+
+def _percentile_ci(samples: np.ndarray, confidence: float) -> list[float | None]:
+    s = np.asarray(samples, float)
+    s = s[np.isfinite(s)]
+    if s.size < 10:
+        return [None, None]
+    lo, hi = np.percentile(s, [50 * (1 - confidence), 50 * (1 + confidence)])
+    return [float(lo), float(hi)]
+
+
+def logistic_fit(x: np.ndarray, k: np.ndarray, n: np.ndarray, ridge: float = RIDGE, iters: int = 100):
+    """Ridge-stabilised binomial logistic regression of k/n on x, vectorised over leading axes of k.
+    Returns (a, b) with P = 1/(1 + exp(-a (x - b))); b is nan where the fitted slope is not positive
+    or every cell is all-0 or all-1."""
+    x = np.asarray(x, float)
+    n = np.asarray(n, float)
+    k = np.asarray(k, float)
+    m, s = x.mean(), x.std() if x.std() > 0 else 1.0
+    z = (x - m) / s
+    shape = k.shape[:-1]
+    g0, g1 = np.zeros(shape), np.zeros(shape)
+    for _ in range(iters):
+        p = expit(g0[..., None] + g1[..., None] * z)
+        r = k - n * p
+        w = n * p * (1 - p)
+        grad0 = r.sum(-1) - 1e-8 * g0
+        grad1 = (r * z).sum(-1) - ridge * g1
+        h00 = w.sum(-1) + 1e-8
+        h01 = (w * z).sum(-1)
+        h11 = (w * z * z).sum(-1) + ridge
+        det = h00 * h11 - h01 * h01
+        d0 = np.clip((h11 * grad0 - h01 * grad1) / det, -5, 5)
+        d1 = np.clip((h00 * grad1 - h01 * grad0) / det, -5, 5)
+        g0, g1 = g0 + d0, g1 + d1
+        if max(np.abs(d0).max(initial=0), np.abs(d1).max(initial=0)) < 1e-10:
+            break
+    frac = k / np.maximum(n, 1)
+    degenerate = np.all(frac == 0, -1) | np.all(frac == 1, -1)
+    ok = (g1 > 1e-6) & ~degenerate
+    with np.errstate(all="ignore"):
+        a = np.where(ok, g1 / s, np.nan)
+        b = np.where(ok, m - g0 * s / g1, np.nan)
+    return a, b
+
+
+def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], n_boot: int = 2000,
+                      rng: np.random.Generator | None = None, confidence: float = 0.95) -> dict:
+    """Logistic fit of the fraction of seeds that acquired ICL against x = log10 K, and K* with its
+    bootstrap CI. `outcomes[c]` holds one bool per seed of cell c (True = acquired)."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    x = np.asarray(x, float)
+    k = np.array([int(np.sum(o)) for o in outcomes])
+    n = np.array([len(o) for o in outcomes])
+    keep = n > 0
+    x, k, n = x[keep], k[keep], n[keep]
+    cells = [{"log10_K": float(xi), "k": int(ki), "n": int(ni), "fraction": ki / ni,
+              "ci": list(proportion_ci(ki, ni, confidence))} for xi, ki, ni in zip(x, k, n)]
+    out = {"cells": cells, "confidence": confidence, "n_boot": n_boot}
+    if x.size < 2 or np.unique(x).size < 2:
+        return out | {"ok": False, "reason": "needs >= 2 values of K"}
+    a, b = logistic_fit(x, k, n)
+    if not np.isfinite(b):
+        return out | {"ok": False, "reason": "no increasing acquisition curve (every cell all-0 or all-1, "
+                                               "or acquisition does not rise with K)"}
+    kb = rng.binomial(n, k / n, size=(n_boot, x.size))
+    _, bb = logistic_fit(x, kb, n)
+    frac = k / n
+    ci = _percentile_ci(bb, confidence)
+    order = np.argsort(x)
+    fs, xs = frac[order], x[order]
+    separated = bool(np.all((fs == 0) | (fs == 1)) and np.all(np.diff(fs) >= 0))
+    if separated:
+        # Every cell is all-0 or all-1: resampling seeds changes nothing, so the bootstrap CI has zero
+        # width. All that is known is that K* lies between the last all-0 and the first all-1 cell.
+        ci = [float(xs[fs == 0].max()), float(xs[fs == 1].min())]
+    return out | {
+        "ok": True, "a": float(a), "b": float(b),
+        "kstar": float(10 ** b), "log10_kstar": float(b),
+        "log10_kstar_ci": ci, "separated": separated,
+        "kstar_ci": [None if v is None else 10 ** v for v in ci],
+        "boot_failed": int(np.sum(~np.isfinite(bb))),
+        "bracketed": bool(frac.min() < 0.5 < frac.max()),
+        "boot_log10_kstar": bb,  # array: dropped before JSON
+    }
+
+
+def _sigmoid4(x, a, b, c, d):
+    return d * expit(a * (x - b)) + c
+
+
+def _sigmoid4_jac(x, a, b, c, d):
+    s = expit(a * (x - b))
+    g = d * s * (1 - s)
+    return np.stack([g * (x - b), -g * a, np.ones_like(x), s], axis=1)
+
+
+def _fit_sigmoid4(x, ybar, n, b_bounds, p0=None):
+    """Least squares over seeds, computed on cell means: sum_i (y_i - f(x_c))^2 equals
+    sum_c n_c (ybar_c - f(x_c))^2 plus a constant, so weights n_c give the per-seed fit exactly."""
+    if p0 is None:
+        p0 = [5.0, float(np.clip(np.median(x), *b_bounds)), 0.5, 0.5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            popt, _ = optimize.curve_fit(_sigmoid4, x, ybar, p0=p0, sigma=1 / np.sqrt(n), jac=_sigmoid4_jac,
+                                         method="dogbox", maxfev=2000,
+                                         bounds=([-1, b_bounds[0], 0, 0], [100, b_bounds[1], 1, 100]))
+        except (RuntimeError, ValueError):
+            return None
+    return popt
+
+
+def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], n_boot: int = 200,
+                  rng: np.random.Generator | None = None, confidence: float = 0.95) -> dict:
+    """The reference's K* estimator on final ICL accuracy (`acc[c]`: one value per seed of cell c)."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    x_cells = np.asarray(x_cells, float)
+    acc = [np.asarray(a, float) for a in acc]
+    keep = np.array([a.size > 0 for a in acc])
+    x_cells, acc = x_cells[keep], [a for a, k in zip(acc, keep) if k]
+    if x_cells.size < 2 or np.unique(x_cells).size < 2:
+        return {"ok": False, "reason": "needs >= 2 values of K"}
+    b_bounds = (min(2.0, float(x_cells.min())), max(5.0, float(x_cells.max())))
+    n = np.array([a.size for a in acc], float)
+    popt = _fit_sigmoid4(x_cells, np.array([a.mean() for a in acc]), n, b_bounds)
+    if popt is None:
+        return {"ok": False, "reason": "curve_fit did not converge"}
+    # seed bootstrap within cells: the means of resampled cells
+    means = np.stack([a[rng.integers(0, a.size, (n_boot, a.size))].mean(1) for a in acc], 1)  # [B, C]
+    boots = np.full(n_boot, np.nan)
+    for i in range(n_boot):
+        pb = _fit_sigmoid4(x_cells, means[i], n, b_bounds, p0=popt)  # warm start from the point estimate
+        if pb is not None:
+            boots[i] = pb[1]
+    ci = _percentile_ci(boots, confidence)
+    at_bound = bool(np.isclose(popt[1], b_bounds[0]) or np.isclose(popt[1], b_bounds[1]))
+    return {"ok": True, "a": float(popt[0]), "b": float(popt[1]), "c": float(popt[2]), "d": float(popt[3]),
+            "kstar": float(10 ** popt[1]), "log10_kstar": float(popt[1]), "log10_kstar_ci": ci,
+            "kstar_ci": [None if v is None else 10 ** v for v in ci], "b_bounds": list(b_bounds),
+            "at_bound": at_bound, "n_boot": n_boot, "confidence": confidence,
+            "boot_failed": int(np.sum(~np.isfinite(boots))), "boot_log10_kstar": boots}
+
+
+def _ols_slopes(u: np.ndarray, v: np.ndarray):
+    """Least-squares slope and intercept of v on u for every row of v (rows must be finite)."""
+    uc = u - u.mean()
+    slope = (v - v.mean(-1, keepdims=True)) @ uc / (uc @ uc)
+    return slope, v.mean(-1) - slope * u.mean()
+
+
+def power_law_slope(x: np.ndarray, y: np.ndarray, boot_y: np.ndarray | None = None,
+                    confidence: float = 0.95) -> dict:
+    """Least-squares line y = intercept + slope x (e.g. log10 K* on log10 N), with a bootstrap CI from
+    replicates boot_y[i, b] of y[i] (independent across i). Replicates with a non-finite value are
+    dropped (counted in boot_dropped)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.size < 2 or np.unique(x).size < 2:
+        return {"ok": False, "reason": "needs >= 2 values"}
+    slope, intercept = _ols_slopes(x, y[None])
+    out = {"ok": True, "slope": float(slope[0]), "intercept": float(intercept[0]), "n_points": int(x.size),
+           "confidence": confidence}
+    if x.size > 2:
+        resid = y - (intercept[0] + slope[0] * x)
+        out["r2"] = float(1 - resid @ resid / ((y - y.mean()) @ (y - y.mean()))) if np.ptp(y) > 0 else None
+    if boot_y is not None:
+        by = np.asarray(boot_y, float).T  # [B, n_points]
+        good = np.all(np.isfinite(by), axis=1)
+        bs, bi = _ols_slopes(x, by[good]) if good.any() else (np.empty(0), np.empty(0))
+        out |= {"slope_ci": _percentile_ci(bs, confidence), "intercept_ci": _percentile_ci(bi, confidence),
+                "boot_used": int(good.sum()), "boot_dropped": int((~good).sum())}
+    return out
+
+
+def km_median_boot(times: np.ndarray, observed: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Kaplan-Meier medians of n_boot resamples of the seeds (nan where a resample's median is not reached)."""
+    n = times.size
+    idx = rng.integers(0, n, size=(n_boot, n))
+    return np.array([km_median(times[i], observed[i]) for i in idx])
+
+
+def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarray], n_boot: int = 2000,
+                rng: np.random.Generator | None = None, confidence: float = 0.95) -> dict:
+    """KM median t_ICL per N and its scaling with N (see the module docstring)."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    N = np.asarray(N, float)
+    med = np.array([km_median(t, o) for t, o in zip(times, observed)])
+    boot = np.stack([km_median_boot(np.asarray(t, float), np.asarray(o, bool), n_boot, rng)
+                     for t, o in zip(times, observed)]) if len(times) else np.empty((0, n_boot))
+    per_n = [{"N": int(n_), "median": None if not np.isfinite(m) else float(m), "median_ci": _percentile_ci(b, confidence),
+              "n": int(len(t)), "acquired": int(np.sum(o))}
+             for n_, m, b, t, o in zip(N, med, boot, times, observed)]
+    ok = np.isfinite(med)
+    out = {"per_N": per_n, "confidence": confidence, "n_boot": n_boot,
+           "excluded_N": [int(v) for v in N[~ok]]}
+    if ok.sum() < 2:
+        return out | {"ok": False, "reason": "needs a reached median at >= 2 values of N"}
+    Nk, mk, bk = N[ok], med[ok], boot[ok]
+    out |= {"ok": True, "linear": power_law_slope(Nk, mk, bk, confidence)}
+    with np.errstate(all="ignore"):
+        out["loglog"] = power_law_slope(np.log10(Nk), np.log10(mk), np.log10(bk), confidence)
+    if Nk.size >= 3:
+        # Quadratic term in standardised N: a CI that contains 0 is consistent with a straight line.
+        u = (Nk - Nk.mean()) / Nk.std()
+        A = np.stack([np.ones_like(u), u, u * u], 1)
+        pinv = np.linalg.pinv(A)
+        c2 = (pinv @ mk)[2]
+        bt = bk.T
+        good = np.all(np.isfinite(bt), 1)
+        c2b = (bt[good] @ pinv.T)[:, 2]
+        out["quadratic"] = {"c2": float(c2), "c2_ci": _percentile_ci(c2b, confidence),
+                            "units": "steps per (sd of N)^2"}
+    return out
+
+
+def fraction_difference(k1: np.ndarray, n1: np.ndarray, k2: np.ndarray, n2: np.ndarray, n_boot: int = 2000,
+                        rng: np.random.Generator | None = None, confidence: float = 0.95) -> dict:
+    """p1 - p2 per cell and averaged over cells (e.g. standard minus balanced, per K)."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    k1, n1, k2, n2 = (np.asarray(v, int) for v in (k1, n1, k2, n2))
+    p1, p2 = k1 / n1, k2 / n2
+    b1 = rng.binomial(n1, p1, size=(n_boot, n1.size)) / n1
+    b2 = rng.binomial(n2, p2, size=(n_boot, n2.size)) / n2
+    diffs = b1 - b2
+    return {"per_cell": [{"p1": float(a), "p2": float(b), "diff": float(a - b), "diff_ci": _percentile_ci(d, confidence)}
+                         for a, b, d in zip(p1, p2, diffs.T)],
+            "mean_diff": float(np.mean(p1 - p2)), "mean_diff_ci": _percentile_ci(diffs.mean(1), confidence),
+            "confidence": confidence, "n_boot": n_boot}
+
+
+def interval_verdict(ci: list, value: float) -> str:
+    """'agrees' when value lies in the CI, else 'disagrees'; 'not measured' without a CI."""
+    if ci is None or ci[0] is None or ci[1] is None:
+        return "not measured (no CI)"
+    return "agrees" if ci[0] <= value <= ci[1] else "disagrees"
+
+
+def sign_verdict(ci: list, expected_sign: int) -> str:
+    """For a directional claim: 'agrees' when the CI excludes 0 on the expected side, 'disagrees' when
+    it excludes 0 on the other side, else 'inconclusive (CI includes 0)'."""
+    if ci is None or ci[0] is None or ci[1] is None:
+        return "not measured (no CI)"
+    if ci[0] > 0 or ci[1] < 0:
+        return "agrees" if (ci[0] > 0) == (expected_sign > 0) else "disagrees"
+    return "inconclusive (CI includes 0)"
+

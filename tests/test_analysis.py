@@ -1,0 +1,181 @@
+"""Statistics on synthetic data with known answers (no training; numpy Generators with fixed seeds)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import expit
+
+from icl_race.analysis import bimodality as bm
+from icl_race.analysis import survival as sv
+from icl_race.analysis import threshold as th
+
+
+def _inside(ci, value):
+    return ci[0] is not None and ci[0] <= value <= ci[1]
+
+
+# ---- survival -----------------------------------------------------------------------------------
+
+def test_censored_lognormal_recovers_parameters_and_dropping_censored_seeds_does_not():
+    rng = np.random.default_rng(20250101)
+    mu, sigma, budget = 9.0, 0.8, 12_000  # exp(9) = 8103: about 30% never acquire within the budget
+    t = np.exp(rng.normal(mu, sigma, 400))
+    t_icl = np.where(t <= budget, np.ceil(t), -1).astype(np.int64)
+    times, observed = sv.censored_times(t_icl, budget)
+    assert 0.2 < (~observed).mean() < 0.4
+
+    fit = sv.fit_lognormal(times, observed)
+    assert fit["ok"]
+    assert _inside(fit["mu_ci"], mu) and _inside(fit["sigma_ci"], sigma), fit
+    assert fit["mu_ci"][1] - fit["mu_ci"][0] < 0.25
+    # scipy's censored lognormal MLE agrees with ours
+    s_ref, _, scale_ref = stats.lognorm.fit(stats.CensoredData(uncensored=times[observed], right=times[~observed]), floc=0)
+    assert fit["sigma"] == pytest.approx(s_ref, rel=1e-3) and fit["mu"] == pytest.approx(math.log(scale_ref), abs=1e-3)
+    # dropping the censored seeds (what the reference's histogram-of-acquired amounts to) is biased
+    naive = np.log(times[observed])
+    assert naive.mean() < fit["mu_ci"][0] and naive.std() < fit["sigma_ci"][0]
+
+    km = sv.kaplan_meier(times, observed)
+    assert _inside(km["median_ci"], math.exp(mu))
+    assert km["median"] == sv.km_median(times, observed)
+    na = sv.never_acquired(observed)
+    assert _inside(na["ci"], stats.lognorm.sf(budget, sigma, scale=math.exp(mu)))
+    # with administrative censoring the KM curve ends at the never-acquired fraction
+    assert km["survival"][-1] == pytest.approx(na["fraction"])
+
+
+def test_kaplan_meier_by_hand_and_median_not_reached():
+    # 10 seeds: two at 100, one at 200, three at 300, one at 400, three censored at 500
+    t_icl = np.array([100, 100, 200, 300, 300, 300, 400, -1, -1, -1])
+    times, observed = sv.censored_times(t_icl, 500)
+    km = sv.kaplan_meier(times, observed)
+    assert km["survival"] == pytest.approx([0.8, 0.7, 0.4, 0.3, 0.3])
+    assert km["median"] == 300.0
+    # most seeds censored: the median is not reached and the report must say so, not invent one
+    times, observed = sv.censored_times(np.array([100, 200, -1, -1, -1, -1]), 500)
+    km = sv.kaplan_meier(times, observed)
+    assert km["median"] is None and math.isnan(sv.km_median(times, observed))
+
+
+def test_power_law_tail_recovers_alpha_and_beats_lognormal_only_on_power_law_data():
+    rng = np.random.default_rng(7)
+    alpha, xmin, budget = 2.5, 1000.0, 100_000
+    x = xmin * (1 - rng.random(1500)) ** (-1 / (alpha - 1))
+    times, observed = sv.censored_times(np.where(x <= budget, x, -1), budget)
+    fit = sv.fit_tail(times, observed)
+    assert fit["ok"] and _inside(fit["power_law"]["alpha_ci"], alpha), fit
+    assert fit["xmin"] < 2 * xmin
+    assert fit["likelihood_ratio"]["favours"] != "lognormal"
+
+    t = np.exp(rng.normal(9.0, 0.5, 1500))
+    times, observed = sv.censored_times(t, 1e9)
+    fit = sv.fit_tail(times, observed, xmin=float(np.quantile(t, 0.3)))
+    assert fit["likelihood_ratio"]["R"] < 0 and fit["likelihood_ratio"]["favours"] == "lognormal", fit
+
+
+# ---- bimodality ---------------------------------------------------------------------------------
+
+def test_bimodal_mixture_detected_and_unimodal_sample_not():
+    rng = np.random.default_rng(11)
+    bimodal = np.log10(np.r_[np.exp(rng.normal(8.0, 0.35, 180)), np.exp(rng.normal(11.0, 0.35, 120))])
+    unimodal = np.log10(np.exp(rng.normal(9.0, 0.8, 300)))
+    b, u = bm.summarize(bimodal), bm.summarize(unimodal)
+    assert b["bimodal"] and b["dip_p"] < 0.01 and b["bc"] > bm.BC_UNIFORM and b["mixture"]["delta_bic"] > 10
+    assert b["mixture"]["two"]["weights"][0] == pytest.approx(0.6, abs=0.05)
+    assert not u["bimodal"] and u["dip_p"] > 0.05 and u["bc"] < bm.BC_UNIFORM and u["mixture"]["delta_bic"] < 0
+
+
+def test_grid_ties_do_not_fake_bimodality():
+    # t_ICL lives on the evaluation grid; dequantizing spreads each value over its evaluation period
+    rng = np.random.default_rng(3)
+    t = np.ceil(np.exp(rng.normal(6.0, 0.5, 300)) / 50) * 50
+    assert bm.summarize(np.log10(t))["dip_p"] < 0.05  # the ties alone reject unimodality
+    assert not bm.summarize(np.log10(bm.dequantize(t, 50)))["bimodal"]
+
+
+# ---- thresholds ---------------------------------------------------------------------------------
+
+def _acquisition_cells(rng, x, midpoint, steepness=5.0, seeds=40):
+    return [rng.random(seeds) < expit(steepness * (xi - midpoint)) for xi in x]
+
+
+def test_logistic_acquisition_curve_recovers_midpoint():
+    rng = np.random.default_rng(5)
+    x = np.round(np.arange(2.5, 4.51, 0.125), 3)
+    cur = th.acquisition_curve(x, _acquisition_cells(rng, x, 3.3), n_boot=1000, rng=rng)
+    assert cur["ok"] and cur["bracketed"]
+    assert _inside(cur["log10_kstar_ci"], 3.3)
+    lo, hi = cur["log10_kstar_ci"]
+    assert hi - lo < 0.2 and cur["kstar"] == pytest.approx(10 ** cur["b"])
+
+
+def test_separated_cells_bracket_kstar_between_grid_points():
+    x = np.array([2.0, 2.5, 3.0, 3.5, 4.0])
+    cur = th.acquisition_curve(x, [np.full(20, xi > 2.9) for xi in x], n_boot=200)
+    assert cur["separated"] and cur["log10_kstar_ci"] == [2.5, 3.0] and 2.5 < cur["b"] < 3.0
+
+
+def test_paper_sigmoid_recovers_midpoint_on_final_accuracy():
+    rng = np.random.default_rng(9)
+    x = np.round(np.arange(2.5, 4.51, 0.25), 3)
+    acc = [np.where(o, 0.99, 0.5) + rng.normal(0, 0.01, o.size) for o in _acquisition_cells(rng, x, 3.6)]
+    fit = th.paper_sigmoid(x, acc, n_boot=60, rng=rng)
+    assert fit["ok"] and _inside(fit["log10_kstar_ci"], 3.6) and abs(fit["b"] - 3.6) < 0.1
+
+
+def test_kstar_power_law_slope_recovered():
+    rng = np.random.default_rng(12)
+    slope, intercept = 1.4, 0.5
+    Ns = np.array([50, 100, 150, 200, 250])
+    x = np.round(np.arange(2.4, 4.61, 0.1), 2)
+    b, boot = [], []
+    for N in Ns:
+        cur = th.acquisition_curve(x, _acquisition_cells(rng, x, intercept + slope * math.log10(N), 6.0),
+                                   n_boot=1000, rng=rng)
+        b.append(cur["b"])
+        boot.append(cur["boot_log10_kstar"])
+    fit = th.power_law_slope(np.log10(Ns), np.array(b), np.stack(boot))
+    assert _inside(fit["slope_ci"], slope) and not _inside(fit["slope_ci"], 1.0), fit
+    assert fit["slope_ci"][1] - fit["slope_ci"][0] < 0.3
+
+
+@pytest.mark.parametrize("power", [1, 2])
+def test_median_t_icl_vs_N_linear_and_curved(power):
+    rng = np.random.default_rng(4)
+    Ns = np.array([50, 100, 150, 200, 250])
+    budget = 2e6
+    times, observed = [], []
+    for N in Ns:
+        t = 200.0 * N ** power / 50 ** (power - 1) * np.exp(rng.normal(0, 0.5, 300))
+        tt, o = sv.censored_times(np.where(t <= budget, t, -1), budget)
+        times.append(tt)
+        observed.append(o)
+    fit = th.median_vs_N(Ns, times, observed, n_boot=500, rng=rng)
+    assert _inside(fit["loglog"]["slope_ci"], power), fit["loglog"]
+    q = fit["quadratic"]["c2_ci"]
+    if power == 1:
+        assert _inside(fit["linear"]["slope_ci"], 200.0) and _inside(q, 0.0)
+    else:
+        assert q[0] > 0  # curvature detected: not a straight line
+
+
+def test_fraction_difference_and_verdicts():
+    rng = np.random.default_rng(1)
+    n = np.full(6, 200)
+    d = th.fraction_difference(np.full(6, 150), n, np.full(6, 90), n, n_boot=500, rng=rng)
+    assert d["mean_diff"] == pytest.approx(0.3) and _inside(d["mean_diff_ci"], 0.3) and d["mean_diff_ci"][0] > 0.2
+    assert th.sign_verdict(d["mean_diff_ci"], +1) == "agrees"
+    assert th.sign_verdict(d["mean_diff_ci"], -1) == "disagrees"
+    assert th.sign_verdict([-0.1, 0.2], +1).startswith("inconclusive")
+    assert th.interval_verdict([1.3, 1.5], 1.41) == "agrees" and th.interval_verdict([1.0, 1.2], 1.41) == "disagrees"
+
+
+def test_statistics_and_reports_import_no_jax():
+    import subprocess
+    import sys
+
+    code = ("import sys, icl_race.report, icl_race.analysis.figures, icl_race.analysis.threshold; "
+            "sys.exit('jax' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

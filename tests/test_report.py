@@ -1,0 +1,156 @@
+"""Reports: a tiny real run produces every file; a synthetic sweep directory recovers known answers."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+from icl_race import config
+from icl_race.cli import main
+from icl_race.report import hist_text, write_report
+
+BUDGET, EVAL_EVERY = 4000, 50
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    """A tiny engine run (about 10-20 s on 2 cores) in which most seeds acquire ICL."""
+    from icl_race.runner import execute
+
+    cfg = config.from_dict({"task": {"K": 1000, "N": 8}, "model": {"width": 32},
+                            "train": {"lr": 0.1, "batch_size": 64, "steps": 800, "eval_every": 50, "eval_size": 100},
+                            "ensemble": {"seeds": 8, "block": 8}})
+    out = tmp_path_factory.mktemp("real") / "run"
+    execute(cfg, out, progress=False)
+    return out
+
+
+def test_report_on_a_tiny_real_run_writes_every_file(real_run, capsys):
+    assert main(["report", str(real_run), "--boot", "200"]) == 0
+    assert "report.md" in capsys.readouterr().out
+    for name in ("t_icl_hist", "survival", "bimodality", "trajectories"):
+        assert (real_run / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
+        assert (real_run / "figures" / f"{name}.pdf").read_bytes()[:5] == b"%PDF-", name
+    rep = json.loads((real_run / "report.json").read_text())
+    res = np.load(real_run / "results.npz")
+    cell = rep["cell"]
+    assert rep["kind"] == "run" and cell["n_seeds"] == res["t_icl"].size
+    assert cell["acquired"] == int(np.sum(res["t_icl"] >= 0))
+    assert cell["never_acquired"]["k"] == int(np.sum(res["t_icl"] < 0))
+    assert len(rep["figures"]) == 8 and len(rep["paper_comparisons"]) == 4
+    md = (real_run / "report.md").read_text()
+    for text in ("Kaplan-Meier median t_ICL", "never acquired", "Beside the paper", "figures/survival.png",
+                 "dip test p", "not measured in this directory"):
+        assert text in md, text
+
+    assert main(["hist", str(real_run)]) == 0
+    out = capsys.readouterr().out
+    assert "never (> 800)" in out and f"n={res['t_icl'].size} seeds" in out and "KM median t_ICL" in out
+
+
+def test_bad_directories_exit_2_with_one_line(tmp_path, capsys):
+    for argv in (["report", str(tmp_path / "missing")], ["hist", str(tmp_path)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("icl-race: error:") and err.count("\n") == 1
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(json.dumps(config.from_dict({}).to_dict()))
+    assert main(["report", str(tmp_path / "run")]) == 2
+    assert "no results.npz" in capsys.readouterr().err
+
+
+# ---- synthetic directories ----------------------------------------------------------------------
+
+def _write_cell(d, raw, t_icl, final_acc, diverged=None):
+    """A run directory with a real config.json and synthetic results.npz on the evaluation grid."""
+    raw = {"train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200}, **raw}
+    cfg = config.from_dict(raw)
+    cell = d / "cells" / cfg.digest()
+    cell.mkdir(parents=True)
+    (cell / "config.json").write_text(json.dumps(cfg.to_dict()))
+    steps = np.arange(EVAL_EVERY, BUDGET + 1, EVAL_EVERY)
+    hit = (t_icl >= 0)[:, None] & (steps[None] >= t_icl[:, None])
+    icl = np.where(hit, 0.99, 0.5).astype(np.float32)
+    icl[:, -1] = final_acc
+    res = {"seed_ids": np.arange(t_icl.size), "t_icl": t_icl, "t_converged": t_icl, "eval_steps": steps,
+           "icl_acc": icl, "iwl_acc": np.full_like(icl, 0.6), "icl_loss": 1 - icl, "iwl_loss": 1 - icl,
+           "train_loss": 1 - icl, "steps_run": np.int64(BUDGET), "budget": np.int64(BUDGET)}
+    if diverged is not None:
+        res["diverged"] = diverged
+    np.savez(cell / "results.npz", **res)
+    return cell
+
+
+def _grid(t):
+    return np.where(t <= BUDGET, np.ceil(t / EVAL_EVERY) * EVAL_EVERY, -1).astype(np.int64)
+
+
+SLOPE, INTERCEPT, SHIFT = 1.4, 1.7, 0.35  # log10 K* = 1.7 + 1.4 log10 N; balanced contexts need 10^0.35 more K
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sweep")
+    rng = np.random.default_rng(2024)
+    (d / "sweep.toml").write_text("# synthetic\n")
+    xs = np.linspace(2.5, 4.3, 7)
+    for N in (8, 16, 32):
+        for variant, shift in (("standard", 0.0), ("balanced", SHIFT)):
+            for x in xs:
+                K = 2 * int(round(10 ** x / 2))
+                p = expit(6 * (math.log10(K) - (INTERCEPT + SLOPE * math.log10(N) + shift)))
+                acq = rng.random(40) < p
+                t = _grid(np.where(acq, 300 * np.exp(rng.normal(0, 0.3, 40)), np.inf))
+                final = np.where(acq, 0.99, 0.5 + rng.normal(0, 0.02, 40)).astype(np.float32)
+                _write_cell(d, {"task": {"variant": variant, "K": K, "N": N}}, t, final)
+        # K = infinity: median t_ICL = 40 N, some seeds censored at N = 32
+        t = _grid(40 * N * np.exp(rng.normal(0, 0.6, 60)))
+        diverged = np.arange(60) < (3 if N == 16 else 0)
+        _write_cell(d, {"task": {"variant": "infinite", "N": N}}, t, np.where(t >= 0, 0.99, 0.6), diverged)
+    cfg = config.from_dict({"task": {"K": 777, "N": 8}, "train": {"steps": BUDGET, "eval_every": EVAL_EVERY}})
+    (d / "cells" / "0123456789abcdef").mkdir()
+    (d / "cells" / "0123456789abcdef" / "config.json").write_text(json.dumps(cfg.to_dict()))  # unfinished
+    return d
+
+
+def test_sweep_report_recovers_slope_median_scaling_and_balanced_effect(sweep_dir):
+    written = write_report(sweep_dir, n_boot=100)
+    for f in written:
+        assert (sweep_dir / f).stat().st_size > 0, f
+    figs = {f.split("/")[1].split("__")[0] for f in written if f.startswith("figures/")}
+    assert figs == {"acquisition_vs_K", "kstar_vs_N", "heatmap", "near_kstar", "t_icl_vs_N", "balanced_vs_standard"}
+    assert sum(f.endswith(".pdf") for f in written) == sum(f.endswith(".png") for f in written) == 10
+    rep = json.loads((sweep_dir / "report.json").read_text())
+    assert rep["kind"] == "sweep" and rep["n_cells_finished"] == 3 * (2 * 7 + 1)
+    assert [u["cell"] for u in rep["unfinished"]] == ["0123456789abcdef"]
+    assert set(rep["varying_fields"]) == {"task.K", "task.N", "task.variant"}
+
+    by_variant = {t["group"]["task.variant"]: t for t in rep["thresholds"]}
+    std = by_variant["standard"]
+    for N in (8, 16, 32):
+        ci = std["acquisition"][str(N)]["log10_kstar_ci"]
+        assert ci[0] <= INTERCEPT + SLOPE * math.log10(N) <= ci[1], (N, ci)
+    s = std["kstar_slope"]
+    assert s["slope_ci"][0] <= SLOPE <= s["slope_ci"][1] and abs(s["slope"] - SLOPE) < 0.2, s
+
+    med = rep["t_icl_vs_N"][0]["median_vs_N"]
+    assert [p["N"] for p in med["per_N"]] == [8, 16, 32]
+    assert med["loglog"]["slope_ci"][0] <= 1.0 <= med["loglog"]["slope_ci"][1]
+    inf16 = next(c for c in rep["cells"] if c["variant"] == "infinite" and c["N"] == 16)
+    assert inf16["n_diverged"] == 3 and inf16["n_seeds"] == 57
+
+    bal = rep["balanced_vs_standard"][0]
+    assert bal["acc_above_0.75"]["mean_diff_ci"][0] > 0  # balanced contexts acquire less at the same K
+
+    verdicts = {r["claim"]: r["verdict"] for r in rep["paper_comparisons"]}
+    assert verdicts["log K* vs log N slope, measured (Fig 6A)"] == "agrees"
+    assert verdicts["balanced contexts reduce ICL (Fig 6E)"] == "agrees"
+    assert verdicts["t_ICL proportional to N (theory t_ICL ~ N sqrt(2 pi) e^-beta0)"] == "agrees"
+    md = (sweep_dir / "report.md").read_text()
+    for text in ("Beside the paper", "1.41", "Unfinished", "0123456789abcdef", "Balanced vs standard", "K = infinity"):
+        assert text in md, text
+
+    text = hist_text(sweep_dir)
+    assert "45 finished cells, 1 unfinished" in text and "infinite K=inf N=16: n=57 seeds (3 diverged excluded)" in text
