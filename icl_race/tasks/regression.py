@@ -1,0 +1,160 @@
+"""In-context linear regression of arXiv 2501.16265 (spec linear-attention.md §1), in float64.
+
+A sequence µ has N context tokens [x_n; y_n] and a query [x_q; 0] (last), with x ~ N(0, Λ), one task
+vector w_µ per sequence and y = w_µᵀx (no label noise). Λ has trace 1. Every linear model of the paper
+predicts ŷ = βᵀ Γ x_q with β = (1/N) Σ_n y_n x_n (the paper's mean, not the reference code's sum), so
+training only ever needs the sufficient statistics of (y_q, β ⊗ x_q):
+
+    L(Γ) = s − 2 ⟨Γ, C⟩_F + vec(Γ)ᵀ S vec(Γ),  s = E y_q²,  C = E y_q β x_qᵀ,  S = E z zᵀ,  z = vec(β x_qᵀ)
+
+with vec row-major (z[i*D + j] = β_i x_q,j). `finite_moments` gives them exactly for a fixed training set
+(averages over its P sequences), `population_moments` for P = ∞ (s = tr Λ, C = Λ², S = A ⊗ Λ with
+A = E[Λ̂²] = Λ² + (Λ + tr Λ I) Λ / N, Eq. 15).
+
+Everything here is a pure function of keys and needs float64: call it inside `with jax.enable_x64(True):`
+(or with JAX_ENABLE_X64=1); the functions raise otherwise rather than silently computing in float32.
+
+Shape suffixes: P sequences, T = N + 1 tokens (query last), D input dims, E = D + 1 token dims,
+F = D² cubic-feature dims.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+F64 = jnp.float64
+SPECTRA = ("white", "linear", "power", "custom")
+
+
+def require_x64(what: str = "linear attention") -> None:
+    """Raise unless float64 is enabled (globally or by the `jax.enable_x64(True)` context manager)."""
+    if jax.dtypes.canonicalize_dtype(jnp.float64) != np.dtype("float64"):
+        raise RuntimeError(f"{what} needs float64: run inside `with jax.enable_x64(True):` "
+                           "or set JAX_ENABLE_X64=1 (not flipped globally by the library on purpose)")
+
+
+# ---- covariance -------------------------------------------------------------------------------------
+
+def spectrum(kind: str, D: int, *, alpha: float = 2.0, values=None) -> np.ndarray:
+    """Eigenvalues λ_1 ≥ … ≥ λ_D of Λ, normalised to Σ λ_d = tr Λ = 1 (numpy float64, descending).
+
+    white: λ_d = 1/D (the reference's `--white_cov`, Λ = I/D, not I); linear: λ_d ∝ d (the reference's
+    default, sorted so that λ_1 is the largest: (D, D−1, …, 1)/Σ); power: λ_d ∝ d^(−alpha) (alpha = 2 is the
+    single-head test's spectrum); custom: `values`, normalised and sorted descending (must be > 0).
+    """
+    d = np.arange(1, D + 1, dtype=np.float64)
+    if kind == "white":
+        lam = np.ones(D)
+    elif kind == "linear":
+        lam = d[::-1].copy()
+    elif kind == "power":
+        lam = d ** (-float(alpha))
+    elif kind == "custom":
+        lam = np.sort(np.asarray(values, np.float64))[::-1]
+        if lam.shape != (D,) or np.any(lam <= 0):
+            raise ValueError(f"custom spectrum needs {D} positive values, got {values!r}")
+    else:
+        raise ValueError(f"spectrum {kind!r} not in {SPECTRA}")
+    return lam / lam.sum()
+
+
+def random_rotation(key: jax.Array, D: int) -> jax.Array:
+    """A Haar-random orthogonal D×D matrix (QR of a Gaussian with the signs of diag(R) fixed)."""
+    require_x64()
+    q, r = jnp.linalg.qr(jax.random.normal(key, (D, D), F64))
+    return q * jnp.sign(jnp.diagonal(r))[None, :]
+
+
+def covariance(lambdas_D, key: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """(Λ_DxD, E_DxD): Λ = E diag(λ) Eᵀ, whose column d is the eigenvector e_d of λ_d.
+
+    E = I (eigenvectors along the standard basis, e_1 the largest) unless a key is given, in which case E is
+    Haar-random as in the reference (which rotates its λ_d ∝ d spectrum by a random Q)."""
+    require_x64()
+    lam_D = jnp.asarray(lambdas_D, F64)
+    D = lam_D.shape[0]
+    E_DxD = jnp.eye(D, dtype=F64) if key is None else random_rotation(key, D)
+    return (E_DxD * lam_D[None, :]) @ E_DxD.T, E_DxD
+
+
+def _sym_power(M_DxD: jax.Array, p: float) -> jax.Array:
+    lam_D, V_DxD = jnp.linalg.eigh(M_DxD)
+    return (V_DxD * jnp.maximum(lam_D, 0.0)[None, :] ** p) @ V_DxD.T
+
+
+# ---- the finite training set ------------------------------------------------------------------------
+
+def sample_dataset(key: jax.Array, P: int, N: int, Lambda_DxD: jax.Array, *, center: bool = True,
+                   whiten: bool = True) -> dict[str, jax.Array]:
+    """P sequences of N context tokens and a query, drawn once (the reference's fixed training set).
+
+    center: subtract from x its mean over the P sequences, per (position, coordinate), query included
+    (reference data.py). whiten: make the task vectors' empirical mean exactly 0 and empirical covariance
+    (unbiased, /(P−1)) exactly I (reference `whiten`; needs P > D). Both default on, as the figures used;
+    switch both off for the "ideal" i.i.d. data of the population theory. y is computed from the centred x.
+
+    Returns x_PxTxD (query last), w_PxD, y_PxT (the query's true y included; `tokens` zeroes it)."""
+    require_x64()
+    D = Lambda_DxD.shape[0]
+    k_x, k_w = jax.random.split(key)
+    x_PxTxD = jax.random.normal(k_x, (P, N + 1, D), F64) @ _sym_power(Lambda_DxD, 0.5)
+    if center:
+        x_PxTxD = x_PxTxD - jnp.mean(x_PxTxD, axis=0, keepdims=True)
+    w_PxD = jax.random.normal(k_w, (P, D), F64)
+    if whiten:
+        if P <= D:
+            raise ValueError(f"whitening needs P > D, got P = {P}, D = {D}")
+        w_PxD = w_PxD - jnp.mean(w_PxD, axis=0, keepdims=True)
+        w_PxD = w_PxD @ _sym_power(w_PxD.T @ w_PxD / (P - 1), -0.5)
+    y_PxT = jnp.einsum("ptd,pd->pt", x_PxTxD, w_PxD)
+    return {"x_PxTxD": x_PxTxD, "w_PxD": w_PxD, "y_PxT": y_PxT}
+
+
+def tokens(data: dict) -> tuple[jax.Array, jax.Array]:
+    """(X_PxTxE, y_q_P): token rows [x_n; y_n] with the query's y entry zeroed, and the query targets."""
+    x_PxTxD, y_PxT = data["x_PxTxD"], data["y_PxT"]
+    y_PxT_in = y_PxT.at[:, -1].set(0.0)
+    return jnp.concatenate([x_PxTxD, y_PxT_in[:, :, None]], axis=-1), y_PxT[:, -1]
+
+
+def context_beta(x_PxTxD: jax.Array, y_PxT: jax.Array) -> jax.Array:
+    """β = (1/N) Σ_{n ≤ N} y_n x_n over the context (the query excluded): the paper's normalisation."""
+    N = x_PxTxD.shape[1] - 1
+    return jnp.einsum("pn,pnd->pd", y_PxT[:, :N], x_PxTxD[:, :N]) / N
+
+
+def cubic_features(beta_PxD: jax.Array, xq_PxD: jax.Array) -> jax.Array:
+    """z = vec(β x_qᵀ), row-major: z[i*D + j] = β_i x_q,j (the reference's flatten order)."""
+    P, D = beta_PxD.shape
+    return (beta_PxD[:, :, None] * xq_PxD[:, None, :]).reshape(P, D * D)
+
+
+def finite_moments(data: dict) -> dict[str, jax.Array]:
+    """Exact averages over the training set of y_q², y_q β x_qᵀ and z zᵀ: with them the fast path's loss
+    is the token-level training loss to float error (cost O(P D⁴) once, then O(D⁴) per step)."""
+    x_PxTxD, y_PxT = data["x_PxTxD"], data["y_PxT"]
+    P = x_PxTxD.shape[0]
+    beta_PxD, xq_PxD, yq_P = context_beta(x_PxTxD, y_PxT), x_PxTxD[:, -1], y_PxT[:, -1]
+    z_PxF = cubic_features(beta_PxD, xq_PxD)
+    return {"s": jnp.mean(yq_P**2),
+            "C_DxD": jnp.einsum("p,pi,pj->ij", yq_P, beta_PxD, xq_PxD) / P,
+            "S_FxF": z_PxF.T @ z_PxF / P}
+
+
+# ---- the population (P = ∞) -------------------------------------------------------------------------
+
+def in_context_second_moment(Lambda_DxD, N: int):
+    """A = E[Λ̂²] = E[β βᵀ] = Λ² + (Λ + tr(Λ) I) Λ / N (Eq. 15), for Λ̂ = (1/N) Σ_n x_n x_nᵀ."""
+    xp = jnp if isinstance(Lambda_DxD, jax.Array) else np
+    L = Lambda_DxD
+    return L @ L + (L + xp.trace(L) * xp.eye(L.shape[0], dtype=L.dtype)) @ L / N
+
+
+def population_moments(Lambda_DxD: jax.Array, N: int) -> dict[str, jax.Array]:
+    """s = tr Λ, C = Λ², S = A ⊗ Λ (row-major vec: S[(i,j),(k,l)] = A_ik Λ_jl): the P = ∞ limit of
+    `finite_moments` for ideal (uncentred, unwhitened) data, i.e. the paper's theory model exactly."""
+    require_x64()
+    L = jnp.asarray(Lambda_DxD, F64)
+    return {"s": jnp.trace(L), "C_DxD": L @ L, "S_FxF": jnp.kron(in_context_second_moment(L, N), L)}
