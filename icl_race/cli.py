@@ -105,16 +105,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _summary(results, out: Path) -> str:
+    import json
+
     import numpy as np
 
-    t = results["t_icl"]
+    stop = json.loads((out / "meta.json").read_text()).get("stop_event", "icl")
+    t = results[f"t_{stop}"]
     hit = t[t >= 0]
-    line = f"{out}: ICL acquired in {hit.size}/{t.size} seeds"
+    what = "ICL acquired" if stop == "icl" else f"{stop} reached"
+    line = f"{out}: {what} in {hit.size}/{t.size} seeds"
     if hit.size:
-        line += f"; t_ICL median {int(np.median(hit)):,} steps (range {hit.min():,}-{hit.max():,})"
+        line += f"; t_{stop} median {int(np.median(hit)):,} steps (range {hit.min():,}-{hit.max():,})"
     if hit.size < t.size:
         line += f"; {t.size - hit.size} censored at {int(results['budget']):,}"
-    return line + f"\nhistogram: {out / 't_icl_hist.png'}"
+    return line + f"\nhistogram: {out / f't_{stop}_hist.png'}"
 
 
 def _run(cfg_path, out: str, seeds, overrides, quiet: bool) -> int:

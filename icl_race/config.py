@@ -50,8 +50,44 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class RegressionTaskConfig:
+    """In-context linear regression of arXiv 2501.16265 (task.kind = "linear_regression")."""
+
+    kind: str = "linear_regression"
+    D: int = 4
+    N: int = 31  # context tokens (the query is extra), the paper's N
+    spectrum: str = "linear"  # white (I/D) | linear (lambda_d ~ d) | power (lambda_d ~ d^-alpha) | custom
+    alpha: float = 2.0
+    lambdas: tuple = ()  # the custom spectrum (normalised to trace 1)
+    rotate: bool = False  # random eigenvectors (else the coordinate axes)
+    cov_seed: int = 0
+    P: int = 0  # training sequences; 0 = the population limit (P = infinity)
+    center: bool = True  # the reference's centring of x and whitening of task vectors
+    whiten: bool = True
+    data_seed: int = 1
+    per_seed_data: bool = False  # each seed draws its own training set
+    path: str = "moments"  # moments (the sufficient-statistics fast path) | tokens
+    plateau_frac: float = 0.05  # transition m = loss within this fraction of the gap above L(M_m)
+    converged_tol: float = 0.0  # converged = loss below L(M_D) + this; 0 = 1% of the last gap
+
+
+@dataclass(frozen=True)
+class LinearAttentionConfig:
+    """Linear attention with merged (attn_m) or separate rank-R (attn_s) key/query, or the two-layer
+    linear network on cubic features (mlp); softmax = true for the softmax variant (token path)."""
+
+    kind: str = "attn_s"
+    heads: int = 5
+    rank: int = 1
+    softmax: bool = False
+    temperature: float = 1.0
+    init_scheme: str = "balanced"  # balanced | entrywise | aligned
+    init_scale: float = 1e-2
+
+
+@dataclass(frozen=True)
 class TrainConfig:
-    lr: float = 0.01
+    lr: float = 0.01  # linear_regression: the full-batch step in units of tau
     batch_size: int = 128
     steps: int = 469_000  # budget in SGD steps
     eval_every: int = 469  # one reference epoch
@@ -59,9 +95,10 @@ class TrainConfig:
     weight_decay_attn: float = 1e-10  # coupled L2 on LayerNorm and q/k/v
     weight_decay_mlp: float = 1e-10  # coupled L2 on the MLPs
     icl_threshold: float = 0.95  # t_ICL = first evaluation with ICL accuracy above this
-    early_stop: str = "off"  # off | freeze (a seed stops updating once ICL accuracy > stop_threshold)
+    early_stop: str = "off"  # off | freeze (a seed stops updating once ICL accuracy > stop_threshold,
+    # or once converged for linear_regression)
     stop_threshold: float = 0.99
-    stop_when_all_acquired: bool = True  # end the run once every seed has acquired ICL
+    stop_when_all_acquired: bool = True  # end the run once every seed has acquired ICL (converged)
     evals_per_chunk: int = 10  # evaluations per jitted chunk: the host sees the ensemble this often
     checkpoint_every: int = 5  # chunks between checkpoints (0: none); the last 2 are kept
 
@@ -79,8 +116,8 @@ class EnsembleConfig:
 
 @dataclass(frozen=True)
 class Config:
-    task: TaskConfig = field(default_factory=TaskConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig | RegressionTaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig | LinearAttentionConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     ensemble: EnsembleConfig = field(default_factory=EnsembleConfig)
 
@@ -92,7 +129,36 @@ class Config:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
+# Each task kind has its own [task] fields and allowed model kinds (the first is the default).
+TASKS = {"classification": TaskConfig, "linear_regression": RegressionTaskConfig}
+MODELS = {"transformer": ModelConfig, "attn_m": LinearAttentionConfig, "attn_s": LinearAttentionConfig,
+          "mlp": LinearAttentionConfig}
+MODELS_FOR_TASK = {"classification": ("transformer",), "linear_regression": ("attn_s", "attn_m", "mlp")}
 SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig, "ensemble": EnsembleConfig}
+
+
+def field_names(section: str) -> set[str]:
+    """Every key a section may hold, over all kinds."""
+    classes = {"task": TASKS.values(), "model": MODELS.values()}.get(section, [SECTIONS[section]])
+    return {f.name for cls in classes for f in dataclasses.fields(cls)}
+
+
+def section_class(section: str, raw: dict) -> type:
+    """The dataclass of a section given the raw config (task and model depend on their kinds)."""
+    if section == "task":
+        kind = raw.get("task", {}).get("kind", "classification")
+        if kind not in TASKS:
+            raise ConfigError(f"task.kind = {kind!r}: must be one of {', '.join(map(repr, TASKS))}")
+        return TASKS[kind]
+    if section == "model":
+        task_kind = raw.get("task", {}).get("kind", "classification")
+        allowed = MODELS_FOR_TASK.get(task_kind, ("transformer",))
+        kind = raw.get("model", {}).get("kind", allowed[0])
+        if kind not in allowed:
+            raise ConfigError(f"model.kind = {kind!r}: must be one of {', '.join(map(repr, allowed))} "
+                              f"with task.kind = {task_kind!r}")
+        return MODELS[kind]
+    return SECTIONS[section]
 
 
 def _coerce(name: str, value: Any, default: Any) -> Any:
@@ -110,6 +176,11 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{name} = {value!r}: expected a number")
         return float(value)
+    if kind is tuple:
+        if not isinstance(value, (list, tuple)) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            raise ConfigError(f"{name} = {value!r}: expected a list of numbers")
+        return tuple(float(v) for v in value)
     if not isinstance(value, str):
         raise ConfigError(f"{name} = {value!r}: expected a string")
     return value
@@ -122,7 +193,8 @@ def from_dict(raw: dict[str, Any]) -> Config:
             raise ConfigError(f"unknown section [{sec}]: allowed sections are {', '.join(SECTIONS)}")
         if not isinstance(value, dict):
             raise ConfigError(f"{sec}: expected a table [{sec}]")
-    for sec, cls in SECTIONS.items():
+    for sec in SECTIONS:
+        cls = section_class(sec, raw)
         given = dict(raw.get(sec, {}))
         defaults = cls()
         names = {f.name for f in dataclasses.fields(cls)}
@@ -174,8 +246,39 @@ def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
 
 
 def validate(cfg: Config) -> None:
-    t, m, tr, e = cfg.task, cfg.model, cfg.train, cfg.ensemble
-    _check(t.kind == "classification", "task.kind", t.kind, '"classification"')
+    if isinstance(cfg.task, RegressionTaskConfig):
+        _validate_regression(cfg)
+    else:
+        _validate_classification(cfg)
+    _validate_common(cfg)
+
+
+def _validate_regression(cfg: Config) -> None:
+    t, m = cfg.task, cfg.model
+    _check(t.D >= 1, "task.D", t.D, "an integer >= 1")
+    _check(t.N >= 1, "task.N", t.N, "an integer >= 1 (context tokens)")
+    _check(t.spectrum in ("white", "linear", "power", "custom"), "task.spectrum", t.spectrum,
+           'one of "white", "linear", "power", "custom"')
+    _check(t.spectrum != "custom" or (len(t.lambdas) == t.D and min(t.lambdas) > 0), "task.lambdas", list(t.lambdas),
+           f"{t.D} positive numbers with task.spectrum = \"custom\"")
+    _check(t.P >= 0, "task.P", t.P, "an integer >= 0 (0: the population limit)")
+    _check(not t.whiten or t.P == 0 or t.P > t.D + 1, "task.P", t.P, f"> D + 1 = {t.D + 1} with task.whiten")
+    _check(t.path in ("moments", "tokens"), "task.path", t.path, '"moments" or "tokens"')
+    _check(t.path == "moments" or t.P > 0, "task.P", t.P, "> 0 with task.path = \"tokens\" (a fixed training set)")
+    _check(not t.per_seed_data or t.P > 0, "task.per_seed_data", t.per_seed_data, "false when task.P = 0")
+    _check(0 < t.plateau_frac < 1, "task.plateau_frac", t.plateau_frac, "in (0, 1)")
+    _check(t.converged_tol >= 0, "task.converged_tol", t.converged_tol, ">= 0 (0: 1% of the last gap)")
+    _check(m.heads >= 1, "model.heads", m.heads, "an integer >= 1")
+    _check(m.kind != "attn_s" or 1 <= m.rank <= t.D, "model.rank", m.rank, f"in [1, task.D = {t.D}]")
+    _check(not m.softmax or (m.kind != "mlp" and t.path == "tokens"), "model.softmax", m.softmax,
+           'false unless model.kind is attn_m/attn_s and task.path = "tokens"')
+    _check(m.init_scheme in ("balanced", "entrywise", "aligned"), "model.init_scheme", m.init_scheme,
+           'one of "balanced", "entrywise", "aligned"')
+    _check(math.isfinite(m.init_scale) and m.init_scale > 0, "model.init_scale", m.init_scale, "a finite number > 0")
+
+
+def _validate_classification(cfg: Config) -> None:
+    t, m, tr = cfg.task, cfg.model, cfg.train
     _check(t.variant in ("standard", "infinite", "balanced"), "task.variant", t.variant,
            'one of "standard", "infinite", "balanced"')
     _check(t.N >= 2, "task.N", t.N, "an integer >= 2 (tokens per sequence, query included)")
@@ -194,17 +297,21 @@ def validate(cfg: Config) -> None:
     _check(m.width >= 1, "model.width", m.width, "an integer >= 1")
     _check(not m.freeze_readout or m.layers == 2, "model.freeze_readout", m.freeze_readout,
            "false unless model.layers = 2")
-    _check(math.isfinite(tr.lr) and tr.lr > 0, "train.lr", tr.lr, "a finite number > 0")
     _check(tr.batch_size >= 1, "train.batch_size", tr.batch_size, "an integer >= 1")
-    _check(tr.eval_every >= 1, "train.eval_every", tr.eval_every, "an integer >= 1")
-    _check(tr.steps >= tr.eval_every and tr.steps % tr.eval_every == 0, "train.steps", tr.steps,
-           f"a positive multiple of train.eval_every = {tr.eval_every}")
     _check(tr.eval_size >= 1, "train.eval_size", tr.eval_size, "an integer >= 1")
     for name in ("weight_decay_attn", "weight_decay_mlp"):
         v = getattr(tr, name)
         _check(math.isfinite(v) and v >= 0, f"train.{name}", v, "a finite number >= 0")
     _check(0 <= tr.icl_threshold < 1, "train.icl_threshold", tr.icl_threshold, "in [0, 1)")
     _check(0 <= tr.stop_threshold < 1, "train.stop_threshold", tr.stop_threshold, "in [0, 1)")
+
+
+def _validate_common(cfg: Config) -> None:
+    tr, e = cfg.train, cfg.ensemble
+    _check(math.isfinite(tr.lr) and tr.lr > 0, "train.lr", tr.lr, "a finite number > 0")
+    _check(tr.eval_every >= 1, "train.eval_every", tr.eval_every, "an integer >= 1")
+    _check(tr.steps >= tr.eval_every and tr.steps % tr.eval_every == 0, "train.steps", tr.steps,
+           f"a positive multiple of train.eval_every = {tr.eval_every}")
     _check(tr.early_stop in ("off", "freeze"), "train.early_stop", tr.early_stop, '"off" or "freeze"')
     _check(tr.evals_per_chunk >= 1, "train.evals_per_chunk", tr.evals_per_chunk, "an integer >= 1")
     _check(tr.checkpoint_every >= 0, "train.checkpoint_every", tr.checkpoint_every, "an integer >= 0 (0: never)")

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def t_icl_histogram(t_icl: np.ndarray, budget: int, title: str = "") -> plt.Figure:
+def t_icl_histogram(t_icl: np.ndarray, budget: int, title: str = "", xlabel: str = "t_ICL (SGD steps)") -> plt.Figure:
     """Histogram of t_ICL on log-spaced bins; seeds that never acquired ICL (t_icl < 0) are a
     separate bar at the right, labelled with the budget at which they were censored."""
     hit = t_icl[t_icl >= 0].astype(float)
@@ -25,8 +25,8 @@ def t_icl_histogram(t_icl: np.ndarray, budget: int, title: str = "") -> plt.Figu
         right = float(budget)
         ax.set_xscale("log")
     ax.bar(right, n_cens, width=right * 0.35, color="tab:gray",
-           label=f"never acquired by {budget:,} steps ({n_cens})")
-    ax.set_xlabel("t_ICL (SGD steps)")
+           label=f"not reached by {budget:,} steps ({n_cens})")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("seeds")
     ax.set_title(title or f"t_ICL over {t_icl.size} seeds")
     ax.legend(frameon=False)

@@ -1,13 +1,16 @@
-"""One run into one directory: config -> ensemble training -> results.npz, meta.json, t_icl_hist.png.
+"""One run into one directory: config -> ensemble training -> results.npz, meta.json, t_*_hist.png.
 
 The directory contract (stable; later tools read it):
   config.json        the full resolved config, written first; a different config in the same
                      directory is refused, the same one with results present is skipped
-  results.npz        seed_ids[S], t_icl[S] (steps, -1 = not acquired within the budget: censored),
-                     t_converged[S], eval_steps[T], icl_acc/iwl_acc/icl_loss/iwl_loss/train_loss[S, T],
+  results.npz        seed_ids[S]; t_<event>[S] for every event of the system (steps, -1 = not within
+                     the budget: censored), e.g. t_icl and t_converged for classification, t_m1..t_mD
+                     and t_converged for linear regression; diverged[S]; eval_steps[T]; every probe
+                     as [S, T, ...] (icl_acc, iwl_acc, icl_loss, iwl_loss, ... and train_loss);
                      steps_run, budget
   meta.json          config, package versions, device, compile/run seconds, seed_steps_per_s
-  t_icl_hist.png     the t_ICL histogram with the censored seeds as their own bar
+  t_<stop>_hist.png  histogram of the headline time (t_icl_hist.png for classification), censored
+                     seeds as their own bar
 Every file is written under a temporary name and renamed, so none is ever half-written.
 """
 
@@ -99,17 +102,18 @@ class ProgressBar:
     """One line per chunk: progress, seed-steps/s and the fraction of seeds that have acquired ICL.
     Redrawn in place on a terminal; on a pipe, a line at most every `every` seconds (and the last)."""
 
-    def __init__(self, stream=sys.stderr, every: float = 10.0):
-        self.stream, self.every, self.last = stream, every, -1e9
+    def __init__(self, event: str = "icl", stream=sys.stderr, every: float = 10.0):
+        self.event, self.stream, self.every, self.last = event, stream, every, -1e9
+        self.label = "ICL acquired" if event == "icl" else event
         self.tty = stream.isatty()
 
     def __call__(self, p) -> None:
         frac = p.step / p.steps
-        acquired = int(np.sum(p.t_first["icl"] >= 0))
+        acquired = int(np.sum(p.t_first[self.event] >= 0))
         rate = p.seeds * p.chunk_steps / max(p.chunk_seconds, 1e-9)
         bar = "#" * int(24 * frac) + "-" * (24 - int(24 * frac))
         line = (f"[{bar}] step {p.step:,}/{p.steps:,} | {rate:,.0f} seed-steps/s | "
-                f"ICL acquired {acquired}/{p.seeds} ({acquired / p.seeds:.0%})")
+                f"{self.label} {acquired}/{p.seeds} ({acquired / p.seeds:.0%})")
         done = p.step >= p.steps or acquired == p.seeds
         now = time.monotonic()
         if self.tty:
@@ -173,6 +177,13 @@ def _repad(tree, padded: int, live: int):
     return {**tree, "carry": jax.tree.map(fix, tree["carry"]), "curves": jax.tree.map(fix, tree["curves"])}
 
 
+def _describe(cfg: Config) -> str:
+    t = cfg.task
+    if t.kind == "linear_regression":
+        return f"{cfg.model.kind} D={t.D} N={t.N} P={t.P or 'inf'}"
+    return f"{t.variant} K={'inf' if t.variant == 'infinite' else t.K}, N={t.N}"
+
+
 def execute(cfg: Config, out: Path, progress: bool = True, log=print) -> dict:
     """Train cfg's ensemble and write the run directory; returns the results arrays.
 
@@ -186,8 +197,11 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print) -> dict:
     with run_lock(out):
         if check_run_dir(cfg, out):  # finished by another process while we waited for nothing
             return dict(np.load(out / "results.npz"))
+        from icl_race.systems import precision
+
         try:
-            return _execute_locked(cfg, out, progress, log)
+            with precision(cfg):
+                return _execute_locked(cfg, out, progress, log)
         except OSError as e:
             raise RunError(f"cannot write in {out}: {e.strerror or e}"
                            f"{f' ({e.filename})' if e.filename else ''}; the last good checkpoint, if any, "
@@ -232,7 +246,8 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         carry = init_ensemble(program, layout, keys, consts)
         start, history = 0, None
 
-    bar = ProgressBar() if progress else None
+    stop = program.stop_event
+    bar = ProgressBar(stop) if progress else None
 
     def on_chunk(p):
         if bar:
@@ -250,7 +265,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         carry, curves, eval_steps = train(
             program, consts, carry, layout=layout, steps=tr.steps, eval_every=tr.eval_every,
             evals_per_chunk=tr.evals_per_chunk, live_seeds=e.seeds, start_step=start, history=history,
-            stop_event="icl" if tr.stop_when_all_acquired else None, on_chunk=on_chunk)
+            stop_event=stop if tr.stop_when_all_acquired else None, on_chunk=on_chunk)
     finally:
         if ckpt:
             ckpt.wait()
@@ -263,11 +278,10 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
 
     results = {
         "seed_ids": seed_ids,
-        "t_icl": t_first["icl"].astype(np.int64),
-        "t_converged": t_first["converged"].astype(np.int64),
+        **{f"t_{ev}": t_first[ev].astype(np.int64) for ev in program.event_names},
         "diverged": t_first[DIVERGED] >= 0,
         "eval_steps": eval_steps.astype(np.int64),
-        **{k: v.astype(np.float32) for k, v in curves.items()},
+        **{k: v.astype(np.float64 if v.dtype == np.float64 else np.float32) for k, v in curves.items()},
         "steps_run": np.int64(steps_run),
         "budget": np.int64(tr.steps),
     }
@@ -275,12 +289,11 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     np.savez(buf, **results)
     _atomic_write(out / "results.npz", buf.getvalue())
 
-    k_label = "inf" if cfg.task.variant == "infinite" else f"{cfg.task.K}"
-    fig = t_icl_histogram(results["t_icl"][~results["diverged"]], tr.steps,
-                          title=f"t_ICL, {cfg.task.variant} K={k_label}, N={cfg.task.N}, {e.seeds} seeds")
+    fig = t_icl_histogram(results[f"t_{stop}"][~results["diverged"]], tr.steps,
+                          title=f"t_{stop}, {_describe(cfg)}, {e.seeds} seeds", xlabel=f"t_{stop} (steps)")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120)
-    _atomic_write(out / "t_icl_hist.png", buf.getvalue())
+    _atomic_write(out / f"t_{stop}_hist.png", buf.getvalue())
 
     trained_s = max(run_s - compile_s, 1e-9)
     meta = {
@@ -296,7 +309,8 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         "seed_steps_per_s": round(e.seeds * (steps_run - start) / trained_s, 1),
         "steps_run": steps_run,
         "seeds": e.seeds,
-        "acquired": int(np.sum(results["t_icl"] >= 0)),
+        "stop_event": stop,
+        "acquired": int(np.sum(results[f"t_{stop}"] >= 0)),
         "diverged": int(np.sum(results["diverged"])),
     }
     _atomic_write(out / "meta.json", _json_bytes(meta))

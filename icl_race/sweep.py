@@ -93,7 +93,7 @@ def expand(raw: dict, grid: dict) -> Sweep:
         raise ConfigError("[grid]: expected a table of \"section.key\" = [values]")
     for field, values in grid.items():
         sec, _, key = field.partition(".")
-        if sec not in config.SECTIONS or key not in {f.name for f in dataclasses.fields(config.SECTIONS[sec])}:
+        if sec not in config.SECTIONS or key not in config.field_names(sec):
             raise ConfigError(f"grid field {field!r}: not a config field (section.key, e.g. \"task.K\")")
         if not isinstance(values, list) or not values:
             raise ConfigError(f"grid field {field!r}: expected a non-empty list of values")
@@ -315,8 +315,9 @@ def dry_run(out: Path, sweep: Sweep, measure: bool = True, stream=None) -> float
 
 def _shape(cfg: Config) -> tuple:
     """What decides the speed of a step: the static shape of the program."""
-    t, m, tr = cfg.task, cfg.model, cfg.train
-    return (t.variant, t.N, t.D, t.pool_size, m.layers, m.width, tr.batch_size, cfg.ensemble.block)
+    d = cfg.to_dict()
+    task = {k: v for k, v in d["task"].items() if k != "K"}  # K is traced: it does not change the step
+    return json.dumps([task, d["model"], d["train"]["batch_size"], d["ensemble"]["block"]], sort_keys=True)
 
 
 def _hms(seconds: float) -> str:

@@ -26,10 +26,12 @@ for devices in (1, 4, 4):
     cfg = config.from_dict({**raw, "ensemble": {**raw["ensemble"], "devices": devices}})
     out.setdefault(devices, []).append(execute(cfg, f"{sys.argv[1]}/d{devices}-{len(out.get(devices, []))}", progress=False))
 a, b, c = out[1][0], out[4][0], out[4][1]
-for k in ("icl_acc", "iwl_acc", "icl_loss", "iwl_loss", "train_loss"):
+for k in ("icl_loss", "iwl_loss", "train_loss"):
     np.testing.assert_allclose(a[k], b[k], atol=1e-5, err_msg=k)
+for k in ("icl_acc", "iwl_acc"):  # a logit within ~1e-6 of zero may flip: one sequence of 200
+    np.testing.assert_allclose(a[k], b[k], atol=1.01 / 200, err_msg=k)
+for k in ("icl_acc", "iwl_acc", "icl_loss", "iwl_loss", "train_loss", "t_icl"):
     np.testing.assert_array_equal(b[k], c[k], err_msg="sharded runs are bit-reproducible")
-np.testing.assert_array_equal(a["t_icl"], b["t_icl"])
 print("max curve difference", max(float(np.abs(a[k] - b[k]).max()) for k in ("icl_loss", "iwl_loss", "train_loss")))
 """
 

@@ -76,6 +76,26 @@ class OneLayer(nnx.Module):
         self.mlp = MLP(E, width, 1, rngs)
 
     def __call__(self, x_BxNxE: jax.Array) -> jax.Array:
+        """Equal to mlp(h_q + attn.query(h)) with h = ln(x), with the LayerNorm folded into the query-only
+        attention (exact up to float rounding): h_j = r_j (x_j - m_j) * g + b with per-token mean m_j and
+        inverse deviation r_j, which carry no parameter, so
+            s_j = h_j . u = r_j (x_j - m_j) . (g * u) + b . u,   sum_j a_j h_j = g * sum_j a_j r_j (x_j - m_j) + b.
+        The N-token work is then two batched mat-vecs (no normalised (B, N, E) tensor, no LayerNorm
+        backward over every token): 1.6x faster per step on CPU (benchmarks/RESULTS.md)."""
+        ln, attn = self.ln, self.attn
+        xc_BxNxE = x_BxNxE - jnp.mean(x_BxNxE, axis=-1, keepdims=True)
+        r_BxN = jax.lax.rsqrt(jnp.mean(xc_BxNxE * xc_BxNxE, axis=-1) + ln.epsilon)
+        g_1xE, b_1xE = ln.scale[...][None], ln.bias[...][None]
+        h_BxE = xc_BxNxE[:, -1] * r_BxN[:, -1:] * g_1xE + b_1xE  # the query token's LayerNorm
+        u_BxE = attn.q(h_BxE) @ attn.k.kernel[...].T
+        s_BxN = (jnp.einsum("bne,be->bn", xc_BxNxE, g_1xE * u_BxE) * r_BxN
+                 + jnp.sum(b_1xE * u_BxE, axis=-1, keepdims=True))
+        a_BxN = jax.nn.softmax(s_BxN, axis=-1)
+        o_BxE = attn.v(g_1xE * jnp.einsum("bn,bne->be", a_BxN * r_BxN, xc_BxNxE) + b_1xE)
+        return self.mlp(h_BxE + o_BxE)[:, 0]
+
+    def reference(self, x_BxNxE: jax.Array) -> jax.Array:
+        """The unfolded form (LayerNorm on every token, then the query-only attention): the test oracle."""
         h_BxNxE = self.ln(x_BxNxE)
         return self.mlp(h_BxNxE[:, -1] + self.attn.query(h_BxNxE))[:, 0]
 

@@ -35,6 +35,7 @@ class ClassificationRace:
     freeze_event: str | None
 
     event_names = ("icl", "converged")
+    stop_event = "icl"  # the event whose first passage is the run's headline time (t_icl)
 
     # ---- set-up -------------------------------------------------------------------------------
 

@@ -49,12 +49,24 @@ class LinearAttentionRegression:
     freeze_event: str | None = None
 
     needs_x64 = True  # not a field: tells a runner to wrap init/train in `with jax.enable_x64(True):`
+    stop_event = "converged"  # the run's headline time: loss within converged_tol of L(M_D)
 
     @property
     def event_names(self) -> tuple[str, ...]:
         return (*(f"m{m}" for m in range(1, self.model.D + 1)), "converged")
 
     # ---- set-up -------------------------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, cfg) -> tuple["LinearAttentionRegression", dict]:
+        t, m, tr = cfg.task, cfg.model, cfg.train
+        return cls.build(model=m.kind, D=t.D, N=t.N, H=m.heads, R=m.rank, softmax=m.softmax,
+                         temperature=m.temperature, spectrum=t.spectrum, alpha=t.alpha,
+                         lambdas=list(t.lambdas) or None, rotate=t.rotate, cov_seed=t.cov_seed, P=t.P,
+                         center=t.center, whiten=t.whiten, data_seed=t.data_seed, per_seed_data=t.per_seed_data,
+                         path=t.path, init_scheme=m.init_scheme, init_scale=m.init_scale, dt=tr.lr,
+                         plateau_frac=t.plateau_frac, converged_tol=t.converged_tol or None,
+                         freeze_converged=tr.early_stop == "freeze")
 
     @classmethod
     def build(cls, *, model: str = "attn_s", D: int = 4, N: int = 31, H: int = 5, R: int = 1,
