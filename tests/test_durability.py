@@ -80,11 +80,11 @@ def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, uninterru
     p.communicate(timeout=300)
     steps = sorted(int(d.name) for d in (out / "checkpoints").iterdir() if d.name.isdigit())
     assert steps == [300, 400]
-    # Damage the newest: flip bytes in every array data file of its state.
+    # Damage the newest: truncate every array data file of its state to half, flipping a byte too.
     for f in (out / "checkpoints" / "400" / "state").rglob("*"):
         if f.is_file() and f.parent.name == "d":
-            data = bytearray(f.read_bytes())
-            data[len(data) // 2] ^= 0xFF
+            data = bytearray(f.read_bytes())[: max(1, f.stat().st_size // 2)]
+            data[-1] ^= 0xFF
             f.write_bytes(bytes(data))
     p = _cli(out)
     _, err = p.communicate(timeout=300)
@@ -143,3 +143,22 @@ def test_write_error_ends_the_run_with_a_clear_message(tmp_path, monkeypatch, ca
     assert not (out / "results.npz").exists()
     steps = sorted(int(d.name) for d in (out / "checkpoints").iterdir() if d.name.isdigit())
     assert steps == [100], "the last good checkpoint is kept"
+
+
+def test_checksum_catches_a_checkpoint_that_reads_back_wrong(tmp_path):
+    from icl_race.engine.checkpoint import Checkpointer, CheckpointWarning
+
+    ck = Checkpointer(tmp_path / "ck")
+    tree = {"a": np.arange(6, dtype=np.float32), "b": {"c": np.ones((2, 3), np.int32)}}
+    ck.save(1, tree, {})
+    ck.save(2, {**tree, "a": tree["a"] + 1}, {})
+    ck.wait()
+    meta = tmp_path / "ck" / "2" / "meta" / "metadata"
+    stored = json.loads(meta.read_text())
+    meta.write_text(json.dumps({**stored, "sha256": "0" * 64}))  # as if the arrays had changed on disk
+    with pytest.warns(CheckpointWarning, match="step 2 is damaged"):
+        restored, info = ck.restore_latest()
+    ck.close()
+    assert info["step"] == 1
+    np.testing.assert_array_equal(restored["a"], tree["a"])
+    assert (tmp_path / "ck.damaged").is_dir() and not (tmp_path / "ck" / "2").exists()
