@@ -86,6 +86,47 @@ class LinearAttentionConfig:
 
 
 @dataclass(frozen=True)
+class MemorizationTaskConfig:
+    """MLP-only memorization of K items with a fixed balanced label map (classification-task.md §3.3;
+    task.kind = "memorization"). Items come from the classification task's shared pool (pool_seed)."""
+
+    kind: str = "memorization"
+    K: int = 1000  # number of items (even: a balanced label map)
+    K_max: int = 0  # static pool size; 0 means K. Runs with equal K_max share one compilation.
+    D: int = 63
+    pool_seed: int = 10
+    probe_size: int = 10_000  # c-statistics use the items with id < min(K, probe_size) (a fixed subset)
+
+    @property
+    def pool_size(self) -> int:
+        return self.K_max or self.K
+
+    @property
+    def probe_items(self) -> int:
+        """Static number of probed ids (ids >= K among them are masked out)."""
+        return min(self.probe_size, self.pool_size)
+
+
+@dataclass(frozen=True)
+class MLPModelConfig:
+    """The bare item MLP D -> W -> W -> 1 of the memorization task (model.kind = "mlp")."""
+
+    kind: str = "mlp"
+    width: int = 512
+
+
+@dataclass(frozen=True)
+class MinimalModelConfig:
+    """The minimal model of arXiv 2412.00104 §3 (classification-task.md §3.4; model.kind = "minimal"):
+    logit = phi_MLP(x_q) + w * sum_j softmax_j(beta x_q.x_j) y_j, w(0) = 0, beta(0) = beta0."""
+
+    kind: str = "minimal"
+    width: int = 512
+    beta0: float = 0.0  # the initial inverse temperature (ignored with beta0_random)
+    beta0_random: bool = False  # draw beta0 ~ N(0, 1) per seed (recorded as the probe "beta0")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     lr: float = 0.01  # linear_regression: the full-batch step in units of tau
     batch_size: int = 128
@@ -116,8 +157,9 @@ class EnsembleConfig:
 
 @dataclass(frozen=True)
 class Config:
-    task: TaskConfig | RegressionTaskConfig = field(default_factory=TaskConfig)
-    model: ModelConfig | LinearAttentionConfig = field(default_factory=ModelConfig)
+    task: TaskConfig | RegressionTaskConfig | MemorizationTaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig | LinearAttentionConfig | MLPModelConfig | MinimalModelConfig = field(
+        default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     ensemble: EnsembleConfig = field(default_factory=EnsembleConfig)
 
@@ -130,16 +172,22 @@ class Config:
 
 
 # Each task kind has its own [task] fields and allowed model kinds (the first is the default).
-TASKS = {"classification": TaskConfig, "linear_regression": RegressionTaskConfig}
+TASKS = {"classification": TaskConfig, "linear_regression": RegressionTaskConfig,
+         "memorization": MemorizationTaskConfig}
 MODELS = {"transformer": ModelConfig, "attn_m": LinearAttentionConfig, "attn_s": LinearAttentionConfig,
-          "mlp": LinearAttentionConfig}
-MODELS_FOR_TASK = {"classification": ("transformer",), "linear_regression": ("attn_s", "attn_m", "mlp")}
+          "mlp": LinearAttentionConfig, "minimal": MinimalModelConfig}
+MODELS_FOR_TASK = {"classification": ("transformer", "minimal"), "linear_regression": ("attn_s", "attn_m", "mlp"),
+                   "memorization": ("mlp",)}
+# A model kind whose fields depend on the task kind ("mlp" is the linear network on cubic features with
+# linear_regression, the bare item MLP with memorization): (task kind, model kind) -> class.
+MODELS_BY_TASK = {("memorization", "mlp"): MLPModelConfig}
 SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig, "ensemble": EnsembleConfig}
 
 
 def field_names(section: str) -> set[str]:
     """Every key a section may hold, over all kinds."""
-    classes = {"task": TASKS.values(), "model": MODELS.values()}.get(section, [SECTIONS[section]])
+    classes = {"task": TASKS.values(), "model": [*MODELS.values(), *MODELS_BY_TASK.values()]}.get(
+        section, [SECTIONS[section]])
     return {f.name for cls in classes for f in dataclasses.fields(cls)}
 
 
@@ -157,7 +205,7 @@ def section_class(section: str, raw: dict) -> type:
         if kind not in allowed:
             raise ConfigError(f"model.kind = {kind!r}: must be one of {', '.join(map(repr, allowed))} "
                               f"with task.kind = {task_kind!r}")
-        return MODELS[kind]
+        return MODELS_BY_TASK.get((task_kind, kind), MODELS[kind])
     return SECTIONS[section]
 
 
@@ -248,6 +296,8 @@ def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
 def validate(cfg: Config) -> None:
     if isinstance(cfg.task, RegressionTaskConfig):
         _validate_regression(cfg)
+    elif isinstance(cfg.task, MemorizationTaskConfig):
+        _validate_memorization(cfg)
     else:
         _validate_classification(cfg)
     _validate_common(cfg)
@@ -292,11 +342,30 @@ def _validate_classification(cfg: Config) -> None:
         _check(t.K % 2 == 0, "task.K", t.K, "even with the balanced variant (two equal label classes)")
         _check(t.N % 2 == 0 and t.N >= 4, "task.N", t.N, "even and >= 4 with the balanced variant")
     _check(t.icl_pool >= 2, "task.icl_pool", t.icl_pool, "an integer >= 2")
-    _check(m.kind == "transformer", "model.kind", m.kind, '"transformer"')
-    _check(m.layers in (1, 2), "model.layers", m.layers, "1 or 2")
+    _check(m.kind in ("transformer", "minimal"), "model.kind", m.kind, '"transformer" or "minimal"')
     _check(m.width >= 1, "model.width", m.width, "an integer >= 1")
-    _check(not m.freeze_readout or m.layers == 2, "model.freeze_readout", m.freeze_readout,
-           "false unless model.layers = 2")
+    if m.kind == "minimal":
+        _check(math.isfinite(m.beta0), "model.beta0", m.beta0, "a finite number")
+    else:
+        _check(m.layers in (1, 2), "model.layers", m.layers, "1 or 2")
+        _check(not m.freeze_readout or m.layers == 2, "model.freeze_readout", m.freeze_readout,
+               "false unless model.layers = 2")
+    _validate_train_classification(cfg)
+
+
+def _validate_memorization(cfg: Config) -> None:
+    t, m = cfg.task, cfg.model
+    _check(t.K >= 2 and t.K % 2 == 0, "task.K", t.K, "an even integer >= 2 (a balanced label map)")
+    _check(t.K_max == 0 or t.K_max >= t.K, "task.K_max", t.K_max, f"0 (= K) or >= task.K = {t.K}")
+    _check(t.K < 2**31 and t.pool_size < 2**31, "task.K", t.K, "below 2^31")
+    _check(t.D >= 1, "task.D", t.D, "an integer >= 1")
+    _check(t.probe_size >= 1, "task.probe_size", t.probe_size, "an integer >= 1")
+    _check(m.width >= 1, "model.width", m.width, "an integer >= 1")
+    _validate_train_classification(cfg)
+
+
+def _validate_train_classification(cfg: Config) -> None:
+    tr = cfg.train
     _check(tr.batch_size >= 1, "train.batch_size", tr.batch_size, "an integer >= 1")
     _check(tr.eval_size >= 1, "train.eval_size", tr.eval_size, "an integer >= 1")
     for name in ("weight_decay_attn", "weight_decay_mlp"):

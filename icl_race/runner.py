@@ -181,6 +181,8 @@ def _describe(cfg: Config) -> str:
     t = cfg.task
     if t.kind == "linear_regression":
         return f"{cfg.model.kind} D={t.D} N={t.N} P={t.P or 'inf'}"
+    if t.kind == "memorization":
+        return f"MLP width {cfg.model.width}, K={t.K}"
     return f"{t.variant} K={'inf' if t.variant == 'infinite' else t.K}, N={t.N}"
 
 

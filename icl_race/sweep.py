@@ -175,12 +175,13 @@ def summary_row(out: Path, cell: Cell) -> dict:
     d = cell_dir(out, cell)
     if row["status"] == "done":
         r = np.load(d / "results.npz")
-        ok = ~r["diverged"] if "diverged" in r else np.ones(r["t_icl"].shape, bool)
-        t = r["t_icl"][ok]
+        meta = json.loads((d / "meta.json").read_text())
+        t = r[f"t_{meta.get('stop_event', 'icl')}"]
+        ok = ~r["diverged"] if "diverged" in r else np.ones(t.shape, bool)
+        t = t[ok]
         # Median with never-acquired seeds at +infinity (censored, not dropped): "" when more than
         # half of the seeds never acquired ICL, since the median is then above the budget.
         med = np.median(np.where(t >= 0, t, np.inf)) if t.size else np.inf
-        meta = json.loads((d / "meta.json").read_text())
         row.update(acquired=int(np.sum(t >= 0)), acquired_fraction=round(float(np.mean(t >= 0)), 4) if t.size else "",
                    median_t_icl="" if not np.isfinite(med) else float(med), censored=int(np.sum(t < 0)),
                    diverged=int(np.sum(~ok)), steps_run=int(r["steps_run"]), budget=int(r["budget"]),

@@ -2,9 +2,10 @@
 
 What holds, measured: the partitioned program rounds differently from the single-device one at the
 1e-7 level (jit + NamedSharding and shard_map alike, even with single-threaded Eigen), and the ICL
-transition amplifies that into different t_ICL for some seeds after a few hundred steps. So the
-test compares the first 200 steps, before amplification: a real partitioning bug (gradients summed
-across devices, seeds shuffled between devices) shows up there at 1e-2 or more."""
+transition amplifies that (to ~4e-5 after 150 steps at lr 0.1) and into different t_ICL for some
+seeds after a few hundred steps. So the test compares the first 200 steps to 1e-4: a real
+partitioning bug (gradients summed across devices, seeds shuffled between devices) shows up there
+at 1e-2 or more."""
 
 import subprocess
 import sys
@@ -27,7 +28,7 @@ for devices in (1, 4, 4):
     out.setdefault(devices, []).append(execute(cfg, f"{sys.argv[1]}/d{devices}-{len(out.get(devices, []))}", progress=False))
 a, b, c = out[1][0], out[4][0], out[4][1]
 for k in ("icl_loss", "iwl_loss", "train_loss"):
-    np.testing.assert_allclose(a[k], b[k], atol=1e-5, err_msg=k)
+    np.testing.assert_allclose(a[k], b[k], atol=1e-4, err_msg=k)
 for k in ("icl_acc", "iwl_acc"):  # a logit within ~1e-6 of zero may flip: one sequence of 200
     np.testing.assert_allclose(a[k], b[k], atol=1.01 / 200, err_msg=k)
 for k in ("icl_acc", "iwl_acc", "icl_loss", "iwl_loss", "train_loss", "t_icl"):

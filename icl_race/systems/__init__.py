@@ -3,13 +3,22 @@
 from icl_race.config import Config
 from icl_race.systems.classification import ClassificationRace
 from icl_race.systems.linear_attention import LinearAttentionRegression
+from icl_race.systems.memorization import MemorizationRun
+from icl_race.systems.minimal import MinimalRace
 
-SYSTEMS = {"classification": ClassificationRace, "linear_regression": LinearAttentionRegression}
+SYSTEMS = {"classification": ClassificationRace, "linear_regression": LinearAttentionRegression,
+           "memorization": MemorizationRun}
+# A model kind that replaces a task's default system: (task kind, model kind) -> program class.
+SYSTEMS_BY_MODEL = {("classification", "minimal"): MinimalRace}
+
+
+def system_class(cfg: Config):
+    return SYSTEMS_BY_MODEL.get((cfg.task.kind, cfg.model.kind), SYSTEMS[cfg.task.kind])
 
 
 def build(cfg: Config):
     """(program, consts) for a validated config (call inside `precision(cfg)`)."""
-    return SYSTEMS[cfg.task.kind].from_config(cfg)
+    return system_class(cfg).from_config(cfg)
 
 
 def precision(cfg: Config):
@@ -19,4 +28,4 @@ def precision(cfg: Config):
 
     import jax
 
-    return jax.enable_x64(True) if getattr(SYSTEMS[cfg.task.kind], "needs_x64", False) else contextlib.nullcontext()
+    return jax.enable_x64(True) if getattr(system_class(cfg), "needs_x64", False) else contextlib.nullcontext()

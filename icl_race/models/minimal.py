@@ -1,0 +1,68 @@
+"""The bare item MLP (memorization task, classification-task.md §3.3) and the minimal model of
+arXiv 2412.00104 §3 (§3.4), as hashable handles with pure `init(key) -> params` and
+`apply(params, x) -> logits` like `models.transformer.Transformer`.
+
+Both MLPs are D -> W -> ReLU -> W -> ReLU -> 1 with PyTorch-default init (`models.transformer.MLP`).
+
+Minimal model, on the classification tokens x_BxNxE = [item (D) | onehot(label) (2)] (query last, its
+label slot zeroed):
+    logit = phi(x_q) + w * sum_j softmax_j(beta * x_q . x_j) * y_j,   y_j = onehot_1 - onehot_0
+over all N tokens including the query (whose y is 0): raw items, no LayerNorm, no learned q/k/v.
+w and beta are scalars under params["attn"] (so the attention weight-decay group applies to them),
+phi's weights under params["mlp"]. w(0) = 0; beta(0) is set by the caller (`init(key, beta0)`).
+
+Shape suffixes: B sequences/items, N tokens, D item dims, E = D + 2.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from icl_race.models.transformer import MLP
+
+
+@dataclass(frozen=True)
+class ItemMLP:
+    D: int
+    width: int = 512
+
+    def init(self, key: jax.Array) -> dict:
+        return nnx.to_pure_dict(nnx.state(MLP(self.D, self.width, 1, nnx.Rngs(params=key)), nnx.Param))
+
+    def apply(self, params: dict, x_BxD: jax.Array) -> jax.Array:
+        return nnx.merge(_mlp_graphdef(self.D, self.width), params)(x_BxD)[..., 0]
+
+
+@functools.cache
+def _mlp_graphdef(D: int, width: int):
+    return nnx.graphdef(nnx.eval_shape(lambda: MLP(D, width, 1, nnx.Rngs(0))))
+
+
+@dataclass(frozen=True)
+class MinimalModel:
+    D: int
+    width: int = 512
+
+    @property
+    def phi(self) -> ItemMLP:
+        return ItemMLP(self.D, self.width)
+
+    def init(self, key: jax.Array, beta0=0.0) -> dict:
+        return {"mlp": self.phi.init(key),
+                "attn": {"w": jnp.float32(0.0), "beta": jnp.asarray(beta0, jnp.float32)}}
+
+    def attention_term(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
+        """sum_j softmax_j(beta x_q . x_j) y_j (without w)."""
+        items_BxNxD = x_BxNxE[..., : self.D]
+        y_BxN = x_BxNxE[..., self.D + 1] - x_BxNxE[..., self.D]
+        s_BxN = params["attn"]["beta"] * jnp.einsum("bnd,bd->bn", items_BxNxD, items_BxNxD[:, -1])
+        return jnp.sum(jax.nn.softmax(s_BxN, axis=-1) * y_BxN, axis=-1)
+
+    def apply(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
+        phi_B = self.phi.apply(params["mlp"], x_BxNxE[:, -1, : self.D])
+        return phi_B + params["attn"]["w"] * self.attention_term(params, x_BxNxE)

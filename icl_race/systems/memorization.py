@@ -1,0 +1,113 @@
+"""MLP-only memorization (classification-task.md §3.3; Figs A2/A3 of arXiv 2412.00104) as an engine
+program: K items of the classification task's shared pool, a per-seed balanced label map, a bare
+MLP D -> W -> W -> 1 trained by coupled SGD on the logistic loss, items sampled uniformly on the device.
+
+Probes (every train.eval_every SGD steps, on the items with id < min(K, task.probe_size), a fixed
+subset because pool items are i.i.d.), with phi+ the logits of label-1 items and m = y*phi the margins:
+    c1 = <sigmoid(-phi+)>,  c2 = 1 - <sigmoid(-phi+)^2> / c1,  c3 = <exp(-phi+)>      (reference estimator)
+    c1_sym, c2_sym, c3_sym: the same with y*phi over all probed items               (symmetric estimator)
+    iwl_acc = <m > 0>, iwl_loss = <softplus(-m)>.
+Events: memorized (iwl_acc > train.icl_threshold), converged (iwl_acc > train.stop_threshold).
+
+Time: the engine's clock is SGD steps (eval_steps). I_K(t) = 2 * int_0^t c1 dt is computed afterwards by
+`icl_race.theory.kinetics.memorization_budget` as a cumulative trapezoid over the eval grid in SGD steps
+(multiply by train.lr for eta * steps); pick eval_every small relative to the earliest times of interest.
+
+K is traced (consts), the pool has the static size K_max, so one compilation serves every K <= K_max.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+
+from icl_race.config import Config
+from icl_race.models.minimal import ItemMLP
+from icl_race.optim import coupled_sgd
+from icl_race.tasks import classification as task
+
+PROBE_CHUNK = 2048  # probed items per forward pass: bounds memory at large ensembles
+
+
+@dataclass(frozen=True)
+class MemorizationRun:
+    pool_size: int
+    probe_items: int
+    batch_size: int
+    model: ItemMLP
+    freeze_event: str | None
+
+    event_names = ("memorized", "converged")
+    stop_event = "memorized"
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> tuple["MemorizationRun", dict]:
+        t, tr = cfg.task, cfg.train
+        program = cls(pool_size=t.pool_size, probe_items=t.probe_items, batch_size=tr.batch_size,
+                      model=ItemMLP(t.D, cfg.model.width),
+                      freeze_event="converged" if tr.early_stop == "freeze" else None)
+        consts = {
+            "K": jnp.int32(t.K),
+            "lr": jnp.float32(tr.lr),
+            "wd": jnp.float32(tr.weight_decay_mlp),  # coupled L2 on every parameter
+            "icl_threshold": jnp.float32(tr.icl_threshold),
+            "stop_threshold": jnp.float32(tr.stop_threshold),
+            "pool": task.make_pool(jax.random.key(t.pool_seed), t.pool_size, t.D),
+        }
+        return program, consts
+
+    def init(self, key, consts) -> dict:
+        k_model, k_labels = jax.random.split(key)
+        labels, _ = task.balanced_label_map(k_labels, consts["K"], self.pool_size)
+        return {"params": self.model.init(k_model), "labels": labels}
+
+    def loss(self, params, x_BxD, y_B):
+        return jnp.mean(jax.nn.softplus(-y_B * self.model.apply(params, x_BxD)))
+
+    def step(self, state, consts, key):
+        ids_B = jax.random.randint(key, (self.batch_size,), 0, consts["K"])
+        x_BxD = consts["pool"][ids_B]
+        y_B = 2.0 * state["labels"][ids_B].astype(x_BxD.dtype) - 1.0
+        loss, grads = jax.value_and_grad(self.loss)(state["params"], x_BxD, y_B)
+        decay = jax.tree.map(lambda _: consts["wd"], state["params"])
+        return {**state, "params": coupled_sgd(state["params"], grads, consts["lr"], decay)}, loss
+
+    def logits(self, params, consts):
+        """phi on the probed ids 0..probe_items-1, in chunks (padded to a whole number of them)."""
+        P = self.probe_items
+        n = math.ceil(P / PROBE_CHUNK)
+        b = math.ceil(P / n)
+        x = consts["pool"][:P]
+        x = jnp.concatenate([x, jnp.zeros((n * b - P, x.shape[1]), x.dtype)]).reshape(n, b, -1)
+        return jax.lax.map(lambda xb: self.model.apply(params, xb), x).reshape(-1)[:P]
+
+    def probe(self, state, consts, key):
+        del key  # deterministic: the probe set is fixed
+        phi_P = self.logits(state["params"], consts)
+        ids_P = jnp.arange(self.probe_items)
+        valid_P = ids_P < consts["K"]
+        lab_P = state["labels"][: self.probe_items]
+        y_P = 2.0 * lab_P.astype(phi_P.dtype) - 1.0
+        return {**c_statistics(phi_P, valid_P & (lab_P == 1), suffix=""),
+                **c_statistics(y_P * phi_P, valid_P, suffix="_sym"),
+                "iwl_acc": _mean(y_P * phi_P > 0, valid_P),
+                "iwl_loss": _mean(jax.nn.softplus(-y_P * phi_P), valid_P)}
+
+    def events(self, probes, consts):
+        return {"memorized": probes["iwl_acc"] > consts["icl_threshold"],
+                "converged": probes["iwl_acc"] > consts["stop_threshold"]}
+
+
+def _mean(v, mask):
+    return jnp.sum(jnp.where(mask, v, 0.0)) / jnp.maximum(jnp.sum(mask), 1)
+
+
+def c_statistics(margin, mask, suffix=""):
+    """c1 = <sigmoid(-m)>, c2 = 1 - <sigmoid(-m)^2>/c1, c3 = <exp(-m)> over the masked margins m."""
+    s = jax.nn.sigmoid(-margin)
+    c1 = _mean(s, mask)
+    return {f"c1{suffix}": c1, f"c2{suffix}": 1.0 - _mean(s * s, mask) / c1,
+            f"c3{suffix}": _mean(jnp.exp(-margin), mask)}

@@ -1,0 +1,66 @@
+"""Kinetics of the race in arXiv 2412.00104 §3 (classification-task.md §8; relations [secondary],
+quoted without the paper's equation numbers).
+
+Time units. The theory's time t is gradient-flow time; this package's runs count SGD steps s. With a
+constant learning rate eta, gradient-flow time is t = eta * s (one step moves the parameters by
+eta * gradient), so functions here take times in whatever unit the caller passes and `to_flow_time`
+converts steps to eta * steps. Whether the paper's t is eta * steps or steps (or either times another
+constant from its normalisation of the loss) is [unknown]; `icl_race.analysis.memorization.t_icl_ratio`
+measures the overall conversion factor as the ratio measured / predicted.
+
+  t_icl_minimal(N, beta0)         = N * sqrt(2 pi) * exp(-beta0)           (minimal model, K = infinity)
+  memorization_budget(t, c1)      = 2 * int_0^t c1 dt' (cumulative trapezoid; c1(0) = 1/2 by default)
+  tail_correction(A, alpha, T)    = 2 A T^(1 - alpha) / (alpha - 1)       (int_T^inf of 2 A t^-alpha, alpha > 1)
+  k_star(N, beta0, nu, C)         K* solving C K^nu = t_icl_minimal(N, beta0): (N sqrt(2 pi) e^-beta0 / C)^(1/nu)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+def to_flow_time(steps, lr: float):
+    """SGD steps -> gradient-flow time eta * steps."""
+    return np.asarray(steps, float) * lr
+
+
+def t_icl_minimal(N, beta0):
+    """Predicted ICL acquisition time of the minimal model at K = infinity (theory time unit)."""
+    return np.asarray(N, float) * SQRT_2PI * np.exp(-np.asarray(beta0, float))
+
+
+def memorization_budget(t, c1, c1_at_0: float | None = 0.5):
+    """I(t) = 2 int_0^t c1 dt' at each time of t (increasing, [T]), c1 [..., T] (seeds leading).
+
+    Cumulative trapezoid over the given grid. With c1_at_0 (default 1/2: sigma(phi = 0), the value at
+    an init whose logits are ~0), the point (0, c1_at_0) is prepended so that I counts from t = 0; with
+    None the integral starts at t[0] (I(t[0]) = 0). The unit of I is the unit of t."""
+    t = np.asarray(t, float)
+    c1 = np.asarray(c1, float)
+    if c1_at_0 is not None and t[0] > 0:
+        t = np.concatenate([[0.0], t])
+        c1 = np.concatenate([np.full(c1.shape[:-1] + (1,), c1_at_0), c1], axis=-1)
+        drop = 1
+    else:
+        drop = 0
+    seg = 0.5 * (c1[..., 1:] + c1[..., :-1]) * np.diff(t)
+    I = 2.0 * np.concatenate([np.zeros(c1.shape[:-1] + (1,)), np.cumsum(seg, axis=-1)], axis=-1)
+    return I[..., drop:]
+
+
+def tail_correction(A, alpha, T):
+    """2 int_T^inf A t^-alpha dt = 2 A T^(1-alpha) / (alpha - 1); infinite for alpha <= 1."""
+    A, alpha, T = (np.asarray(v, float) for v in (A, alpha, T))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = 2 * A * T ** (1 - alpha) / (alpha - 1)
+    return np.where(alpha > 1, out, np.inf)
+
+
+def k_star(N, beta0, nu, C=1.0):
+    """The task-diversity threshold where the memorization budget I_K(inf) = C K^nu reaches the ICL
+    time N sqrt(2 pi) e^-beta0 (both in one time unit): K* = (t_icl / C)^(1/nu); slope 1/nu in N."""
+    return (t_icl_minimal(N, beta0) / C) ** (1.0 / nu)

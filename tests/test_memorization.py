@@ -1,0 +1,168 @@
+"""Memorization kinetics and the minimal model (issue 5): formulas on known answers, the MLP-only
+program and the minimal model through config + runner, and the attention term against numpy."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from icl_race import config
+from icl_race.analysis import memorization as mem
+from icl_race.config import ConfigError
+from icl_race.runner import execute
+from icl_race.theory import kinetics as kin
+
+
+# ---- formulas -----------------------------------------------------------------------------------
+
+def test_budget_of_constant_c1_is_t():
+    t = np.array([10.0, 20.0, 50.0, 100.0])
+    np.testing.assert_allclose(kin.memorization_budget(t, np.full((3, 4), 0.5)), np.tile(t, (3, 1)))
+    np.testing.assert_allclose(kin.memorization_budget(t, np.full(4, 0.5), c1_at_0=None), t - 10)
+    np.testing.assert_allclose(kin.to_flow_time(t, 0.01), t * 0.01)
+
+
+def test_budget_of_power_law_matches_closed_form():
+    A, alpha = 0.7, 1.5
+    t = np.geomspace(1, 1e4, 4001)
+    I = kin.memorization_budget(t, A * t ** -alpha, c1_at_0=None)
+    exact = 2 * A * (1 - t ** (1 - alpha)) / (alpha - 1)  # 2 int_1^t A s^-alpha ds
+    np.testing.assert_allclose(I, exact, rtol=1e-4, atol=1e-9)
+    # Plus the tail correction it is the whole integral 2A/(alpha - 1).
+    np.testing.assert_allclose(I[-1] + kin.tail_correction(A, alpha, t[-1]), 2 * A / (alpha - 1), rtol=1e-5)
+    assert np.isinf(kin.tail_correction(A, 1.0, 10.0))
+
+
+def test_t_icl_and_k_star():
+    assert kin.t_icl_minimal(100, 0.0) == pytest.approx(100 * np.sqrt(2 * np.pi))
+    assert kin.t_icl_minimal(10, 1.0) / kin.t_icl_minimal(10, 2.0) == pytest.approx(np.e)
+    assert kin.k_star(20, 0.0, 0.5) / kin.k_star(10, 0.0, 0.5) == pytest.approx(4.0)  # slope 1/nu
+    assert 3.0 * kin.k_star(50, 0.3, 0.7, C=3.0) ** 0.7 == pytest.approx(kin.t_icl_minimal(50, 0.3))
+
+
+def test_tail_fit_recovers_a_synthetic_power_law():
+    rng = np.random.default_rng(1)
+    t = np.geomspace(10, 1e6, 101)
+    c1 = 0.3 * t ** -1.2 * np.exp(rng.normal(0, 0.05, (20, t.size)))
+    c1[:, t < 100] = 0.5  # a head that must fall outside the last decade
+    fit = mem.tail_fit(t, c1, n_boot=200)
+    assert fit["alpha"] == pytest.approx(1.2, abs=0.01) and fit["alpha_ci"][0] < 1.2 < fit["alpha_ci"][1]
+    assert fit["A"] == pytest.approx(0.3, rel=0.1) and fit["t_range"] == [1e5, 1e6]
+    np.testing.assert_allclose(mem.local_slope(t, 0.3 * t ** -1.2), -1.2, rtol=1e-9)
+
+
+def test_nu_fit_recovers_a_synthetic_exponent():
+    rng = np.random.default_rng(2)
+    K = np.array([498, 900, 1622, 2924, 5268])
+    groups = [4.0 * k ** 0.7 * np.exp(rng.normal(0, 0.05, 16)) for k in K]
+    fit = mem.nu_fit(K, groups, n_boot=200)
+    assert fit["nu"] == pytest.approx(0.7, abs=0.02) and fit["nu_ci"][0] < 0.7 < fit["nu_ci"][1]
+    assert fit["inv_nu"] == pytest.approx(1 / 0.7, abs=0.05)
+
+
+def test_t_icl_ratio_and_beta0_slope():
+    beta0 = np.random.default_rng(3).normal(size=50)
+    t = 3.0 * kin.t_icl_minimal(10, beta0)
+    t[0] = -1  # censored: dropped
+    r = mem.t_icl_ratio(t, 10, beta0, n_boot=100)
+    assert r["ratio"] == pytest.approx(3.0) and r["acquired"] == 49
+    assert mem.log_t_vs_beta0(t, beta0)["slope"] == pytest.approx(-1.0)
+
+
+# ---- programs -----------------------------------------------------------------------------------
+
+def test_attention_term_equals_numpy():
+    from icl_race.models.minimal import MinimalModel
+    from icl_race.tasks.classification import fresh_sequences
+
+    D, N = 8, 6
+    model = MinimalModel(D=D, width=4)
+    params = model.init(jax.random.key(0), beta0=0.8)
+    params["attn"]["w"] = jnp.float32(1.7)
+    x, _ = fresh_sequences(jax.random.key(1), 5, N, D, query_in_context=True)
+    xn = np.asarray(x, np.float64)
+    items, y = xn[..., :D], xn[..., D + 1] - xn[..., D]
+    assert np.all(y[:, -1] == 0) and np.all(np.abs(y[:, :-1]) == 1)
+    s = 0.8 * np.einsum("bnd,bd->bn", items, items[:, -1])
+    a = np.exp(s - s.max(1, keepdims=True))
+    a /= a.sum(1, keepdims=True)
+    np.testing.assert_allclose(model.attention_term(params, x), np.sum(a * y, 1), rtol=1e-5, atol=1e-6)
+    phi = model.phi.apply(params["mlp"], x[:, -1, :D])
+    np.testing.assert_allclose(model.apply(params, x), phi + 1.7 * np.sum(a * y, 1), rtol=1e-5, atol=1e-6)
+    assert float(model.init(jax.random.key(0))["attn"]["w"]) == 0.0
+
+
+MEM_RAW = {
+    "task": {"kind": "memorization", "K": 64, "D": 16},
+    "model": {"kind": "mlp", "width": 32},
+    "train": {"lr": 0.1, "batch_size": 16, "steps": 1500, "eval_every": 50, "checkpoint_every": 0,
+              "stop_when_all_acquired": False},
+    "ensemble": {"seeds": 4, "block": 4},
+}
+
+
+def test_mlp_only_memorizes_a_tiny_K(tmp_path):
+    res = execute(config.from_dict(MEM_RAW), tmp_path / "run", progress=False)
+    assert {"c1", "c2", "c3", "c1_sym", "c2_sym", "c3_sym", "iwl_acc", "iwl_loss", "t_memorized"} <= set(res)
+    assert res["c1"].shape == (4, 30) and np.all(res["iwl_acc"][:, -1] == 1.0)
+    assert np.all((res["t_memorized"] > 0) & (res["t_memorized"] <= 1500))
+    c1 = res["c1"]
+    assert np.all(c1[:, -1] < 0.05) and np.all(c1[:, -1] < c1[:, 0])
+    thirds = c1.mean(0).reshape(3, 10).mean(1)
+    assert np.all(np.diff(thirds) < 0) and np.mean(np.diff(c1.mean(0)) < 0) > 0.8  # decreasing (SGD noise aside)
+    I = kin.memorization_budget(res["eval_steps"], c1)
+    assert np.all(np.diff(I, axis=1) > 0) and np.all(I[:, -1] < res["eval_steps"][-1])
+    # c3 >= c1 (e^-m >= sigma(-m)); the two estimators agree to within sampling noise.
+    assert np.all(res["c3"] >= res["c1"]) and np.all(np.abs(res["c1_sym"] - c1).max() < 0.15)
+    summary = mem.summarize_memorization(tmp_path / "run", n_boot=50)
+    assert summary["cells"][0]["K"] == 64 and summary["cells"][0]["tail"]["alpha"] > 0
+    assert summary["cells"][0]["I_T_steps"] == pytest.approx(I[:, -1].mean())
+
+
+def test_minimal_model_t_icl_grows_as_beta0_falls(tmp_path):
+    def raw(beta0):
+        return {"task": {"variant": "infinite", "N": 8, "D": 32},
+                "model": {"kind": "minimal", "width": 16, "beta0": beta0},
+                "train": {"lr": 0.1, "batch_size": 32, "steps": 2000, "eval_every": 20, "eval_size": 256,
+                          "checkpoint_every": 0, "icl_threshold": 0.9},
+                "ensemble": {"seeds": 4, "block": 4}}
+
+    hi = execute(config.from_dict(raw(1.0)), tmp_path / "hi", progress=False)
+    lo = execute(config.from_dict(raw(-1.0)), tmp_path / "lo", progress=False)
+    assert np.all(hi["t_icl"] > 0) and np.all(lo["t_icl"] > 0)
+    assert np.all(hi["beta0"] == 1.0) and np.all(lo["beta0"] == -1.0)
+    assert np.all(lo["t_icl"].min() > hi["t_icl"].max())
+    ratio = np.median(lo["t_icl"]) / np.median(hi["t_icl"])
+    assert 3 < ratio < 20  # theory: e^2 = 7.4
+    assert np.all(lo["w"][:, -1] > 0) and np.all(lo["beta"][:, -1] > -1.0)
+    # t_ICL * lr / (N sqrt(2 pi) e^-beta0) is about one constant across beta0 (measured ~1.3 here).
+    r_hi, r_lo = (mem.summarize_minimal(tmp_path / d, n_boot=50)["cells"][0]["ratio_flow"]["ratio"] for d in ("hi", "lo"))
+    assert 0.5 < r_hi < 3 and 0.5 < r_lo < 3 and 0.67 < r_lo / r_hi < 1.5
+
+
+def test_minimal_beta0_random_is_per_seed():
+    from icl_race.systems import build, system_class
+    from icl_race.systems.minimal import MinimalRace
+
+    cfg = config.from_dict({"task": {"variant": "infinite", "N": 4, "D": 8},
+                            "model": {"kind": "minimal", "width": 4, "beta0_random": True}})
+    assert system_class(cfg) is MinimalRace
+    program, consts = build(cfg)
+    states = [program.init(jax.random.key(s), consts) for s in range(8)]
+    b = np.array([float(s["beta0"]) for s in states])
+    assert np.unique(b).size == 8 and np.all(np.abs(b) < 5)
+    assert all(float(s["params"]["attn"]["beta"]) == float(s["beta0"]) for s in states)
+    assert all(float(s["params"]["attn"]["w"]) == 0.0 for s in states)
+
+
+@pytest.mark.parametrize("raw, field", [
+    ({"task": {"kind": "memorization", "K": 63}}, "task.K"),
+    ({"task": {"kind": "memorization"}, "model": {"kind": "transformer"}}, "model.kind"),
+    ({"task": {"kind": "memorization"}, "model": {"kind": "mlp", "heads": 2}}, "model.heads"),
+    ({"task": {"kind": "memorization", "probe_size": 0}}, "task.probe_size"),
+    ({"model": {"kind": "minimal", "beta0": float("nan")}}, "model.beta0"),
+    ({"model": {"kind": "minimal", "layers": 2}}, "model.layers"),
+])
+def test_bad_config_names_the_field(raw, field):
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        config.from_dict(raw)
