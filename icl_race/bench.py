@@ -14,15 +14,23 @@ from icl_race import config
 
 
 def measure(cfg: config.Config, seeds: int, steps: int, repeats: int) -> dict:
+    """Compile seconds, steady-state seed-steps/s and memory of cfg's training step at `seeds` seeds."""
+    from icl_race.systems import build, precision
+
+    with precision(cfg):
+        program, consts = build(cfg)
+        return measure_program(program, consts, seeds, steps, repeats)
+
+
+def measure_program(program, consts, seeds: int, steps: int, repeats: int) -> dict:
+    """The same for any engine program (one vmap over the whole ensemble, on one device)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     from icl_race.engine.ensemble import Layout, init_ensemble, run_steps, seed_keys
-    from icl_race.systems import build
 
-    program, consts = build(cfg)
-    layout = Layout(block=seeds)  # one vmap over the whole ensemble, on one device
+    layout = Layout(block=seeds)
     carry = init_ensemble(program, layout, seed_keys(0, np.arange(seeds)), consts)
     jax.block_until_ready(carry)
     t0 = jnp.int32(0)
@@ -30,8 +38,8 @@ def measure(cfg: config.Config, seeds: int, steps: int, repeats: int) -> dict:
     compiled = run_steps.lower(program, layout, steps, carry, consts, t0).compile()
     compile_s = time.perf_counter() - tic
     mem = compiled.memory_analysis()
-    carry, _ = compiled(carry, consts, t0)
-    jax.block_until_ready(carry)
+    carry, losses = compiled(carry, consts, t0)
+    jax.block_until_ready(losses)
     best = float("inf")
     for r in range(repeats):
         tic = time.perf_counter()

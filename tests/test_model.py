@@ -90,3 +90,11 @@ def test_golden_loss_and_gradient(layers):
     loss, g = jax.value_and_grad(lambda p: jnp.mean(jax.nn.softplus(-y * spec.apply(p, x))))(p)
     gnorm = jnp.sqrt(sum(jnp.sum(l**2) for l in jax.tree.leaves(g)))
     np.testing.assert_allclose([loss, gnorm], GOLDEN[layers], rtol=1e-4)
+
+
+def test_folded_layernorm_equals_the_unfolded_model():
+    spec = Transformer(E=E, width=64)
+    p = jax.tree.map(lambda a: a * 1.7 + 0.1, spec.init(jax.random.key(5)))  # non-trivial LayerNorm scale/shift
+    m = spec.bind(p)
+    x = _tokens(jax.random.key(6), B=32, N=20)
+    np.testing.assert_allclose(m(x), m.reference(x), rtol=1e-5, atol=1e-5)
