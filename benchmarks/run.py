@@ -10,7 +10,7 @@ one warm-up call, best of `repeats` timed calls ended by block_until_ready):
             (one vmap over S seeds, scan over steps), a Python loop over seeds of a jitted single-seed
             step, FLOPs per seed-step (analytic and XLA cost analysis), FLOP/s, compile s, bytes per seed,
             and a profile (sampling alone, model step alone on a fixed batch, chunk length)
-  mlp       the MLP-only memorization model (benchmark-local, benchmarks/mlp_only.py), same columns
+  mlp       the MLP-only memorization model (task.kind = "memorization"), same columns
   la        linear attention: fast path (moments) ensemble vs token-level path vs the re-created
             reference step, P in {5000, 80000}, D in {4, 8} (ATTN_S, H = 5 at D = 4, H = 9 at D = 8)
   torch     the re-created reference pipelines (benchmarks/torch_ref.py), run in a separate Python 3.11
@@ -225,13 +225,23 @@ def bench_cls(args, sizes, gemm):
 
 # ---- MLP-only ------------------------------------------------------------------------------------------
 
+def mlp_analytic_flops(D: int = 63, W: int = 512, B: int = 128) -> float:
+    """Forward 2 B (D W + W W + W); backward twice the forward for the matmuls (weight and input grads),
+    less the first layer's input gradient; plus the elementwise update (~3 per parameter)."""
+    fwd = 2 * B * (D * W + W * W + W)
+    bwd = 2 * fwd - 2 * B * D * W
+    n_params = D * W + W + W * W + W + W + 1
+    return float(fwd + bwd + 3 * n_params)
+
+
 def bench_mlp(args, sizes, gemm):
-    from mlp_only import MLPMemorization, analytic_flops
+    from icl_race.systems import build
 
     rows = []
     for K in (10_000, 100_000):
-        program, consts = MLPMemorization(pool_size=K), MLPMemorization.consts(K)
-        fl_an = analytic_flops()
+        program, consts = build(config.from_dict({"task": {"kind": "memorization", "K": K},
+                                                  "model": {"kind": "mlp", "width": 512}}))
+        fl_an = mlp_analytic_flops()
         res = {"K": K, "batch": 128, "flops_per_seed_step_analytic": fl_an,
                "flops_per_seed_step_xla": xla_flops_per_step(program, consts), "ensemble": []}
         for S in sizes:
