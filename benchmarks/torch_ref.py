@@ -66,6 +66,16 @@ class OneLayer(nn.Module):
         return self.mlp(h[:, -1] + o[:, -1])[:, 0]
 
 
+def steps_per_s(step, warmup, steps) -> float:
+    """Calls of `step` per second after `warmup` untimed calls."""
+    for _ in range(warmup):
+        step()
+    tic = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return steps / (time.perf_counter() - tic)
+
+
 def bench_cls(K, N, steps, warmup, model_only_steps):
     rng = np.random.default_rng(0)
     items = (rng.standard_normal((K, 63)) / np.sqrt(63)).astype(np.float32)
@@ -87,20 +97,10 @@ def bench_cls(K, N, steps, warmup, model_only_steps):
         for x, y, _labelmap, _unused in loader:
             train_step(x, y)
 
-    for _ in range(warmup):
-        one_step()
-    tic = time.perf_counter()
-    for _ in range(steps):
-        one_step()
-    e2e = steps / (time.perf_counter() - tic)
+    e2e = steps_per_s(one_step, warmup, steps)
     # Model step alone on a pre-built batch.
     x, y, _, _ = next(iter(DataLoader(SeqDataset(items, labels, 128, N, rng), batch_size=128)))
-    for _ in range(warmup):
-        train_step(x, y)
-    tic = time.perf_counter()
-    for _ in range(model_only_steps):
-        train_step(x, y)
-    alone = model_only_steps / (time.perf_counter() - tic)
+    alone = steps_per_s(lambda: train_step(x, y), warmup, model_only_steps)
     return {"K": K, "N": N, "end_to_end_steps_per_s": round(e2e, 2), "model_only_steps_per_s": round(alone, 2)}
 
 
@@ -140,12 +140,7 @@ def bench_mlp(K, steps, warmup):
         loss.backward()
         opt.step()
 
-    for _ in range(warmup):
-        one_step()
-    tic = time.perf_counter()
-    for _ in range(steps):
-        one_step()
-    return {"K": K, "end_to_end_steps_per_s": round(steps / (time.perf_counter() - tic), 2)}
+    return {"K": K, "end_to_end_steps_per_s": round(steps_per_s(one_step, warmup, steps), 2)}
 
 
 # ---- linear attention (token level) ----------------------------------------------------------------
@@ -189,12 +184,7 @@ def bench_la(P, D, H, N, steps, warmup):
         loss.backward()
         opt.step()
 
-    for _ in range(warmup):
-        one_step()
-    tic = time.perf_counter()
-    for _ in range(steps):
-        one_step()
-    sec = (time.perf_counter() - tic) / steps
+    sec = 1 / steps_per_s(one_step, warmup, steps)
     return {"P": P, "D": D, "H": H, "N": N, "s_per_step": round(sec, 4), "steps_per_s": round(1 / sec, 4)}
 
 
