@@ -265,7 +265,7 @@ def _slug(text: str) -> str:
 # Run report
 # ----------------------------------------------------------------------------------------------
 
-def _cell_markdown(cell: dict, fig_prefix: str = "figures/") -> list[str]:
+def _cell_markdown(cell: dict) -> list[str]:
     lines = []
     km = cell["kaplan_meier"]
     lines += [

@@ -189,6 +189,12 @@ def acquisition_vs_K(curves: dict, title: str = "") -> plt.Figure:
     return fig
 
 
+def _slope_ci_text(fit: dict, fmt: str) -> str:
+    """" [lo, hi]" for a fit's slope CI in a legend, or "" when there is none."""
+    lo, hi = fit.get("slope_ci") or (None, None)
+    return "" if lo is None else f" [{lo:{fmt}}, {hi:{fmt}}]"
+
+
 def kstar_vs_N(N: np.ndarray, log10_kstar: np.ndarray, ci: list, fit: dict, ref_slope: float = 1 / 0.7,
                title: str = "") -> plt.Figure:
     """log10 K* against log10 N with bootstrap CIs, the fitted line and a reference line of slope 1/0.7."""
@@ -200,8 +206,7 @@ def kstar_vs_N(N: np.ndarray, log10_kstar: np.ndarray, ci: list, fit: dict, ref_
     ax.errorbar(np.log10(N), y, yerr=[y - lo, hi - y], fmt="o", color="tab:blue", capsize=3, label="K* (95% CI)")
     if fit.get("ok"):
         g = np.linspace(np.log10(N.min()) - 0.05, np.log10(N.max()) + 0.05, 50)
-        s_ci = fit.get("slope_ci") or [None, None]
-        ci_txt = f" [{s_ci[0]:.2f}, {s_ci[1]:.2f}]" if s_ci[0] is not None else ""
+        ci_txt = _slope_ci_text(fit, ".2f")
         ax.plot(g, fit["intercept"] + fit["slope"] * g, color="tab:blue", label=f"fit: slope {fit['slope']:.2f}{ci_txt}")
         mid = np.log10(N).mean()
         ax.plot(g, fit["intercept"] + fit["slope"] * mid + ref_slope * (g - mid), color="tab:red", ls="--",
@@ -237,8 +242,7 @@ def t_icl_vs_N(N_seeds: list, t_seeds: list, censor_at: list, med: dict, title: 
     lin = med.get("linear") or {}
     if lin.get("ok"):
         g = np.linspace(allN.min(), allN.max(), 50)
-        s_ci = lin.get("slope_ci") or [None, None]
-        ci_txt = f" [{s_ci[0]:.3g}, {s_ci[1]:.3g}]" if s_ci[0] is not None else ""
+        ci_txt = _slope_ci_text(lin, ".3g")
         ax.plot(g, lin["intercept"] + lin["slope"] * g, color="tab:red",
                 label=f"median = {lin['intercept']:.3g} + {lin['slope']:.3g}{ci_txt} N")
     ax.set_xlabel("N (tokens per sequence incl. query)")
