@@ -28,14 +28,14 @@ def measure_program(program, consts, seeds: int, steps: int, repeats: int) -> di
     import jax.numpy as jnp
     import numpy as np
 
-    from icl_race.engine.ensemble import Layout, init_ensemble, run_steps, seed_keys
+    from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys, steps_on_device
 
     layout = Layout(block=seeds)
     carry = init_ensemble(program, layout, seed_keys(0, np.arange(seeds)), consts)
     jax.block_until_ready(carry)
     t0 = jnp.int32(0)
     tic = time.perf_counter()
-    compiled = run_steps.lower(program, layout, steps, carry, consts, t0).compile()
+    compiled = steps_on_device.lower(program, layout.block, steps, carry, consts, t0).compile()
     compile_s = time.perf_counter() - tic
     mem = compiled.memory_analysis()
     carry, losses = compiled(carry, consts, t0)

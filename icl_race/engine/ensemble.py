@@ -27,6 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from icl_race.engine.sharding import on_each_device
+
 INIT_STREAM, TRAIN_STREAM, PROBE_STREAM = 0, 1, 2
 
 
@@ -37,10 +39,11 @@ class Layout:
     Why blocks: XLA picks kernels (and so float rounding) by the batch width, and the ICL transition
     amplifies rounding differences of 1e-8 into different t_ICL. A fixed vmap width makes a seed's
     trajectory bit-identical in an ensemble of any size (measured on CPU: widths 2 and 8 differ, the
-    position inside a block and the number of blocks do not). Each device runs its own blocks."""
+    position inside a block and the number of blocks do not). With several devices, each runs the
+    single-device program on its own contiguous share of the blocks (engine/sharding.py)."""
 
     block: int = 16
-    shards: int = 1
+    shards: int = 1  # devices; each runs the single-device program on its own contiguous share
 
     @property
     def unit(self) -> int:
@@ -60,28 +63,18 @@ def seed_keys(root_seed: int, seed_ids: np.ndarray) -> jax.Array:
     return jax.vmap(lambda s: jax.random.fold_in(root, s))(jnp.asarray(seed_ids, jnp.uint32))
 
 
-def _over_seeds(one_seed, layout: Layout, consts, carry, *args):
-    """Apply a per-seed function to the ensemble (leading axis S): blocks of `layout.block` seeds per
-    vmap, each device's blocks in sequence. Device d holds seeds [d*S/shards, (d+1)*S/shards) (a
-    contiguous NamedSharding of the seed axis), so the reshapes below never move data between devices."""
+def _over_seeds(one_seed, block: int, consts, carry, *args):
+    """Apply a per-seed function to one device's seeds (leading axis S): blocks of `block` seeds per
+    vmap, one block after another."""
     batched = jax.vmap(one_seed, in_axes=(None, 0) + (None,) * len(args))
     S = jax.tree.leaves(carry)[0].shape[0]
-    if S % layout.unit:
-        raise ValueError(f"ensemble of {S} seeds is not a multiple of {layout}; use padded_seed_ids")
-    nb, width = S // layout.unit, layout.unit  # blocks per device; seeds per step of the block loop
-    if nb == 1:
+    if S % block:
+        raise ValueError(f"{S} seeds on a device is not a multiple of block {block}; use padded_seed_ids")
+    if S == block:
         return batched(consts, carry, *args)
-
-    def split(a):  # (S, ...) -> (nb, shards * block, ...), block i of every device in row i
-        a = a.reshape(layout.shards, nb, layout.block, *a.shape[1:]).swapaxes(0, 1)
-        return a.reshape(nb, width, *a.shape[3:])
-
-    def merge(a):
-        a = a.reshape(nb, layout.shards, layout.block, *a.shape[2:]).swapaxes(0, 1)
-        return a.reshape(S, *a.shape[3:])
-
-    out = jax.lax.map(lambda c: batched(consts, c, *args), jax.tree.map(split, carry))
-    return jax.tree.map(merge, out)
+    out = jax.lax.map(lambda c: batched(consts, c, *args),
+                      jax.tree.map(lambda a: a.reshape(S // block, block, *a.shape[1:]), carry))
+    return jax.tree.map(lambda a: a.reshape(S, *a.shape[2:]), out)
 
 
 DIVERGED = "diverged"  # engine-level event: the training loss of a period was NaN or infinite
@@ -96,9 +89,14 @@ def _init_seed(program, consts, key):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
+def init_on_device(program, block: int, keys_S: jax.Array, consts) -> dict:
+    return _over_seeds(functools.partial(_init_seed, program), block, consts, keys_S)
+
+
 def init_ensemble(program, layout: Layout, keys_S: jax.Array, consts) -> dict:
-    """The ensemble carry: every leaf has a leading seed axis S (a multiple of layout.unit)."""
-    return _over_seeds(functools.partial(_init_seed, program), layout, consts, keys_S)
+    """The ensemble carry: every leaf has a leading seed axis S (a multiple of layout.unit), split
+    over devices as keys_S is."""
+    return on_each_device(functools.partial(init_on_device, program, layout.block), keys_S, consts)
 
 
 def _tree_where(cond, on_true, on_false):
@@ -141,16 +139,21 @@ def _chunk_one_seed(program, eval_every, n_evals, consts, carry, t0):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2, 3), donate_argnums=4)
+def chunk_on_device(program, block: int, eval_every: int, n_evals: int, carry, consts, t0):
+    one_seed = functools.partial(_chunk_one_seed, program, eval_every, n_evals)
+    return _over_seeds(one_seed, block, consts, carry, t0)
+
+
 def run_chunk(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0):
     """n_evals evaluation periods for the whole ensemble; metrics come back as {name: [S, n_evals]}."""
-    one_seed = functools.partial(_chunk_one_seed, program, eval_every, n_evals)
-    return _over_seeds(one_seed, layout, consts, carry, t0)
+    fn = functools.partial(chunk_on_device, program, layout.block, eval_every, n_evals)
+    return on_each_device(fn, carry, consts, t0)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
-def run_steps(program, layout: Layout, n_steps: int, carry, consts, t0):
-    """Training steps only, no evaluation: what `icl-race bench` times."""
-    return _over_seeds(functools.partial(_train_steps, program, n_steps), layout, consts, carry, t0)
+def steps_on_device(program, block: int, n_steps: int, carry, consts, t0):
+    """Training steps only, no evaluation, on one device: what `icl-race bench` times."""
+    return _over_seeds(functools.partial(_train_steps, program, n_steps), block, consts, carry, t0)
 
 
 @dataclass
