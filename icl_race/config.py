@@ -141,6 +141,7 @@ class TrainConfig:
     stop_threshold: float = 0.99
     stop_when_all_acquired: bool = True  # end the run once every seed has acquired ICL (converged)
     evals_per_chunk: int = 10  # evaluations per jitted chunk: the host sees the ensemble this often
+    eval_spacing: str = "linear"  # linear | log: chunk c evaluates every eval_every * 2^c steps
     checkpoint_every: int = 5  # chunks between checkpoints (0: none); the last 2 are kept
 
 
@@ -167,8 +168,17 @@ class Config:
         return dataclasses.asdict(self)
 
     def digest(self) -> str:
-        """Hash of the whole config: names a run directory in a sweep."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        """Hash of the config's non-default values (and each section's kind): names a run directory in
+        a sweep. Leaving defaults out keeps the names of finished cells valid when a later version
+        adds a field whose default reproduces the old behaviour."""
+        return hashlib.sha256(json.dumps(self.essentials(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def essentials(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for sec, value in self.to_dict().items():
+            defaults = dataclasses.asdict(type(getattr(self, sec))())
+            out[sec] = {k: v for k, v in value.items() if k == "kind" or v != defaults[k]}
+        return out
 
 
 # Each task kind has its own [task] fields and allowed model kinds (the first is the default).
@@ -383,6 +393,7 @@ def _validate_common(cfg: Config) -> None:
            f"a positive multiple of train.eval_every = {tr.eval_every}")
     _check(tr.early_stop in ("off", "freeze"), "train.early_stop", tr.early_stop, '"off" or "freeze"')
     _check(tr.evals_per_chunk >= 1, "train.evals_per_chunk", tr.evals_per_chunk, "an integer >= 1")
+    _check(tr.eval_spacing in ("linear", "log"), "train.eval_spacing", tr.eval_spacing, "linear or log")
     _check(tr.checkpoint_every >= 0, "train.checkpoint_every", tr.checkpoint_every, "an integer >= 0 (0: never)")
     _check(e.seeds >= 1, "ensemble.seeds", e.seeds, "an integer >= 1")
     _check(e.block >= 1, "ensemble.block", e.block, "an integer >= 1")

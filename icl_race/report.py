@@ -120,6 +120,17 @@ def _cell_label(cfg: dict) -> str:
 # One cell
 # ----------------------------------------------------------------------------------------------
 
+def _dequantized(run: dict) -> tuple[np.ndarray, np.ndarray]:
+    """log10 t_ICL of the seeds that acquired and the final ICL accuracies, each spread over its grid
+    cell (the evaluation period that t ended; 1 / eval_size) so that ties do not fake modes."""
+    from icl_race.analysis import bimodality as bm
+
+    hit = run["t_icl"][run["t_icl"] >= 0].astype(float)
+    log_t = np.log10(bm.dequantize(hit, bm.grid_periods(hit, run["eval_steps"]))) if hit.size else hit
+    final_dq = bm.dequantize(run["final_icl_acc"], 1.0 / float(run["config"]["train"].get("eval_size", 1) or 1), seed=1)
+    return log_t, final_dq
+
+
 def analyze_cell(run: dict, tails: bool = True) -> dict:
     """Every per-cell statistic: survival, never-acquired fraction, tail fits, bimodality."""
     from icl_race.analysis import bimodality as bm
@@ -140,12 +151,9 @@ def analyze_cell(run: dict, tails: bool = True) -> dict:
     if tails:
         out["lognormal"] = sv.fit_lognormal(times, observed)
         out["tail"] = sv.fit_tail(times, observed)
-    step = float(tr.get("eval_every", 0))
-    hit = t[t >= 0].astype(float)
-    log_t = np.log10(bm.dequantize(hit, step)) if hit.size else hit
-    with_cens = np.log10(np.concatenate([bm.dequantize(hit, step), np.full(int((t < 0).sum()), float(run["censor_at"]))]))
+    log_t, final_dq = _dequantized(run)
+    with_cens = np.concatenate([log_t, np.full(int((t < 0).sum()), np.log10(float(run["censor_at"])))])
     final = run["final_icl_acc"]
-    final_dq = bm.dequantize(final, 1.0 / float(tr.get("eval_size", 1) or 1), seed=1)
     frac = out["acquired_fraction"]
     out["bimodality"] = {
         "log10_t_acquired": bm.summarize(log_t),
@@ -311,11 +319,7 @@ def _run_report(run: dict, n_boot: int, rng) -> tuple[dict, str, dict]:
                                                title=f"t_ICL, {cell['label']}, {cell['n_seeds']} seeds")
         figs["survival"] = F.survival_curve(km, cell.get("lognormal"), cell.get("tail"),
                                             title=f"Kaplan-Meier, {cell['label']}")
-        from icl_race.analysis.bimodality import dequantize
-
-        hit = run["t_icl"][run["t_icl"] >= 0].astype(float)
-        log_t = np.log10(dequantize(hit, float(cfg["train"].get("eval_every", 0)))) if hit.size else hit
-        final_dq = dequantize(run["final_icl_acc"], 1.0 / float(cfg["train"].get("eval_size", 1) or 1), seed=1)
+        log_t, final_dq = _dequantized(run)
         figs["bimodality"] = F.bimodality(log_t, cell["bimodality"]["log10_t_acquired"], final_dq,
                                           cell["bimodality"]["final_icl_acc"], title=cell["label"])
     figs["trajectories"] = F.trajectories(run["eval_steps"], run["icl_acc"], run["iwl_acc"],

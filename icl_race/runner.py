@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from icl_race import config
 from icl_race.config import Config, ConfigError
 
 
@@ -63,10 +64,14 @@ def check_run_dir(cfg: Config, out: Path) -> bool:
         stored = json.loads(cfg_file.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise RunDirError(f"--out {out}: unreadable config.json ({e}); choose another directory") from None
-    if stored != cfg.to_dict():
-        changed = [f"{s}.{k}" for s in stored | cfg.to_dict()
-                   for k in set(stored.get(s, {})) | set(cfg.to_dict().get(s, {}))
-                   if stored.get(s, {}).get(k) != cfg.to_dict().get(s, {}).get(k)]
+    try:
+        same = config.from_dict(stored) == cfg  # a field added since fills in with its default
+    except ConfigError as e:
+        raise RunDirError(f"--out {out}: holds a run whose config this version cannot read ({e}); "
+                          "choose another directory") from None
+    if not same:
+        old, new = config.from_dict(stored).to_dict(), cfg.to_dict()
+        changed = [f"{s}.{k}" for s in new for k in set(old[s]) | set(new[s]) if old[s].get(k) != new[s].get(k)]
         raise RunDirError(f"--out {out}: holds a run with a different config (differs in "
                           f"{', '.join(sorted(changed))}); choose another directory")
     return (out / "results.npz").exists()
@@ -266,7 +271,8 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     try:
         carry, curves, eval_steps = train(
             program, consts, carry, layout=layout, steps=tr.steps, eval_every=tr.eval_every,
-            evals_per_chunk=tr.evals_per_chunk, live_seeds=e.seeds, start_step=start, history=history,
+            evals_per_chunk=tr.evals_per_chunk, spacing=tr.eval_spacing, live_seeds=e.seeds, start_step=start,
+            history=history,
             stop_event=stop if tr.stop_when_all_acquired else None, on_chunk=on_chunk)
     finally:
         if ckpt:

@@ -179,3 +179,10 @@ def test_statistics_and_reports_import_no_jax():
     code = ("import sys, icl_race.report, icl_race.analysis.figures, icl_race.analysis.threshold; "
             "sys.exit('jax' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_grid_periods_on_a_log_grid():
+    from icl_race.analysis.bimodality import grid_periods
+
+    grid = np.array([10, 20, 40, 80, 160])
+    np.testing.assert_array_equal(grid_periods(np.array([10, 40, 160, 20]), grid), [10, 20, 80, 10])

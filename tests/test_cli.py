@@ -69,6 +69,24 @@ def test_finished_run_is_skipped_and_other_config_refused(tiny_toml, tmp_path, c
     assert {p: p.stat().st_mtime_ns for p in out.iterdir()} == before, "a refused run must not touch the directory"
 
 
+def test_config_digest_names_only_non_defaults_so_new_fields_keep_old_runs(tiny_toml, tmp_path, capsys):
+    from icl_race import config
+
+    plain = config.from_dict({"task": {"K": 1000}})
+    assert plain.digest() == config.from_dict({"task": {"K": 1000, "N": 100}, "train": {"eval_spacing": "linear"}}).digest()
+    assert plain.digest() != config.from_dict({"task": {"K": 1001}}).digest()
+    assert config.from_dict({}).digest() == "bd635ec5118b5db9", "run directory names of existing sweeps would change"
+    # A run written before a field existed (here: without train.eval_spacing) is still this config's run.
+    out = tmp_path / "run"
+    assert main(["run", str(tiny_toml), "--out", str(out), "--quiet", "--set", "train.steps=50"]) == 0
+    stored = json.loads((out / "config.json").read_text())
+    del stored["train"]["eval_spacing"]
+    (out / "config.json").write_text(json.dumps(stored))
+    capsys.readouterr()
+    assert main(["run", str(tiny_toml), "--out", str(out), "--quiet", "--set", "train.steps=50"]) == 0
+    assert "already exist" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("overrides, field", [
     (["task.K=1"], "task.K"),
     (["task.variant=\"balanced\"", "task.K=1001"], "task.K"),
@@ -80,6 +98,7 @@ def test_finished_run_is_skipped_and_other_config_refused(tiny_toml, tmp_path, c
     (["train.lr=-0.1"], "train.lr"),
     (["train.steps=1000", "train.eval_every=300"], "train.steps"),
     (["task.variant=\"zipf\""], "task.variant"),
+    (["train.eval_spacing=\"geometric\""], "train.eval_spacing"),
     (["nosection"], "nosection"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tiny_toml, tmp_path, capsys, overrides, field):

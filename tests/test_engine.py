@@ -8,7 +8,7 @@ import numpy as np
 
 from icl_race import config
 from icl_race.engine import compile_stats
-from icl_race.engine.ensemble import Layout, init_ensemble, padded_seed_ids, run_chunk, seed_keys, train
+from icl_race.engine.ensemble import Layout, chunk_plan, init_ensemble, padded_seed_ids, run_chunk, seed_keys, train
 from icl_race.systems import build
 
 EVAL_EVERY = 10
@@ -122,3 +122,30 @@ def test_one_compilation_serves_every_K(tiny_raw):
     assert after == before, f"{after - before} recompilations for a new K"
     # ...and K really changed what was trained: memorizing 200 items is easier than 4000.
     assert curves_small["iwl_acc"][:, -1].mean() > curves_large["iwl_acc"][:, -1].mean()
+
+
+def test_chunk_plans_meet_the_budget_and_log_periods_double():
+    assert chunk_plan(100, 10, 4) == [(0, 10, 4), (40, 10, 4), (80, 10, 2)]
+    plan = chunk_plan(1000, 10, 3, "log")
+    assert plan == [(0, 10, 3), (30, 20, 3), (90, 40, 3), (210, 80, 3), (450, 160, 3), (930, 70, 1)]
+    ends = [t + p * n for t, p, n in plan]
+    assert ends[-1] == 1000 and [t for t, _, _ in plan[1:]] == ends[:-1]
+
+
+def test_log_spaced_run_resumed_at_a_chunk_boundary_equals_an_uninterrupted_one():
+    program = Scripted()
+    consts = {"trace": jnp.linspace(0.0, 1.0, 200)}
+    kw = dict(layout=Layout(3), steps=600, eval_every=EVAL_EVERY, evals_per_chunk=3, spacing="log")
+    fresh = lambda: init_ensemble(program, Layout(3), seed_keys(0, np.arange(3)), consts)
+    _, curves, steps = train(program, consts, fresh(), **kw)
+    np.testing.assert_array_equal(steps, [10, 20, 30, 50, 70, 90, 130, 170, 210, 290, 370, 450, 600])
+    # The probe reads the trace at updates // 10 - 1: a log grid samples it at the grid's own times.
+    np.testing.assert_allclose(curves["acc"][0], np.asarray(consts["trace"])[steps // EVAL_EVERY - 1])
+    saved = {}
+    train(program, consts, fresh(), on_chunk=lambda p: saved.setdefault(p.chunks_done, (jax.device_get(p.carry), p.step)),
+          **kw)
+    carry, at = saved[2]  # after chunks (0, 10, 3) and (30, 20, 3)
+    history = ({"train_loss": curves["train_loss"][:, :6], "acc": curves["acc"][:, :6]}, steps[:6])
+    _, resumed, resumed_steps = train(program, consts, carry, start_step=at, history=history, **kw)
+    np.testing.assert_array_equal(resumed_steps, steps)
+    np.testing.assert_array_equal(resumed["acc"], curves["acc"])

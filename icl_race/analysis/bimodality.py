@@ -28,12 +28,21 @@ from scipy import stats
 BC_UNIFORM = 5.0 / 9.0
 
 
-def dequantize(x: np.ndarray, step: float, seed: int = 0) -> np.ndarray:
-    """x - U * step with U ~ Uniform[0, 1) from a fixed generator: a grid value spread over its cell."""
+def dequantize(x: np.ndarray, step, seed: int = 0) -> np.ndarray:
+    """x - U * step with U ~ Uniform[0, 1) from a fixed generator: a grid value spread over its cell
+    (step: one number, or one per value)."""
     x = np.asarray(x, float)
-    if not step or step <= 0:
+    if np.all(np.asarray(step) <= 0):
         return x
     return x - np.random.default_rng(seed).random(x.shape) * step
+
+
+def grid_periods(t: np.ndarray, eval_steps: np.ndarray) -> np.ndarray:
+    """For times t on the evaluation grid, the length of the period each ended (t minus the previous
+    evaluation, or t for the first): the spread to give t in `dequantize` on any grid, even log-spaced."""
+    grid = np.concatenate([[0], np.asarray(eval_steps, float)])
+    i = np.searchsorted(grid, np.asarray(t, float))
+    return grid[np.clip(i, 1, len(grid) - 1)] - grid[np.clip(i - 1, 0, len(grid) - 2)]
 
 
 def dip_test(x: np.ndarray) -> dict:

@@ -181,35 +181,57 @@ def _finished(t_first, stop_event) -> bool:
     return bool(stop_event) and bool(np.all((t_first[stop_event] >= 0) | (t_first[DIVERGED] >= 0)))
 
 
+def chunk_plan(steps: int, eval_every: int, evals_per_chunk: int, spacing: str = "linear") -> list[tuple[int, int, int]]:
+    """The run's chunks as (first step, evaluation period, evaluations), fixed by the config alone so
+    that a resumed run cuts its chunks where an uninterrupted one does.
+
+    linear: every chunk evaluates every `eval_every` steps. log: chunk c evaluates every
+    eval_every * 2**c steps, i.e. evals_per_chunk / log10(2) evaluations per decade of time (what
+    power-law tails such as c1(t) need, at a cost in steps that stays proportional to the budget).
+    Each period is a static shape, so a log-spaced run compiles one program per distinct period.
+    `steps` is a multiple of eval_every; the last chunk is shortened (and the very last period cut
+    to what remains) so that the budget is met exactly."""
+    plan, t, c = [], 0, 0
+    while t < steps:
+        period = eval_every * 2**c if spacing == "log" else eval_every
+        n = min(evals_per_chunk, (steps - t) // period)
+        if n == 0:
+            period, n = steps - t, 1
+        plan.append((t, period, n))
+        t, c = t + period * n, c + 1
+    return plan
+
+
 def train(program, consts, carry, *, layout: Layout, steps: int, eval_every: int, evals_per_chunk: int,
-          live_seeds: int | None = None, stop_event: str | None = None, start_step: int = 0,
-          history: tuple[dict[str, np.ndarray], np.ndarray] | None = None,
+          spacing: str = "linear", live_seeds: int | None = None, stop_event: str | None = None,
+          start_step: int = 0, history: tuple[dict[str, np.ndarray], np.ndarray] | None = None,
           on_chunk: Callable[[Progress], None] | None = None) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
-    """The host loop: chunks until the step budget, or until every live seed has fired `stop_event`
-    (or diverged).
+    """The host loop: the chunks of `chunk_plan` until the step budget, or until every live seed has
+    fired `stop_event` (or diverged).
 
     Only the first `live_seeds` seeds (default all) count for the stop test and progress; the rest
-    are padding. To resume, pass the checkpointed carry, `start_step` and `history` (curves, eval
-    steps): chunk boundaries stay aligned to multiples of evals_per_chunk from step 0, so a resumed
-    run computes exactly what an uninterrupted one does. Returns (carry, curves {metric: [S, T]},
-    eval_steps [T]). The host sees one small summary per chunk; nothing crosses to the host inside one.
+    are padding. To resume, pass the checkpointed carry, `start_step` (a chunk boundary of the plan)
+    and `history` (curves, eval steps): a resumed run computes exactly what an uninterrupted one does.
+    Returns (carry, curves {metric: [S, T]}, eval_steps [T]). The host sees one small summary per
+    chunk; nothing crosses to the host inside one.
     """
     hist = [history[0]] if history and history[1].size else []
     steps_seen = [history[1]] if history and history[1].size else []
     seeds = live_seeds or jax.tree.leaves(carry)[0].shape[0]
     live = lambda tf: {e: v[:seeds] for e, v in jax.device_get(tf).items()}
-    t, chunks = start_step, 0
-    if t % (eval_every * evals_per_chunk) and t != steps:
-        raise ValueError(f"start_step {t} is not a chunk boundary")
-    while t < steps and not _finished(live(carry["t_first"]), stop_event):
-        n = min(evals_per_chunk, (steps - t) // eval_every)
+    plan = chunk_plan(steps, eval_every, evals_per_chunk, spacing)
+    if start_step not in [t0 for t0, _, _ in plan] + [steps]:
+        raise ValueError(f"start_step {start_step} is not a chunk boundary")
+    chunks = 0
+    for t, period, n in (chunk for chunk in plan if chunk[0] >= start_step):
+        if _finished(live(carry["t_first"]), stop_event):
+            break
         tic = time.perf_counter()
-        carry, metrics = run_chunk(program, layout, eval_every, n, carry, consts, jnp.int32(t))
+        carry, metrics = run_chunk(program, layout, period, n, carry, consts, jnp.int32(t))
         hist.append(jax.device_get(metrics))
-        steps_seen.append(t + eval_every * np.arange(1, n + 1))
-        t += n * eval_every
+        steps_seen.append(t + period * np.arange(1, n + 1))
         chunks += 1
         if on_chunk:
-            on_chunk(Progress(t, steps, seeds, live(carry["t_first"]), time.perf_counter() - tic,
-                              n * eval_every, chunks, carry, hist, steps_seen))
+            on_chunk(Progress(t + period * n, steps, seeds, live(carry["t_first"]), time.perf_counter() - tic,
+                              n * period, chunks, carry, hist, steps_seen))
     return (carry, *concat_history(hist, steps_seen))
