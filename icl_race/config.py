@@ -69,6 +69,8 @@ class RegressionTaskConfig:
     path: str = "moments"  # moments (the sufficient-statistics fast path) | tokens
     plateau_frac: float = 0.05  # transition m = loss within this fraction of the gap above L(M_m)
     converged_tol: float = 0.0  # converged = loss below L(M_D) + this; 0 = 1% of the last gap
+    icl_fraction: float = 1.0  # < 1: the reference's in-weight mixture (--icl c); 1: all in-context
+    test_size: int = 0  # > 0: record iw_loss / ic_loss on fixed in-weight / in-context test sets of this size
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class LinearAttentionConfig:
     temperature: float = 1.0
     init_scheme: str = "balanced"  # balanced | entrywise | aligned
     init_scale: float = 1e-2
+    in_weight: bool = False  # token path: also train ṽ_i, ũ_i (k̃_ir), the blocks that allow in-weight learning
 
 
 @dataclass(frozen=True)
@@ -328,9 +331,16 @@ def _validate_regression(cfg: Config) -> None:
     _check(not t.per_seed_data or t.P > 0, "task.per_seed_data", t.per_seed_data, "false when task.P = 0")
     _check(0 < t.plateau_frac < 1, "task.plateau_frac", t.plateau_frac, "in (0, 1)")
     _check(t.converged_tol >= 0, "task.converged_tol", t.converged_tol, ">= 0 (0: 1% of the last gap)")
+    _check(0 <= t.icl_fraction <= 1, "task.icl_fraction", t.icl_fraction, "in [0, 1] (1: in-context task only)")
+    _check(t.icl_fraction == 1 or t.P > 0, "task.icl_fraction", t.icl_fraction,
+           "1 when task.P = 0 (a mixture needs a fixed training set)")
+    _check(t.test_size >= 0, "task.test_size", t.test_size, "an integer >= 0 (0: no test sets)")
+    _check(t.test_size == 0 or t.P > 0, "task.test_size", t.test_size, "0 when task.P = 0")
     _check(m.heads >= 1, "model.heads", m.heads, "an integer >= 1")
     _check(m.kind != "attn_s" or 1 <= m.rank <= t.D, "model.rank", m.rank, f"in [1, task.D = {t.D}]")
     _check(not m.softmax or (m.kind != "mlp" and t.path == "tokens"), "model.softmax", m.softmax,
+           'false unless model.kind is attn_m/attn_s and task.path = "tokens"')
+    _check(not m.in_weight or (m.kind != "mlp" and t.path == "tokens"), "model.in_weight", m.in_weight,
            'false unless model.kind is attn_m/attn_s and task.path = "tokens"')
     _check(m.init_scheme in ("balanced", "entrywise", "aligned"), "model.init_scheme", m.init_scheme,
            'one of "balanced", "entrywise", "aligned"')

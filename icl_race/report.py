@@ -811,7 +811,11 @@ def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str
     d = Path(d)
     kind = _check_dir(d)
     rng = np.random.default_rng(seed)
-    if kind == "run":
+    from icl_race.analysis import regression_report as regression
+
+    if regression.is_regression(d):  # losses and transition times, not t_ICL: a report of its own
+        report, md, figs = regression.run_report(d) if kind == "run" else regression.sweep_report(d)
+    elif kind == "run":
         report, md, figs = _run_report(load_run(d), n_boot, rng)
     else:
         report, md, figs = _sweep_report(d, n_boot, rng)

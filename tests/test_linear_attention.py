@@ -117,6 +117,49 @@ def test_centring_and_whitening_are_exact():
     np.testing.assert_allclose(jnp.mean(data["x_PxTxD"], axis=0), 0.0, atol=1e-13)
 
 
+@pytest.mark.parametrize("c", [0.0, 0.3, 0.55])
+def test_in_weight_mixture(c):
+    # The reference's --icl c: int(cP) in-context sequences first, the rest on the fixed w of norm √D.
+    P, N, D = 40, 5, 3
+    Lambda, _ = task.covariance(task.spectrum("white", D))
+    w_a, w_b = task.fixed_task_vector(jax.random.key(3), D), task.fixed_task_vector(jax.random.key(4), D)
+    np.testing.assert_allclose(jnp.linalg.norm(w_a), np.sqrt(D), rtol=1e-14)
+    a = task.sample_dataset(jax.random.key(0), P, N, Lambda, icl_fraction=c, w_fixed_D=w_a)
+    b = task.sample_dataset(jax.random.key(0), P, N, Lambda, icl_fraction=c, w_fixed_D=w_b)
+    n_ic = {0.0: 0, 0.3: 12, 0.55: 22}[c]
+    on_fixed = np.all(np.asarray(a["w_PxD"]) == np.asarray(w_a)[None], axis=1)
+    assert int(on_fixed.sum()) == P - n_ic and on_fixed[n_ic:].all()
+    np.testing.assert_allclose(a["y_PxT"][n_ic:, -1], a["x_PxTxD"][n_ic:, -1] @ w_a, rtol=1e-12)
+    if c == 0:  # the context is pure noise: the same whatever w is, and not w's labels
+        np.testing.assert_array_equal(a["y_PxT"][:, :N], b["y_PxT"][:, :N])
+        assert not np.allclose(a["y_PxT"][:, :N], jnp.einsum("pnd,d->pn", a["x_PxTxD"][:, :N], w_a))
+    else:  # every context is labelled by its own task vector, in-context ones unchanged by w
+        np.testing.assert_allclose(a["y_PxT"], jnp.einsum("ptd,pd->pt", a["x_PxTxD"], a["w_PxD"]), rtol=1e-12)
+        np.testing.assert_array_equal(a["y_PxT"][:n_ic], b["y_PxT"][:n_ic])
+    full = task.sample_dataset(jax.random.key(0), P, N, Lambda, icl_fraction=1.0, w_fixed_D=w_a)
+    np.testing.assert_array_equal(full["y_PxT"], task.sample_dataset(jax.random.key(0), P, N, Lambda)["y_PxT"])
+
+
+@pytest.mark.parametrize("kind", ["attn_m", "attn_s"])
+def test_in_weight_blocks_predict_from_the_query_alone(kind):
+    # With v = 0 and ũ = k̃ = 0 only ṽ acts: ŷ = (1/N) Σ_i ṽ_iᵀ Σ_{all T tokens} x_m a_i(x_m, x_q), whatever
+    # the y, with a_i = x_mᵀ U_i x_q (ATTN_M) or Σ_r (k_irᵀ x_m)(q_irᵀ x_q) (ATTN_S).
+    data, _, _ = _data(P=6, N=5, D=3)
+    X, _ = task.tokens(data)
+    model = LinearAttention(kind, D=3, H=2, R=2, in_weight=True)
+    params = model.init(jax.random.key(1), 0.5)
+    assert not any(np.any(params[k]) for k in ("vt", "ut", "kt") if k in params)  # zero at init, as the reference
+    plain = LinearAttention(kind, D=3, H=2, R=2)
+    np.testing.assert_allclose(model.predict_tokens(params, X),
+                               plain.predict_tokens(plain.init(jax.random.key(1), 0.5), X), rtol=1e-14)
+    params = {**params, "v": jnp.zeros(2), "vt": jax.random.normal(jax.random.key(2), (2, 3), jnp.float64)}
+    x = data["x_PxTxD"]
+    a_PxHxT = (jnp.einsum("pmj,hjk,pk->phm", x, params["U"], x[:, -1]) if kind == "attn_m" else
+               jnp.einsum("hrj,pmj,hrk,pk->phm", params["k"], x, params["q"], x[:, -1]))
+    expected = jnp.einsum("hi,pmi,phm->p", params["vt"], x, a_PxHxT) / 5
+    np.testing.assert_allclose(model.predict_tokens(params, X.at[:, :, -1].multiply(-3.0)), expected, rtol=1e-12)
+
+
 @pytest.mark.parametrize("prepared", [False, True])
 def test_population_moments_match_monte_carlo(prepared):
     # Tolerance: every entry of s, C, S within 5 standard errors of its Monte Carlo mean (P = 40000).

@@ -1,5 +1,7 @@
 """Linear attention through the config and the runner: float64 by context, staircase results on disk."""
 
+import json
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -41,3 +43,72 @@ def test_bad_regression_config_names_the_field(key, value, field):
     raw = {**RAW, sec: {**RAW[sec], k: value}}
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         config.from_dict(raw)
+
+
+def _toml(raw: dict, grid: dict) -> str:
+    def value(v):
+        return str(v).lower() if isinstance(v, bool) else repr(v).replace("'", '"')
+
+    tables = {**raw, "grid": grid}
+    return "\n".join(f"[{sec}]\n" + "\n".join(f"{json.dumps(k) if sec == 'grid' else k} = {value(v)}"
+                                                for k, v in table.items()) for sec, table in tables.items())
+
+
+def test_report_of_a_sweep_shows_the_runs_levels_and_times(tmp_path):
+    # Two cells: the full staircase, and a budget too short for t_m2 (censored, counted, never dropped).
+    from icl_race.cli import main
+    from icl_race.theory.linear_attention import plateau_losses
+
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(_toml(RAW, {"train.steps": [300, 3000]}))
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(spec), "--out", str(out), "--quiet"]) == 0
+    assert main(["report", str(out)]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["kind"] == "linear_regression_sweep" and not rep["unfinished"]
+    assert [c["values"]["train.steps"] for c in rep["cells"]] == [300, 3000]
+    levels = plateau_losses(np.array([0.7, 0.3]), 15)
+    for cell in rep["cells"]:
+        res = np.load(out / "cells" / cell["cell"] / "results.npz")
+        np.testing.assert_allclose(cell["levels"], levels, rtol=1e-15)
+        for event in ("m1", "m2", "converged"):
+            st, t = cell["transitions"][event], res[f"t_{event}"]
+            assert st["t_steps"] == t.tolist() and st["censored"] == int(np.sum(t < 0))
+            if st["censored"] == 0:  # Kaplan-Meier without censoring: the lower median, in tau
+                assert st["km_median_tau"] == pytest.approx(np.sort(t)[(t.size - 1) // 2] * 0.5)
+        dwell = (res["t_m2"] - res["t_m1"]) * 0.5
+        if np.all(dwell >= 0) and np.all(res["t_m1"] >= 0):
+            assert cell["dwell"][1]["median_tau"] == pytest.approx(np.median(dwell))
+    short = rep["cells"][0]["transitions"]["m2"]
+    assert short["censored"] > 0 and short["censored_at_tau"] == 150.0  # 300 steps of 0.5 tau
+    figures = set(rep["figures"])
+    assert {"figures/loss_curves.png", "figures/loss_medians.png"} <= figures
+    assert all((out / f).stat().st_size > 0 for f in figures)
+    assert main(["report", str(out / "cells" / rep["cells"][1]["cell"])]) == 0  # a run directory alone
+
+
+def test_in_weight_learning_needs_the_in_weight_blocks(tmp_path):
+    # c = 0: the context says nothing about y_q = wᵀx_q, so only ṽ_i / ũ_i can take the in-weight test
+    # loss below E y_q² = wᵀΛw = 1; and a model that predicts from the weights fails the in-context test.
+    raw = {"task": {"kind": "linear_regression", "D": 2, "N": 7, "spectrum": "white", "P": 64, "path": "tokens",
+                    "icl_fraction": 0.0, "test_size": 64},
+           "model": {"kind": "attn_m", "heads": 2, "init_scale": 0.1, "in_weight": True},
+           "train": {"lr": 0.2, "steps": 300, "eval_every": 100, "stop_when_all_acquired": False,
+                     "checkpoint_every": 0},
+           "ensemble": {"seeds": 2, "block": 2}}
+    res = execute(config.from_dict(raw), tmp_path / "iw", progress=False)
+    assert np.all(res["iw_loss"][:, -1] < 0.3) and np.all(res["ic_loss"][:, -1] > 1.0)
+    frozen = {**raw, "model": {**raw["model"], "in_weight": False}}
+    res = execute(config.from_dict(frozen), tmp_path / "no_iw", progress=False)
+    assert np.all(res["iw_loss"][:, -1] > 0.9)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("task.icl_fraction", 1.5, r"task\.icl_fraction = 1\.5: must be in \[0, 1\]"),
+    ("model.in_weight", True, r"model\.in_weight = True: must be false unless"),
+])
+def test_bad_in_weight_config_is_one_line(key, value, message):
+    sec, k = key.split(".")
+    with pytest.raises(ConfigError, match=message) as err:
+        config.from_dict({**RAW, sec: {**RAW[sec], k: value}})
+    assert "\n" not in str(err.value)

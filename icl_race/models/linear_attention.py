@@ -16,6 +16,12 @@ fast path ŷ = βᵀ Γ x_q, whose training loss needs only the moments of `icl_
 Softmax attention (`softmax=True`, attn_m or attn_s parameters) has no fast path: scores are softmaxed over
 all N+1 key positions (query included), divided by `temperature` (the reference: 1, no 1/N).
 
+`in_weight=True` (attention kinds, token path only) also trains the blocks the paper holds at zero, from 0
+as the reference does: "vt" (H, D) = ṽ_i, the value's x-part of its y row; for attn_m "ut" (H, D) = ũ_i,
+the y_m·x_q entries of W^KQ_i; for attn_s "kt" (H, R) = k̃_ir, the keys' y entries. Through them the
+prediction can depend on x_q alone (ṽ_iᵀ Λ̂ U_i x_q, v_i (1/N) Σ_n y_n² ũ_iᵀ x_q): a fixed task learned in
+the weights.
+
 Normalisation and units. Paper: ATTN(X) = X + Σ_i (1/N) W^V_i X Xᵀ W^{KQ}_i X. The reference code has no
 1/N (ŷ_code = N ŷ_paper for the same weights; `predict_tokens(..., normalise=False)`), so a code run with
 learning rate η and per-entry init std σ is this model with (`code_units`):
@@ -46,6 +52,7 @@ class LinearAttention:
     R: int = 1
     softmax: bool = False
     temperature: float = 1.0
+    in_weight: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -54,6 +61,8 @@ class LinearAttention:
             raise ValueError("softmax applies to attention (attn_m, attn_s), not to the MLP")
         if self.kind == "attn_s" and not 1 <= self.R <= self.D:
             raise ValueError(f"rank R must be in 1..D, got {self.R}")
+        if self.in_weight and self.kind == "mlp":
+            raise ValueError("in_weight blocks belong to attention (attn_m, attn_s), not to the MLP")
 
     # ---- parameters ----------------------------------------------------------------------------
 
@@ -65,7 +74,15 @@ class LinearAttention:
           (W1 row i = vec(U_i), w2 = v), so the same key gives the same Γ. A layer's norm is ≈ √H·scale.
         entrywise: every entry ~ N(0, scale²), the reference's per-entry std (see `code_units`).
         aligned (attn_m, mlp): Eq. 10's aligned init, v = scale·r, U_i = scale·r_i I/√D with r a random
-          unit vector, so both layers have norm exactly scale (w_init of Eq. 10)."""
+          unit vector, so both layers have norm exactly scale (w_init of Eq. 10).
+        The in_weight blocks start at zero whatever the scheme."""
+        params = self._init_core(key, scale, scheme)
+        if not self.in_weight:
+            return params
+        other = {"ut": (self.H, self.D)} if self.kind == "attn_m" else {"kt": (self.H, self.R)}
+        return params | {name: jnp.zeros(shape, F64) for name, shape in {"vt": (self.H, self.D), **other}.items()}
+
+    def _init_core(self, key: jax.Array, scale, scheme: str) -> dict:
         D, H, R = self.D, self.H, self.R
         k_v, k_a, k_b = jax.random.split(key, 3)
         scale = jnp.asarray(scale, F64)
@@ -109,45 +126,47 @@ class LinearAttention:
         """The (D+1)-dimensional matrices of the paper's attention layer: W^V_i (H,E,E) with bottom row
         [0ᵀ, v_i]; ATTN_M: W^KQ_i (H,E,E) = [[U_i, 0], [0ᵀ, 0]]; ATTN_S: W^K_i, W^Q_i (H,R,E) with rows
         [k_irᵀ, 0] and [q_irᵀ, 0]. The zero entries are the blocks the paper holds at zero (or, for the
-        last column of W^KQ and of W^Q, entries that only ever multiply the query's y = 0)."""
+        last column of W^KQ and of W^Q, entries that only ever multiply the query's y = 0); with in_weight
+        ṽ_i, ũ_i, k̃_ir fill their blocks."""
         D, E = self.D, self.D + 1
-        out = {"WV": jnp.zeros((self.H, E, E), F64).at[:, D, D].set(params["v"])}
+        WV = jnp.zeros((self.H, E, E), F64).at[:, D, D].set(params["v"])
+        out = {"WV": WV.at[:, D, :D].set(params["vt"]) if self.in_weight else WV}
         if self.kind == "attn_m":
-            out["WKQ"] = jnp.zeros((self.H, E, E), F64).at[:, :D, :D].set(params["U"])
+            WKQ = jnp.zeros((self.H, E, E), F64).at[:, :D, :D].set(params["U"])
+            out["WKQ"] = WKQ.at[:, D, :D].set(params["ut"]) if self.in_weight else WKQ
         else:
-            pad = lambda a: jnp.concatenate([a, jnp.zeros((*a.shape[:-1], 1), F64)], axis=-1)
-            out["WK"], out["WQ"] = pad(params["k"]), pad(params["q"])
+            kt = params["kt"][..., None] if self.in_weight else jnp.zeros((*params["k"].shape[:-1], 1), F64)
+            out["WK"] = jnp.concatenate([params["k"], kt], axis=-1)
+            out["WQ"] = jnp.concatenate([params["q"], jnp.zeros((*params["q"].shape[:-1], 1), F64)], axis=-1)
         return out
 
-    def attention(self, params: dict, X_PxTxE: jax.Array, normalise: bool = True) -> jax.Array:
-        """The whole layer over all T = N+1 tokens: out_n = x̃_n + Σ_i Σ_m a_i(m, n) W^V_i x̃_m with
-        a_i(m, n) = x̃_mᵀ W^KQ_i x̃_n / N (ATTN_M) or (W^K_i x̃_m)·(W^Q_i x̃_n) / N (ATTN_S); with
-        normalise=False no 1/N (the reference code); with softmax, softmax over m of score / temperature."""
-        if self.kind == "mlp":
-            raise ValueError("the MLP has no attention layer; use predict_tokens")
-        N = X_PxTxE.shape[1] - 1
-        W = self.full_matrices(params)
-        if self.kind == "attn_m":
-            scores_PxHxTxT = jnp.einsum("pme,hef,pnf->phmn", X_PxTxE, W["WKQ"], X_PxTxE)
-        else:
-            keys_PxHxTxR = jnp.einsum("hre,pme->phmr", W["WK"], X_PxTxE)
-            queries_PxHxTxR = jnp.einsum("hre,pne->phnr", W["WQ"], X_PxTxE)
-            scores_PxHxTxT = jnp.einsum("phmr,phnr->phmn", keys_PxHxTxR, queries_PxHxTxR)
-        if self.softmax:
-            weights = jax.nn.softmax(scores_PxHxTxT / self.temperature, axis=2)
-        else:
-            weights = scores_PxHxTxT / N if normalise else scores_PxHxTxT
-        values_PxHxTxE = jnp.einsum("hef,pmf->phme", W["WV"], X_PxTxE)
-        return X_PxTxE + jnp.einsum("phmn,phme->pne", weights, values_PxHxTxE)
-
     def predict_tokens(self, params: dict, X_PxTxE: jax.Array, normalise: bool = True) -> jax.Array:
-        """ŷ_P: the y entry of the query token's output, from the token matrix (query y entry zero)."""
+        """ŷ_P: the y entry of the query token's output, from the token matrix (query y entry zero).
+
+        Attention over all T = N+1 tokens (query included as a key, as the reference): out_q = x̃_q +
+        Σ_i Σ_m a_i(m) W^V_i x̃_m with a_i(m) = x̃_mᵀ W^KQ_i x̃_q / N (ATTN_M) or (W^K_i x̃_m)·(W^Q_i x̃_q) / N
+        (ATTN_S); normalise=False: no 1/N (the reference code); softmax: softmax over m of score / temperature.
+        Only the query's y entry is formed, never the whole layer: it is all a prediction needs, and the
+        whole layer costs (N+1)(D+1) times more."""
+        N = X_PxTxE.shape[1] - 1
         if self.kind == "mlp":
-            N = X_PxTxE.shape[1] - 1
             beta_PxD = context_beta(X_PxTxE[..., :-1], X_PxTxE[..., -1]) * (1.0 if normalise else N)
             z_PxF = cubic_features(beta_PxD, X_PxTxE[:, -1, :-1])
             return (z_PxF @ params["W1"].T) @ params["w2"]
-        return self.attention(params, X_PxTxE, normalise)[:, -1, -1]
+        W = self.full_matrices(params)
+        xq_PxE = X_PxTxE[:, -1]
+        if self.kind == "attn_m":
+            scores_PxHxT = jnp.einsum("pme,phe->phm", X_PxTxE, jnp.einsum("hef,pf->phe", W["WKQ"], xq_PxE))
+        else:
+            keys_PxHxTxR = jnp.einsum("hre,pme->phmr", W["WK"], X_PxTxE)
+            query_PxHxR = jnp.einsum("hre,pe->phr", W["WQ"], xq_PxE)
+            scores_PxHxT = jnp.einsum("phmr,phr->phm", keys_PxHxTxR, query_PxHxR)
+        if self.softmax:
+            weights_PxHxT = jax.nn.softmax(scores_PxHxT / self.temperature, axis=2)
+        else:
+            weights_PxHxT = scores_PxHxT / N if normalise else scores_PxHxT
+        values_PxHxT = jnp.einsum("he,pme->phm", W["WV"][:, -1], X_PxTxE)  # y entries of W^V_i x̃_m
+        return xq_PxE[:, -1] + jnp.sum(weights_PxHxT * values_PxHxT, axis=(1, 2))
 
     def token_loss(self, params: dict, X_PxTxE: jax.Array, yq_P: jax.Array) -> jax.Array:
         """Mean squared error on the query, no ½ (reference `MSELoss`)."""
@@ -159,8 +178,9 @@ class LinearAttention:
         return jnp.einsum("pi,ij,pj->p", beta_PxD, self.gamma(params), xq_PxD)
 
     def moment_loss(self, params: dict, moments: dict) -> jax.Array:
-        if self.softmax:
-            raise ValueError("softmax attention has no sufficient-statistics fast path")
+        if self.softmax or self.in_weight:
+            raise ValueError("softmax attention and the in_weight blocks have no sufficient-statistics "
+                             "fast path")
         return gamma_loss(self.gamma(params), moments)
 
 

@@ -8,9 +8,12 @@ on the token-level model over a fixed training set. Time is in units of τ: a st
 W −= (dt/2) ∂L/∂W, the Euler step of τ Ẇ = −½ ∂L/∂W (Eq. 5).
 
 Probes (per evaluation, per seed): loss (the training loss: population or finite-P), pop_loss (population
-loss of the same Γ; absent for softmax), gamma_eig (D,) = diag(Eᵀ Γ E), the map along each eigenvector
-(Eq. 22 predicts 1/(λ_d c_d) for d ≤ m at plateau m, 0 beyond), v (H,); for attn_s also k_norm, q_norm (H,)
-and k_align, q_align (H, R, D) = e_dᵀ k_ir, e_dᵀ q_ir; for attn_m / mlp u_norm (H,) = ‖U_i‖_F (W1's rows).
+loss of the same Γ; absent for softmax and in_weight), gamma_eig (D,) = diag(Eᵀ Γ E), the map along each
+eigenvector (Eq. 22 predicts 1/(λ_d c_d) for d ≤ m at plateau m, 0 beyond; absent likewise), v (H,); for
+attn_s also k_norm, q_norm (H,) and k_align, q_align (H, R, D) = e_dᵀ k_ir, e_dᵀ q_ir; for attn_m / mlp
+u_norm (H,) = ‖U_i‖_F (W1's rows); with test_size > 0, iw_loss and ic_loss: the losses on the reference's
+fixed in-weight test set (generated with icl_fraction 0) and in-context test set (icl_fraction 1),
+test_size sequences each, on the training path.
 
 Events (first passages, recorded on the device): m1 … mD, "loss ≤ L(M_m) + plateau_frac · (L(M_{m−1}) −
 L(M_m))" with the population plateaus of Eq. 19 (the pre-registered t_m of the single-head test), and
@@ -47,6 +50,7 @@ class LinearAttentionRegression:
     center: bool = True
     whiten: bool = True
     freeze_event: str | None = None
+    icl_fraction: float = 1.0  # < 1: the reference's in-weight mixture (`task.sample_dataset`)
 
     needs_x64 = True  # not a field: tells a runner to wrap init/train in `with jax.enable_x64(True):`
     stop_event = "converged"  # the run's headline time: loss within converged_tol of L(M_D)
@@ -61,7 +65,8 @@ class LinearAttentionRegression:
     def from_config(cls, cfg) -> tuple["LinearAttentionRegression", dict]:
         t, m, tr = cfg.task, cfg.model, cfg.train
         return cls.build(model=m.kind, D=t.D, N=t.N, H=m.heads, R=m.rank, softmax=m.softmax,
-                         temperature=m.temperature, spectrum=t.spectrum, alpha=t.alpha,
+                         temperature=m.temperature, in_weight=m.in_weight, icl_fraction=t.icl_fraction,
+                         test_size=t.test_size, spectrum=t.spectrum, alpha=t.alpha,
                          lambdas=list(t.lambdas) or None, rotate=t.rotate, cov_seed=t.cov_seed, P=t.P,
                          center=t.center, whiten=t.whiten, data_seed=t.data_seed, per_seed_data=t.per_seed_data,
                          path=t.path, init_scheme=m.init_scheme, init_scale=m.init_scale, dt=tr.lr,
@@ -70,7 +75,8 @@ class LinearAttentionRegression:
 
     @classmethod
     def build(cls, *, model: str = "attn_s", D: int = 4, N: int = 31, H: int = 5, R: int = 1,
-              softmax: bool = False, temperature: float = 1.0,
+              softmax: bool = False, temperature: float = 1.0, in_weight: bool = False,
+              icl_fraction: float = 1.0, test_size: int = 0,
               spectrum: str = "linear", alpha: float = 2.0, lambdas=None, rotate: bool = False,
               cov_seed: int = 0, P: int = 0, center: bool = True, whiten: bool = True, data_seed: int = 1,
               per_seed_data: bool = False, path: str | None = None,
@@ -80,20 +86,24 @@ class LinearAttentionRegression:
         """(program, consts). Static (recompiling) fields: shapes, model kind, P, path, data options.
         Traced (consts): dt, init_scale, Λ's eigenvectors, the moments and the event thresholds.
 
-        converged_tol defaults to 1% of the last plateau gap L(M_{D−1}) − L(M_D)."""
+        converged_tol defaults to 1% of the last plateau gap L(M_{D−1}) − L(M_D). The fixed task vector
+        of the in-weight mixture and the two test sets have keys of their own, so the training set of a
+        given data_seed is the same whatever icl_fraction and test_size."""
         task.require_x64()
         path = path or ("tokens" if softmax else "moments")
         if path not in PATHS:
             raise ValueError(f"path {path!r} not in {PATHS}")
-        if softmax and path != "tokens":
-            raise ValueError("softmax attention has no moments fast path: use path='tokens'")
+        if (softmax or in_weight) and path != "tokens":
+            raise ValueError("softmax attention and in_weight have no moments fast path: use path='tokens'")
+        if (icl_fraction < 1 or test_size) and P <= 0:
+            raise ValueError("the in-weight mixture and the test sets need a finite training set (P > 0)")
         if path == "tokens" and P <= 0:
             raise ValueError("the token path trains on a fixed set: P must be > 0")
         if per_seed_data and P <= 0:
             raise ValueError("per_seed_data needs a finite training set (P > 0)")
-        net = LinearAttention(model, D, H, R, softmax, temperature)
+        net = LinearAttention(model, D, H, R, softmax, temperature, in_weight)
         program = cls(net, N, P, path, init_scheme, per_seed_data, center, whiten,
-                      "converged" if freeze_converged else None)
+                      "converged" if freeze_converged else None, icl_fraction)
 
         lam_D = task.spectrum(spectrum, D, alpha=alpha, values=lambdas)
         Lambda_DxD, E_DxD = task.covariance(lam_D, jax.random.key(cov_seed) if rotate else None)
@@ -110,38 +120,48 @@ class LinearAttentionRegression:
                                                         else converged_tol), F64),
             "pop": task.population_moments(Lambda_DxD, N),
         }
+        if P > 0:
+            k_w, k_iw, k_ic = jax.random.split(jax.random.fold_in(jax.random.key(data_seed), 1), 3)
+            consts["w_fixed_D"] = task.fixed_task_vector(k_w, D)
         if P > 0 and not per_seed_data:
-            data = task.sample_dataset(jax.random.key(data_seed), P, N, Lambda_DxD, center=center, whiten=whiten)
-            if path == "moments":
-                consts["train"] = task.finite_moments(data)
-            else:
-                consts["X_PxTxE"], consts["yq_P"] = task.tokens(data)
+            consts["train"] = program.prepare(task.sample_dataset(
+                jax.random.key(data_seed), P, N, Lambda_DxD, center=center, whiten=whiten,
+                icl_fraction=icl_fraction, w_fixed_D=consts["w_fixed_D"]))
+        if test_size:
+            consts["tests"] = {name: program.prepare(task.sample_dataset(
+                k, test_size, N, Lambda_DxD, center=center, whiten=whiten, icl_fraction=c,
+                w_fixed_D=consts["w_fixed_D"])) for name, k, c in (("iw", k_iw, 0.0), ("ic", k_ic, 1.0))}
         return program, consts
+
+    def prepare(self, data: dict) -> dict:
+        """A data set in the form the training path reads: its moments, or its tokens."""
+        if self.path == "moments":
+            return task.finite_moments(data)
+        X_PxTxE, yq_P = task.tokens(data)
+        return {"X_PxTxE": X_PxTxE, "yq_P": yq_P}
 
     def init(self, key, consts) -> dict:
         task.require_x64()
         k_model, k_data = jax.random.split(key)
         state = {"params": self.model.init(k_model, consts["init_scale"], self.init_scheme)}
         if self.per_seed_data:
-            data = task.sample_dataset(k_data, self.P, self.N, consts["Lambda_DxD"],
-                                       center=self.center, whiten=self.whiten)
-            if self.path == "moments":
-                state["train"] = task.finite_moments(data)
-            else:
-                state["X_PxTxE"], state["yq_P"] = task.tokens(data)
+            state["train"] = self.prepare(task.sample_dataset(
+                k_data, self.P, self.N, consts["Lambda_DxD"], center=self.center, whiten=self.whiten,
+                icl_fraction=self.icl_fraction, w_fixed_D=consts["w_fixed_D"]))
         return state
 
     # ---- training -------------------------------------------------------------------------------
 
-    def _data(self, state, consts, name):
-        return state[name] if self.per_seed_data else consts[name]
+    def data_loss(self, params, data):
+        """The loss on a data set from `prepare` (or the population moments)."""
+        if self.path == "tokens":
+            return self.model.token_loss(params, data["X_PxTxE"], data["yq_P"])
+        return self.model.moment_loss(params, data)
 
     def train_loss(self, params, state, consts):
-        if self.path == "tokens":
-            return self.model.token_loss(params, self._data(state, consts, "X_PxTxE"),
-                                         self._data(state, consts, "yq_P"))
-        moments = self._data(state, consts, "train") if self.P > 0 else consts["pop"]
-        return self.model.moment_loss(params, moments)
+        if self.P <= 0:
+            return self.data_loss(params, consts["pop"])
+        return self.data_loss(params, state["train"] if self.per_seed_data else consts["train"])
 
     def step(self, state, consts, key):
         loss, grads = jax.value_and_grad(self.train_loss)(state["params"], state, consts)
@@ -151,7 +171,9 @@ class LinearAttentionRegression:
     # ---- evaluation -----------------------------------------------------------------------------
 
     def probe(self, state, consts, key):
-        return probes(self.model, state["params"], consts, self.train_loss(state["params"], state, consts))
+        params = state["params"]
+        out = probes(self.model, params, consts, self.train_loss(params, state, consts))
+        return out | {f"{name}_loss": self.data_loss(params, data) for name, data in consts.get("tests", {}).items()}
 
     def events(self, probes, consts):
         fired = {f"m{m}": probes["loss"] <= consts["thresholds"][m - 1] for m in range(1, self.model.D + 1)}
@@ -162,7 +184,7 @@ def probes(model: LinearAttention, params: dict, consts: dict, loss) -> dict:
     """The per-head observables of one seed (see the module docstring)."""
     E_DxD = consts["E_DxD"]
     out = {"loss": loss, "v": model.head_values(params)}
-    if not model.softmax:
+    if not (model.softmax or model.in_weight):  # else Γ is not the whole model
         G_DxD = model.gamma(params)
         out["pop_loss"] = gamma_loss(G_DxD, consts["pop"])
         out["gamma_eig"] = jnp.einsum("id,ij,jd->d", E_DxD, G_DxD, E_DxD)

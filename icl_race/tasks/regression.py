@@ -24,8 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from icl_race.theory.linear_attention import spectrum  # noqa: F401 (re-exported: the spectra of Λ)
+
 F64 = jnp.float64
-SPECTRA = ("white", "linear", "power", "custom")
 
 
 def require_x64(what: str = "linear attention") -> None:
@@ -36,29 +37,6 @@ def require_x64(what: str = "linear attention") -> None:
 
 
 # ---- covariance -------------------------------------------------------------------------------------
-
-def spectrum(kind: str, D: int, *, alpha: float = 2.0, values=None) -> np.ndarray:
-    """Eigenvalues λ_1 ≥ … ≥ λ_D of Λ, normalised to Σ λ_d = tr Λ = 1 (numpy float64, descending).
-
-    white: λ_d = 1/D (the reference's `--white_cov`, Λ = I/D, not I); linear: λ_d ∝ d (the reference's
-    default, sorted so that λ_1 is the largest: (D, D−1, …, 1)/Σ); power: λ_d ∝ d^(−alpha) (alpha = 2 is the
-    single-head test's spectrum); custom: `values`, normalised and sorted descending (must be > 0).
-    """
-    d = np.arange(1, D + 1, dtype=np.float64)
-    if kind == "white":
-        lam = np.ones(D)
-    elif kind == "linear":
-        lam = d[::-1].copy()
-    elif kind == "power":
-        lam = d ** (-float(alpha))
-    elif kind == "custom":
-        lam = np.sort(np.asarray(values, np.float64))[::-1]
-        if lam.shape != (D,) or np.any(lam <= 0):
-            raise ValueError(f"custom spectrum needs {D} positive values, got {values!r}")
-    else:
-        raise ValueError(f"spectrum {kind!r} not in {SPECTRA}")
-    return lam / lam.sum()
-
 
 def random_rotation(key: jax.Array, D: int) -> jax.Array:
     """A Haar-random orthogonal D×D matrix (QR of a Gaussian with the signs of diag(R) fixed)."""
@@ -86,14 +64,27 @@ def _sym_power(M_DxD: jax.Array, p: float) -> jax.Array:
 
 # ---- the finite training set ------------------------------------------------------------------------
 
+def fixed_task_vector(key: jax.Array, D: int) -> jax.Array:
+    """The in-weight task's single w (reference `gen_dataset`): N(0, I_D) rescaled to norm exactly √D."""
+    require_x64()
+    w_D = jax.random.normal(key, (D,), F64)
+    return w_D * np.sqrt(D) / jnp.linalg.norm(w_D)
+
+
 def sample_dataset(key: jax.Array, P: int, N: int, Lambda_DxD: jax.Array, *, center: bool = True,
-                   whiten: bool = True) -> dict[str, jax.Array]:
+                   whiten: bool = True, icl_fraction: float = 1.0, w_fixed_D: jax.Array | None = None
+                   ) -> dict[str, jax.Array]:
     """P sequences of N context tokens and a query, drawn once (the reference's fixed training set).
 
     center: subtract from x its mean over the P sequences, per (position, coordinate), query included
     (reference data.py). whiten: make the task vectors' empirical mean exactly 0 and empirical covariance
     (unbiased, /(P−1)) exactly I (reference `whiten`; needs P > D). Both default on, as the figures used;
     switch both off for the "ideal" i.i.d. data of the population theory. y is computed from the centred x.
+
+    icl_fraction c < 1 mixes in the in-weight task (reference `--icl c`, with w_fixed_D from
+    `fixed_task_vector`): the first int(c·P) = ⌊cP⌋ sequences keep their own task vectors, not whitened
+    (the reference dropped whitening of this subset), the others all use w_fixed_D; at c = 0 the context
+    y are pure N(0, 1) noise and only y_q = w_fixedᵀx_q, so the context carries nothing about the target.
 
     Returns x_PxTxD (query last), w_PxD, y_PxT (the query's true y included; `tokens` zeroes it)."""
     require_x64()
@@ -103,12 +94,17 @@ def sample_dataset(key: jax.Array, P: int, N: int, Lambda_DxD: jax.Array, *, cen
     if center:
         x_PxTxD = x_PxTxD - jnp.mean(x_PxTxD, axis=0, keepdims=True)
     w_PxD = jax.random.normal(k_w, (P, D), F64)
-    if whiten:
+    if icl_fraction < 1:
+        in_context_P = jnp.arange(P) < int(icl_fraction * P)
+        w_PxD = jnp.where(in_context_P[:, None], w_PxD, w_fixed_D[None, :])
+    elif whiten:
         if P <= D:
             raise ValueError(f"whitening needs P > D, got P = {P}, D = {D}")
         w_PxD = w_PxD - jnp.mean(w_PxD, axis=0, keepdims=True)
         w_PxD = w_PxD @ _sym_power(w_PxD.T @ w_PxD / (P - 1), -0.5)
     y_PxT = jnp.einsum("ptd,pd->pt", x_PxTxD, w_PxD)
+    if icl_fraction <= 0:
+        y_PxT = y_PxT.at[:, :N].set(jax.random.normal(jax.random.fold_in(key, 0), (P, N), F64))
     return {"x_PxTxD": x_PxTxD, "w_PxD": w_PxD, "y_PxT": y_PxT}
 
 

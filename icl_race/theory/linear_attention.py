@@ -14,6 +14,31 @@ from __future__ import annotations
 
 import numpy as np
 
+SPECTRA = ("white", "linear", "power", "custom")
+
+
+def spectrum(kind: str, D: int, *, alpha: float = 2.0, values=None) -> np.ndarray:
+    """Eigenvalues λ_1 ≥ … ≥ λ_D of Λ, normalised to Σ λ_d = tr Λ = 1 (numpy float64, descending).
+
+    white: λ_d = 1/D (the reference's `--white_cov`, Λ = I/D, not I); linear: λ_d ∝ d (the reference's
+    default, sorted so that λ_1 is the largest: (D, D−1, …, 1)/Σ); power: λ_d ∝ d^(−alpha) (alpha = 2 is the
+    single-head test's spectrum); custom: `values`, normalised and sorted descending (must be > 0).
+    """
+    d = np.arange(1, D + 1, dtype=np.float64)
+    if kind == "white":
+        lam = np.ones(D)
+    elif kind == "linear":
+        lam = d[::-1].copy()
+    elif kind == "power":
+        lam = d ** (-float(alpha))
+    elif kind == "custom":
+        lam = np.sort(np.asarray(values, np.float64))[::-1]
+        if lam.shape != (D,) or np.any(lam <= 0):
+            raise ValueError(f"custom spectrum needs {D} positive values, got {values!r}")
+    else:
+        raise ValueError(f"spectrum {kind!r} not in {SPECTRA}")
+    return lam / lam.sum()
+
 
 def _lams(lambdas) -> np.ndarray:
     lam = np.sort(np.asarray(lambdas, np.float64))[::-1]
