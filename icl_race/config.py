@@ -47,6 +47,7 @@ class ModelConfig:
     layers: int = 1  # 1: the paper's model; 2: the two-layer variant of its appendix
     width: int = 512  # hidden width of every MLP
     freeze_readout: bool = False  # two-layer only: reproduce the reference's untrained readout MLP
+    freeze: str = "none"  # none | attention (LayerNorm + q/k/v) | mlp (every MLP): kept at init (ablation)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class MemorizationTaskConfig:
     D: int = 63
     pool_seed: int = 10
     probe_size: int = 10_000  # c-statistics use the items with id < min(K, probe_size) (a fixed subset)
+    input_scale: float = 1.0  # items enter the MLP times this; ~sqrt(D + 2) matches the race's LayerNorm'd query
 
     @property
     def pool_size(self) -> int:
@@ -370,6 +372,8 @@ def _validate_classification(cfg: Config) -> None:
         _check(m.layers in (1, 2), "model.layers", m.layers, "1 or 2")
         _check(not m.freeze_readout or m.layers == 2, "model.freeze_readout", m.freeze_readout,
                "false unless model.layers = 2")
+        _check(m.freeze in ("none", "attention", "mlp"), "model.freeze", m.freeze,
+               'one of "none", "attention", "mlp"')
     _validate_train_classification(cfg)
 
 
@@ -380,6 +384,7 @@ def _validate_memorization(cfg: Config) -> None:
     _check(t.K < 2**31 and t.pool_size < 2**31, "task.K", t.K, "below 2^31")
     _check(t.D >= 1, "task.D", t.D, "an integer >= 1")
     _check(t.probe_size >= 1, "task.probe_size", t.probe_size, "an integer >= 1")
+    _check(math.isfinite(t.input_scale) and t.input_scale > 0, "task.input_scale", t.input_scale, "a finite number > 0")
     _check(m.width >= 1, "model.width", m.width, "an integer >= 1")
     _validate_train_classification(cfg)
 

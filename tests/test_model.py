@@ -98,3 +98,17 @@ def test_folded_layernorm_equals_the_unfolded_model():
     m = spec.bind(p)
     x = _tokens(jax.random.key(6), B=32, N=20)
     np.testing.assert_allclose(m(x), m.reference(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_memory_logit_is_the_logit_without_attention_output(layers):
+    spec = Transformer(E=E, width=16, layers=layers)
+    params = spec.init(jax.random.key(0))
+    x = _tokens(jax.random.key(1))
+    # With every value map zero the attention outputs vanish: the full logit is the in-weights path's.
+    silent = {m: ({**sub, "v": {"kernel": jnp.zeros_like(sub["v"]["kernel"])}} if "v" in sub else sub)
+              for m, sub in params.items()}
+    np.testing.assert_allclose(spec.memory_logit(silent, x), spec.apply(silent, x), rtol=1e-5, atol=1e-6)
+    # It reads the query token only.
+    np.testing.assert_array_equal(spec.memory_logit(params, x), spec.memory_logit(params, x.at[:, :-1].set(0.0)))
+    assert not np.allclose(spec.memory_logit(params, x), spec.apply(params, x))

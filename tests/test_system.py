@@ -1,8 +1,9 @@
-"""The classification program: variants end to end, decay groups, frozen readout."""
+"""The classification program: variants end to end, decay groups, frozen groups, memory-path probes."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from icl_race import config
 from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys, train
@@ -43,6 +44,39 @@ def test_two_layer_with_frozen_readout_trains_everything_else():
     same = jax.tree.map(lambda a, b: bool(jnp.all(a == b)), carry["state"]["params"], init["state"]["params"])
     assert all(jax.tree.leaves(same["readout"]))
     assert not any(jax.tree.leaves(same["attn1"])) and not any(jax.tree.leaves(same["mlp1"]))
+
+
+@pytest.mark.parametrize("freeze, frozen, trained", [("attention", ("ln", "attn"), ("mlp",)),
+                                                    ("mlp", ("mlp",), ("ln", "attn"))])
+def test_frozen_group_stays_bit_identical_to_init(freeze, frozen, trained):
+    raw = {"task": {"K": 200, "N": 8}, "model": {"width": 16, "freeze": freeze},
+           "train": {"lr": 0.1, "batch_size": 16, "steps": 20, "eval_every": 10, "eval_size": 50,
+                     "weight_decay_attn": 0.01, "weight_decay_mlp": 0.01}}
+    program, consts, carry, _, _ = _run(raw)
+    init = init_ensemble(program, Layout(2), seed_keys(0, np.arange(2)), consts)
+    same = jax.tree.map(lambda a, b: bool(jnp.all(a == b)), carry["state"]["params"], init["state"]["params"])
+    assert all(v for m in frozen for v in jax.tree.leaves(same[m]))
+    assert not any(v for m in trained for v in jax.tree.leaves(same[m]))
+
+
+def test_bad_freeze_is_a_one_line_error_naming_the_field():
+    with pytest.raises(config.ConfigError, match=r"^model\.freeze = 'attn': must be one of .*none.*attention.*mlp") as e:
+        config.from_dict({"model": {"freeze": "attn"}})
+    assert "\n" not in str(e.value)
+
+
+def test_memory_path_c_statistics_of_a_silent_mlp():
+    # phi = 0 for every query: sigma(-phi) = 1/2, so c1 = 1/2, c2 = 1 - (1/4)/(1/2) = 1/2, c3 = e^0 = 1.
+    program, consts = build(config.from_dict({"task": {"K": 200, "N": 8}, "model": {"width": 16},
+                                              "train": {"eval_size": 300}}))
+    state = program.init(jax.random.key(0), consts)
+    fc3 = jax.tree.map(jnp.zeros_like, state["params"]["mlp"]["fc3"])
+    state["params"]["mlp"]["fc3"] = fc3
+    probes = program.probe(state, consts, jax.random.key(1))
+    for suffix in ("", "_sym"):
+        np.testing.assert_allclose([probes[f"c1{suffix}"], probes[f"c2{suffix}"], probes[f"c3{suffix}"]],
+                                   [0.5, 0.5, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(probes["iwl_loss"], np.log(2), rtol=1e-6)  # the whole logit is 0 too
 
 
 def test_step_is_sgd_with_coupled_decay_per_group():

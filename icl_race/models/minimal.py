@@ -63,6 +63,9 @@ class MinimalModel:
         s_BxN = params["attn"]["beta"] * jnp.einsum("bnd,bd->bn", items_BxNxD, items_BxNxD[:, -1])
         return jnp.sum(jax.nn.softmax(s_BxN, axis=-1) * y_BxN, axis=-1)
 
+    def memory_logit(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
+        """phi(x_q): the in-weights term alone."""
+        return self.phi.apply(params["mlp"], x_BxNxE[:, -1, : self.D])
+
     def apply(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
-        phi_B = self.phi.apply(params["mlp"], x_BxNxE[:, -1, : self.D])
-        return phi_B + params["attn"]["w"] * self.attention_term(params, x_BxNxE)
+        return self.memory_logit(params, x_BxNxE) + params["attn"]["w"] * self.attention_term(params, x_BxNxE)

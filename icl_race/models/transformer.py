@@ -99,6 +99,11 @@ class OneLayer(nnx.Module):
         h_BxNxE = self.ln(x_BxNxE)
         return self.mlp(h_BxNxE[:, -1] + self.attn.query(h_BxNxE))[:, 0]
 
+    def memory_logit(self, x_BxNxE: jax.Array) -> jax.Array:
+        """The in-weights path alone: the logit with the attention output removed, a function of the
+        query token only (the theory's phi(x_q))."""
+        return self.mlp(self.ln(x_BxNxE[:, -1]))[:, 0]
+
 
 class TwoLayer(nnx.Module):
     """x = LN(X); x += Attn1(x); x = MLP1(x) per token (no residual); logit = readout(x_q + Attn2(x)_q)."""
@@ -114,6 +119,10 @@ class TwoLayer(nnx.Module):
         h_BxNxE = self.ln(x_BxNxE)
         h_BxNxE = self.mlp1(h_BxNxE + self.attn1.causal(h_BxNxE))
         return self.readout(h_BxNxE[:, -1] + self.attn2.query(h_BxNxE))[:, 0]
+
+    def memory_logit(self, x_BxNxE: jax.Array) -> jax.Array:
+        """Both attention outputs removed: readout(mlp1(ln(x_q))), a function of the query token only."""
+        return self.readout(self.mlp1(self.ln(x_BxNxE[:, -1])))[:, 0]
 
 
 # Top-level submodules on the in-context path; coupled weight decay treats them as one group.
@@ -136,6 +145,9 @@ class Transformer:
 
     def apply(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
         return nnx.merge(_graphdef(self), params)(x_BxNxE)
+
+    def memory_logit(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
+        return nnx.merge(_graphdef(self), params).memory_logit(x_BxNxE)
 
     def bind(self, params: dict) -> nnx.Module:
         """The module holding `params`, for tests and analysis that call its methods."""

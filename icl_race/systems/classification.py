@@ -1,6 +1,15 @@
 """The race of arXiv 2412.00104 as an engine program: classification task + transformer + coupled
 SGD on the logistic loss + ICL/IWL probes.
 
+Probes per evaluation: icl_loss/icl_acc (novel items, target in context), iwl_loss/iwl_acc (training
+items, target absent), and on the IWL test's queries the c-statistics of the in-weights path alone
+(the model's `memory_logit`, phi(x_q) with the attention output removed): c1, c2, c3 over label-1
+queries (phi+, the reference estimator) and c1_sym, c2_sym, c3_sym over y*phi of all queries
+(`systems.memorization.c_statistics`; the theory ties ICL's transience to c3 = <exp(-phi+)>).
+
+model.freeze = "attention" | "mlp" keeps that parameter group (models.transformer.ATTENTION_PATH, or
+every other module) exactly at its init: the independence ablation of the two sub-circuits.
+
 Static fields (shapes and variant) select the compiled program; everything in `consts` (K, learning
 rate, weight decays, thresholds, item pools) is traced, so a sweep over those compiles once.
 """
@@ -16,6 +25,7 @@ import jax.numpy as jnp
 from icl_race.config import Config
 from icl_race.models.transformer import ATTENTION_PATH, Transformer
 from icl_race.optim import coupled_sgd
+from icl_race.systems.memorization import c_statistics
 from icl_race.tasks import classification as task
 
 EVAL_SUB_BATCH = 256  # evaluation sequences per forward pass: bounds memory at large ensembles
@@ -32,6 +42,7 @@ class ClassificationRace:
     eval_size: int
     model: Transformer
     freeze_readout: bool
+    freeze: str  # none | attention | mlp
     freeze_event: str | None
 
     event_names = ("icl", "converged")
@@ -50,6 +61,7 @@ class ClassificationRace:
             batch_size=tr.batch_size, eval_size=tr.eval_size,
             model=Transformer(E=t.D + 2, width=cfg.model.width, layers=cfg.model.layers),
             freeze_readout=cfg.model.freeze_readout,
+            freeze=cfg.model.freeze,
             freeze_event="converged" if tr.early_stop == "freeze" else None,
         )
         consts = {
@@ -115,51 +127,55 @@ class ClassificationRace:
     def loss(self, params, x_BxNxE, y_B):
         return jnp.mean(jax.nn.softplus(-y_B * self.model.apply(params, x_BxNxE)))
 
-    def _decay_and_rate(self, params, consts):
-        decay = {m: jax.tree.map(lambda _: consts["wd_attn"] if m in ATTENTION_PATH else consts["wd_mlp"], sub)
-                 for m, sub in params.items()}
-        lr = {m: jax.tree.map(lambda _: 0.0 if (self.freeze_readout and m == "readout") else 1.0, sub)
-              for m, sub in params.items()}
-        return decay, lr
+    def _is_frozen(self, module: str) -> bool:
+        return ((self.freeze_readout and module == "readout")
+                or self.freeze == ("attention" if module in ATTENTION_PATH else "mlp"))
 
     def step(self, state, consts, key):
         x_BxNxE, y_B = self.train_batch(state, consts, key, self.batch_size)
         loss, grads = jax.value_and_grad(self.loss)(state["params"], x_BxNxE, y_B)
-        decay, rate = self._decay_and_rate(state["params"], consts)
-        # A frozen group (rate 0) gets neither gradient nor decay.
-        grads = jax.tree.map(lambda g, r: g * r, grads, rate)
-        decay = jax.tree.map(lambda d, r: d * r, decay, rate)
-        return {**state, "params": coupled_sgd(state["params"], grads, consts["lr"], decay)}, loss
+        decay = {m: jax.tree.map(lambda _: consts["wd_attn"] if m in ATTENTION_PATH else consts["wd_mlp"], sub)
+                 for m, sub in state["params"].items()}
+        new = coupled_sgd(state["params"], grads, consts["lr"], decay)
+        # A frozen module keeps its old values (not p - lr * 0 * g, which a non-finite g would poison).
+        params = {m: state["params"][m] if self._is_frozen(m) else sub for m, sub in new.items()}
+        return {**state, "params": params}, loss
 
     # ---- evaluation -----------------------------------------------------------------------------
 
-    def _evaluate(self, params, make_batch, key):
-        """Mean logistic loss and accuracy (y * f > 0, strict) on eval_size fresh sequences, drawn in
-        sub-batches so that memory does not grow with eval_size."""
+    def _evaluate(self, params, make_batch, key, name, memory=False):
+        """{name}_loss (mean logistic loss) and {name}_acc (y * f > 0, strict) on eval_size fresh
+        sequences, drawn in sub-batches so that memory does not grow with eval_size; with `memory`,
+        the c-statistics of the in-weights path on the same queries."""
         n_sub = math.ceil(self.eval_size / EVAL_SUB_BATCH)
         b = math.ceil(self.eval_size / n_sub)
 
-        def one(acc, i):
+        def one(_, i):
             x_BxNxE, y_B = make_batch(jax.random.fold_in(key, i), b)
-            margin_B = y_B * self.model.apply(params, x_BxNxE)
-            keep_B = (i * b + jnp.arange(b)) < self.eval_size
-            return (acc[0] + jnp.sum(jnp.where(keep_B, jax.nn.softplus(-margin_B), 0.0)),
-                    acc[1] + jnp.sum(keep_B & (margin_B > 0))), None
+            out = {"margin": y_B * self.model.apply(params, x_BxNxE)}
+            if memory:
+                out |= {"memory_margin": y_B * self.model.memory_logit(params, x_BxNxE), "y": y_B}
+            return None, out
 
-        (loss_sum, correct), _ = jax.lax.scan(one, (jnp.float32(0), jnp.int32(0)), jnp.arange(n_sub))
-        return loss_sum / self.eval_size, correct.astype(jnp.float32) / self.eval_size
+        _, out = jax.lax.scan(one, None, jnp.arange(n_sub))
+        out = {k: v.reshape(-1) for k, v in out.items()}
+        keep = jnp.arange(n_sub * b) < self.eval_size
+        m = out["margin"]
+        stats = {f"{name}_loss": jnp.sum(jnp.where(keep, jax.nn.softplus(-m), 0.0)) / self.eval_size,
+                 f"{name}_acc": jnp.sum(keep & (m > 0)).astype(jnp.float32) / self.eval_size}
+        if memory:
+            stats |= {**c_statistics(out["memory_margin"], keep & (out["y"] > 0)),
+                      **c_statistics(out["memory_margin"], keep, suffix="_sym")}
+        return stats
 
     def probe(self, state, consts, key):
         k_icl, k_iwl = jax.random.split(key)
         p = state["params"]
-        out = {}
-        out["icl_loss"], out["icl_acc"] = self._evaluate(
-            p, lambda k, b: self.icl_batch(state, consts, k, b), k_icl)
-        out["iwl_loss"], out["iwl_acc"] = self._evaluate(
-            p, lambda k, b: self.iwl_batch(state, consts, k, b), k_iwl)
+        out = {**self._evaluate(p, lambda k, b: self.icl_batch(state, consts, k, b), k_icl, "icl"),
+               **self._evaluate(p, lambda k, b: self.iwl_batch(state, consts, k, b), k_iwl, "iwl", memory=True)}
         if self.variant == "balanced":
-            out["icl_ref_loss"], out["icl_ref_acc"] = self._evaluate(
-                p, lambda k, b: self.icl_batch(state, consts, k, b, reference_labels=True), k_icl)
+            out |= self._evaluate(p, lambda k, b: self.icl_batch(state, consts, k, b, reference_labels=True),
+                                  k_icl, "icl_ref")
         return out
 
     def events(self, probes, consts):

@@ -1,6 +1,8 @@
 """MLP-only memorization (classification-task.md §3.3; Figs A2/A3 of arXiv 2412.00104) as an engine
 program: K items of the classification task's shared pool, a per-seed balanced label map, a bare
 MLP D -> W -> W -> 1 trained by coupled SGD on the logistic loss, items sampled uniformly on the device.
+Items enter the MLP times task.input_scale: the race's MLP reads the LayerNorm'd query (norm ~sqrt(D + 2),
+not ~1), and its memorization speed at a given lr depends on that scale.
 
 Probes (every train.eval_every SGD steps, on the items with id < min(K, task.probe_size), a fixed
 subset because pool items are i.i.d.), with phi+ the logits of label-1 items and m = y*phi the margins:
@@ -55,7 +57,7 @@ class MemorizationRun:
             "wd": jnp.float32(tr.weight_decay_mlp),  # coupled L2 on every parameter
             "icl_threshold": jnp.float32(tr.icl_threshold),
             "stop_threshold": jnp.float32(tr.stop_threshold),
-            "pool": task.make_pool(jax.random.key(t.pool_seed), t.pool_size, t.D),
+            "pool": t.input_scale * task.make_pool(jax.random.key(t.pool_seed), t.pool_size, t.D),
         }
         return program, consts
 

@@ -1,0 +1,93 @@
+"""Issue 5 items 6-8 analyses (icl_race.analysis.race) on inputs with known answers."""
+
+import json
+
+import numpy as np
+import pytest
+
+from icl_race.analysis import race
+
+STEPS = np.arange(1, 11) * 100
+
+
+def test_first_passage_above_below_and_after():
+    v = np.array([[0.1, 0.5, 0.97, 0.99, 0.8, 0.6, 0.95, 0.5, 0.5, 0.5],
+                  [0.1] * 10,
+                  [0.96, 0.99, 0.99, 0.99, 0.99, 0.99, 0.99, 0.99, 0.99, 0.95]])
+    np.testing.assert_array_equal(race.first_passage(v, STEPS, 0.95), [300, -1, 100])
+    t_icl = race.first_passage(v, STEPS, 0.95)
+    # The fall is strictly after acquisition; a seed that never acquired cannot fall; 0.95 < 0.9 is false.
+    np.testing.assert_array_equal(race.fall_times(v, STEPS, t_icl, level=0.9), [500, -1, -1])
+    np.testing.assert_array_equal(race.fall_times(v, STEPS, t_icl, level=0.96), [500, -1, 1000])
+
+
+def _synthetic_losses(slope, intercept, S=24, noise=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0.2, 3.0, (S, STEPS.size))
+    t_icl = rng.choice([200, 400, 600, -1], size=S)
+    icl = intercept + slope * x + noise * rng.standard_normal(x.shape)
+    before = (t_icl[:, None] < 0) | (STEPS[None, :] < t_icl[:, None])
+    icl = np.where(before, 5.0, icl)  # far off the line: must not enter the fit
+    return icl, np.exp(-2 * x), t_icl
+
+
+def test_loss_relation_is_exact_on_the_theory_line():
+    icl, iwl, t_icl = _synthetic_losses(1.0, 0.0)
+    out = race.loss_relation(icl, iwl, STEPS, t_icl, n_boot=200)
+    assert out["slope"] == pytest.approx(1.0) and out["prop"] == pytest.approx(1.0)
+    assert out["intercept"] == pytest.approx(0.0, abs=1e-9)
+    assert out["seeds_used"] == np.sum(t_icl >= 0)
+    assert out["points"] == sum(np.sum(STEPS >= t) for t in t_icl if t >= 0)
+    high = race.loss_relation(icl, iwl, STEPS, t_icl, min_x=1.0, n_boot=0)
+    assert high["points"] == np.sum((np.asarray(high["x"]) > 1.0)) < out["points"]
+    assert min(high["x"]) > 1.0 and high["slope"] == pytest.approx(1.0)
+
+
+def test_loss_relation_recovers_a_known_slope_with_a_covering_ci():
+    icl, iwl, t_icl = _synthetic_losses(0.6, 0.1, noise=0.05)
+    out = race.loss_relation(icl, iwl, STEPS, t_icl, n_boot=500)
+    assert out["slope"] == pytest.approx(0.6, abs=0.03)
+    assert out["slope_ci"][0] < 0.6 < out["slope_ci"][1]
+    assert out["intercept_ci"][0] < 0.1 < out["intercept_ci"][1]
+    assert out["slope_ci"][1] - out["slope_ci"][0] < 0.1
+
+
+def test_km_median_ratio_of_paired_scaled_samples_is_exact():
+    b_times = np.array([50, 100, 150, 200, 250, 300, 350, 400, 450, 500, 550, 600])
+    a = race.km_summary(2 * b_times, censor_at=5000, n_boot=300)
+    b = race.km_summary(b_times, censor_at=5000, n_boot=300)
+    assert a["median"] == 600 and b["median"] == 300  # smallest time with S <= 1/2
+    r = race.median_ratio(a, b)
+    # Same seed positions resampled on both sides: every replicate's ratio is exactly 2.
+    assert r["ratio"] == 2 and r["ratio_ci"] == [2.0, 2.0]
+    censored = race.km_summary(np.array([100, -1, -1, -1]), censor_at=1000, n_boot=50)
+    assert censored["median"] is None and censored["observed"] == 1
+
+
+def _write_cell(d, cfg, arrays):
+    d.mkdir(parents=True)
+    (d / "meta.json").write_text(json.dumps({"config": cfg}))
+    np.savez(d / "results.npz", **arrays)
+
+
+def test_summarize_transience_on_constructed_cells(tmp_path):
+    """Two weight decays; every seed acquires at 200; falls at 800 (wd 0.01) or 400 (wd 0.02); c3
+    equals the step / 1000, so c3 at the fall is known."""
+    for wd, fall in ((0.01, 800), (0.02, 400)):
+        acc = np.where(STEPS >= 200, 0.99, 0.5) * np.ones((4, 1))
+        acc[:, STEPS >= fall] = 0.6
+        acc[3] = np.where(STEPS >= 200, 0.99, 0.5)  # never falls: censored at 1000
+        loss = np.full_like(acc, 0.3)
+        _write_cell(tmp_path / "cells" / str(wd), {"train": {"weight_decay_attn": wd}},
+                    {"eval_steps": STEPS, "t_icl": np.full(4, 200), "icl_acc": acc, "iwl_acc": acc,
+                     "icl_loss": loss, "iwl_loss": loss, "c3": np.tile(STEPS / 1000, (4, 1))})
+    out = race.summarize_transience(tmp_path, n_boot=100)
+    lo, hi = out["cells"]
+    assert (lo["weight_decay_attn"], lo["fell"], lo["acquired"]) == (0.01, 3, 4)
+    assert lo["rise"]["median"] == 200 and lo["fall"]["median"] == 800 and hi["fall"]["median"] == 400
+    assert lo["at_fall"]["c3"] == [0.8] * 3 and hi["at_fall_median"]["c3"] == pytest.approx(0.4)
+    assert lo["at_fall_median"]["iwl_loss"] == pytest.approx(0.3)
+    trends = out["vs_wd_loglog"]
+    assert trends["fall"]["slope"] == pytest.approx(-1.0)  # fall time halves as wd doubles
+    assert trends["c3"]["slope"] == pytest.approx(-1.0)  # c3 at the fall halves too
+    assert trends["iwl_loss"]["slope"] == pytest.approx(0.0, abs=1e-12)
