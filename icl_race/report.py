@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from icl_race import config
 from icl_race.config import Config, ConfigError
 
 # The papers' numbers this report puts its estimates beside (classification-task.md §9).
@@ -52,7 +53,10 @@ def _read_config(d: Path) -> dict:
         raise ConfigError(f"{d}/config.json: not valid JSON ({e})") from None
     if not isinstance(cfg, dict) or not all(isinstance(cfg.get(s), dict) for s in ("task", "train")):
         raise ConfigError(f"{d}/config.json: expected sections task and train")
-    return cfg
+    try:  # fields added since the run was written take their defaults, so old and new cells pool
+        return config.from_dict(cfg).to_dict()
+    except ConfigError:
+        return cfg  # written by a version with fields this one lacks: compare it as it is
 
 
 REQUIRED = ("t_icl", "eval_steps", "icl_acc", "iwl_acc", "budget")

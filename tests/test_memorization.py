@@ -33,11 +33,24 @@ def test_budget_of_power_law_matches_closed_form():
     assert np.isinf(kin.tail_correction(A, 1.0, 10.0))
 
 
+def test_budget_at_integrates_exactly_between_log_spaced_evaluations():
+    # c1 linear in t: the trapezoid is exact on any grid, so I(T) = 2 (0.5 T - 2e-6 T^2) wherever T falls.
+    t = np.geomspace(10, 1e5, 41)
+    c1 = np.stack([0.5 - 4e-6 * t] * 2)
+    exact = lambda T: 2 * (0.5 * T - 2e-6 * T**2)
+    for T in (10.0, 3e4, t[17], 1e5):
+        np.testing.assert_allclose(kin.budget_at(t, c1, T), [exact(T)] * 2, rtol=1e-12)
+    assert kin.budget_at(t, c1[0], t[17]) == pytest.approx(kin.memorization_budget(t, c1[0])[17])
+    with pytest.raises(ValueError):
+        kin.budget_at(t, c1, 2e5)
+
+
 def test_t_icl_and_k_star():
     assert kin.t_icl_minimal(100, 0.0) == pytest.approx(100 * np.sqrt(2 * np.pi))
     assert kin.t_icl_minimal(10, 1.0) / kin.t_icl_minimal(10, 2.0) == pytest.approx(np.e)
     assert kin.k_star(20, 0.0, 0.5) / kin.k_star(10, 0.0, 0.5) == pytest.approx(4.0)  # slope 1/nu
     assert 3.0 * kin.k_star(50, 0.3, 0.7, C=3.0) ** 0.7 == pytest.approx(kin.t_icl_minimal(50, 0.3))
+    assert kin.k_star_from_time(2.0 * 1000**0.8, 0.8, C=2.0) == pytest.approx(1000)
 
 
 def test_tail_fit_recovers_a_synthetic_power_law():
@@ -48,6 +61,8 @@ def test_tail_fit_recovers_a_synthetic_power_law():
     fit = mem.tail_fit(t, c1, n_boot=200)
     assert fit["alpha"] == pytest.approx(1.2, abs=0.01) and fit["alpha_ci"][0] < 1.2 < fit["alpha_ci"][1]
     assert fit["A"] == pytest.approx(0.3, rel=0.1) and fit["t_range"] == [1e5, 1e6]
+    early = mem.tail_fit(t, c1, n_boot=0, t_end=1e4)
+    assert early["t_range"] == [1e3, 1e4] and early["alpha"] == pytest.approx(1.2, abs=0.02)
     np.testing.assert_allclose(mem.local_slope(t, 0.3 * t ** -1.2), -1.2, rtol=1e-9)
 
 
@@ -58,15 +73,53 @@ def test_nu_fit_recovers_a_synthetic_exponent():
     fit = mem.nu_fit(K, groups, n_boot=200)
     assert fit["nu"] == pytest.approx(0.7, abs=0.02) and fit["nu_ci"][0] < 0.7 < fit["nu_ci"][1]
     assert fit["inv_nu"] == pytest.approx(1 / 0.7, abs=0.05)
+    exact = mem.nu_fit(K, [4.0 * k ** 0.7 * np.ones(2) for k in K], n_boot=0)
+    assert exact["C"] == pytest.approx(4.0) and exact["max_abs_log_residual"] < 1e-9
 
 
 def test_t_icl_ratio_and_beta0_slope():
-    beta0 = np.random.default_rng(3).normal(size=50)
+    rng = np.random.default_rng(3)
+    beta0 = rng.normal(size=50)
     t = 3.0 * kin.t_icl_minimal(10, beta0)
     t[0] = -1  # censored: dropped
     r = mem.t_icl_ratio(t, 10, beta0, n_boot=100)
     assert r["ratio"] == pytest.approx(3.0) and r["acquired"] == 49
-    assert mem.log_t_vs_beta0(t, beta0)["slope"] == pytest.approx(-1.0)
+    exact = mem.log_t_vs_beta0(t, beta0, n_boot=0)
+    assert exact["slope"] == pytest.approx(-1.0) and exact["censored"] == 1
+    noisy = mem.log_t_vs_beta0(t * np.exp(rng.normal(0, 0.2, 50)), beta0, n_boot=300)
+    assert noisy["slope_ci"][0] < -1.0 < noisy["slope_ci"][1] and noisy["slope_ci"][1] - noisy["slope_ci"][0] < 0.3
+
+
+def test_minimal_scaling_recovers_linear_N_and_unit_beta0_slope():
+    rng = np.random.default_rng(4)
+    grid = [(n, b) for n in (4, 8, 16) for b in (-1.0, 0.0, 1.0)]
+    t = [np.round(7.0 * kin.t_icl_minimal(n, b) * np.exp(rng.normal(0, 0.05, 16))) for n, b in grid]
+    t[0][0] = -1  # one censored seed: kept by the Kaplan-Meier median
+    N, beta0 = zip(*grid)
+    res = mem.minimal_scaling(N, beta0, t, [5000.0] * len(grid), n_boot=300)
+    for row in res["by_beta0"]:
+        ll = row["loglog"]
+        assert ll["slope"] == pytest.approx(1.0, abs=0.05) and ll["slope_ci"][0] < 1.0 < ll["slope_ci"][1]
+        lin = row["linear"]  # t proportional to N: an intercept that is small beside t_ICL at N = 4
+        assert abs(lin["intercept"]) < 0.05 * 4 * lin["slope"]
+    for row in res["by_N"]:
+        assert row["slope"] == pytest.approx(-1.0, abs=0.05) and row["slope_ci"][0] < -1.0 < row["slope_ci"][1]
+
+
+def test_predict_k_star_inverts_the_memorization_law():
+    # I_K(T) = 2 K^0.8 and t_ICL(N) = 50 N: K* = (25 N)^1.25, a log-log slope 1/nu = 1.25 in N.
+    rng = np.random.default_rng(5)
+    K = np.array([100, 200, 400, 800, 1600, 3200])
+    I_by_K = [2.0 * k**0.8 * np.exp(rng.normal(0, 0.03, 16)) for k in K]
+    N = np.array([4, 8, 16])
+    t_by_N = [np.append(50.0 * n * np.exp(rng.normal(0, 0.03, 31)), -1) for n in N]  # one censored seed each
+    res = mem.predict_k_star(K, I_by_K, N, t_by_N, censor_at=5000.0, n_boot=300)
+    assert res["nu"] == pytest.approx(0.8, abs=0.02)
+    for row, n in zip(res["per_N"], N):
+        assert row["k_star"] == pytest.approx((25 * n) ** 1.25, rel=0.08)
+        assert row["k_star_ci"][0] < (25 * n) ** 1.25 < row["k_star_ci"][1]
+    sl = res["k_star_slope"]
+    assert sl["slope"] == pytest.approx(1.25, abs=0.05) and sl["slope_ci"][0] < 1.25 < sl["slope_ci"][1]
 
 
 # ---- programs -----------------------------------------------------------------------------------
@@ -116,7 +169,15 @@ def test_mlp_only_memorizes_a_tiny_K(tmp_path):
     assert np.all(res["c3"] >= res["c1"]) and np.all(np.abs(res["c1_sym"] - c1).max() < 0.15)
     summary = mem.summarize_memorization(tmp_path / "run", n_boot=50)
     assert summary["cells"][0]["K"] == 64 and summary["cells"][0]["tail"]["alpha"] > 0
-    assert summary["cells"][0]["I_T_steps"] == pytest.approx(I[:, -1].mean())
+    assert summary["cells"][0]["budgets"][0]["I_steps"] == pytest.approx(I[:, -1].mean())
+
+
+def test_input_scale_multiplies_the_items():
+    from icl_race.systems.memorization import MemorizationRun
+
+    pools = [MemorizationRun.from_config(config.from_dict({**MEM_RAW, "task": {**MEM_RAW["task"], "input_scale": s}}))[1]["pool"]
+             for s in (1.0, 8.0)]
+    np.testing.assert_allclose(pools[1], 8.0 * pools[0], rtol=1e-6)
 
 
 def test_minimal_model_t_icl_grows_as_beta0_falls(tmp_path):
@@ -160,6 +221,7 @@ def test_minimal_beta0_random_is_per_seed():
     ({"task": {"kind": "memorization"}, "model": {"kind": "transformer"}}, "model.kind"),
     ({"task": {"kind": "memorization"}, "model": {"kind": "mlp", "heads": 2}}, "model.heads"),
     ({"task": {"kind": "memorization", "probe_size": 0}}, "task.probe_size"),
+    ({"task": {"kind": "memorization", "input_scale": 0.0}}, "task.input_scale"),
     ({"model": {"kind": "minimal", "beta0": float("nan")}}, "model.beta0"),
     ({"model": {"kind": "minimal", "layers": 2}}, "model.layers"),
 ])

@@ -154,3 +154,15 @@ def test_sweep_report_recovers_slope_median_scaling_and_balanced_effect(sweep_di
 
     text = hist_text(sweep_dir)
     assert "45 finished cells, 1 unfinished" in text and "infinite K=inf N=16: n=57 seeds (3 diverged excluded)" in text
+
+
+def test_old_cells_without_newer_fields_pool_with_new_ones(tmp_path):
+    from icl_race.report import _condition, _read_config
+
+    full = config.from_dict({"task": {"K": 1000, "N": 8}}).to_dict()
+    old = json.loads(json.dumps(full))
+    del old["train"]["eval_spacing"], old["model"]["freeze"]  # written before these fields existed
+    for name, cfg in (("new", full), ("old", old)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(cfg))
+    assert _condition(_read_config(tmp_path / "old")) == _condition(_read_config(tmp_path / "new"))

@@ -1,12 +1,20 @@
 """Estimators for the memorization kinetics (classification-task.md §3.3, §11 critiques a and b).
 
-  tail_fit        c1(t) ~ A t^-alpha: least squares of log c1 on log t over the last `decades` of t (on
-                  the seed-mean curve); CI: percentile bootstrap that resamples seeds.
+  tail_fit        c1(t) ~ A t^-alpha: least squares of log c1 on log t over the `decades` of t that end at
+                  t_end (default: the last time), on the seed-mean curve; CI: percentile bootstrap that
+                  resamples seeds.
   local_slope     d log c1 / d log t by central differences on the log-log curve (one-sided at the ends).
   nu_fit          I_K(T) ~ C K^nu: least squares of log I on log K of the per-K seed means; CI: seeds
                   resampled within each K.
+  predict_k_star  K*(N) where C K^nu = median t_ICL(N) at K = infinity (theory.kinetics.k_star_from_time),
+                  and the slope of log10 K* on log10 N; CI: the nu bootstrap paired with a bootstrap of
+                  the Kaplan-Meier medians.
+  minimal_scaling the minimal model's Kaplan-Meier median t_ICL against N (linear fit and log-log
+                  exponent, theory 1) at each beta0, and the slope of ln median on beta0 (theory -1) at
+                  each N; CI: seed bootstrap of the medians (analysis.threshold).
   t_icl_ratio     measured t_ICL over the minimal-model prediction N sqrt(2 pi) e^-beta0 (per seed,
                   summarised by the geometric mean); CI: seed bootstrap. Censored seeds (t < 0) dropped.
+  log_t_vs_beta0  slope of ln t_ICL on a per-seed beta0 (theory -1); CI: seeds resampled (pairs bootstrap).
 All bootstraps take a seed for numpy's Generator, so results are reproducible.
 """
 
@@ -14,12 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from icl_race.theory.kinetics import t_icl_minimal
-
-
-def _ci(samples, confidence):
-    lo, hi = np.nanpercentile(samples, [50 * (1 - confidence), 50 * (1 + confidence)])
-    return [float(lo), float(hi)]
+from icl_race.analysis.survival import censored_times, km_median
+from icl_race.analysis.threshold import km_median_boot, median_vs_N, percentile_ci, power_law_slope
+from icl_race.theory.kinetics import budget_at, k_star_from_time, t_icl_minimal, tail_correction
 
 
 def _line(x, y):
@@ -27,11 +32,14 @@ def _line(x, y):
     return float(slope), float(intercept)
 
 
-def tail_fit(t, c1, decades: float = 1.0, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0) -> dict:
-    """Fit c1 = A t^-alpha over t in [t_max / 10^decades, t_max]. c1: [T] or [S, T] (seeds)."""
+def tail_fit(t, c1, decades: float = 1.0, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0,
+             t_end: float | None = None) -> dict:
+    """Fit c1 = A t^-alpha over t in [t_end / 10^decades, t_end] (t_end: default the last time).
+    c1: [T] or [S, T] (seeds)."""
     t = np.asarray(t, float)
     c1 = np.atleast_2d(np.asarray(c1, float))
-    win = (t > 0) & (t >= t.max() / 10 ** decades)
+    t_end = t.max() if t_end is None else t_end
+    win = (t > 0) & (t >= t_end / 10 ** decades) & (t <= t_end)
     if win.sum() < 2:
         raise ValueError("the tail window holds fewer than 2 times")
     x = np.log(t[win])
@@ -47,7 +55,7 @@ def tail_fit(t, c1, decades: float = 1.0, n_boot: int = 1000, confidence: float 
     if S > 1 and n_boot:
         rng = np.random.default_rng(seed)
         boot = np.array([fit(c1[rng.integers(0, S, S)]) for _ in range(n_boot)])
-        out["alpha_ci"], out["A_ci"] = _ci(boot[:, 0], confidence), _ci(boot[:, 1], confidence)
+        out["alpha_ci"], out["A_ci"] = percentile_ci(boot[:, 0], confidence), percentile_ci(boot[:, 1], confidence)
     return out
 
 
@@ -56,19 +64,53 @@ def local_slope(t, c1):
     return np.gradient(np.log(np.asarray(c1, float)), np.log(np.asarray(t, float)), axis=-1)
 
 
+def _nu_line(logK, groups):
+    return _line(logK, np.log([np.mean(g) for g in groups]))
+
+
+def _nu_replicates(logK, groups, n_boot, rng):
+    """[n_boot, 2] bootstrap replicates of (nu, ln C), seeds resampled within each K."""
+    return np.array([_nu_line(logK, [g[rng.integers(0, g.size, g.size)] for g in groups]) for _ in range(n_boot)])
+
+
 def nu_fit(K, I_by_K, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0) -> dict:
     """Fit I_K(T) = C K^nu. K: [M]; I_by_K: M arrays of per-seed I_K(T) (T fixed by the caller)."""
     logK = np.log(np.asarray(K, float))
     groups = [np.asarray(g, float) for g in I_by_K]
-    fit = lambda gs: _line(logK, np.log([np.mean(g) for g in gs]))
-    nu, icpt = fit(groups)
-    out = {"nu": nu, "C": float(np.exp(icpt)), "nu_ci": None, "inv_nu": 1 / nu, "inv_nu_ci": None}
+    nu, icpt = _nu_line(logK, groups)
+    resid = np.log([np.mean(g) for g in groups]) - (icpt + nu * logK)
+    out = {"nu": nu, "C": float(np.exp(icpt)), "nu_ci": None, "inv_nu": 1 / nu, "inv_nu_ci": None,
+           "max_abs_log_residual": float(np.abs(resid).max())}  # how far the K's are from one power law
     if n_boot and all(g.size > 1 for g in groups):
-        rng = np.random.default_rng(seed)
-        boot = np.array([fit([g[rng.integers(0, g.size, g.size)] for g in groups])[0] for _ in range(n_boot)])
-        out["nu_ci"] = _ci(boot, confidence)
-        out["inv_nu_ci"] = sorted(_ci(1 / boot, confidence))
+        boot = _nu_replicates(logK, groups, n_boot, np.random.default_rng(seed))[:, 0]
+        out["nu_ci"] = percentile_ci(boot, confidence)
+        out["inv_nu_ci"] = sorted(percentile_ci(1 / boot, confidence))
     return out
+
+
+def predict_k_star(K, I_by_K, N, t_by_N, censor_at, n_boot: int = 1000, confidence: float = 0.95,
+                   seed: int = 0) -> dict:
+    """K*(N) = (median t_ICL(N) / C)^(1/nu) from I_K(T) = C K^nu (K: [M], I_by_K: per-seed I_K(T)) and the
+    per-seed t_ICL at K = infinity for each N (t_by_N, -1 = censored at censor_at, one value or one per N),
+    all in SGD steps.
+    The predicted slope of log10 K* on log10 N is (log-log slope of median t_ICL on N) / nu, which is
+    the theory's 1/nu only where t_ICL is proportional to N."""
+    rng = np.random.default_rng(seed)
+    logK = np.log(np.asarray(K, float))
+    groups = [np.asarray(g, float) for g in I_by_K]
+    nu, icpt = _nu_line(logK, groups)
+    cens = [censored_times(t, c) for t, c in zip(t_by_N, np.broadcast_to(censor_at, len(t_by_N)))]
+    med = np.array([km_median(t, o) for t, o in cens])
+    boot_line = _nu_replicates(logK, groups, n_boot, rng)
+    boot_med = np.stack([km_median_boot(t, o, n_boot, rng) for t, o in cens])  # [len(N), n_boot]
+    k = k_star_from_time(med, nu, np.exp(icpt))
+    boot_k = k_star_from_time(boot_med, boot_line[:, 0], np.exp(boot_line[:, 1]))
+    per_N = [{"N": int(n), "median_t_icl": float(m), "median_t_icl_ci": percentile_ci(bm, confidence),
+              "k_star": float(ks), "k_star_ci": percentile_ci(bk, confidence)}
+             for n, m, bm, ks, bk in zip(N, med, boot_med, k, boot_k)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = power_law_slope(np.log10(N), np.log10(k), np.log10(boot_k), confidence)
+    return {"nu": nu, "C": float(np.exp(icpt)), "per_N": per_N, "k_star_slope": slope}
 
 
 def t_icl_ratio(t_icl, N, beta0, time_scale: float = 1.0, n_boot: int = 1000, confidence: float = 0.95,
@@ -84,16 +126,45 @@ def t_icl_ratio(t_icl, N, beta0, time_scale: float = 1.0, n_boot: int = 1000, co
     if log_r.size > 1 and n_boot:
         rng = np.random.default_rng(seed)
         boot = np.exp([np.mean(log_r[rng.integers(0, log_r.size, log_r.size)]) for _ in range(n_boot)])
-        out["ratio_ci"] = _ci(boot, confidence)
+        out["ratio_ci"] = percentile_ci(boot, confidence)
     return out
 
 
-def log_t_vs_beta0(t_icl, beta0) -> dict:
-    """Least-squares slope of ln t_ICL on beta0 over acquired seeds (theory: -1)."""
+def log_t_vs_beta0(t_icl, beta0, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0) -> dict:
+    """Least-squares slope of ln t_ICL on beta0 over acquired seeds (theory: -1). Censored seeds are
+    dropped, which flattens the slope if the low-beta0 seeds are the censored ones: see "censored"."""
     t, b = np.asarray(t_icl, float), np.asarray(beta0, float)
     ok = t > 0
-    slope, icpt = _line(b[ok], np.log(t[ok]))
-    return {"slope": slope, "intercept": icpt, "n": int(ok.sum())}
+    x, y = b[ok], np.log(t[ok])
+    slope, icpt = _line(x, y)
+    out = {"slope": slope, "intercept": icpt, "n": int(ok.sum()), "censored": int((~ok).sum()), "slope_ci": None}
+    if n_boot and x.size > 2:
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, x.size, (n_boot, x.size))
+        out["slope_ci"] = percentile_ci([_line(x[i], y[i])[0] for i in idx], confidence)
+    return out
+
+
+def minimal_scaling(N, beta0, t_icl, censor_at, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0) -> dict:
+    """Cells of the minimal model at fixed beta0 (N[i], beta0[i], per-seed t_icl[i], -1 = censored at
+    censor_at[i]): at each beta0 the median t_ICL against N (analysis.threshold.median_vs_N: linear
+    fit, log-log exponent; theory t ~ N), at each N the slope of ln median t_ICL on beta0 (theory -1)."""
+    rng = np.random.default_rng(seed)
+    N, beta0 = np.asarray(N, float), np.asarray(beta0, float)
+    cens = [censored_times(t, c) for t, c in zip(t_icl, censor_at)]
+    by_beta0 = []
+    for b in np.unique(beta0):
+        sel = np.nonzero(beta0 == b)[0]
+        fit = median_vs_N(N[sel], [cens[i][0] for i in sel], [cens[i][1] for i in sel], n_boot, rng, confidence)
+        by_beta0.append({"beta0": float(b), **fit})
+    by_N = []
+    for n in np.unique(N):
+        sel = np.nonzero(N == n)[0]
+        med = np.array([km_median(*cens[i]) for i in sel])
+        boot = np.stack([km_median_boot(*cens[i], n_boot, rng) for i in sel])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            by_N.append({"N": int(n), **power_law_slope(beta0[sel], np.log(med), np.log(boot), confidence)})
+    return {"by_beta0": by_beta0, "by_N": by_N}
 
 
 # ---- sweep directories ------------------------------------------------------------------------------
@@ -113,38 +184,64 @@ def load_cells(out) -> list[tuple[dict, dict]]:
     return cells
 
 
-def summarize_memorization(out, T: float | None = None, decades: float = 1.0, n_boot: int = 1000) -> dict:
-    """Per K: tail fit of c1 and c1_sym, I_K(T) (SGD steps and eta * steps) and I_K(T)/I_K(T/10); then
-    nu from I_K(T) vs K. T defaults to the shortest run's last evaluation (a common T for every K)."""
-    from icl_race.theory.kinetics import memorization_budget
+def _mean_ci(x, n_boot, confidence, rng):
+    return percentile_ci([np.mean(x[rng.integers(0, x.size, x.size)]) for _ in range(n_boot)], confidence) if x.size > 1 else None
 
+
+def _alpha_by_decade(t, c1, n_boot, seed):
+    """alpha over each whole decade [t_end / 10, t_end] (t_end a power of ten) inside the evaluated times."""
+    lo, hi = np.ceil(np.log10(t[t > 0].min() * 10)), np.floor(np.log10(t.max()))
+    fits = ((10.0 ** k, tail_fit(t, c1, 1.0, n_boot, seed=seed, t_end=10.0 ** k)) for k in np.arange(lo, hi + 1))
+    return [{"t_end": te, "alpha": f["alpha"], "alpha_ci": f["alpha_ci"], "n_times": f["n_times"]} for te, f in fits]
+
+
+def summarize_memorization(out, Ts=None, decades: float = 1.0, n_boot: int = 1000, seed: int = 0) -> dict:
+    """Per K: the tail fit of c1 and c1_sym over the last `decades`; alpha over each whole decade of t;
+    I_K(T) (SGD steps, eta * steps, seed-bootstrap CI) and I_K(T)/I_K(T/10) at every T of Ts the run
+    reached; I_K(inf) = I_K(t_last) + the tail correction where alpha's CI lies above 1 and every seed
+    memorized before the tail window (else None: the budget diverges or is not shown to converge).
+    Then nu from I_K(T) vs K at each T, over the K whose runs reached T. Ts defaults to the shortest
+    run's last evaluation (a common T for every K)."""
+    rng = np.random.default_rng(seed)
     cells = sorted(load_cells(out), key=lambda c: c[0]["task"]["K"])
     if not cells:
         return {"cells": []}
-    T = T or min(float(r["eval_steps"][-1]) for _, r in cells)
-    rows, Ks, I_T = [], [], []
+    Ts = sorted(Ts or [min(float(r["eval_steps"][-1]) for _, r in cells)])
+    rows, I_at = [], {T: ([], []) for T in Ts}
     for cfg, r in cells:
-        t = r["eval_steps"].astype(float)
-        keep = t <= T
-        I = memorization_budget(t[keep], r["c1"][:, keep])
-        i_T, i_T10 = I[:, -1], I[:, np.searchsorted(t[keep], T / 10, side="right") - 1] if T / 10 >= t[0] else None
-        Ks.append(cfg["task"]["K"])
-        I_T.append(i_T)
-        rows.append({"K": cfg["task"]["K"], "seeds": int(r["c1"].shape[0]),
-                     "tail": tail_fit(t[keep], r["c1"][:, keep], decades, n_boot),
-                     "tail_sym": tail_fit(t[keep], r["c1_sym"][:, keep], decades, n_boot),
-                     "I_T_steps": float(np.mean(i_T)), "I_T_flow": float(np.mean(i_T) * cfg["train"]["lr"]),
-                     "I_T_over_I_T10": float(np.mean(i_T) / np.mean(i_T10)) if i_T10 is not None else None,
-                     "t_memorized_median": float(np.median(r["t_memorized"]))})
-    nu = nu_fit(Ks, I_T, n_boot=n_boot) if len(Ks) >= 2 else None
-    return {"T_steps": T, "cells": rows, "nu": nu}
+        t, c1, lr, K = r["eval_steps"].astype(float), r["c1"], cfg["train"]["lr"], cfg["task"]["K"]
+        tail = tail_fit(t, c1, decades, n_boot, seed=seed)
+        budgets = []
+        for T in (T for T in Ts if T <= t[-1]):
+            I = budget_at(t, c1, T)
+            I_10 = budget_at(t, c1, T / 10) if T / 10 >= t[0] else None
+            budgets.append({"T": T, "I_steps": float(I.mean()), "I_steps_ci": _mean_ci(I, n_boot, 0.95, rng),
+                            "I_flow": float(I.mean() * lr),
+                            "I_over_I_T10": float(I.mean() / I_10.mean()) if I_10 is not None else None})
+            I_at[T][0].append(K)
+            I_at[T][1].append(I)
+        # Extrapolate only a tail that starts after memorization: a window that still holds the fall of c1
+        # from 1/2 gives a steep alpha and a meaningless correction.
+        t_mem = np.asarray(r["t_memorized"], float)
+        converges = (tail["alpha_ci"] is not None and tail["alpha_ci"][0] > 1
+                     and np.all(t_mem >= 0) and t_mem.max() <= tail["t_range"][0])
+        I_inf = budget_at(t, c1, t[-1]).mean() + tail_correction(tail["A"], tail["alpha"], t[-1])
+        rows.append({"K": K, "seeds": int(c1.shape[0]), "t_last": float(t[-1]), "tail": tail,
+                     "tail_sym": tail_fit(t, r["c1_sym"], decades, n_boot, seed=seed),
+                     "alpha_by_decade": _alpha_by_decade(t, c1, n_boot, seed),
+                     "budgets": budgets, "I_inf_steps": float(I_inf) if converges else None,
+                     "t_memorized_median": float(np.median(t_mem))})
+    nu = [{"T": T, "K": Ks, **nu_fit(Ks, Is, n_boot=n_boot, seed=seed)} for T, (Ks, Is) in I_at.items()
+          if len(Ks) >= 2]
+    return {"Ts": Ts, "cells": rows, "nu": nu}
 
 
-def summarize_minimal(out, n_boot: int = 1000) -> dict:
-    """Per cell (N, beta0): measured t_ICL vs N sqrt(2 pi) e^-beta0, in SGD steps (ratio) and in eta * steps
-    (ratio_flow); with beta0_random, the slope of ln t_ICL on beta0 (theory -1)."""
-    rows = []
-    for cfg, r in load_cells(out):
+def summarize_minimal(outs, n_boot: int = 1000) -> dict:
+    """Per cell (N, beta0) of the sweep directories `outs` (one or a list): measured t_ICL vs
+    N sqrt(2 pi) e^-beta0, in SGD steps (ratio) and in eta * steps (ratio_flow); with beta0_random, the
+    slope of ln t_ICL on beta0 (theory -1). Over all fixed-beta0 cells: minimal_scaling."""
+    rows, fixed = [], []
+    for cfg, r in (cell for out in np.atleast_1d(outs) for cell in load_cells(out)):
         N, lr = cfg["task"]["N"], cfg["train"]["lr"]
         beta0 = r["beta0"][:, 0] if "beta0" in r else np.full(r["t_icl"].shape, cfg["model"]["beta0"])
         row = {"N": N, "beta0": None if cfg["model"].get("beta0_random") else cfg["model"]["beta0"],
@@ -152,7 +249,25 @@ def summarize_minimal(out, n_boot: int = 1000) -> dict:
                "ratio": t_icl_ratio(r["t_icl"], N, beta0, 1.0, n_boot),
                "ratio_flow": t_icl_ratio(r["t_icl"], N, beta0, lr, n_boot),
                "median_t_icl": float(np.median(r["t_icl"][r["t_icl"] > 0])) if np.any(r["t_icl"] > 0) else None}
-        if cfg["model"].get("beta0_random") and np.sum(r["t_icl"] > 0) >= 3:
-            row["ln_t_vs_beta0"] = log_t_vs_beta0(r["t_icl"], beta0)
+        if not cfg["model"].get("beta0_random"):
+            fixed.append((N, row["beta0"], r["t_icl"], float(r["budget"])))
+        elif np.sum(r["t_icl"] > 0) >= 3:
+            row["ln_t_vs_beta0"] = log_t_vs_beta0(r["t_icl"], beta0, n_boot)
         rows.append(row)
-    return {"cells": sorted(rows, key=lambda x: (x["N"], x["beta0"] if x["beta0"] is not None else 0))}
+    out = {"cells": sorted(rows, key=lambda x: (x["N"], x["beta0"] if x["beta0"] is not None else 0))}
+    if len(fixed) >= 2:
+        out["scaling"] = minimal_scaling(*zip(*fixed), n_boot=n_boot)
+    return out
+
+
+def summarize_race(mlp_out, kinf_out, T: float, n_boot: int = 1000, seed: int = 0) -> dict:
+    """Item 5 of issue 5: nu from the MLP-only cells' I_K(T) (T: the race's training budget, in SGD
+    steps) and the median t_ICL(N) of K = infinity race cells (e.g. the transformer) give the predicted
+    K*(N) (predict_k_star)."""
+    mlp = sorted(((c["task"]["K"], budget_at(r["eval_steps"].astype(float), r["c1"], T))
+                  for c, r in load_cells(mlp_out) if r["eval_steps"][-1] >= T), key=lambda x: x[0])
+    kinf = sorted(((c["task"]["N"], r["t_icl"], float(r["budget"])) for c, r in load_cells(kinf_out)), key=lambda x: x[0])
+    K, I_by_K = zip(*mlp)
+    N, t_by_N, budgets = zip(*kinf)
+    return {"T": T, "K": list(K), "N": list(N),
+            **predict_k_star(K, I_by_K, np.array(N), t_by_N, budgets, n_boot, seed=seed)}

@@ -23,7 +23,7 @@ import numpy as np
 
 from icl_race.analysis.memorization import load_cells
 from icl_race.analysis.survival import censored_times, km_median
-from icl_race.analysis.threshold import (_percentile_ci, interval_verdict, km_median_boot, power_law_slope,
+from icl_race.analysis.threshold import (percentile_ci, interval_verdict, km_median_boot, power_law_slope,
                                          sign_verdict)
 
 
@@ -49,7 +49,7 @@ def km_summary(t_S, censor_at: float, n_boot: int = 1000, seed: int = 0, confide
     med = km_median(times, observed) if times.size else float("nan")
     boot = km_median_boot(times, observed, n_boot, np.random.default_rng(seed)) if times.size else np.empty(0)
     return {"n": int(times.size), "observed": int(observed.sum()),
-            "median": float(med) if np.isfinite(med) else None, "median_ci": _percentile_ci(boot, confidence),
+            "median": float(med) if np.isfinite(med) else None, "median_ci": percentile_ci(boot, confidence),
             "boot": boot}
 
 
@@ -59,7 +59,7 @@ def median_ratio(a: dict, b: dict, confidence: float = 0.95) -> dict:
     CI is paired by seed id (right when the conditions share seed ids, as a sweep's cells do)."""
     ratio = a["median"] / b["median"] if a["median"] and b["median"] else None
     with np.errstate(divide="ignore", invalid="ignore"):
-        return {"ratio": ratio, "ratio_ci": _percentile_ci(a["boot"] / b["boot"], confidence)}
+        return {"ratio": ratio, "ratio_ci": percentile_ci(a["boot"] / b["boot"], confidence)}
 
 
 def _line_stats(stats_K):
@@ -94,8 +94,8 @@ def loss_relation(icl_loss_SxT, iwl_loss_SxT, steps_T, t_icl_S, min_x: float = -
         S = int(used.sum())
         counts_BxS = np.random.default_rng(seed).multinomial(S, np.full(S, 1 / S), size=n_boot)
         bs, bi, bp = _line_stats(counts_BxS @ stats_Sx5[used])
-        out |= {"slope_ci": _percentile_ci(bs, confidence), "intercept_ci": _percentile_ci(bi, confidence),
-                "prop_ci": _percentile_ci(bp, confidence)}
+        out |= {"slope_ci": percentile_ci(bs, confidence), "intercept_ci": percentile_ci(bi, confidence),
+                "prop_ci": percentile_ci(bp, confidence)}
     return out
 
 

@@ -35,7 +35,9 @@ from icl_race.analysis.survival import km_median, proportion_ci
 RIDGE = 1e-3
 
 
-def _percentile_ci(samples: np.ndarray, confidence: float) -> list[float | None]:
+def percentile_ci(samples: np.ndarray, confidence: float) -> list[float | None]:
+    """The central `confidence` interval of bootstrap samples (non-finite ones dropped); [None, None]
+    when fewer than 10 remain, too few for an interval worth quoting."""
     s = np.asarray(samples, float)
     s = s[np.isfinite(s)]
     if s.size < 10:
@@ -101,7 +103,7 @@ def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], n_boot: int = 2
     kb = rng.binomial(n, k / n, size=(n_boot, x.size))
     _, bb = logistic_fit(x, kb, n)
     frac = k / n
-    ci = _percentile_ci(bb, confidence)
+    ci = percentile_ci(bb, confidence)
     order = np.argsort(x)
     fs, xs = frac[order], x[order]
     separated = bool(np.all((fs == 0) | (fs == 1)) and np.all(np.diff(fs) >= 0))
@@ -168,7 +170,7 @@ def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], n_boot: int = 200,
         pb = _fit_sigmoid4(x_cells, means[i], n, b_bounds, p0=popt)  # warm start from the point estimate
         if pb is not None:
             boots[i] = pb[1]
-    ci = _percentile_ci(boots, confidence)
+    ci = percentile_ci(boots, confidence)
     at_bound = bool(np.isclose(popt[1], b_bounds[0]) or np.isclose(popt[1], b_bounds[1]))
     return {"ok": True, "a": float(popt[0]), "b": float(popt[1]), "c": float(popt[2]), "d": float(popt[3]),
             "kstar": float(10 ** popt[1]), "log10_kstar": float(popt[1]), "log10_kstar_ci": ci,
@@ -202,7 +204,7 @@ def power_law_slope(x: np.ndarray, y: np.ndarray, boot_y: np.ndarray | None = No
         by = np.asarray(boot_y, float).T  # [B, n_points]
         good = np.all(np.isfinite(by), axis=1)
         bs, bi = _ols_slopes(x, by[good]) if good.any() else (np.empty(0), np.empty(0))
-        out |= {"slope_ci": _percentile_ci(bs, confidence), "intercept_ci": _percentile_ci(bi, confidence),
+        out |= {"slope_ci": percentile_ci(bs, confidence), "intercept_ci": percentile_ci(bi, confidence),
                 "boot_used": int(good.sum()), "boot_dropped": int((~good).sum())}
     return out
 
@@ -222,7 +224,7 @@ def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarra
     med = np.array([km_median(t, o) for t, o in zip(times, observed)])
     boot = np.stack([km_median_boot(np.asarray(t, float), np.asarray(o, bool), n_boot, rng)
                      for t, o in zip(times, observed)]) if len(times) else np.empty((0, n_boot))
-    per_n = [{"N": int(n_), "median": None if not np.isfinite(m) else float(m), "median_ci": _percentile_ci(b, confidence),
+    per_n = [{"N": int(n_), "median": None if not np.isfinite(m) else float(m), "median_ci": percentile_ci(b, confidence),
               "n": int(len(t)), "acquired": int(np.sum(o))}
              for n_, m, b, t, o in zip(N, med, boot, times, observed)]
     ok = np.isfinite(med)
@@ -243,7 +245,7 @@ def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarra
         bt = bk.T
         good = np.all(np.isfinite(bt), 1)
         c2b = (bt[good] @ pinv.T)[:, 2]
-        out["quadratic"] = {"c2": float(c2), "c2_ci": _percentile_ci(c2b, confidence),
+        out["quadratic"] = {"c2": float(c2), "c2_ci": percentile_ci(c2b, confidence),
                             "units": "steps per (sd of N)^2"}
     return out
 
@@ -257,9 +259,9 @@ def fraction_difference(k1: np.ndarray, n1: np.ndarray, k2: np.ndarray, n2: np.n
     b1 = rng.binomial(n1, p1, size=(n_boot, n1.size)) / n1
     b2 = rng.binomial(n2, p2, size=(n_boot, n2.size)) / n2
     diffs = b1 - b2
-    return {"per_cell": [{"p1": float(a), "p2": float(b), "diff": float(a - b), "diff_ci": _percentile_ci(d, confidence)}
+    return {"per_cell": [{"p1": float(a), "p2": float(b), "diff": float(a - b), "diff_ci": percentile_ci(d, confidence)}
                          for a, b, d in zip(p1, p2, diffs.T)],
-            "mean_diff": float(np.mean(p1 - p2)), "mean_diff_ci": _percentile_ci(diffs.mean(1), confidence),
+            "mean_diff": float(np.mean(p1 - p2)), "mean_diff_ci": percentile_ci(diffs.mean(1), confidence),
             "confidence": confidence, "n_boot": n_boot}
 
 

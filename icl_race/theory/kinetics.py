@@ -10,8 +10,10 @@ measures the overall conversion factor as the ratio measured / predicted.
 
   t_icl_minimal(N, beta0)         = N * sqrt(2 pi) * exp(-beta0)           (minimal model, K = infinity)
   memorization_budget(t, c1)      = 2 * int_0^t c1 dt' (cumulative trapezoid; c1(0) = 1/2 by default)
+  budget_at(t, c1, T)             the same integral up to a time T between evaluations (c1 linear in between)
   tail_correction(A, alpha, T)    = 2 A T^(1 - alpha) / (alpha - 1)       (int_T^inf of 2 A t^-alpha, alpha > 1)
-  k_star(N, beta0, nu, C)         K* solving C K^nu = t_icl_minimal(N, beta0): (N sqrt(2 pi) e^-beta0 / C)^(1/nu)
+  k_star_from_time(t_icl, nu, C)  K* solving C K^nu = t_icl: (t_icl / C)^(1/nu)
+  k_star(N, beta0, nu, C)         the same at the minimal model's t_icl_minimal(N, beta0)
 """
 
 from __future__ import annotations
@@ -52,6 +54,21 @@ def memorization_budget(t, c1, c1_at_0: float | None = 0.5):
     return I[..., drop:]
 
 
+def budget_at(t, c1, T, c1_at_0: float | None = 0.5):
+    """I(T) = 2 int_0^T c1 dt' for t[0] <= T <= t[-1], with c1 interpolated linearly to T: on a sparse
+    (e.g. log-spaced) grid a T between evaluations is neither rounded down nor up. c1 [..., len(t)]."""
+    t, c1 = np.asarray(t, float), np.asarray(c1, float)
+    if not t[0] <= T <= t[-1]:
+        raise ValueError(f"T = {T} lies outside the evaluated times [{t[0]}, {t[-1]}]")
+    i = int(np.searchsorted(t, T))  # t[i - 1] < T <= t[i]
+    if t[i] == T:
+        return memorization_budget(t[: i + 1], c1[..., : i + 1], c1_at_0)[..., -1]
+    w = (T - t[i - 1]) / (t[i] - t[i - 1])
+    c1_T = (1 - w) * c1[..., i - 1] + w * c1[..., i]
+    return memorization_budget(np.append(t[:i], T), np.concatenate([c1[..., :i], c1_T[..., None]], axis=-1),
+                               c1_at_0)[..., -1]
+
+
 def tail_correction(A, alpha, T):
     """2 int_T^inf A t^-alpha dt = 2 A T^(1-alpha) / (alpha - 1); infinite for alpha <= 1."""
     A, alpha, T = (np.asarray(v, float) for v in (A, alpha, T))
@@ -60,7 +77,12 @@ def tail_correction(A, alpha, T):
     return np.where(alpha > 1, out, np.inf)
 
 
+def k_star_from_time(t_icl, nu, C=1.0):
+    """The task diversity where the memorization budget C K^nu reaches the ICL time t_icl (both in one
+    time unit; with a finite training budget T, I_K(T) in place of I_K(inf))."""
+    return (np.asarray(t_icl, float) / C) ** (1.0 / nu)
+
+
 def k_star(N, beta0, nu, C=1.0):
-    """The task-diversity threshold where the memorization budget I_K(inf) = C K^nu reaches the ICL
-    time N sqrt(2 pi) e^-beta0 (both in one time unit): K* = (t_icl / C)^(1/nu); slope 1/nu in N."""
-    return (t_icl_minimal(N, beta0) / C) ** (1.0 / nu)
+    """K* at the minimal model's ICL time N sqrt(2 pi) e^-beta0: slope 1/nu of log K* in log N."""
+    return k_star_from_time(t_icl_minimal(N, beta0), nu, C)
