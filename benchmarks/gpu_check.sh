@@ -4,11 +4,11 @@
 #
 #   bash benchmarks/gpu_check.sh [OUT_DIR]      # default benchmarks/
 #
-# Uses .venv if its jax sees a GPU, else builds .venv-gpu with jax[cuda12]. Runs the JAX sections only
+# Uses .venv if its jax sees a GPU, else builds .venv-gpu with the cuda extra (jax[cuda13]). Runs the JAX sections only
 # (the PyTorch re-creation is the CPU reference; its rates are in results-cpu.json), with larger ensembles
 # and longer timed calls than on the CPU, then a second pass of the classification section at TF32 and
-# bf16 matmul precision (throughput only: their effect on t_ICL must be measured separately with
-# `icl-race run ... ` at each precision before using them).
+# bf16 matmul precision (throughput only: their effect on t_ICL is measured by
+# `icl-race sweep experiments/precision_gpu.toml`, which trains at each precision, before using them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks}"
@@ -16,7 +16,7 @@ PY=.venv/bin/python
 if ! "$PY" -c 'import jax,sys; sys.exit(0 if jax.default_backend()=="gpu" else 1)' 2>/dev/null; then
   if [ ! -x .venv-gpu/bin/python ]; then
     python3 -m venv .venv-gpu
-    .venv-gpu/bin/pip install -q -e . "jax[cuda12]"
+    .venv-gpu/bin/pip install -q -e '.[cuda]'
   fi
   PY=.venv-gpu/bin/python
 fi

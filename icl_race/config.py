@@ -147,6 +147,9 @@ class TrainConfig:
     stop_when_all_acquired: bool = True  # end the run once every seed has acquired ICL (converged)
     evals_per_chunk: int = 10  # evaluations per jitted chunk: the host sees the ensemble this often
     eval_spacing: str = "linear"  # linear | log: chunk c evaluates every eval_every * 2^c steps
+    # jax_default_matmul_precision for the run: default | highest | tensorfloat32 | bfloat16. TF32 and
+    # bf16 act on GPUs only (XLA:CPU computes float32 dots in float32 whatever this says).
+    matmul_precision: str = "default"
     checkpoint_every: int = 5  # chunks between checkpoints (0: none); the last 2 are kept
 
 
@@ -185,6 +188,8 @@ class Config:
             out[sec] = {k: v for k, v in value.items() if k == "kind" or v != defaults[k]}
         return out
 
+
+MATMUL_PRECISIONS = ("default", "highest", "tensorfloat32", "bfloat16")
 
 # Each task kind has its own [task] fields and allowed model kinds (the first is the default).
 TASKS = {"classification": TaskConfig, "linear_regression": RegressionTaskConfig,
@@ -409,6 +414,8 @@ def _validate_common(cfg: Config) -> None:
     _check(tr.early_stop in ("off", "freeze"), "train.early_stop", tr.early_stop, '"off" or "freeze"')
     _check(tr.evals_per_chunk >= 1, "train.evals_per_chunk", tr.evals_per_chunk, "an integer >= 1")
     _check(tr.eval_spacing in ("linear", "log"), "train.eval_spacing", tr.eval_spacing, "linear or log")
+    _check(tr.matmul_precision in MATMUL_PRECISIONS, "train.matmul_precision", tr.matmul_precision,
+           f"one of {', '.join(MATMUL_PRECISIONS)}")
     _check(tr.checkpoint_every >= 0, "train.checkpoint_every", tr.checkpoint_every, "an integer >= 0 (0: never)")
     _check(e.seeds >= 1, "ensemble.seeds", e.seeds, "an integer >= 1")
     _check(e.block >= 1, "ensemble.block", e.block, "an integer >= 1")

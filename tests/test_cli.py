@@ -99,6 +99,7 @@ def test_config_digest_names_only_non_defaults_so_new_fields_keep_old_runs(tiny_
     (["train.steps=1000", "train.eval_every=300"], "train.steps"),
     (["task.variant=\"zipf\""], "task.variant"),
     (["train.eval_spacing=\"geometric\""], "train.eval_spacing"),
+    (["train.matmul_precision=\"fp8\""], "train.matmul_precision"),
     (["nosection"], "nosection"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tiny_toml, tmp_path, capsys, overrides, field):

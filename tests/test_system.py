@@ -92,3 +92,13 @@ def test_step_is_sgd_with_coupled_decay_per_group():
     for group, wd in (("ln", 0.3), ("attn", 0.3), ("mlp", 0.01)):
         expected = jax.tree.map(lambda p, g: p - 0.05 * (g + wd * p), p[group], g[group])
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7), new["params"][group], expected)
+
+
+def test_matmul_precision_holds_for_the_run_only():
+    import jax
+
+    from icl_race.systems import precision
+
+    with precision(config.from_dict({"train": {"matmul_precision": "bfloat16"}})):
+        assert jax.config.jax_default_matmul_precision == "bfloat16"
+    assert jax.config.jax_default_matmul_precision is None

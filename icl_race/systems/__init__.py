@@ -1,5 +1,7 @@
 """Registered compositions of task + model + objective + probes, selected by `task.kind`."""
 
+import contextlib
+
 from icl_race.config import Config
 from icl_race.systems.classification import ClassificationRace
 from icl_race.systems.linear_attention import LinearAttentionRegression
@@ -21,11 +23,16 @@ def build(cfg: Config):
     return system_class(cfg).from_config(cfg)
 
 
+@contextlib.contextmanager
 def precision(cfg: Config):
     """The context a system must be built, initialised and trained in: float64 for the systems that
-    need it (set by context, never globally, so float32 systems in the same process are unaffected)."""
-    import contextlib
-
+    need it, and train.matmul_precision (both set by context, never globally, so other runs in the same
+    process are unaffected; jit keys its cache on them, so each setting compiles its own program)."""
     import jax
 
-    return jax.enable_x64(True) if getattr(system_class(cfg), "needs_x64", False) else contextlib.nullcontext()
+    with contextlib.ExitStack() as stack:
+        if getattr(system_class(cfg), "needs_x64", False):
+            stack.enter_context(jax.enable_x64(True))
+        if cfg.train.matmul_precision != "default":
+            stack.enter_context(jax.default_matmul_precision(cfg.train.matmul_precision))
+        yield
