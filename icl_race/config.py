@@ -118,6 +118,9 @@ class MLPModelConfig:
 
     kind: str = "mlp"
     width: int = 512
+    # Train in float64: past ~1e6 steps one float32 SGD update falls below the spacing of the weights
+    # and the c1 tail flattens for numerical reasons (experiments/memorization/README.md, item 3).
+    float64: bool = False
 
 
 @dataclass(frozen=True)

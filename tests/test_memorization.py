@@ -180,6 +180,15 @@ def test_input_scale_multiplies_the_items():
     np.testing.assert_allclose(pools[1], 8.0 * pools[0], rtol=1e-6)
 
 
+def test_float64_mlp_trains_in_float64(tmp_path):
+    raw = {**MEM_RAW, "model": {**MEM_RAW["model"], "float64": True}}
+    res = execute(config.from_dict(raw), tmp_path / "f64", progress=False)
+    assert res["c1"].dtype == np.float64 and np.all(res["iwl_acc"][:, -1] == 1.0)
+    assert np.all(res["c1"][:, -1] < 0.05) and np.all(np.abs(res["c1"][:, 0] - 0.5) < 0.1)
+    with pytest.raises(ConfigError, match="model.float64"):
+        config.from_dict({**raw, "model": {**raw["model"], "float64": "yes"}})
+
+
 def test_minimal_model_t_icl_grows_as_beta0_falls(tmp_path):
     def raw(beta0):
         return {"task": {"variant": "infinite", "N": 8, "D": 32},

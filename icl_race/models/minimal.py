@@ -30,17 +30,19 @@ from icl_race.models.transformer import MLP
 class ItemMLP:
     D: int
     width: int = 512
+    dtype: str = "float32"  # float64 (inside jax.enable_x64) for tails where float32 updates round away
 
     def init(self, key: jax.Array) -> dict:
-        return nnx.to_pure_dict(nnx.state(MLP(self.D, self.width, 1, nnx.Rngs(params=key)), nnx.Param))
+        mlp = MLP(self.D, self.width, 1, nnx.Rngs(params=key), dtype=jnp.dtype(self.dtype))
+        return nnx.to_pure_dict(nnx.state(mlp, nnx.Param))
 
     def apply(self, params: dict, x_BxD: jax.Array) -> jax.Array:
-        return nnx.merge(_mlp_graphdef(self.D, self.width), params)(x_BxD)[..., 0]
+        return nnx.merge(_mlp_graphdef(self.D, self.width, self.dtype), params)(x_BxD)[..., 0]
 
 
 @functools.cache
-def _mlp_graphdef(D: int, width: int):
-    return nnx.graphdef(nnx.eval_shape(lambda: MLP(D, width, 1, nnx.Rngs(0))))
+def _mlp_graphdef(D: int, width: int, dtype: str = "float32"):
+    return nnx.graphdef(nnx.eval_shape(lambda: MLP(D, width, 1, nnx.Rngs(0), dtype=jnp.dtype(dtype))))
 
 
 @dataclass(frozen=True)

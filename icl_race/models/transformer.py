@@ -22,9 +22,10 @@ def _symmetric_uniform(bound: float):
     return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)
 
 
-def torch_linear(fan_in: int, fan_out: int, rngs: nnx.Rngs, use_bias: bool = True) -> nnx.Linear:
+def torch_linear(fan_in: int, fan_out: int, rngs: nnx.Rngs, use_bias: bool = True,
+                 dtype=jnp.float32) -> nnx.Linear:
     return nnx.Linear(
-        fan_in, fan_out, use_bias=use_bias, rngs=rngs,
+        fan_in, fan_out, use_bias=use_bias, rngs=rngs, param_dtype=dtype, dtype=dtype,
         kernel_init=nnx.initializers.variance_scaling(1 / 3, "fan_in", "uniform"),  # bound 1/sqrt(fan_in)
         bias_init=_symmetric_uniform(fan_in ** -0.5),
     )
@@ -33,10 +34,10 @@ def torch_linear(fan_in: int, fan_out: int, rngs: nnx.Rngs, use_bias: bool = Tru
 class MLP(nnx.Module):
     """in -> W -> ReLU -> W -> ReLU -> out, biases everywhere."""
 
-    def __init__(self, d_in: int, width: int, d_out: int, rngs: nnx.Rngs):
-        self.fc1 = torch_linear(d_in, width, rngs)
-        self.fc2 = torch_linear(width, width, rngs)
-        self.fc3 = torch_linear(width, d_out, rngs)
+    def __init__(self, d_in: int, width: int, d_out: int, rngs: nnx.Rngs, dtype=jnp.float32):
+        self.fc1 = torch_linear(d_in, width, rngs, dtype=dtype)
+        self.fc2 = torch_linear(width, width, rngs, dtype=dtype)
+        self.fc3 = torch_linear(width, d_out, rngs, dtype=dtype)
 
     def __call__(self, x):
         return self.fc3(jax.nn.relu(self.fc2(jax.nn.relu(self.fc1(x)))))

@@ -49,7 +49,7 @@ class MemorizationRun:
     def from_config(cls, cfg: Config) -> tuple["MemorizationRun", dict]:
         t, tr = cfg.task, cfg.train
         program = cls(pool_size=t.pool_size, probe_items=t.probe_items, batch_size=tr.batch_size,
-                      model=ItemMLP(t.D, cfg.model.width),
+                      model=ItemMLP(t.D, cfg.model.width, "float64" if cfg.model.float64 else "float32"),
                       freeze_event="converged" if tr.early_stop == "freeze" else None)
         consts = {
             "K": jnp.int32(t.K),
