@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -31,3 +33,12 @@ def t_icl_histogram(t_icl: np.ndarray, budget: int, title: str = "", xlabel: str
     ax.set_title(title or f"t_ICL over {t_icl.size} seeds")
     ax.legend(frameon=False)
     return fig
+
+
+def png_bytes(fig: plt.Figure, dpi: int = 120) -> bytes:
+    """The figure as PNG, then closed: pyplot keeps every figure alive until closed, so a sweep would
+    otherwise hold one per cell."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()

@@ -222,7 +222,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     from icl_race.engine.ensemble import (DIVERGED, Layout, concat_history, init_ensemble, padded_seed_ids,
                                           seed_keys, train)
     from icl_race.engine.sharding import local_device_count, place, seed_mesh
-    from icl_race.plots import t_icl_histogram
+    from icl_race.plots import png_bytes, t_icl_histogram
     from icl_race.systems import build
 
     if not (out / "config.json").exists():
@@ -299,9 +299,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
 
     fig = t_icl_histogram(results[f"t_{stop}"][~results["diverged"]], tr.steps,
                           title=f"t_{stop}, {_describe(cfg)}, {e.seeds} seeds", xlabel=f"t_{stop} (steps)")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    _atomic_write(out / f"t_{stop}_hist.png", buf.getvalue())
+    _atomic_write(out / f"t_{stop}_hist.png", png_bytes(fig, dpi=120))
 
     trained_s = max(run_s - compile_s, 1e-9)
     meta = {
