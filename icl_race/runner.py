@@ -65,12 +65,12 @@ def check_run_dir(cfg: Config, out: Path) -> bool:
     except (OSError, json.JSONDecodeError) as e:
         raise RunDirError(f"--out {out}: unreadable config.json ({e}); choose another directory") from None
     try:
-        same = config.from_dict(stored) == cfg  # a field added since fills in with its default
+        stored_cfg = config.from_dict(stored)  # a field added since fills in with its default
     except ConfigError as e:
         raise RunDirError(f"--out {out}: holds a run whose config this version cannot read ({e}); "
                           "choose another directory") from None
-    if not same:
-        old, new = config.from_dict(stored).to_dict(), cfg.to_dict()
+    if stored_cfg != cfg:
+        old, new = stored_cfg.to_dict(), cfg.to_dict()
         changed = [f"{s}.{k}" for s in new for k in set(old[s]) | set(new[s]) if old[s].get(k) != new[s].get(k)]
         raise RunDirError(f"--out {out}: holds a run with a different config (differs in "
                           f"{', '.join(sorted(changed))}); choose another directory")

@@ -195,15 +195,20 @@ def _slope_ci_text(fit: dict, fmt: str) -> str:
     return "" if lo is None else f" [{lo:{fmt}}, {hi:{fmt}}]"
 
 
+def _errorbar_ci(ax, x, y, cis, **kw):
+    """Points with their CIs ([lo, hi] per point; None where an end is open, drawn without that arm)."""
+    y = np.asarray(y, float)
+    lo, hi = (np.array([c[i] if c[i] is not None else np.nan for c in cis], float) for i in (0, 1))
+    ax.errorbar(x, y, yerr=[y - lo, hi - y], capsize=3, **kw)
+
+
 def kstar_vs_N(N: np.ndarray, log10_kstar: np.ndarray, ci: list, fit: dict, ref_slope: float = 1 / 0.7,
                title: str = "") -> plt.Figure:
     """log10 K* against log10 N with bootstrap CIs, the fitted line and a reference line of slope 1/0.7."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
     N = np.asarray(N, float)
     y = np.asarray(log10_kstar, float)
-    lo = np.array([c[0] if c[0] is not None else np.nan for c in ci])
-    hi = np.array([c[1] if c[1] is not None else np.nan for c in ci])
-    ax.errorbar(np.log10(N), y, yerr=[y - lo, hi - y], fmt="o", color="tab:blue", capsize=3, label="K* (95% CI)")
+    _errorbar_ci(ax, np.log10(N), y, ci, fmt="o", color="tab:blue", label="K* (95% CI)")
     if fit.get("ok"):
         g = np.linspace(np.log10(N.min()) - 0.05, np.log10(N.max()) + 0.05, 50)
         ci_txt = _slope_ci_text(fit, ".2f")
@@ -234,11 +239,8 @@ def t_icl_vs_N(N_seeds: list, t_seeds: list, censor_at: list, med: dict, title: 
             ax.scatter(n + jit[~hit], np.full((~hit).sum(), c), s=14, marker="^", color=CENSORED, alpha=0.6, lw=0)
     pts = [p for p in med["per_N"] if p["median"] is not None]
     if pts:
-        x = np.array([p["N"] for p in pts], float)
-        y = np.array([p["median"] for p in pts])
-        lo = np.array([p["median_ci"][0] if p["median_ci"][0] is not None else np.nan for p in pts])
-        hi = np.array([p["median_ci"][1] if p["median_ci"][1] is not None else np.nan for p in pts])
-        ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt="s", color="black", ms=6, capsize=3, label="KM median (95% CI)")
+        _errorbar_ci(ax, [p["N"] for p in pts], [p["median"] for p in pts], [p["median_ci"] for p in pts],
+                     fmt="s", color="black", ms=6, label="KM median (95% CI)")
     lin = med.get("linear") or {}
     if lin.get("ok"):
         g = np.linspace(allN.min(), allN.max(), 50)

@@ -31,7 +31,8 @@ def precision(cfg: Config):
     import jax
 
     with contextlib.ExitStack() as stack:
-        if getattr(system_class(cfg), "needs_x64", False) or getattr(cfg.model, "float64", False):
+        needs_x64 = getattr(system_class(cfg), "needs_x64", None)  # optional in the system protocol
+        if needs_x64 and needs_x64(cfg):
             stack.enter_context(jax.enable_x64(True))
         if cfg.train.matmul_precision != "default":
             stack.enter_context(jax.default_matmul_precision(cfg.train.matmul_precision))

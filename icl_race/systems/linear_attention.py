@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from icl_race.config import Config
 from icl_race.models.linear_attention import LinearAttention, gamma_loss
 from icl_race.tasks import regression as task
 from icl_race.tasks.regression import F64
@@ -52,7 +53,10 @@ class LinearAttentionRegression:
     freeze_event: str | None = None
     icl_fraction: float = 1.0  # < 1: the reference's in-weight mixture (`task.sample_dataset`)
 
-    needs_x64 = True  # not a field: tells a runner to wrap init/train in `with jax.enable_x64(True):`
+    @staticmethod
+    def needs_x64(cfg: Config) -> bool:
+        """Whether this config's runs need `with jax.enable_x64(True):` (systems.precision): always."""
+        return True
     stop_event = "converged"  # the run's headline time: loss within converged_tol of L(M_D)
 
     @property

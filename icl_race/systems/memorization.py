@@ -45,6 +45,11 @@ class MemorizationRun:
     event_names = ("memorized", "converged")
     stop_event = "memorized"
 
+    @staticmethod
+    def needs_x64(cfg: Config) -> bool:
+        """model.float64 runs the system in `jax.enable_x64` (systems.precision), parameters float64."""
+        return cfg.model.float64
+
     @classmethod
     def from_config(cls, cfg: Config) -> tuple["MemorizationRun", dict]:
         t, tr = cfg.task, cfg.train
