@@ -809,15 +809,26 @@ def _check_dir(d: Path) -> str:
     raise ConfigError(f"{d}: neither a run directory (config.json, results.npz) nor a sweep directory (cells/)")
 
 
+def _task_kind(d: Path) -> str:
+    """task.kind of a run directory, or of a sweep's first cell that has a config (classification when
+    none has one yet: the report then lists the unfinished cells)."""
+    configs = [d / "config.json"] if (d / "config.json").exists() else sorted((d / "cells").glob("*/config.json"))
+    return _read_config(configs[0].parent)["task"].get("kind", "classification") if configs else "classification"
+
+
 def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str]:
     """Write DIR/report.md, DIR/report.json and DIR/figures/*.png|pdf; returns the written paths
     relative to DIR."""
     d = Path(d)
     kind = _check_dir(d)
     rng = np.random.default_rng(seed)
-    from icl_race.analysis import regression_report as regression
+    task_kind = _task_kind(d)
+    if task_kind == "memorization":
+        raise ConfigError(f"{d}: memorization runs have no t_ICL report; summarise them with "
+                          "`python experiments/memorization/analyze.py mlp DIR`")
+    if task_kind == "linear_regression":  # losses and transition times, not t_ICL: a report of its own
+        from icl_race.analysis import regression_report as regression
 
-    if regression.is_regression(d):  # losses and transition times, not t_ICL: a report of its own
         report, md, figs = regression.run_report(d) if kind == "run" else regression.sweep_report(d)
     elif kind == "run":
         report, md, figs = _run_report(load_run(d), n_boot, rng)

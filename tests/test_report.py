@@ -59,6 +59,11 @@ def test_bad_directories_exit_2_with_one_line(tmp_path, capsys):
     (tmp_path / "run" / "config.json").write_text(json.dumps(config.from_dict({}).to_dict()))
     assert main(["report", str(tmp_path / "run")]) == 2
     assert "no results.npz" in capsys.readouterr().err
+    mem = config.from_dict({"task": {"kind": "memorization"}, "model": {"kind": "mlp"}})
+    (tmp_path / "sweep" / "cells" / mem.digest()).mkdir(parents=True)
+    (tmp_path / "sweep" / "cells" / mem.digest() / "config.json").write_text(json.dumps(mem.to_dict()))
+    assert main(["report", str(tmp_path / "sweep")]) == 2
+    assert "analyze.py" in capsys.readouterr().err and not (tmp_path / "sweep" / "report.md").exists()
 
 
 # ---- synthetic directories ----------------------------------------------------------------------

@@ -56,18 +56,6 @@ ALIGNED = 0.9  # cos(k, e) · cos(q, e) at the start above which a head counts a
 N_SHOWN = 6  # seeds drawn in panels (b) and (c); the statistics are over every seed
 
 
-def is_regression(d: Path) -> bool:
-    """Whether a run or sweep directory holds linear-regression runs (judged by one config.json)."""
-    d = Path(d)
-    configs = [d / "config.json"] if (d / "config.json").exists() else sorted((d / "cells").glob("*/config.json"))
-    if not configs:
-        return False
-    try:
-        return json.loads(configs[0].read_text()).get("task", {}).get("kind") == "linear_regression"
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return False
-
-
 # ---- loading ------------------------------------------------------------------------------------------
 
 def lambdas(cfg: dict) -> np.ndarray:
