@@ -112,3 +112,17 @@ def test_memory_logit_is_the_logit_without_attention_output(layers):
     # It reads the query token only.
     np.testing.assert_array_equal(spec.memory_logit(params, x), spec.memory_logit(params, x.at[:, :-1].set(0.0)))
     assert not np.allclose(spec.memory_logit(params, x), spec.apply(params, x))
+
+
+@pytest.mark.parametrize("shape", [(16, 7), (4, 5, 7)])
+def test_dense_layer_gradient_equals_autodiff_of_the_plain_product(shape):
+    # The layers' matmul has a hand-written VJP (for dW's layout); it must be the plain product's.
+    from icl_race.models.transformer import _matmul
+
+    kx, kw, kg = jax.random.split(jax.random.key(7), 3)
+    x, w = jax.random.normal(kx, shape), jax.random.normal(kw, (7, 3))
+    g = jax.random.normal(kg, (*shape[:-1], 3))
+    ours = jax.vjp(_matmul, x, w)[1](g)
+    plain = jax.vjp(lambda a, b: a @ b, x, w)[1](g)
+    for a, b in zip(ours, plain):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
