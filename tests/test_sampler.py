@@ -46,7 +46,11 @@ def test_standard_context_label_counts_are_binomial():
     K, N, B = 10_000, 100, 4000
     labels, _ = task.balanced_label_map(KEY, jnp.int32(K), K)
     pool = task.make_pool(jax.random.key(1), K, 63)
-    x, y = task.pooled_sequences(pool, labels, task.target_present_ids(KEY, jnp.int32(K), B, N))
+    ids = task.target_present_ids(KEY, jnp.int32(K), B, N)
+    x, y = task.pooled_sequences(task.token_table(pool), labels, ids)
+    # The one-gather form equals the definition: items and labels gathered apart, then tokens().
+    x_def, y_def = task.tokens(pool[ids], labels[ids])
+    assert np.array_equal(np.asarray(x), np.asarray(x_def)) and np.array_equal(np.asarray(y), np.asarray(y_def))
     ones = np.asarray(x[:, :-1, -1].sum(axis=1))
     # Binomial(99, 1/2): mean 49.5, sd 4.97; the mean of 4000 has sd 0.08.
     assert abs(ones.mean() - 49.5) < 0.4 and abs(ones.std() - 4.97) < 0.3
@@ -115,7 +119,7 @@ def test_icl_test_items_are_novel():
     state = program.init(KEY, consts)
     x, _ = program.icl_batch(state, consts, KEY, 500)
     items = np.asarray(x[..., :63]).reshape(-1, 63)
-    train_pool, novel_pool = np.asarray(consts["pool"]), np.asarray(consts["novel"])
+    train_pool, novel_pool = np.asarray(consts["pool"])[:, :63], np.asarray(consts["novel"])[:, :63]
     assert novel_pool.shape == (100, 63)
     d_train = np.linalg.norm(items[:, None] - train_pool[None], axis=-1).min(axis=1)
     d_novel = np.linalg.norm(items[:, None] - novel_pool[None], axis=-1).min(axis=1)

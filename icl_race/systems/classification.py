@@ -73,8 +73,9 @@ class ClassificationRace:
             "stop_threshold": jnp.float32(tr.stop_threshold),
         }
         if not infinite:
-            consts["pool"] = task.make_pool(jax.random.key(t.pool_seed), program.pool_size, t.D)
-            consts["novel"] = task.make_pool(jax.random.key(t.novel_seed), program.novel_size, t.D)
+            # Stored as token rows (task.token_table): items in the first D columns.
+            consts["pool"] = task.token_table(task.make_pool(jax.random.key(t.pool_seed), program.pool_size, t.D))
+            consts["novel"] = task.token_table(task.make_pool(jax.random.key(t.novel_seed), program.novel_size, t.D))
         return program, consts
 
     def init(self, key, consts) -> dict:
