@@ -7,7 +7,8 @@ Sections (all per seed-step, steady state; method of jax-ecosystem.md §8: AOT c
 one warm-up call, best of `repeats` timed calls ended by block_until_ready):
   machine   sgemm GFLOP/s (jax and numpy, 2048^3 float32), threefry / rbg Gaussian draws per second
   cls       the one-layer classification race at N = 100, K in {1e4, 1e5}, batch 128: the ensemble
-            (one vmap over S seeds, scan over steps), a Python loop over seeds of a jitted single-seed
+            (one vmap over S seeds, scan over steps; on a CPU also S one-seed blocks in sequence,
+            ensemble.block = 1), a Python loop over seeds of a jitted single-seed
             step, FLOPs per seed-step (analytic and XLA cost analysis), FLOP/s, compile s, bytes per seed,
             and a profile (sampling alone, model step alone on a fixed batch, chunk length)
   mlp       the MLP-only memorization model (task.kind = "memorization"), same columns
@@ -92,10 +93,17 @@ def _wall(f):
 
 # ---- generic engine measurement ------------------------------------------------------------------------
 
-def measure_ensemble(program, consts, seeds, steps, repeats):
-    row = measure_program(program, consts, seeds, steps, repeats)
+def measure_ensemble(program, consts, seeds, steps, repeats, block=None):
+    row = measure_program(program, consts, seeds, steps, repeats, block=block)
     best = seeds * steps / row["seed_steps_per_s"]
-    return {**row, "steps_per_call": steps, "s_per_seed_step": best / (seeds * steps)}
+    return {**row, "block": block or seeds, "steps_per_call": steps, "s_per_seed_step": best / (seeds * steps)}
+
+
+def layouts(S, args):
+    """Blocks to time S seeds in: one vmap of all S (the GPU layout), and with --block1 also S blocks
+    of one seed in sequence (on a CPU a single seed's batch already fills the cores, and vmapped
+    matmuls leave the fast GEMM kernels: see RESULTS.md)."""
+    return [None] + ([1] if args.block1 and S > 1 else [])
 
 
 def single_step_fn(program):
@@ -180,6 +188,49 @@ def cls_profile(program, consts, steps, repeats):
     return {"sample_ms_per_step": round(1e3 * t_s, 3), "model_step_ms_on_fixed_batch": round(1e3 * t_m, 3)}
 
 
+def op_profile(program, consts, steps=20, calls=5, top=12):
+    """Per-XLA-op time of one seed's training step (block 1) from a profiler trace: the ops that
+    take the most time, with their shapes and the jax operation they come from (HLO metadata)."""
+    import collections
+    import gzip
+    import re
+    import tempfile
+
+    from icl_race.engine.ensemble import Layout, init_ensemble, steps_on_device
+
+    carry = init_ensemble(program, Layout(block=1), seed_keys(0, np.arange(1)), consts)
+    run = lambda c, t: steps_on_device(program, 1, steps, c, consts, jnp.int32(t))
+    carry, loss = run(carry, 0)
+    jax.block_until_ready(loss)
+    hlo = steps_on_device.lower(program, 1, steps, carry, consts, jnp.int32(0)).compile().as_text()
+    with tempfile.TemporaryDirectory() as d:
+        with jax.profiler.trace(d, create_perfetto_trace=True):
+            for i in range(calls):
+                carry, loss = run(carry, steps * (i + 1))
+                jax.block_until_ready(loss)
+        trace = json.load(gzip.open(next(Path(d).rglob("*.trace.json.gz"))))
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    us = collections.Counter()
+    for e in events:
+        if e.get("ph") == "X":
+            us[e["name"]] += e["dur"]
+    ops = []
+    for name, t in us.most_common():
+        m = re.search(rf"^\s*(?:ROOT )?%{re.escape(name)} = (\S+) .*", hlo, re.M)
+        if m is None:  # runtime bookkeeping (executor, thread pool, Python frames), not an op
+            continue
+        origin = re.search(r'op_name="([^"]+)"', m.group(0))
+        called = re.search(r"calls=(%[\w.]+)", m.group(0))
+        if origin is None and called:  # a library fusion: name it by its root instruction's origin
+            body = re.search(rf"^{re.escape(called.group(1))} .*?^}}", hlo, re.M | re.S)
+            root = re.search(r"ROOT .*", body.group(0)) if body else None
+            origin = re.search(r'op_name="([^"]+)"', root.group(0)) if root else None
+        ops.append({"op": name, "us_per_step": round(t / (calls * steps), 1), "shape": m.group(1),
+                    "from": origin.group(1).split("eval_jaxpr/")[-1] if origin else ""})
+    total = sum(o["us_per_step"] for o in ops)
+    return {"us_per_step_in_ops": round(total, 1), "top": ops[:top]}
+
+
 def bench_cls(args, sizes, gemm):
     rows = []
     for K in (10_000, 100_000):
@@ -191,15 +242,19 @@ def bench_cls(args, sizes, gemm):
                "ensemble": [], "loop": None, "profile": None}
         for S in sizes:
             steps = args.steps if S > 1 else max(args.steps, 10)
-            r = measure_ensemble(program, consts, S, steps, args.repeats)
-            r["gflops_achieved"] = round(r["seed_steps_per_s"] * fl_an / 1e9, 1)
-            r["frac_of_sgemm"] = round(r["gflops_achieved"] / gemm, 3)
-            res["ensemble"].append(r)
-            log(f"cls K={K} S={S}: {r['seed_steps_per_s']} seed-steps/s, {r['gflops_achieved']} GFLOP/s, "
-                f"compile {r['compile_s']} s, {r['bytes_per_seed'] / 2**20 if r['bytes_per_seed'] else 0:.1f} MB/seed")
+            for block in layouts(S, args):
+                r = measure_ensemble(program, consts, S, steps, args.repeats, block)
+                r["gflops_achieved"] = round(r["seed_steps_per_s"] * fl_an / 1e9, 1)
+                r["frac_of_sgemm"] = round(r["gflops_achieved"] / gemm, 3)
+                res["ensemble"].append(r)
+                log(f"cls K={K} S={S} block {r['block']}: {r['seed_steps_per_s']} seed-steps/s, "
+                    f"{r['gflops_achieved']} GFLOP/s, compile {r['compile_s']} s, "
+                    f"{r['bytes_per_seed'] / 2**20 if r['bytes_per_seed'] else 0:.1f} MB/seed")
         res["loop"] = measure_loop(program, consts, 8, 3 if args.quick else 6)
         log(f"cls K={K} loop: {res['loop']}")
         res["profile"] = cls_profile(program, consts, 10, args.repeats)
+        if K == 10_000:
+            res["profile"]["ops"] = op_profile(program, consts)
         if K == 10_000 and not args.quick:
             res["profile"]["chunk_length"] = [
                 {"steps_per_call": n, "seed_steps_per_s": measure_ensemble(program, consts, 1, n, args.repeats)["seed_steps_per_s"]}
@@ -245,11 +300,14 @@ def bench_mlp(args, sizes, gemm):
         res = {"K": K, "batch": 128, "flops_per_seed_step_analytic": fl_an,
                "flops_per_seed_step_xla": xla_flops_per_step(program, consts), "ensemble": []}
         for S in sizes:
-            r = measure_ensemble(program, consts, S, max(args.steps, 10) if S <= 8 else args.steps, args.repeats)
-            r["gflops_achieved"] = round(r["seed_steps_per_s"] * fl_an / 1e9, 1)
-            r["frac_of_sgemm"] = round(r["gflops_achieved"] / gemm, 3)
-            res["ensemble"].append(r)
-            log(f"mlp K={K} S={S}: {r['seed_steps_per_s']} seed-steps/s, {r['gflops_achieved']} GFLOP/s")
+            for block in layouts(S, args):
+                r = measure_ensemble(program, consts, S, max(args.steps, 10) if S <= 8 else args.steps,
+                                     args.repeats, block)
+                r["gflops_achieved"] = round(r["seed_steps_per_s"] * fl_an / 1e9, 1)
+                r["frac_of_sgemm"] = round(r["gflops_achieved"] / gemm, 3)
+                res["ensemble"].append(r)
+                log(f"mlp K={K} S={S} block {r['block']}: {r['seed_steps_per_s']} seed-steps/s, "
+                    f"{r['gflops_achieved']} GFLOP/s")
         res["loop"] = measure_loop(program, consts, 8, 10 if args.quick else 30)
         log(f"mlp K={K} loop: {res['loop']}")
         rows.append(res)
@@ -327,16 +385,21 @@ def summarise(res):
             lines.append(f"[{name}] K={r['K']}: FLOP/seed-step analytic {r['flops_per_seed_step_analytic'] / 1e9:.3f} G, "
                          f"XLA {(r.get('flops_per_seed_step_xla') or 0) / 1e9:.3f} G; loop {loop} seed-steps/s; "
                          f"torch re-creation e2e {e2e}, model-only {rr.get('model_only_steps_per_s')}")
-            lines.append(f"{'S':>5} {'seed-steps/s':>13} {'x re-creation':>14} {'x loop':>7} {'GFLOP/s':>8} "
+            lines.append(f"{'S':>5} {'block':>5} {'seed-steps/s':>13} {'x re-creation':>14} {'x loop':>7} {'GFLOP/s':>8} "
                          f"{'of sgemm':>9} {'compile s':>10} {'MB/seed':>8}")
             for e in r["ensemble"]:
                 ratio = f"{e['seed_steps_per_s'] / e2e:.1f}" if e2e else "-"
                 mb = e["bytes_per_seed"] / 2**20 if e["bytes_per_seed"] else float("nan")
-                lines.append(f"{e['seeds']:>5} {e['seed_steps_per_s']:>13.1f} {ratio:>14} "
+                lines.append(f"{e['seeds']:>5} {e['block']:>5} {e['seed_steps_per_s']:>13.1f} {ratio:>14} "
                              f"{e['seed_steps_per_s'] / loop:>7.2f} {e['gflops_achieved']:>8.1f} "
                              f"{100 * e['frac_of_sgemm']:>8.0f}% {e['compile_s']:>10.2f} {mb:>8.2f}")
             if r.get("profile"):
-                lines.append(f"  profile: {r['profile']}")
+                prof = {k: v for k, v in r["profile"].items() if k != "ops"}
+                lines.append(f"  profile: {prof}")
+                if "ops" in r["profile"]:
+                    ops = r["profile"]["ops"]
+                    lines.append(f"  XLA ops of one seed-step ({ops['us_per_step_in_ops']} us in ops):")
+                    lines += [f"    {o['us_per_step']:7.1f} us  {o['op']:<28} {o['shape']:<22} {o['from']}" for o in ops["top"]]
     for r in res.get("la", []):
         ref = ref_la.get((r["P"], r["D"]), {})
         ref_s = ref.get("s_per_step")
@@ -357,6 +420,8 @@ def main():
     ap.add_argument("--seeds", default=None, help="ensemble sizes (default 1,8,64,256; quick 1,8,64)")
     ap.add_argument("--steps", type=int, default=3, help="steps per timed call for S > 1")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--block1", action=argparse.BooleanOptionalAction, default=None,
+                    help="also time each S > 1 as S one-seed blocks in sequence (default: on a CPU only)")
     ap.add_argument("--parts", default="cls,mlp,la")
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
     ap.add_argument("--torch-venv", default=os.environ.get("ICL_RACE_TORCH_VENV", "/work/torch-venv"))
@@ -369,6 +434,8 @@ def main():
     sizes = [int(s) for s in (args.seeds or ("1,8,64" if args.quick else "1,8,64,256")).split(",")]
     parts = args.parts.split(",")
     dev = jax.devices()[0]
+    if args.block1 is None:
+        args.block1 = dev.platform == "cpu"
     res = {"device": f"{len(jax.devices())} x {dev.platform}:{dev.device_kind}", "jax": jax.__version__,
            "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_before": os.getloadavg(),
            "args": vars(args)}

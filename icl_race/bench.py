@@ -22,15 +22,16 @@ def measure(cfg: config.Config, seeds: int, steps: int, repeats: int) -> dict:
         return measure_program(program, consts, seeds, steps, repeats)
 
 
-def measure_program(program, consts, seeds: int, steps: int, repeats: int) -> dict:
-    """The same for any engine program (one vmap over the whole ensemble, on one device)."""
+def measure_program(program, consts, seeds: int, steps: int, repeats: int, block: int | None = None) -> dict:
+    """The same for any engine program on one device: vmaps of `block` seeds (default: all of them in
+    one vmap), one block after another."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys, steps_on_device
 
-    layout = Layout(block=seeds)
+    layout = Layout(block=block or seeds)
     carry = init_ensemble(program, layout, seed_keys(0, np.arange(seeds)), consts)
     jax.block_until_ready(carry)
     t0 = jnp.int32(0)
