@@ -2,31 +2,45 @@
 # The whole benchmark table on one GPU, in under 5 minutes (issue 7). Not yet run on a GPU: no GPU
 # numbers are claimed anywhere until this script's JSON is committed.
 #
-#   bash benchmarks/gpu_check.sh [OUT_DIR]      # default benchmarks/
+#   bash benchmarks/gpu_check.sh [OUT_DIR]      # default benchmarks/ (on the device tool: "$OUT")
 #
-# Uses .venv if its jax sees a GPU, else builds .venv-gpu with the cuda extra (jax[cuda13]). Runs the JAX sections only
-# (the PyTorch re-creation is the CPU reference; its rates are in results-cpu.json), with larger ensembles
-# and longer timed calls than on the CPU, then a second pass of the classification section at TF32 and
-# bf16 matmul precision (throughput only: their effect on t_ICL is measured by
-# `icl-race sweep experiments/precision_gpu.toml`, which trains at each precision, before using them).
+# Which Python: .venv if its jax sees a GPU; else the machine's python3 if its jax does (the lent H200
+# image: jax 0.11.2 + CUDA 13, no network), running the project from source (PYTHONPATH) with the
+# wheels of benchmarks/gpu_wheels.sh from .whl/ when they were carried; else a new .venv-gpu with the
+# cuda extra (needs PyPI). Runs the JAX sections only (the PyTorch re-creation is the CPU reference;
+# its rates are in results-cpu.json), with larger ensembles and longer timed calls than on the CPU,
+# then the classification section again at TF32 and bf16 matmul precision (throughput only: their
+# effect on t_ICL is measured by `icl-race sweep experiments/precision_gpu.toml` before using them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks}"
-PY=.venv/bin/python
-if ! "$PY" -c 'import jax,sys; sys.exit(0 if jax.default_backend()=="gpu" else 1)' 2>/dev/null; then
+mkdir -p "$OUT"
+sees_gpu() { "$1" -c 'import jax,sys; sys.exit(0 if jax.default_backend()=="gpu" else 1)' 2>/dev/null; }
+if [ -x .venv/bin/python ] && sees_gpu .venv/bin/python; then
+  PY=.venv/bin/python
+elif command -v python3 >/dev/null && sees_gpu python3; then
+  PY=python3
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+  fi
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+else
   if [ ! -x .venv-gpu/bin/python ]; then
     python3 -m venv .venv-gpu
     .venv-gpu/bin/pip install -q -e '.[cuda]'
   fi
   PY=.venv-gpu/bin/python
 fi
-"$PY" -c 'import jax; print(jax.devices())'
+"$PY" -c 'import jax, flax, optax; print(jax.__version__, flax.__version__, optax.__version__, jax.devices())'
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv || true
+# Dense TF32 tensor-core peak of an H100 / H200 SXM (989 TFLOP/s is the sparse figure); set for other chips.
+PEAK_TFLOPS="${PEAK_TFLOPS:-494.7}"
 T0=$(date +%s)
-timeout 200 "$PY" benchmarks/run.py --skip-torch --seeds 1,64,256,1024,4096 --steps 20 --repeats 3 \
+timeout 200 "$PY" benchmarks/run.py --skip-torch --seeds 1,64,256,1024,4096 --steps 20 --repeats 3 --peak-tflops "$PEAK_TFLOPS" \
   --out "$OUT/results-gpu.json"
 for prec in tensorfloat32 bfloat16; do
   timeout 45 "$PY" benchmarks/run.py --skip-torch --parts cls --seeds 1024 --steps 20 --repeats 2 \
-    --matmul-precision "$prec" --out "$OUT/results-gpu-$prec.json" || echo "precision $prec: failed or timed out"
+    --matmul-precision "$prec" --peak-tflops "$PEAK_TFLOPS" --out "$OUT/results-gpu-$prec.json" || echo "precision $prec: failed or timed out"
 done
 echo "gpu_check: $(( $(date +%s) - T0 )) s"

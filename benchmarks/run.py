@@ -392,7 +392,8 @@ def summarise(res):
                 mb = e["bytes_per_seed"] / 2**20 if e["bytes_per_seed"] else float("nan")
                 lines.append(f"{e['seeds']:>5} {e['block']:>5} {e['seed_steps_per_s']:>13.1f} {ratio:>14} "
                              f"{e['seed_steps_per_s'] / loop:>7.2f} {e['gflops_achieved']:>8.1f} "
-                             f"{100 * e['frac_of_sgemm']:>8.0f}% {e['compile_s']:>10.2f} {mb:>8.2f}")
+                             f"{100 * e['frac_of_sgemm']:>8.0f}% {e['compile_s']:>10.2f} {mb:>8.2f}"
+                             + (f"  {100 * e['frac_of_peak']:.1f}% of peak" if "frac_of_peak" in e else ""))
             if r.get("profile"):
                 prof = {k: v for k, v in r["profile"].items() if k != "ops"}
                 lines.append(f"  profile: {prof}")
@@ -426,6 +427,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
     ap.add_argument("--torch-venv", default=os.environ.get("ICL_RACE_TORCH_VENV", "/work/torch-venv"))
     ap.add_argument("--out", default=str(HERE / "results-cpu.json"))
+    ap.add_argument("--peak-tflops", type=float, default=None,
+                    help="the device's dense peak for the precision used (e.g. 494.7 for an H200's TF32): "
+                         "rows also report their fraction of it")
     ap.add_argument("--matmul-precision", default=None, choices=["default", "tensorfloat32", "bfloat16", "highest"],
                     help="jax_default_matmul_precision for the float32 parts (TF32/bf16 act on GPUs only)")
     args = ap.parse_args()
@@ -443,17 +447,19 @@ def main():
     res["machine"] = machine(args.quick)
     log(f"machine: {res['machine']}")
     gemm = res["machine"]["sgemm_gflops_jax"]
-    if "cls" in parts:
-        res["cls"] = bench_cls(args, sizes, gemm)
-    if "mlp" in parts:
-        res["mlp"] = bench_mlp(args, sizes, gemm)
-    if "la" in parts:
-        res["la"] = bench_la(args)
-    if not args.skip_torch:
-        res["torch"] = run_torch(args)
-    res["load_after"] = os.getloadavg()
-    res["wall_s"] = round(time.perf_counter() - tic, 1)
-    Path(args.out).write_text(json.dumps(res, indent=1, default=float))
+    sections = [("cls", lambda: bench_cls(args, sizes, gemm)), ("mlp", lambda: bench_mlp(args, sizes, gemm)),
+                ("la", lambda: bench_la(args))] + ([] if args.skip_torch else [("torch", lambda: run_torch(args))])
+    for name, run in sections:
+        if name in parts or name == "torch":
+            res[name] = run()
+            if args.peak_tflops and name in ("cls", "mlp"):
+                for row in res[name]:
+                    for e in row["ensemble"]:
+                        e["frac_of_peak"] = round(e["gflops_achieved"] / (1e3 * args.peak_tflops), 4)
+            # Written after every section, so that a run stopped by a time limit keeps what it measured.
+            res["load_after"] = os.getloadavg()
+            res["wall_s"] = round(time.perf_counter() - tic, 1)
+            Path(args.out).write_text(json.dumps(res, indent=1, default=float))
     print(summarise(res))
     print(f"wrote {args.out} ({res['wall_s']} s)")
 
