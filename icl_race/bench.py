@@ -13,13 +13,14 @@ import time
 from icl_race import config
 
 
-def measure(cfg: config.Config, seeds: int, steps: int, repeats: int) -> dict:
-    """Compile seconds, steady-state seed-steps/s and memory of cfg's training step at `seeds` seeds."""
+def measure(cfg: config.Config, seeds: int, steps: int, repeats: int, block: int | None = None) -> dict:
+    """Compile seconds, steady-state seed-steps/s and memory of cfg's training step at `seeds` seeds, in
+    vmaps of `block` seeds (default: one vmap of all of them). On a CPU, block 1 is the fast layout."""
     from icl_race.systems import build, precision
 
     with precision(cfg):
         program, consts = build(cfg)
-        return measure_program(program, consts, seeds, steps, repeats)
+        return measure_program(program, consts, seeds, steps, repeats, block=block)
 
 
 def measure_program(program, consts, seeds: int, steps: int, repeats: int, block: int | None = None) -> dict:
@@ -52,6 +53,7 @@ def measure_program(program, consts, seeds: int, steps: int, repeats: int, block
         peak = mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes - mem.alias_size_in_bytes
     return {
         "seeds": seeds,
+        "block": layout.block,
         "compile_s": round(compile_s, 2),
         "step_ms": round(1e3 * best / steps, 3),
         "seed_steps_per_s": round(seeds * steps / best, 1),
@@ -70,6 +72,8 @@ def main(args) -> int:
         raise config.ConfigError(f"--seeds {args.seeds!r}: expected comma-separated integers >= 1") from None
     if not sizes or min(sizes) < 1:
         raise config.ConfigError(f"--seeds {args.seeds!r}: expected comma-separated integers >= 1")
+    if args.block is not None and any(s % args.block for s in sizes):
+        raise config.ConfigError(f"--block {args.block}: must divide every --seeds size ({args.seeds})")
     cfg = config.from_dict(config.apply_overrides({}, args.overrides))
     header = {
         "device": device_description(),
@@ -80,14 +84,14 @@ def main(args) -> int:
     }
     if not args.json:
         print(f"device {header['device']}; {header['config']}")
-        print(f"{'seeds':>6} {'compile s':>10} {'ms/step':>10} {'seed-steps/s':>13} {'peak MB':>9} {'MB/seed':>8}")
+        print(f"{'seeds':>6} {'block':>6} {'compile s':>10} {'ms/step':>10} {'seed-steps/s':>13} {'peak MB':>9} {'MB/seed':>8}")
     rows = []
     for s in sizes:
-        row = measure(cfg, s, args.steps, args.repeats)
+        row = measure(cfg, s, args.steps, args.repeats, args.block)
         rows.append(row)
         if not args.json:
             mb = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
-            print(f"{s:>6} {row['compile_s']:>10.2f} {row['step_ms']:>10.2f} {row['seed_steps_per_s']:>13,.1f} "
+            print(f"{s:>6} {row['block']:>6} {row['compile_s']:>10.2f} {row['step_ms']:>10.2f} {row['seed_steps_per_s']:>13,.1f} "
                   f"{mb(row['peak_bytes']):>9} {mb(row['bytes_per_seed']):>8}", flush=True)
     if args.json:
         print(json.dumps({**header, "rows": rows}, indent=2))

@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--seeds", default="1,8,64,256", help="comma-separated ensemble sizes (default 1,8,64,256)")
     bench.add_argument("--steps", type=_positive_int, default=3, help="timed steps per repeat (default 3)")
     bench.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats; the best is kept")
+    bench.add_argument("--block", type=_positive_int, default=None,
+                       help="seeds per vmap, one block after another (default: all in one vmap; on a CPU 1 is fastest)")
     bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="change the benchmarked config, e.g. --set task.K=100000")
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")

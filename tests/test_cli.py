@@ -135,3 +135,15 @@ def test_help_lists_every_command():
     assert r.returncode == 0 and all(c in r.stdout for c in ("run", "demo", "bench"))
     r = subprocess.run([sys.executable, "-m", "icl_race.cli", "run", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "--set" in r.stdout and "--seeds" in r.stdout
+
+
+def test_bench_times_both_layouts_and_rejects_a_block_that_does_not_divide(capsys):
+    tiny = ["--set", "task.N=4", "--set", "task.K=40", "--set", "model.width=8", "--set", "train.batch_size=4"]
+    assert main(["bench", "--seeds", "2", "--steps", "1", "--repeats", "1", "--json", *tiny]) == 0
+    whole = json.loads(capsys.readouterr().out)["rows"][0]
+    assert main(["bench", "--seeds", "2", "--steps", "1", "--repeats", "1", "--block", "1", "--json", *tiny]) == 0
+    blocks = json.loads(capsys.readouterr().out)["rows"][0]
+    assert (whole["block"], blocks["block"]) == (2, 1)
+    assert whole["finite"] and blocks["finite"] and whole["seed_steps_per_s"] > 0 and blocks["seed_steps_per_s"] > 0
+    assert main(["bench", "--seeds", "2,3", "--block", "2", *tiny]) == 2
+    assert "--block 2" in capsys.readouterr().err
