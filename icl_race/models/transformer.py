@@ -34,7 +34,8 @@ def _matmul_fwd(x, w):
 def _matmul_bwd(res, g_BxO):
     """The same two products autodiff would form, spelled so that dW comes out in the kernel's own
     (I, O) layout. Under vmap, autodiff's dW was contracted as (O, I) and transposed inside the
-    update's fusion: on CPU that made the MLP's training step 1.22x slower (benchmarks/RESULTS.md)."""
+    update's fusion: on CPU that made the MLP's training step 1.22x slower (benchmarks/RESULTS.md).
+    Being a custom_vjp, the layers support reverse mode only: jvp / jacfwd of these models raise."""
     x, w = res
     lead = "".join(chr(ord("a") + i) for i in range(x.ndim - 1))  # any leading (batch, token) axes
     return (jnp.einsum(f"{lead}o,io->{lead}i", g_BxO, w),
