@@ -70,7 +70,7 @@ def machine(quick):
     t_jax = best_time(lambda: mm(a, b), 5)
     an, bn = np.asarray(a), np.asarray(b)
     an @ bn
-    t_np = min(_wall(lambda: an @ bn) for _ in range(5))
+    t_np = best_time(lambda: an @ bn, 5)  # block_until_ready passes a numpy array through
     out = {"sgemm_n": n, "sgemm_gflops_jax": round(2 * n**3 / t_jax / 1e9, 1),
            "sgemm_gflops_numpy": round(2 * n**3 / t_np / 1e9, 1)}
     m = 1 << 22
@@ -85,18 +85,29 @@ def machine(quick):
     return out
 
 
-def _wall(f):
-    tic = time.perf_counter()
-    f()
-    return time.perf_counter() - tic
-
-
 # ---- generic engine measurement ------------------------------------------------------------------------
 
 def measure_ensemble(program, consts, seeds, steps, repeats, block=None):
     row = measure_program(program, consts, seeds, steps, repeats, block=block)
-    best = seeds * steps / row["seed_steps_per_s"]
-    return {**row, "block": block or seeds, "steps_per_call": steps, "s_per_seed_step": best / (seeds * steps)}
+    return {**row, "steps_per_call": steps, "s_per_seed_step": 1 / row["seed_steps_per_s"]}
+
+
+def ensemble_rows(name, program, consts, sizes, steps_for, flops, gemm, args, block1=True):
+    """One row per ensemble size and layout: seed-steps/s, achieved GFLOP/s from the analytic `flops`
+    per seed-step, its fraction of the measured sgemm rate (and of --peak-tflops when given)."""
+    rows = []
+    for S in sizes:
+        for block in (layouts(S, args) if block1 else [None]):
+            r = measure_ensemble(program, consts, S, steps_for(S), args.repeats, block)
+            r["gflops_achieved"] = round(r["seed_steps_per_s"] * flops / 1e9, 1)
+            r["frac_of_sgemm"] = round(r["gflops_achieved"] / gemm, 3)
+            if args.peak_tflops:
+                r["frac_of_peak"] = round(r["gflops_achieved"] / (1e3 * args.peak_tflops), 4)
+            rows.append(r)
+            log(f"{name} S={S} block {r['block']}: {r['seed_steps_per_s']} seed-steps/s, "
+                f"{r['gflops_achieved']} GFLOP/s, compile {r['compile_s']} s, "
+                f"{r['bytes_per_seed'] / 2**20 if r['bytes_per_seed'] else 0:.1f} MB/seed")
+    return rows
 
 
 def layouts(S, args):
@@ -232,6 +243,7 @@ def op_profile(program, consts, steps=20, calls=5, top=12):
 
 
 def bench_cls(args, sizes, gemm):
+    steps_for = lambda S: args.steps if S > 1 else max(args.steps, 10)
     rows = []
     for K in (10_000, 100_000):
         program, consts = cls_program(K)
@@ -239,17 +251,8 @@ def bench_cls(args, sizes, gemm):
         fl_xla = xla_flops_per_step(program, consts)
         res = {"K": K, "N": 100, "batch": 128, "flops_per_seed_step_analytic": fl_an,
                "flops_per_seed_step_full_attention_analytic": fl_full, "flops_per_seed_step_xla": fl_xla,
-               "ensemble": [], "loop": None, "profile": None}
-        for S in sizes:
-            steps = args.steps if S > 1 else max(args.steps, 10)
-            for block in layouts(S, args):
-                r = measure_ensemble(program, consts, S, steps, args.repeats, block)
-                r["gflops_achieved"] = round(r["seed_steps_per_s"] * fl_an / 1e9, 1)
-                r["frac_of_sgemm"] = round(r["gflops_achieved"] / gemm, 3)
-                res["ensemble"].append(r)
-                log(f"cls K={K} S={S} block {r['block']}: {r['seed_steps_per_s']} seed-steps/s, "
-                    f"{r['gflops_achieved']} GFLOP/s, compile {r['compile_s']} s, "
-                    f"{r['bytes_per_seed'] / 2**20 if r['bytes_per_seed'] else 0:.1f} MB/seed")
+               "loop": None, "profile": None}
+        res["ensemble"] = ensemble_rows(f"cls K={K}", program, consts, sizes, steps_for, fl_an, gemm, args)
         res["loop"] = measure_loop(program, consts, 8, 3 if args.quick else 6)
         log(f"cls K={K} loop: {res['loop']}")
         res["profile"] = cls_profile(program, consts, 10, args.repeats)
@@ -265,13 +268,9 @@ def bench_cls(args, sizes, gemm):
     program, consts = ClassificationRace.from_config(config.from_dict({"task": {"variant": "infinite"}}))
     res = {"K": "inf", "N": 100, "batch": 128, "flops_per_seed_step_analytic": cls_analytic_flops()[0],
            "flops_per_seed_step_xla": xla_flops_per_step(program, consts),
-           "normals_per_seed_step": 128 * 100 * 63, "ensemble": []}
-    for S in sizes[:2]:
-        r = measure_ensemble(program, consts, S, max(args.steps, 10) if S == 1 else args.steps, args.repeats)
-        r["gflops_achieved"] = round(r["seed_steps_per_s"] * res["flops_per_seed_step_analytic"] / 1e9, 1)
-        r["frac_of_sgemm"] = round(r["gflops_achieved"] / gemm, 3)
-        res["ensemble"].append(r)
-        log(f"cls K=inf S={S}: {r['seed_steps_per_s']} seed-steps/s")
+           "normals_per_seed_step": 128 * 100 * 63}
+    res["ensemble"] = ensemble_rows("cls K=inf", program, consts, sizes[:2], steps_for,
+                                    res["flops_per_seed_step_analytic"], gemm, args, block1=False)
     res["profile"] = cls_profile(program, consts, 10, args.repeats)
     log(f"cls K=inf profile: {res['profile']}")
     rows.append(res)
@@ -298,16 +297,9 @@ def bench_mlp(args, sizes, gemm):
                                                   "model": {"kind": "mlp", "width": 512}}))
         fl_an = mlp_analytic_flops()
         res = {"K": K, "batch": 128, "flops_per_seed_step_analytic": fl_an,
-               "flops_per_seed_step_xla": xla_flops_per_step(program, consts), "ensemble": []}
-        for S in sizes:
-            for block in layouts(S, args):
-                r = measure_ensemble(program, consts, S, max(args.steps, 10) if S <= 8 else args.steps,
-                                     args.repeats, block)
-                r["gflops_achieved"] = round(r["seed_steps_per_s"] * fl_an / 1e9, 1)
-                r["frac_of_sgemm"] = round(r["gflops_achieved"] / gemm, 3)
-                res["ensemble"].append(r)
-                log(f"mlp K={K} S={S} block {r['block']}: {r['seed_steps_per_s']} seed-steps/s, "
-                    f"{r['gflops_achieved']} GFLOP/s")
+               "flops_per_seed_step_xla": xla_flops_per_step(program, consts)}
+        res["ensemble"] = ensemble_rows(f"mlp K={K}", program, consts, sizes,
+                                        lambda S: max(args.steps, 10) if S <= 8 else args.steps, fl_an, gemm, args)
         res["loop"] = measure_loop(program, consts, 8, 10 if args.quick else 30)
         log(f"mlp K={K} loop: {res['loop']}")
         rows.append(res)
@@ -452,10 +444,6 @@ def main():
     for name, run in sections:
         if name in parts or name == "torch":
             res[name] = run()
-            if args.peak_tflops and name in ("cls", "mlp"):
-                for row in res[name]:
-                    for e in row["ensemble"]:
-                        e["frac_of_peak"] = round(e["gflops_achieved"] / (1e3 * args.peak_tflops), 4)
             # Written after every section, so that a run stopped by a time limit keeps what it measured.
             res["load_after"] = os.getloadavg()
             res["wall_s"] = round(time.perf_counter() - tic, 1)
