@@ -44,7 +44,7 @@ IGNORED_FIELDS = {"ensemble.seeds", "ensemble.first_seed", "ensemble.root_seed",
 # Loading
 # ----------------------------------------------------------------------------------------------
 
-def _read_config(d: Path) -> dict:
+def read_config(d: Path) -> dict:
     try:
         cfg = json.loads((d / "config.json").read_text())
     except OSError:
@@ -62,10 +62,8 @@ def _read_config(d: Path) -> dict:
 REQUIRED = ("t_icl", "eval_steps", "icl_acc", "iwl_acc", "budget")
 
 
-def load_run(d: Path) -> dict:
-    """config + results of one run directory, with the seeds to analyse and the censoring time."""
-    d = Path(d)
-    cfg = _read_config(d)
+def read_results(d: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """results.npz of a finished run directory, with the arrays `required` present."""
     try:
         with np.load(d / "results.npz") as z:
             res = {k: z[k] for k in z.files}
@@ -73,18 +71,33 @@ def load_run(d: Path) -> dict:
         raise ConfigError(f"{d}: no results.npz (run not finished)") from None
     except (OSError, ValueError) as e:
         raise ConfigError(f"{d}/results.npz: unreadable ({e})") from None
-    missing = [k for k in REQUIRED if k not in res]
+    missing = [k for k in required if k not in res]
     if missing:
         raise ConfigError(f"{d}/results.npz: missing {', '.join(missing)}")
+    return res
+
+
+def diverged_mask(res: dict, S: int) -> np.ndarray:
+    return np.asarray(res.get("diverged", np.zeros(S, bool)), bool)
+
+
+def censor_time(budget: int, steps_run: int, any_unreached: bool) -> int:
+    """Stopped early with some event still unreached: those seeds were observed only until steps_run."""
+    return steps_run if steps_run < budget and any_unreached else budget
+
+
+def load_run(d: Path) -> dict:
+    """config + results of one run directory, with the seeds to analyse and the censoring time."""
+    d = Path(d)
+    cfg = read_config(d)
+    res = read_results(d, REQUIRED)
     S = res["t_icl"].shape[0]
-    diverged = np.asarray(res.get("diverged", np.zeros(S, bool)), bool)
+    diverged = diverged_mask(res, S)
     keep = ~diverged
     budget = int(res["budget"])
     steps_run = int(res.get("steps_run", budget))
     t = res["t_icl"][keep].astype(np.int64)
-    censor_at = budget
-    if steps_run < budget and np.any(t < 0):
-        censor_at = steps_run  # stopped early with seeds still not acquired: observed only until steps_run
+    censor_at = censor_time(budget, steps_run, bool(np.any(t < 0)))
     icl = np.asarray(res["icl_acc"], float)[keep]
     iwl = np.asarray(res["iwl_acc"], float)[keep]
     final = icl[:, -1] if icl.ndim == 2 and icl.shape[1] else np.full(t.size, np.nan)
@@ -141,7 +154,6 @@ def analyze_cell(run: dict, tails: bool = True) -> dict:
     from icl_race.analysis import survival as sv
 
     cfg, t = run["config"], run["t_icl"]
-    tr = cfg["train"]
     out = {"label": _cell_label(cfg), "K": None if cfg["task"].get("variant") == "infinite" else cfg["task"].get("K"),
            "N": cfg["task"].get("N"), "variant": cfg["task"].get("variant", "standard"),
            "n_seeds": int(t.size), "n_diverged": run["n_diverged"], "budget": run["budget"],
@@ -411,7 +423,7 @@ def _discover_cells(d: Path) -> tuple[list[dict], list[dict]]:
     finished, unfinished = [], []
     for c in sorted(p for p in (d / "cells").iterdir() if p.is_dir()):
         try:
-            cfg = _read_config(c)
+            cfg = read_config(c)
         except ConfigError as e:
             unfinished.append({"cell": c.name, "reason": str(e)})
             continue
@@ -813,7 +825,7 @@ def _task_kind(d: Path) -> str:
     """task.kind of a run directory, or of a sweep's first cell that has a config (classification when
     none has one yet: the report then lists the unfinished cells)."""
     configs = [d / "config.json"] if (d / "config.json").exists() else sorted((d / "cells").glob("*/config.json"))
-    return _read_config(configs[0].parent)["task"].get("kind", "classification") if configs else "classification"
+    return read_config(configs[0].parent)["task"].get("kind", "classification") if configs else "classification"
 
 
 def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str]:

@@ -162,7 +162,7 @@ def test_sweep_report_recovers_slope_median_scaling_and_balanced_effect(sweep_di
 
 
 def test_old_cells_without_newer_fields_pool_with_new_ones(tmp_path):
-    from icl_race.report import _condition, _read_config
+    from icl_race.report import _condition, read_config
 
     full = config.from_dict({"task": {"K": 1000, "N": 8}}).to_dict()
     old = json.loads(json.dumps(full))
@@ -170,4 +170,4 @@ def test_old_cells_without_newer_fields_pool_with_new_ones(tmp_path):
     for name, cfg in (("new", full), ("old", old)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps(cfg))
-    assert _condition(_read_config(tmp_path / "old")) == _condition(_read_config(tmp_path / "new"))
+    assert _condition(read_config(tmp_path / "old")) == _condition(read_config(tmp_path / "new"))

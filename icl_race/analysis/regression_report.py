@@ -71,29 +71,21 @@ def levels(cfg: dict) -> np.ndarray:
 
 def load(d: Path) -> dict:
     """One run directory: config, results (diverged seeds dropped), the censoring time, levels and dt."""
+    from icl_race.report import censor_time, diverged_mask, read_config, read_results
+
     d = Path(d)
-    try:
-        cfg = json.loads((d / "config.json").read_text())
-        with np.load(d / "results.npz") as z:
-            res = {k: z[k] for k in z.files}
-    except FileNotFoundError as e:
-        raise ConfigError(f"{d}: no {Path(e.filename).name} (run not finished)") from None
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{d}: unreadable run ({e})") from None
+    cfg = read_config(d)
     D = int(cfg["task"]["D"])
     events = [*(f"m{m}" for m in range(1, D + 1)), "converged"]
-    missing = [k for k in ("loss", "eval_steps", "budget", *(f"t_{e}" for e in events)) if k not in res]
-    if missing:
-        raise ConfigError(f"{d}/results.npz: missing {', '.join(missing)}")
+    res = read_results(d, ("loss", "eval_steps", "budget", *(f"t_{e}" for e in events)))
     S = res["loss"].shape[0]
-    keep = ~np.asarray(res.get("diverged", np.zeros(S, bool)), bool)
+    keep = ~diverged_mask(res, S)
     budget = int(res["budget"])
     steps_run = int(res.get("steps_run", budget))
     t = {e: res[f"t_{e}"][keep].astype(np.int64) for e in events}
-    # Stopped early with some event still unreached: those seeds were observed only until steps_run.
-    censor_at = steps_run if steps_run < budget and any(np.any(v < 0) for v in t.values()) else budget
+    censor_at = censor_time(budget, steps_run, any(np.any(v < 0) for v in t.values()))
     return {"dir": d, "config": cfg, "events": events, "t": t, "censor_at": censor_at, "budget": budget,
-            "steps_run": steps_run, "n_total": int(S), "n_diverged": int((~keep).sum()),
+            "steps_run": steps_run, "n_diverged": int((~keep).sum()),
             "eval_steps": np.asarray(res["eval_steps"]), "dt": float(cfg["train"]["lr"]), "levels": levels(cfg),
             "curves": {k: np.asarray(res[k], float)[keep] for k in CURVES if k in res},
             "heads": {k: np.asarray(res[k], float)[keep] for k in HEAD_KEYS if k in res}}
