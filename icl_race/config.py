@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from icl_race.theory.linear_attention import SPECTRA
+
 
 class ConfigError(ValueError):
     """A config value is missing, unknown or out of range; str() is a one-line message."""
@@ -330,8 +332,7 @@ def _validate_regression(cfg: Config) -> None:
     t, m = cfg.task, cfg.model
     _check(t.D >= 1, "task.D", t.D, "an integer >= 1")
     _check(t.N >= 1, "task.N", t.N, "an integer >= 1 (context tokens)")
-    _check(t.spectrum in ("white", "linear", "power", "custom"), "task.spectrum", t.spectrum,
-           'one of "white", "linear", "power", "custom"')
+    _check(t.spectrum in SPECTRA, "task.spectrum", t.spectrum, "one of " + ", ".join(f'"{s}"' for s in SPECTRA))
     _check(t.spectrum != "custom" or (len(t.lambdas) == t.D and min(t.lambdas) > 0), "task.lambdas", list(t.lambdas),
            f"{t.D} positive numbers with task.spectrum = \"custom\"")
     _check(t.P >= 0, "task.P", t.P, "an integer >= 0 (0: the population limit)")
@@ -346,6 +347,8 @@ def _validate_regression(cfg: Config) -> None:
            "1 when task.P = 0 (a mixture needs a fixed training set)")
     _check(t.test_size >= 0, "task.test_size", t.test_size, "an integer >= 0 (0: no test sets)")
     _check(t.test_size == 0 or t.P > 0, "task.test_size", t.test_size, "0 when task.P = 0")
+    _check(t.test_size == 0 or not t.whiten or t.test_size > t.D + 1, "task.test_size", t.test_size,
+           f"0 or > D + 1 = {t.D + 1} with task.whiten (the test sets are whitened too)")
     _check(m.heads >= 1, "model.heads", m.heads, "an integer >= 1")
     _check(m.kind != "attn_s" or 1 <= m.rank <= t.D, "model.rank", m.rank, f"in [1, task.D = {t.D}]")
     _check(not m.softmax or (m.kind != "mlp" and t.path == "tokens"), "model.softmax", m.softmax,

@@ -45,6 +45,13 @@ def test_bad_regression_config_names_the_field(key, value, field):
         config.from_dict(raw)
 
 
+def test_whitened_test_sets_too_small_for_whitening_are_a_config_error():
+    raw = {**RAW, "task": {**RAW["task"], "P": 100, "test_size": 3}}  # whitening needs > D + 1 = 3
+    with pytest.raises(ConfigError, match=r"task\.test_size = 3: must be 0 or > D \+ 1"):
+        config.from_dict(raw)
+    config.from_dict({**RAW, "task": {**RAW["task"], "P": 100, "test_size": 4}})
+
+
 def _toml(raw: dict, grid: dict) -> str:
     def value(v):
         return str(v).lower() if isinstance(v, bool) else repr(v).replace("'", '"')

@@ -394,7 +394,7 @@ def independence(summary: dict, title: str = "") -> plt.Figure:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     mem = summary["memorization"]["conditions"]
-    for (name, c), color in zip(mem.items(), ("tab:green", "tab:purple", "tab:orange", "tab:brown")):
+    for (name, c), color in zip(mem.items(), _colors(len(mem))):
         axes[0].plot(c["eval_steps"], c["iwl_acc_mean"], color=color, label=name)
         axes[0].fill_between(c["eval_steps"], *c["iwl_acc_q"], color=color, alpha=0.2)
     axes[0].set(xlabel="SGD steps", ylabel="IWL accuracy", title="memorization")

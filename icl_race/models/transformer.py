@@ -179,7 +179,7 @@ class Transformer:
         return nnx.merge(_graphdef(self), params)(x_BxNxE)
 
     def memory_logit(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
-        return nnx.merge(_graphdef(self), params).memory_logit(x_BxNxE)
+        return self.bind(params).memory_logit(x_BxNxE)
 
     def bind(self, params: dict) -> nnx.Module:
         """The module holding `params`, for tests and analysis that call its methods."""

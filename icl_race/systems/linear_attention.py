@@ -203,8 +203,8 @@ def probes(model: LinearAttention, params: dict, consts: dict, loss) -> dict:
 
 
 def log_subsample(eval_steps: np.ndarray, n: int) -> np.ndarray:
-    """Indices into a fixed evaluation grid nearest to n log-spaced times (unique, increasing): how to
-    record log-spaced trajectories with the engine's fixed eval_every."""
+    """Indices into a linear evaluation grid nearest to n log-spaced times (unique, increasing): to thin
+    a linearly evaluated run for plotting (train.eval_spacing = "log" records log-spaced times directly)."""
     eval_steps = np.asarray(eval_steps)
     targets = np.geomspace(eval_steps[0], eval_steps[-1], n)
     return np.unique(np.clip(np.searchsorted(eval_steps, targets), 0, len(eval_steps) - 1))
