@@ -53,10 +53,16 @@ def read_config(d: Path) -> dict:
         raise ConfigError(f"{d}/config.json: not valid JSON ({e})") from None
     if not isinstance(cfg, dict) or not all(isinstance(cfg.get(s), dict) for s in ("task", "train")):
         raise ConfigError(f"{d}/config.json: expected sections task and train")
-    try:  # fields added since the run was written take their defaults, so old and new cells pool
+    return with_defaults(cfg)
+
+
+def with_defaults(cfg: dict) -> dict:
+    """A stored config with the fields added since it was written at their defaults, so old and new
+    cells pool; one written by a version with fields this one lacks is returned as it is."""
+    try:
         return config.from_dict(cfg).to_dict()
     except ConfigError:
-        return cfg  # written by a version with fields this one lacks: compare it as it is
+        return cfg
 
 
 REQUIRED = ("t_icl", "eval_steps", "icl_acc", "iwl_acc", "budget")

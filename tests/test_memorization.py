@@ -237,3 +237,21 @@ def test_minimal_beta0_random_is_per_seed():
 def test_bad_config_names_the_field(raw, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         config.from_dict(raw)
+
+
+def test_load_cells_drops_diverged_seeds_and_fills_config_defaults(tmp_path):
+    import json
+
+    d = tmp_path / "run"
+    d.mkdir()
+    cfg = {k: dict(v) for k, v in MEM_RAW.items()}
+    (d / "config.json").write_text(json.dumps(cfg))
+    (d / "meta.json").write_text(json.dumps({"config": cfg}))
+    c1 = np.array([[0.5, 0.2, 0.1], [np.nan, np.nan, np.nan], [0.4, 0.3, 0.2]])  # seed 1 diverged
+    np.savez(d / "results.npz", seed_ids=np.arange(3), diverged=np.array([False, True, False]),
+             t_memorized=np.array([100, -1, 150]), c1=c1, eval_steps=np.array([50, 100, 150]), budget=150)
+    [(conf, r)] = mem.load_cells(d)
+    assert r["n_diverged"] == 1 and r["seed_ids"].tolist() == [0, 2] and r["t_memorized"].tolist() == [100, 150]
+    assert np.isfinite(r["c1"]).all() and r["c1"].shape == (2, 3)
+    assert r["eval_steps"].tolist() == [50, 100, 150]  # same length as the seed axis, not a per-seed array
+    assert conf["task"]["input_scale"] == 1.0  # a default the stored config did not spell out

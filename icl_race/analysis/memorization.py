@@ -170,17 +170,26 @@ def minimal_scaling(N, beta0, t_icl, censor_at, n_boot: int = 1000, confidence: 
 # ---- sweep directories ------------------------------------------------------------------------------
 
 def load_cells(out) -> list[tuple[dict, dict]]:
-    """(config dict, results arrays) of every finished cell of a sweep directory (or of one run dir)."""
+    """(config dict, results arrays) of every finished cell of a sweep directory (or of one run dir),
+    the config with defaults filled in and diverged seeds dropped from every per-seed array (their
+    count in `n_diverged`), as the reports do, so that no statistic averages a NaN curve."""
     import json
     from pathlib import Path
+
+    from icl_race.report import diverged_mask, with_defaults
 
     out = Path(out)
     dirs = [out] if (out / "results.npz").exists() else sorted((out / "cells").glob("*"))
     cells = []
     for d in dirs:
         if (d / "results.npz").exists() and (d / "meta.json").exists():
-            cfg = json.loads((d / "meta.json").read_text())["config"]
-            cells.append((cfg, dict(np.load(d / "results.npz"))))
+            with np.load(d / "results.npz") as z:
+                res = {k: z[k] for k in z.files}
+            S = res["diverged"].shape[0] if "diverged" in res else 0
+            keep = ~diverged_mask(res, S)
+            res = {k: v[keep] if k != "eval_steps" and v.ndim and v.shape[0] == S else v for k, v in res.items()}
+            cfg = with_defaults(json.loads((d / "meta.json").read_text())["config"])
+            cells.append((cfg, {**res, "n_diverged": int(S - keep.sum())}))
     return cells
 
 
