@@ -117,6 +117,16 @@ def test_centring_and_whitening_are_exact():
     np.testing.assert_allclose(jnp.mean(data["x_PxTxD"], axis=0), 0.0, atol=1e-13)
 
 
+def test_icl_fraction_is_traced_so_a_sweep_over_it_compiles_once():
+    # The jitted chunk takes the program as a static argument: equal programs share one compilation.
+    build = lambda c, per_seed: LinearAttentionRegression.build(model="attn_s", D=3, N=5, H=2, P=40, icl_fraction=c,
+                                                                per_seed_data=per_seed)
+    for per_seed in (False, True):
+        (p_a, c_a), (p_b, c_b) = build(0.3, per_seed), build(0.8, per_seed)
+        assert p_a == p_b and hash(p_a) == hash(p_b)
+        assert float(c_a["icl_fraction"]) == 0.3 and float(c_b["icl_fraction"]) == 0.8
+
+
 @pytest.mark.parametrize("c", [0.0, 0.3, 0.55])
 def test_in_weight_mixture(c):
     # The reference's --icl c: int(cP) in-context sequences first, the rest on the fixed w of norm √D.

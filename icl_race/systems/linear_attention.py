@@ -51,7 +51,6 @@ class LinearAttentionRegression:
     center: bool = True
     whiten: bool = True
     freeze_event: str | None = None
-    icl_fraction: float = 1.0  # < 1: the reference's in-weight mixture (`task.sample_dataset`)
 
     @staticmethod
     def needs_x64(cfg: Config) -> bool:
@@ -88,7 +87,8 @@ class LinearAttentionRegression:
               plateau_frac: float = 0.05, converged_tol: float | None = None,
               freeze_converged: bool = False) -> tuple["LinearAttentionRegression", dict]:
         """(program, consts). Static (recompiling) fields: shapes, model kind, P, path, data options.
-        Traced (consts): dt, init_scale, Λ's eigenvectors, the moments and the event thresholds.
+        Traced (consts): dt, init_scale, icl_fraction, Λ's eigenvectors, the moments and the event
+        thresholds.
 
         converged_tol defaults to 1% of the last plateau gap L(M_{D−1}) − L(M_D). The fixed task vector
         of the in-weight mixture and the two test sets have keys of their own, so the training set of a
@@ -107,7 +107,7 @@ class LinearAttentionRegression:
             raise ValueError("per_seed_data needs a finite training set (P > 0)")
         net = LinearAttention(model, D, H, R, softmax, temperature, in_weight)
         program = cls(net, N, P, path, init_scheme, per_seed_data, center, whiten,
-                      "converged" if freeze_converged else None, icl_fraction)
+                      "converged" if freeze_converged else None)
 
         lam_D = task.spectrum(spectrum, D, alpha=alpha, values=lambdas)
         Lambda_DxD, E_DxD = task.covariance(lam_D, jax.random.key(cov_seed) if rotate else None)
@@ -127,6 +127,7 @@ class LinearAttentionRegression:
         if P > 0:
             k_w, k_iw, k_ic = jax.random.split(jax.random.fold_in(jax.random.key(data_seed), 1), 3)
             consts["w_fixed_D"] = task.fixed_task_vector(k_w, D)
+            consts["icl_fraction"] = jnp.asarray(icl_fraction, F64)  # traced: a sweep over it compiles once
         if P > 0 and not per_seed_data:
             consts["train"] = program.prepare(task.sample_dataset(
                 jax.random.key(data_seed), P, N, Lambda_DxD, center=center, whiten=whiten,
@@ -151,7 +152,7 @@ class LinearAttentionRegression:
         if self.per_seed_data:
             state["train"] = self.prepare(task.sample_dataset(
                 k_data, self.P, self.N, consts["Lambda_DxD"], center=self.center, whiten=self.whiten,
-                icl_fraction=self.icl_fraction, w_fixed_D=consts["w_fixed_D"]))
+                icl_fraction=consts["icl_fraction"], w_fixed_D=consts["w_fixed_D"]))
         return state
 
     # ---- training -------------------------------------------------------------------------------

@@ -93,18 +93,25 @@ def sample_dataset(key: jax.Array, P: int, N: int, Lambda_DxD: jax.Array, *, cen
     x_PxTxD = jax.random.normal(k_x, (P, N + 1, D), F64) @ _sym_power(Lambda_DxD, 0.5)
     if center:
         x_PxTxD = x_PxTxD - jnp.mean(x_PxTxD, axis=0, keepdims=True)
-    w_PxD = jax.random.normal(k_w, (P, D), F64)
-    if icl_fraction < 1:
-        in_context_P = jnp.arange(P) < int(icl_fraction * P)
-        w_PxD = jnp.where(in_context_P[:, None], w_PxD, w_fixed_D[None, :])
-    elif whiten:
+    w_raw_PxD = w_PxD = jax.random.normal(k_w, (P, D), F64)
+    if whiten:
         if P <= D:
             raise ValueError(f"whitening needs P > D, got P = {P}, D = {D}")
         w_PxD = w_PxD - jnp.mean(w_PxD, axis=0, keepdims=True)
         w_PxD = w_PxD @ _sym_power(w_PxD.T @ w_PxD / (P - 1), -0.5)
+    if w_fixed_D is None:
+        if icl_fraction != 1:
+            raise ValueError("icl_fraction < 1 needs w_fixed_D, the in-weight task vector")
+        return {"x_PxTxD": x_PxTxD, "w_PxD": w_PxD, "y_PxT": jnp.einsum("ptd,pd->pt", x_PxTxD, w_PxD)}
+    # c may be traced (per-seed data inside a jitted init), so its cases are selects, not branches:
+    # int(c P) = floor(c P) for c >= 0, and the whitened set is used only at c = 1.
+    c = jnp.asarray(icl_fraction, F64)
+    in_context_P = jnp.arange(P) < jnp.floor(c * P)
+    mixture_PxD = jnp.where(in_context_P[:, None], w_raw_PxD, w_fixed_D[None, :])
+    w_PxD = jnp.where(c < 1, mixture_PxD, w_PxD)
     y_PxT = jnp.einsum("ptd,pd->pt", x_PxTxD, w_PxD)
-    if icl_fraction <= 0:
-        y_PxT = y_PxT.at[:, :N].set(jax.random.normal(jax.random.fold_in(key, 0), (P, N), F64))
+    noise_PxN = jax.random.normal(jax.random.fold_in(key, 0), (P, N), F64)
+    y_PxT = y_PxT.at[:, :N].set(jnp.where(c <= 0, noise_PxN, y_PxT[:, :N]))
     return {"x_PxTxD": x_PxTxD, "w_PxD": w_PxD, "y_PxT": y_PxT}
 
 
