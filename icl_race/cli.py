@@ -106,20 +106,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _summary(results, out: Path) -> str:
-    import json
+def _summary(out: Path) -> str:
+    from icl_race import rundir
 
-    import numpy as np
-
-    stop = json.loads((out / "meta.json").read_text()).get("stop_event", "icl")
-    t = results[f"t_{stop}"]
+    run = rundir.load_run(out)
+    stop, t = run.headline, run.times[run.headline]
     hit = t[t >= 0]
     what = "ICL acquired" if stop == "icl" else f"{stop} reached"
     line = f"{out}: {what} in {hit.size}/{t.size} seeds"
     if hit.size:
-        line += f"; t_{stop} median {int(np.median(hit)):,} steps (range {hit.min():,}-{hit.max():,})"
+        med = run.km_median()
+        line += (f"; t_{stop} Kaplan-Meier median {'not reached' if med is None else f'{med:,.0f} steps'} "
+                 f"(range {hit.min():,}-{hit.max():,})")
     if hit.size < t.size:
-        line += f"; {t.size - hit.size} censored at {int(results['budget']):,}"
+        line += f"; {t.size - hit.size} censored at {run.censor_at():,}"
     return line + f"\nhistogram: {out / f't_{stop}_hist.png'}"
 
 
@@ -129,8 +129,8 @@ def _run(cfg_path, out: str, seeds, overrides, quiet: bool) -> int:
     if seeds is not None:
         overrides = [*overrides, f"ensemble.seeds={seeds}"]
     cfg = config.load(cfg_path, overrides)
-    results = execute(cfg, Path(out), progress=not quiet, log=lambda m: print(m, file=sys.stderr))
-    print(_summary(results, Path(out)))
+    execute(cfg, Path(out), progress=not quiet, log=lambda m: print(m, file=sys.stderr))
+    print(_summary(Path(out)))
     return 0
 
 

@@ -16,13 +16,12 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 
-from icl_race import config
+from icl_race import rundir
 from icl_race.config import Config, ConfigError
 
 # The papers' numbers this report puts its estimates beside (classification-task.md §9).
@@ -44,76 +43,30 @@ IGNORED_FIELDS = {"ensemble.seeds", "ensemble.first_seed", "ensemble.root_seed",
 # Loading
 # ----------------------------------------------------------------------------------------------
 
-def read_config(d: Path) -> dict:
-    try:
-        cfg = json.loads((d / "config.json").read_text())
-    except OSError:
-        raise ConfigError(f"{d}: no config.json (not an icl-race run directory)") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{d}/config.json: not valid JSON ({e})") from None
-    if not isinstance(cfg, dict) or not all(isinstance(cfg.get(s), dict) for s in ("task", "train")):
-        raise ConfigError(f"{d}/config.json: expected sections task and train")
-    return with_defaults(cfg)
-
-
-def with_defaults(cfg: dict) -> dict:
-    """A stored config with the fields added since it was written at their defaults, so old and new
-    cells pool; one written by a version with fields this one lacks is returned as it is."""
-    try:
-        return config.from_dict(cfg).to_dict()
-    except ConfigError:
-        return cfg
-
-
-REQUIRED = ("t_icl", "eval_steps", "icl_acc", "iwl_acc", "budget")
-
-
-def read_results(d: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """results.npz of a finished run directory, with the arrays `required` present."""
-    try:
-        with np.load(d / "results.npz") as z:
-            res = {k: z[k] for k in z.files}
-    except FileNotFoundError:
-        raise ConfigError(f"{d}: no results.npz (run not finished)") from None
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{d}/results.npz: unreadable ({e})") from None
-    missing = [k for k in required if k not in res]
-    if missing:
-        raise ConfigError(f"{d}/results.npz: missing {', '.join(missing)}")
-    return res
-
-
-def diverged_mask(res: dict, S: int) -> np.ndarray:
-    return np.asarray(res.get("diverged", np.zeros(S, bool)), bool)
-
-
-def censor_time(budget: int, steps_run: int, any_unreached: bool) -> int:
-    """Stopped early with some event still unreached: those seeds were observed only until steps_run."""
-    return steps_run if steps_run < budget and any_unreached else budget
+REQUIRED = ("icl_acc", "iwl_acc")
 
 
 def load_run(d: Path) -> dict:
-    """config + results of one run directory, with the seeds to analyse and the censoring time."""
-    d = Path(d)
-    cfg = read_config(d)
-    res = read_results(d, REQUIRED)
-    S = res["t_icl"].shape[0]
-    diverged = diverged_mask(res, S)
-    keep = ~diverged
-    budget = int(res["budget"])
-    steps_run = int(res.get("steps_run", budget))
-    t = res["t_icl"][keep].astype(np.int64)
-    censor_at = censor_time(budget, steps_run, bool(np.any(t < 0)))
-    icl = np.asarray(res["icl_acc"], float)[keep]
-    iwl = np.asarray(res["iwl_acc"], float)[keep]
+    """config + results of one classification run directory, with the seeds to analyse and the censoring time."""
+    return run_dict(rundir.load_run(d))
+
+
+def run_dict(run: rundir.Run) -> dict:
+    missing = [k for k in REQUIRED if k not in run.curves] + ([] if "icl" in run.times else ["t_icl"])
+    if missing:
+        raise ConfigError(f"{run.dir}/results.npz: missing {', '.join(missing)}")
+    cfg, keep = run.config, run.kept
+    t = run.t("icl")
+    icl, iwl = np.asarray(run.curve("icl_acc"), float), np.asarray(run.curve("iwl_acc"), float)
     final = icl[:, -1] if icl.ndim == 2 and icl.shape[1] else np.full(t.size, np.nan)
     extra = {}
-    if "icl_ref_acc" in res and np.asarray(res["icl_ref_acc"]).ndim == 2 and res["icl_ref_acc"].shape[1]:
-        extra["final_icl_ref_acc"] = np.asarray(res["icl_ref_acc"], float)[keep][:, -1]
-    return {"dir": d, "config": cfg, "t_icl": t, "censor_at": censor_at, "budget": budget, "steps_run": steps_run,
-            "n_total": int(S), "n_diverged": int(diverged.sum()), "eval_steps": np.asarray(res["eval_steps"]),
-            "icl_acc": icl, "iwl_acc": iwl, "final_icl_acc": final,
-            "seed_ids": np.asarray(res.get("seed_ids", np.arange(S)))[keep],
+    ref = run.curves.get("icl_ref_acc")
+    if ref is not None and ref.ndim == 2 and ref.shape[1]:
+        extra["final_icl_ref_acc"] = np.asarray(ref, float)[keep][:, -1]
+    return {"dir": run.dir, "config": cfg, "t_icl": t, "censor_at": run.censor_at("icl"), "budget": run.budget,
+            "steps_run": run.steps_run, "n_total": int(keep.size), "n_diverged": int(run.diverged.sum()),
+            "eval_steps": run.eval_steps, "icl_acc": icl, "iwl_acc": iwl, "final_icl_acc": final,
+            "seed_ids": run.seed_ids[keep],
             "root_seeds": np.full(int(keep.sum()), int((cfg.get("ensemble") or {}).get("root_seed", 0))), **extra}
 
 
@@ -267,12 +220,6 @@ def _jsonable(obj):
     return obj
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def _save_figure(fig, figdir: Path, name: str) -> list[str]:
     import matplotlib.pyplot as plt
 
@@ -281,7 +228,7 @@ def _save_figure(fig, figdir: Path, name: str) -> list[str]:
     for ext in ("png", "pdf"):
         buf = io.BytesIO()
         fig.savefig(buf, format=ext, dpi=150)
-        _atomic_write(figdir / f"{name}.{ext}", buf.getvalue())
+        rundir.atomic_write(figdir / f"{name}.{ext}", buf.getvalue())
         written.append(f"figures/{name}.{ext}")
     plt.close(fig)
     return written
@@ -427,19 +374,15 @@ def _methods_markdown() -> list[str]:
 
 def _discover_cells(d: Path) -> tuple[list[dict], list[dict]]:
     finished, unfinished = [], []
-    for c in sorted(p for p in (d / "cells").iterdir() if p.is_dir()):
-        try:
-            cfg = read_config(c)
-        except ConfigError as e:
-            unfinished.append({"cell": c.name, "reason": str(e)})
-            continue
-        if not (c / "results.npz").exists():
-            unfinished.append({"cell": c.name, "label": _cell_label(cfg), "reason": "no results.npz (not finished)"})
+    for c in rundir.load_sweep(d).cells:
+        label = {"label": _cell_label(c.config)} if c.config else {}
+        if c.run is None:
+            unfinished.append({"cell": c.name, **label, "reason": c.reason})
             continue
         try:
-            finished.append(load_run(c))
+            finished.append(run_dict(c.run))
         except ConfigError as e:
-            unfinished.append({"cell": c.name, "label": _cell_label(cfg), "reason": str(e)})
+            unfinished.append({"cell": c.name, **label, "reason": str(e)})
     return finished, unfinished
 
 
@@ -820,9 +763,9 @@ def _sweep_markdown(rep: dict, figs: dict) -> str:
 def _check_dir(d: Path) -> str:
     if not d.is_dir():
         raise ConfigError(f"{d}: no such directory")
-    if (d / "cells").is_dir():
+    if rundir.is_sweep(d):
         return "sweep"
-    if (d / "config.json").exists() or (d / "results.npz").exists():
+    if (d / rundir.CONFIG).exists() or (d / rundir.RESULTS).exists():
         return "run"
     raise ConfigError(f"{d}: neither a run directory (config.json, results.npz) nor a sweep directory (cells/)")
 
@@ -831,7 +774,7 @@ def _task_kind(d: Path) -> str:
     """task.kind of a run directory, or of a sweep's first cell that has a config (classification when
     none has one yet: the report then lists the unfinished cells)."""
     configs = [d / "config.json"] if (d / "config.json").exists() else sorted((d / "cells").glob("*/config.json"))
-    return read_config(configs[0].parent)["task"].get("kind", "classification") if configs else "classification"
+    return rundir.read_config(configs[0].parent)["task"].get("kind", "classification") if configs else "classification"
 
 
 def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str]:
@@ -858,8 +801,8 @@ def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str
     for name, fig in figs.items():
         written += _save_figure(fig, d / "figures", name)
     report |= {"icl_race_version": __version__, "n_boot": n_boot, "seed": seed, "figures": written}
-    _atomic_write(d / "report.json", (json.dumps(_jsonable(report), indent=1, allow_nan=False) + "\n").encode())
-    _atomic_write(d / "report.md", md.encode())
+    rundir.atomic_write(d / "report.json", (json.dumps(_jsonable(report), indent=1, allow_nan=False) + "\n").encode())
+    rundir.atomic_write(d / "report.md", md.encode())
     return ["report.md", "report.json", *written]
 
 

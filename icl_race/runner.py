@@ -1,27 +1,10 @@
-"""One run into one directory: config -> ensemble training -> results.npz, meta.json, t_*_hist.png.
-
-The directory contract (stable; later tools read it):
-  config.json        the full resolved config, written first; a different config in the same
-                     directory is refused, the same one with results present is skipped
-  results.npz        seed_ids[S]; t_<event>[S] for every event of the system (steps, -1 = not within
-                     the budget: censored), e.g. t_icl and t_converged for classification, t_m1..t_mD
-                     and t_converged for linear regression; diverged[S]; eval_steps[T]; every probe
-                     as [S, T, ...] (icl_acc, iwl_acc, icl_loss, iwl_loss, ... and train_loss);
-                     steps_run, budget
-  meta.json          config, package versions, device, compile/run seconds, seed_steps_per_s
-  t_<stop>_hist.png  histogram of the headline time (t_icl_hist.png for classification), censored
-                     seeds as their own bar
-Every file is written under a temporary name and renamed, so none is ever half-written.
+"""One run into one directory: config -> ensemble training -> the run directory (icl_race/rundir.py,
+which owns its layout and writes every file). A rerun of the same config does nothing when the run is
+done and resumes from the newest intact checkpoint when it is not.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import io
-import json
-import os
-import shutil
 import platform
 import subprocess
 import sys
@@ -31,50 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from icl_race import config
-from icl_race.config import Config, ConfigError
-
-
-class RunDirError(ConfigError):
-    """The output directory holds another run."""
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _json_bytes(obj) -> bytes:
-    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
-
-
-def check_run_dir(cfg: Config, out: Path) -> bool:
-    """True if `out` already holds this config's finished results (nothing to do); raises if it holds
-    a different run. Reads only: a refused directory is left untouched."""
-    cfg_file = out / "config.json"
-    if not cfg_file.exists():
-        if out.exists() and any(p.name != ".lock" for p in out.iterdir()):
-            raise RunDirError(f"--out {out}: directory is not empty and holds no icl-race run; choose another")
-        return False
-    try:
-        stored = json.loads(cfg_file.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise RunDirError(f"--out {out}: unreadable config.json ({e}); choose another directory") from None
-    try:
-        stored_cfg = config.from_dict(stored)  # a field added since fills in with its default
-    except ConfigError as e:
-        raise RunDirError(f"--out {out}: holds a run whose config this version cannot read ({e}); "
-                          "choose another directory") from None
-    if stored_cfg != cfg:
-        old, new = stored_cfg.to_dict(), cfg.to_dict()
-        changed = [f"{s}.{k}" for s in new for k in set(old[s]) | set(new[s]) if old[s].get(k) != new[s].get(k)]
-        raise RunDirError(f"--out {out}: holds a run with a different config (differs in "
-                          f"{', '.join(sorted(changed))}); choose another directory")
-    return (out / "results.npz").exists()
+from icl_race import rundir
+from icl_race.config import Config
 
 
 def versions() -> dict[str, str]:
@@ -137,25 +78,6 @@ class RunError(RuntimeError):
     """The run could not be completed (e.g. a write failed); str() says what and what is intact."""
 
 
-@contextlib.contextmanager
-def run_lock(out: Path):
-    """An exclusive lock on the run directory, held for the whole run; the kernel drops it when the
-    process dies, even by SIGKILL, so a stale lock never blocks a resume."""
-    fd = os.open(out / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            raise RunDirError(f"--out {out}: another icl-race process (pid {holder}) is running in this "
-                              "directory; wait for it or choose another") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        yield
-    finally:
-        os.close(fd)
-
-
 def _host_carry(carry):
     import jax
 
@@ -197,13 +119,17 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print) -> dict:
     Skips the work when `out` already holds this config's results; resumes from the newest intact
     checkpoint when it holds this config's unfinished run."""
     out = Path(out)
-    if check_run_dir(cfg, out):
+    if rundir.check(cfg, out):
         log(f"{out}: results for this config already exist; nothing to do")
-        return dict(np.load(out / "results.npz"))
+        rundir.drop_superseded_checkpoints(out)
+        return rundir.read_results(out)
     out.mkdir(parents=True, exist_ok=True)
-    with run_lock(out):
-        if check_run_dir(cfg, out):  # finished by another process while we waited for nothing
-            return dict(np.load(out / "results.npz"))
+    with rundir.lock(out):
+        if rundir.check(cfg, out):  # finished by another process between the check and the lock
+            return rundir.read_results(out)
+        notice = rundir.repair_notice(out)
+        if notice:
+            log(notice)
         from icl_race.systems import precision
 
         try:
@@ -225,8 +151,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     from icl_race.plots import png_bytes, t_icl_histogram
     from icl_race.systems import build
 
-    if not (out / "config.json").exists():
-        _atomic_write(out / "config.json", _json_bytes(cfg.to_dict()))
+    rundir.write_config(out, cfg)
     e, tr = cfg.ensemble, cfg.train
     seed_ids = np.arange(e.first_seed, e.first_seed + e.seeds, dtype=np.int64)
     compiles0, compile_s0 = compile_stats.snapshot()
@@ -237,7 +162,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     if tr.checkpoint_every:
         from icl_race.engine.checkpoint import Checkpointer
 
-        ckpt = Checkpointer(out / "checkpoints", keep=2)
+        ckpt = Checkpointer(out / rundir.CHECKPOINTS, keep=2)
         restored = ckpt.restore_latest()
     layout = Layout(e.block, local_device_count(e.devices))
     mesh = seed_mesh(layout.shards) if layout.shards > 1 else None
@@ -293,13 +218,9 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         "steps_run": np.int64(steps_run),
         "budget": np.int64(tr.steps),
     }
-    buf = io.BytesIO()
-    np.savez(buf, **results)
-    _atomic_write(out / "results.npz", buf.getvalue())
-
     fig = t_icl_histogram(results[f"t_{stop}"][~results["diverged"]], tr.steps,
                           title=f"t_{stop}, {_describe(cfg)}, {e.seeds} seeds", xlabel=f"t_{stop} (steps)")
-    _atomic_write(out / f"t_{stop}_hist.png", png_bytes(fig, dpi=120))
+    hist = png_bytes(fig, dpi=120)
 
     trained_s = max(run_s - compile_s, 1e-9)
     meta = {
@@ -319,7 +240,5 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         "acquired": int(np.sum(results[f"t_{stop}"] >= 0)),
         "diverged": int(np.sum(results["diverged"])),
     }
-    _atomic_write(out / "meta.json", _json_bytes(meta))
-    if ckpt:  # the results supersede the checkpoints
-        shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    rundir.finish(out, results, meta, {f"t_{stop}_hist.png": hist})
     return results

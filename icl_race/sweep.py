@@ -9,7 +9,7 @@ A sweep file is a config (the same [task]/[model]/[train]/[ensemble] sections, o
     "task.N" = [8, 16]
 
 Layout of DIR: sweep.toml (the resolved spec), cells/<config digest>/ (one run directory each, see
-runner.py), summary.csv (one row per cell, rewritten after every cell). Finished cells are skipped
+rundir.py), summary.csv (one row per cell, rewritten after every cell). Finished cells are skipped
 and partial ones resume from their checkpoints, so rerunning the command is always safe; cells
 locked by another process are left to it, so several workers can share one DIR.
 
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from icl_race import config
+from icl_race import config, rundir
 from icl_race.config import Config, ConfigError
 
 
@@ -151,19 +151,11 @@ def cell_dir(out: Path, cell: Cell) -> Path:
 
 
 def status(out: Path, cell: Cell) -> str:
-    d = cell_dir(out, cell)
-    if (d / "results.npz").exists():
-        return "done"
-    ckpts = d / "checkpoints"
-    if ckpts.exists() and any(p.name.isdigit() for p in ckpts.iterdir()):
-        return "partial"
-    return "pending"
+    return rundir.cell_status(cell_dir(out, cell))
 
 
 def checkpoint_step(out: Path, cell: Cell) -> int:
-    ckpts = cell_dir(out, cell) / "checkpoints"
-    steps = [int(p.name) for p in ckpts.iterdir() if p.name.isdigit()] if ckpts.exists() else []
-    return max(steps, default=0)
+    return max(rundir.checkpoint_steps(cell_dir(out, cell)), default=0)
 
 
 SUMMARY_FIELDS = ["cell", "status", "seeds", "acquired", "acquired_fraction", "median_t_icl", "censored",
@@ -172,26 +164,19 @@ SUMMARY_FIELDS = ["cell", "status", "seeds", "acquired", "acquired_fraction", "m
 
 def summary_row(out: Path, cell: Cell) -> dict:
     row = {"cell": cell.name, **cell.values, "status": status(out, cell), "seeds": cell.cfg.ensemble.seeds}
-    d = cell_dir(out, cell)
     if row["status"] == "done":
-        r = np.load(d / "results.npz")
-        meta = json.loads((d / "meta.json").read_text())
-        t = r[f"t_{meta.get('stop_event', 'icl')}"]
-        ok = ~r["diverged"] if "diverged" in r else np.ones(t.shape, bool)
-        t = t[ok]
-        # Median with never-acquired seeds at +infinity (censored, not dropped): "" when more than
-        # half of the seeds never acquired ICL, since the median is then above the budget.
-        med = np.median(np.where(t >= 0, t, np.inf)) if t.size else np.inf
+        run = rundir.load_run(cell_dir(out, cell))
+        t = run.t()
+        # The Kaplan-Meier median (censored seeds kept): "" when more than half never reached the event.
+        med = run.km_median()
         row.update(acquired=int(np.sum(t >= 0)), acquired_fraction=round(float(np.mean(t >= 0)), 4) if t.size else "",
-                   median_t_icl="" if not np.isfinite(med) else float(med), censored=int(np.sum(t < 0)),
-                   diverged=int(np.sum(~ok)), steps_run=int(r["steps_run"]), budget=int(r["budget"]),
-                   seed_steps_per_s=meta.get("seed_steps_per_s", ""))
+                   median_t_icl="" if med is None else med, censored=int(np.sum(t < 0)),
+                   diverged=int(np.sum(run.diverged)), steps_run=run.steps_run, budget=run.budget,
+                   seed_steps_per_s=run.meta.get("seed_steps_per_s", ""))
     return row
 
 
 def write_summary(out: Path, sweep: Sweep) -> Path:
-    from icl_race.runner import _atomic_write
-
     buf = io.StringIO()
     fields = ["cell", *sweep.fields, *SUMMARY_FIELDS[1:]]
     w = csv.DictWriter(buf, fieldnames=fields, restval="")
@@ -199,13 +184,11 @@ def write_summary(out: Path, sweep: Sweep) -> Path:
     for cell in sweep.cells:
         w.writerow(summary_row(out, cell))
     path = Path(out) / "summary.csv"
-    _atomic_write(path, buf.getvalue().encode())
+    rundir.atomic_write(path, buf.getvalue().encode())
     return path
 
 
 def store_spec(out: Path, sweep: Sweep, log) -> None:
-    from icl_race.runner import _atomic_write
-
     path = Path(out) / "sweep.toml"
     text = spec_toml(sweep)
     if path.exists() and path.read_text() != text:
@@ -213,7 +196,7 @@ def store_spec(out: Path, sweep: Sweep, log) -> None:
         path.rename(backup)
         log(f"{out}: the sweep spec changed; the previous one is kept as {backup.name} (finished cells are reused)")
     if not path.exists():
-        _atomic_write(path, text.encode())
+        rundir.atomic_write(path, text.encode())
 
 
 # ---- running -------------------------------------------------------------------------------------
@@ -221,19 +204,17 @@ def store_spec(out: Path, sweep: Sweep, log) -> None:
 
 def run_cell(cfg_dict: dict, out: str) -> str:
     """One cell, in this process (the unit of work of every executor; picklable for submitit)."""
-    from icl_race.runner import RunDirError, execute
+    from icl_race.runner import execute
 
     try:
         execute(config.from_dict(cfg_dict), Path(out), progress=False, log=lambda m: None)
-    except RunDirError as e:
-        if "another icl-race process" in str(e):
-            return "running elsewhere"
-        raise
+    except rundir.Locked:
+        return "running elsewhere"
     return "done"
 
 
 def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True) -> None:
-    from icl_race.runner import RunDirError, execute
+    from icl_race.runner import execute
 
     for i, cell in enumerate(sweep.cells, 1):
         where = ", ".join(f"{k}={v}" for k, v in cell.values.items()) or "(single cell)"
@@ -244,9 +225,7 @@ def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True) -> None
         log(f"[{i}/{len(sweep.cells)}] {where}: {'resuming' if st == 'partial' else 'running'} -> {cell_dir(out, cell)}")
         try:
             execute(cell.cfg, cell_dir(out, cell), progress=progress, log=log)
-        except RunDirError as e:
-            if "another icl-race process" not in str(e):
-                raise
+        except rundir.Locked:
             log(f"[{i}/{len(sweep.cells)}] {where}: running in another process, left to it")
         write_summary(out, sweep)
 
@@ -283,9 +262,8 @@ def dry_run(out: Path, sweep: Sweep, measure: bool = True, stream=None) -> float
     stream = stream or sys.stdout
     rates: dict[tuple, float] = {}
     for cell in sweep.cells:
-        meta = cell_dir(out, cell) / "meta.json"
-        if meta.exists():
-            rates.setdefault(_shape(cell.cfg), json.loads(meta.read_text())["seed_steps_per_s"])
+        if status(out, cell) == "done":
+            rates.setdefault(_shape(cell.cfg), rundir.read_meta(cell_dir(out, cell))["seed_steps_per_s"])
     print(f"{len(sweep.cells)} cells in {out}", file=stream)
     total = 0.0
     unknown = 0

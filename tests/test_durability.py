@@ -123,16 +123,16 @@ def test_diverged_seeds_are_marked(tmp_path):
 
 
 def test_write_error_ends_the_run_with_a_clear_message(tmp_path, monkeypatch, capsys):
-    import icl_race.runner as runner
+    from icl_race import rundir
 
-    real = runner._atomic_write
+    real = rundir._write_synced
 
     def full_disk(path, data):
-        if path.name == "results.npz":
+        if "results.npz" in path.name:
             raise OSError(28, "No space left on device", str(path))
         real(path, data)
 
-    monkeypatch.setattr(runner, "_atomic_write", full_disk)
+    monkeypatch.setattr(rundir, "_write_synced", full_disk)
     out = tmp_path / "run"
     (tmp_path / "base.toml").touch()
     args = ["run", str(tmp_path / "base.toml"), "--out", str(out), "--quiet"] + SET_ARGS
@@ -143,6 +143,7 @@ def test_write_error_ends_the_run_with_a_clear_message(tmp_path, monkeypatch, ca
     assert not (out / "results.npz").exists()
     steps = sorted(int(d.name) for d in (out / "checkpoints").iterdir() if d.name.isdigit())
     assert steps == [100], "the last good checkpoint is kept"
+    assert not [p.name for p in out.iterdir() if ".tmp" in p.name], "no temporary file is left behind"
 
 
 def test_checksum_catches_a_checkpoint_that_reads_back_wrong(tmp_path):

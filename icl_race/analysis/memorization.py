@@ -173,24 +173,20 @@ def load_cells(out) -> list[tuple[dict, dict]]:
     """(config dict, results arrays) of every finished cell of a sweep directory (or of one run dir),
     the config with defaults filled in and diverged seeds dropped from every per-seed array (their
     count in `n_diverged`), as the reports do, so that no statistic averages a NaN curve."""
-    import json
-    from pathlib import Path
+    from icl_race import rundir
 
-    from icl_race.report import diverged_mask, with_defaults
+    found = rundir.load(out)
+    runs = found.runs if isinstance(found, rundir.SweepDir) else [found]
+    return [(r.config, results_arrays(r)) for r in runs if r.meta is not None]
 
-    out = Path(out)
-    dirs = [out] if (out / "results.npz").exists() else sorted((out / "cells").glob("*"))
-    cells = []
-    for d in dirs:
-        if (d / "results.npz").exists() and (d / "meta.json").exists():
-            with np.load(d / "results.npz") as z:
-                res = {k: z[k] for k in z.files}
-            S = res["diverged"].shape[0] if "diverged" in res else 0
-            keep = ~diverged_mask(res, S)
-            res = {k: v[keep] if k != "eval_steps" and v.ndim and v.shape[0] == S else v for k, v in res.items()}
-            cfg = with_defaults(json.loads((d / "meta.json").read_text())["config"])
-            cells.append((cfg, {**res, "n_diverged": int(S - keep.sum())}))
-    return cells
+
+def results_arrays(run) -> dict:
+    """A run's results.npz arrays over its kept seeds, with `n_diverged`."""
+    keep = run.kept
+    return {"seed_ids": run.seed_ids[keep], **{f"t_{e}": v[keep] for e, v in run.times.items()},
+            "diverged": run.diverged[keep], "eval_steps": run.eval_steps,
+            **{k: v[keep] for k, v in run.curves.items()}, "steps_run": np.int64(run.steps_run),
+            "budget": np.int64(run.budget), "n_diverged": int((~keep).sum())}
 
 
 def _mean_ci(x, n_boot, confidence, rng):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from icl_race.analysis.memorization import load_cells
-from icl_race.analysis.survival import censored_times, km_median
+from icl_race.analysis.survival import censor_time, censored_times, km_median
 from icl_race.analysis.threshold import (percentile_ci, interval_verdict, km_median_boot, power_law_slope,
                                          sign_verdict)
 
@@ -101,8 +101,9 @@ def loss_relation(icl_loss_SxT, iwl_loss_SxT, steps_T, t_icl_S, min_x: float = -
 
 # ---- sweep directories ------------------------------------------------------------------------------
 
-def _censor_at(r) -> float:
-    return float(r["eval_steps"][-1])
+def _censor_at(r, *t_S) -> float:
+    """The censoring time of a cell (analysis.survival.censor_time) for the first passages `t_S`."""
+    return float(censor_time(int(r["budget"]), int(r["steps_run"]), any(np.any(t < 0) for t in t_S)))
 
 
 def _without_boot(d: dict) -> dict:
@@ -125,10 +126,11 @@ def summarize_transience(out, level: float = 0.9, n_boot: int = 1000) -> dict:
     rows, fall_boots, at_fall_boots = [], [], []
     rng = np.random.default_rng(0)
     for cfg, r in sorted(load_cells(out), key=lambda c: c[0]["train"]["weight_decay_attn"]):
-        steps, t_icl, T = r["eval_steps"], r["t_icl"], _censor_at(r)
+        steps, t_icl = r["eval_steps"], r["t_icl"]
         acquired = t_icl >= 0
         t_fall = fall_times(r["icl_acc"], steps, t_icl, level)
         fell = t_fall >= 0
+        T = _censor_at(r, t_icl, t_fall[acquired])
         fall = km_summary(t_fall[acquired], T, n_boot)
         fall_boots.append(fall["boot"])
         # c3 is absent in runs made before the memory-path probes.
@@ -162,10 +164,11 @@ def summarize_transience(out, level: float = 0.9, n_boot: int = 1000) -> dict:
 
 
 def _condition(cfg, r, n_boot, level):
-    T = _censor_at(r)
+    t_mem = first_passage(r["iwl_acc"], r["eval_steps"], level)
+    T = _censor_at(r, t_mem, *([r["t_icl"]] if "t_icl" in r else []))
     out = {"K": cfg["task"].get("K"), "variant": cfg["task"].get("variant"), "width": cfg["model"]["width"],
            "lr": cfg["train"]["lr"], "seeds": int(r["iwl_acc"].shape[0]), "budget": T,
-           "memorization": km_summary(first_passage(r["iwl_acc"], r["eval_steps"], level), T, n_boot),
+           "memorization": km_summary(t_mem, T, n_boot),
            "final_iwl_acc": float(r["iwl_acc"][:, -1].mean()), "eval_steps": r["eval_steps"].tolist(),
            "iwl_acc_mean": r["iwl_acc"].mean(0).tolist(),
            "iwl_acc_q": np.quantile(r["iwl_acc"], [0.1, 0.9], axis=0).tolist()}

@@ -24,8 +24,6 @@ Reads files only; imports no jax.
 
 from __future__ import annotations
 
-import json
-import tomllib
 from pathlib import Path
 
 import matplotlib
@@ -35,6 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from icl_race.analysis.survival import censored_times, kaplan_meier  # noqa: E402
+from icl_race import rundir  # noqa: E402
 from icl_race.config import ConfigError  # noqa: E402
 from icl_race.theory.linear_attention import (  # noqa: E402
     plateau_losses,
@@ -71,24 +70,22 @@ def levels(cfg: dict) -> np.ndarray:
 
 def load(d: Path) -> dict:
     """One run directory: config, results (diverged seeds dropped), the censoring time, levels and dt."""
-    from icl_race.report import censor_time, diverged_mask, read_config, read_results
+    return run_dict(rundir.load_run(d))
 
-    d = Path(d)
-    cfg = read_config(d)
+
+def run_dict(run: rundir.Run) -> dict:
+    cfg = run.config
     D = int(cfg["task"]["D"])
     events = [*(f"m{m}" for m in range(1, D + 1)), "converged"]
-    res = read_results(d, ("loss", "eval_steps", "budget", *(f"t_{e}" for e in events)))
-    S = res["loss"].shape[0]
-    keep = ~diverged_mask(res, S)
-    budget = int(res["budget"])
-    steps_run = int(res.get("steps_run", budget))
-    t = {e: res[f"t_{e}"][keep].astype(np.int64) for e in events}
-    censor_at = censor_time(budget, steps_run, any(np.any(v < 0) for v in t.values()))
-    return {"dir": d, "config": cfg, "events": events, "t": t, "censor_at": censor_at, "budget": budget,
-            "steps_run": steps_run, "n_diverged": int((~keep).sum()),
-            "eval_steps": np.asarray(res["eval_steps"]), "dt": float(cfg["train"]["lr"]), "levels": levels(cfg),
-            "curves": {k: np.asarray(res[k], float)[keep] for k in CURVES if k in res},
-            "heads": {k: np.asarray(res[k], float)[keep] for k in HEAD_KEYS if k in res}}
+    missing = [f"t_{e}" for e in events if e not in run.times] + ([] if "loss" in run.curves else ["loss"])
+    if missing:
+        raise ConfigError(f"{run.dir}/results.npz: missing {', '.join(missing)}")
+    return {"dir": run.dir, "config": cfg, "events": events, "t": {e: run.t(e) for e in events},
+            "censor_at": run.censor_at(*events), "budget": run.budget,
+            "steps_run": run.steps_run, "n_diverged": int(run.diverged.sum()),
+            "eval_steps": run.eval_steps, "dt": float(cfg["train"]["lr"]), "levels": levels(cfg),
+            "curves": {k: np.asarray(run.curve(k), float) for k in CURVES if k in run.curves},
+            "heads": {k: np.asarray(run.curve(k), float) for k in HEAD_KEYS if k in run.curves}}
 
 
 def describe(cfg: dict) -> str:
@@ -452,13 +449,6 @@ def run_report(d: Path) -> tuple[dict, str, dict]:
     return {"kind": "linear_regression_run", **st}, "\n".join(md) + "\n", figs
 
 
-def _grid_fields(d: Path) -> list[str]:
-    try:
-        return list(tomllib.loads((d / "sweep.toml").read_text()).get("grid", {}))
-    except (OSError, tomllib.TOMLDecodeError):
-        return []
-
-
 def _value(cfg: dict, field: str):
     sec, _, key = field.partition(".")
     return cfg.get(sec, {}).get(key)
@@ -469,11 +459,14 @@ def sweep_report(d: Path) -> tuple[dict, str, dict]:
     curves per cell and the cells' median losses overlaid. Cells are labelled by the grid's fields
     (sweep.toml) and ordered by their values."""
     d = Path(d)
-    fields = _grid_fields(d)
+    sweep = rundir.load_sweep(d)
+    fields = sweep.fields
     runs, unfinished = [], []
-    for cell in sorted(p for p in (d / "cells").iterdir() if p.is_dir()):
+    for cell in sweep.cells:
         try:
-            runs.append(load(cell))
+            if cell.run is None:
+                raise ConfigError(f"{cell.dir}: {cell.reason}" if cell.config else cell.reason)
+            runs.append(run_dict(cell.run))
         except ConfigError as e:
             unfinished.append({"cell": cell.name, "reason": str(e)})
     if not runs:

@@ -29,6 +29,12 @@ from scipy.special import log_ndtr
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
+def censor_time(budget: int, steps_run: int, any_unreached: bool) -> int:
+    """The one censoring rule: a seed that has not reached an event was observed until the run stopped,
+    which is steps_run when the run ended before its budget with such a seed still running, else the budget."""
+    return int(steps_run) if steps_run < budget and any_unreached else int(budget)
+
+
 def censored_times(t_icl: np.ndarray, censor_at: float) -> tuple[np.ndarray, np.ndarray]:
     """(times, observed): acquired seeds at their t_ICL, the others (t_icl < 0) at `censor_at`."""
     t = np.asarray(t_icl)

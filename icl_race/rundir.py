@@ -1,0 +1,435 @@
+"""The run directory: the one module that writes it and reads it back.
+
+    DIR/config.json        the resolved config, written first (a different config is refused)
+    DIR/results.npz        seed_ids[S]; t_<event>[S] per event of the system (steps, -1 = not reached
+                           within what the run observed: censored); diverged[S]; eval_steps[T]; every
+                           probe as [S, T, ...]; steps_run, budget
+    DIR/meta.json          config, versions, device, compile/run seconds, seed_steps_per_s, stop_event
+    DIR/t_<stop>_hist.png  histogram of the headline time
+    DIR/checkpoints/       orbax checkpoints of the unfinished run (engine/checkpoint.py)
+    DIR/.lock              held (flock) by the process running in DIR
+
+Finishing is one commit: results, histogram and meta are written to temporary names and fsynced, the
+histogram and meta renamed into place, and results.npz renamed last. A run is done when results.npz and
+meta.json are both there (`is_done`, the one test the runner and sweeps use), so a kill at any instant
+leaves either a finished run or one that resumes from its checkpoints, which are deleted only after the
+commit. results.npz without meta.json (written by versions that renamed results first) is repaired by
+redoing the tail from the checkpoints, or the whole run when there are none.
+
+Reading: `load(DIR)` gives a `Run` (one run directory) or a `SweepDir` (a directory with cells/), also
+as `icl_race.load`. Padding seeds (the ensemble rounded up to a multiple of ensemble.block) never reach
+results.npz, so a `Run` holds live seeds only; `diverged` masks the seeds the statistics exclude.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import io
+import json
+import os
+import shutil
+import tomllib
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from icl_race import config
+from icl_race.config import Config, ConfigError
+
+CONFIG, RESULTS, META, LOCK, CHECKPOINTS = "config.json", "results.npz", "meta.json", ".lock", "checkpoints"
+SCALARS = ("steps_run", "budget")
+
+# Called with the name of each step of `finish` right after it: a test kills the run there.
+fault_hook: Callable[[str], None] | None = None
+
+
+class RunDirError(ConfigError):
+    """The directory holds another run, or is locked by another process (`Locked`)."""
+
+
+class Locked(RunDirError):
+    """Another icl-race process is running in the directory."""
+
+
+# ---- writing ---------------------------------------------------------------------------------------
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that a reader sees the old file or the whole new one, never a part."""
+    path = Path(path)
+    tmp = _tmp_name(path)
+    _write_synced(tmp, data)
+    os.replace(tmp, path)
+
+
+def json_bytes(obj) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _step(name: str) -> None:
+    if fault_hook is not None:
+        fault_hook(name)
+
+
+def is_done(d: Path) -> bool:
+    """The run in `d` is finished: its final commit (results.npz renamed last) happened."""
+    return (Path(d) / RESULTS).exists() and (Path(d) / META).exists()
+
+
+def half_finished(d: Path) -> bool:
+    """results.npz without meta.json: a run killed while finishing, by a version that renamed results first."""
+    return (Path(d) / RESULTS).exists() and not (Path(d) / META).exists()
+
+
+def checkpoint_steps(d: Path) -> list[int]:
+    ckpts = Path(d) / CHECKPOINTS
+    return sorted(int(p.name) for p in ckpts.iterdir() if p.name.isdigit()) if ckpts.is_dir() else []
+
+
+def write_config(d: Path, cfg: Config) -> None:
+    if not (Path(d) / CONFIG).exists():
+        atomic_write(Path(d) / CONFIG, json_bytes(cfg.to_dict()))
+
+
+def finish(d: Path, results: dict[str, np.ndarray], meta: dict, files: dict[str, bytes]) -> None:
+    """Commit a finished run: `files` (e.g. the histogram) and meta.json, then results.npz, each whole
+    and fsynced before any is renamed; then the checkpoints go."""
+    d = Path(d)
+    for stale in d.glob(".*.tmp*"):  # left by a run killed inside an earlier finish
+        stale.unlink(missing_ok=True)
+    staged = [(d / name, data) for name, data in files.items()]
+    staged += [(d / META, json_bytes(meta)), (d / RESULTS, npz_bytes(results))]
+    try:
+        for path, data in staged:
+            _write_synced(_tmp_name(path), data)
+            _step(f"staged {path.name}")
+    except OSError:  # a failed write (a full disk) leaves no temporary file behind
+        for path, _ in staged:
+            _tmp_name(path).unlink(missing_ok=True)
+        raise
+    for path, _ in staged:  # results.npz last: its rename is the commit
+        os.replace(_tmp_name(path), path)
+        _step(f"renamed {path.name}")
+    _fsync_dir(d)
+    shutil.rmtree(d / CHECKPOINTS, ignore_errors=True)
+    _step("removed checkpoints")
+
+
+def stored_config(d: Path) -> Config | None:
+    """The typed config stored in `d`, None when there is none; raises when it is unreadable."""
+    path = Path(d) / CONFIG
+    if not path.exists():
+        return None
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise RunDirError(f"--out {d}: unreadable config.json ({e}); choose another directory") from None
+    try:
+        return config.from_dict(stored)  # a field added since fills in with its default
+    except ConfigError as e:
+        raise RunDirError(f"--out {d}: holds a run whose config this version cannot read ({e}); "
+                          "choose another directory") from None
+
+
+def check(cfg: Config, d: Path) -> bool:
+    """True if `d` already holds this config's finished run (nothing to do); raises if it holds a
+    different run. Reads only: a refused directory is left untouched."""
+    d = Path(d)
+    stored = stored_config(d)
+    if stored is None:
+        if d.exists() and any(p.name != LOCK for p in d.iterdir()):
+            raise RunDirError(f"--out {d}: directory is not empty and holds no icl-race run; choose another")
+        return False
+    if stored != cfg:
+        old, new = stored.to_dict(), cfg.to_dict()
+        changed = [f"{s}.{k}" for s in new for k in set(old[s]) | set(new[s]) if old[s].get(k) != new[s].get(k)]
+        raise RunDirError(f"--out {d}: holds a run with a different config (differs in "
+                          f"{', '.join(sorted(changed))}); choose another directory")
+    return is_done(d)
+
+
+def drop_superseded_checkpoints(d: Path) -> None:
+    """Checkpoints left beside a committed run (killed right after its commit) are no longer needed."""
+    d = Path(d)
+    if (d / CHECKPOINTS).exists():
+        with contextlib.suppress(Locked), lock(d):
+            shutil.rmtree(d / CHECKPOINTS, ignore_errors=True)
+
+
+def repair_notice(d: Path) -> str | None:
+    """Make a half-finished directory resumable (drop its results.npz, which the redo rewrites
+    identically) and say how; None when there is nothing to repair."""
+    d = Path(d)
+    if not half_finished(d):
+        return None
+    steps = checkpoint_steps(d)
+    (d / RESULTS).unlink()
+    how = f"redoing the tail from the checkpoint at step {steps[-1]:,}" if steps else "redoing the run (no checkpoint)"
+    return f"{d}: results.npz without meta.json (a run interrupted while finishing); {how}"
+
+
+@contextlib.contextmanager
+def lock(d: Path):
+    """An exclusive lock on the run directory, held for the whole run; the kernel drops it when the
+    process dies, even by SIGKILL, so a stale lock never blocks a resume."""
+    fd = os.open(Path(d) / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise Locked(f"--out {d}: another icl-race process (pid {holder}) is running in this "
+                         "directory; wait for it or choose another") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+# ---- reading ---------------------------------------------------------------------------------------
+
+
+def with_defaults(cfg: dict) -> dict:
+    """A stored config with the fields added since it was written at their defaults, so old and new
+    cells pool; one written by a version with fields this one lacks is returned as it is."""
+    try:
+        return config.from_dict(cfg).to_dict()
+    except ConfigError:
+        return cfg
+
+
+def read_config(d: Path) -> dict:
+    """The run's config as a dict, every field present (`with_defaults`): config.json, or the copy in
+    meta.json when a directory has no config.json."""
+    d = Path(d)
+    try:
+        raw = json.loads((d / CONFIG).read_text())
+    except FileNotFoundError:
+        raw = (read_meta(d) or {}).get("config")
+        if raw is None:
+            raise ConfigError(f"{d}: no config.json (not an icl-race run directory)") from None
+    except OSError as e:
+        raise ConfigError(f"{d}/config.json: unreadable ({e})") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{d}/config.json: not valid JSON ({e})") from None
+    cfg = with_defaults(raw) if isinstance(raw, dict) else raw
+    if not isinstance(cfg, dict) or not all(isinstance(cfg.get(s), dict) for s in ("task", "train")):
+        raise ConfigError(f"{d}/config.json: expected sections task and train")
+    return cfg
+
+
+def read_meta(d: Path) -> dict | None:
+    try:
+        return json.loads((Path(d) / META).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{d}/meta.json: unreadable ({e})") from None
+
+
+def read_results(d: Path) -> dict[str, np.ndarray]:
+    d = Path(d)
+    try:
+        with np.load(d / RESULTS) as z:
+            return {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise ConfigError(f"{d}: no results.npz (run not finished)") from None
+    except (OSError, ValueError, EOFError) as e:
+        raise ConfigError(f"{d}/results.npz: unreadable ({e})") from None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Run:
+    """One finished run directory, read back. Per-seed arrays hold every live seed; `kept` (not
+    diverged) selects the seeds the statistics use."""
+
+    dir: Path
+    config: dict  # resolved: every field of this version present
+    seed_ids: np.ndarray  # [S]
+    times: dict[str, np.ndarray]  # event -> [S] first-passage step, -1 = not reached (censored)
+    headline: str  # the event the run is summarised by (the system's stop event): t_<headline>
+    diverged: np.ndarray  # [S] bool
+    eval_steps: np.ndarray  # [T]
+    curves: dict[str, np.ndarray]  # probe -> [S, T, ...]
+    budget: int
+    steps_run: int
+    meta: dict | None  # None only for directories written without one (older versions, tests)
+
+    @property
+    def kept(self) -> np.ndarray:
+        return ~self.diverged
+
+    @property
+    def cfg(self) -> Config:
+        return config.from_dict(self.config)
+
+    def t(self, event: str | None = None) -> np.ndarray:
+        """First-passage steps of the kept seeds (-1 = censored) for `event` (default: the headline)."""
+        return self.times[event or self.headline][self.kept].astype(np.int64)
+
+    def censor_at(self, *events: str) -> int:
+        """When a kept seed that has not reached one of `events` (default: the headline) stopped being
+        observed: steps_run if the run stopped before the budget with such a seed, else the budget."""
+        from icl_race.analysis.survival import censor_time
+
+        unreached = any(np.any(self.t(e) < 0) for e in (events or (self.headline,)))
+        return censor_time(self.budget, self.steps_run, unreached)
+
+    def censored(self, event: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(times, observed) of the kept seeds for Kaplan-Meier, censored at `censor_at(event)`."""
+        from icl_race.analysis.survival import censored_times
+
+        event = event or self.headline
+        return censored_times(self.t(event), self.censor_at(event))
+
+    def km_median(self, event: str | None = None) -> float | None:
+        """Kaplan-Meier median of `event`'s time over the kept seeds; None when not reached by half."""
+        from icl_race.analysis.survival import km_median
+
+        times, observed = self.censored(event)
+        m = km_median(times, observed) if times.size else float("nan")
+        return None if not np.isfinite(m) else float(m)
+
+    def curve(self, name: str) -> np.ndarray:
+        """A probe's [S_kept, T, ...] curve."""
+        return self.curves[name][self.kept]
+
+
+def load_run(d: Path) -> Run:
+    """A run directory with config.json and results.npz (meta.json is read when there)."""
+    d = Path(d)
+    cfg = read_config(d)
+    res = read_results(d)
+    meta = read_meta(d)
+    events = {k[2:]: np.asarray(v) for k, v in res.items() if k.startswith("t_")}
+    if not events or "eval_steps" not in res:
+        raise ConfigError(f"{d}/results.npz: missing t_<event> or eval_steps")
+    S = next(iter(events.values())).shape[0]
+    steps = np.asarray(res["eval_steps"])
+    # steps_run and budget are absent only from hand-made directories: the last evaluation stands in.
+    last = int(steps[-1]) if steps.size else 0
+    budget = int(res.get("budget", last))
+    steps_run = int(res.get("steps_run", budget))
+    headline = (meta or {}).get("stop_event") or ("icl" if "icl" in events else next(iter(events)))
+    if headline not in events:
+        raise ConfigError(f"{d}/results.npz: missing t_{headline}")
+    fixed = {"seed_ids", "diverged", "eval_steps", *SCALARS, *(f"t_{e}" for e in events)}
+    return Run(dir=d, config=cfg, seed_ids=np.asarray(res.get("seed_ids", np.arange(S))), times=events,
+               headline=headline, diverged=np.asarray(res.get("diverged", np.zeros(S, bool)), bool),
+               eval_steps=steps, curves={k: v for k, v in res.items() if k not in fixed}, budget=budget,
+               steps_run=steps_run, meta=meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class CellEntry:
+    """One cell of a sweep directory: its swept values and, when finished, its run."""
+
+    name: str
+    dir: Path
+    values: dict[str, Any]
+    status: str  # done | partial | pending | unreadable
+    run: Run | None
+    config: dict | None
+    reason: str = ""  # why there is no run
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepDir:
+    dir: Path
+    fields: list[str]  # the grid's fields (from sweep.toml; else the fields that vary over cells)
+    cells: list[CellEntry]
+
+    @property
+    def runs(self) -> list[Run]:
+        return [c.run for c in self.cells if c.run is not None]
+
+
+def is_sweep(d: Path) -> bool:
+    return (Path(d) / "cells").is_dir()
+
+
+def cell_status(d: Path) -> str:
+    if is_done(d):
+        return "done"
+    return "partial" if checkpoint_steps(d) else "pending"
+
+
+def _flat(cfg: dict) -> dict:
+    return {f"{s}.{k}": v for s, sec in cfg.items() if isinstance(sec, dict) for k, v in sec.items()}
+
+
+def _grid_fields(d: Path, configs: list[dict]) -> list[str]:
+    try:
+        return list(tomllib.loads((d / "sweep.toml").read_text()).get("grid", {}))
+    except (OSError, tomllib.TOMLDecodeError):
+        flats = [_flat(c) for c in configs]
+        keys = sorted({k for f in flats for k in f})
+        return [k for k in keys if len({json.dumps(f.get(k), default=str) for f in flats}) > 1]
+
+
+def load_sweep(d: Path) -> SweepDir:
+    """Every cell of a sweep directory; a finished one (results.npz there) is read as a `Run`."""
+    d = Path(d)
+    entries = []
+    for c in sorted(p for p in (d / "cells").iterdir() if p.is_dir()):
+        try:
+            cfg = read_config(c)
+        except ConfigError as e:
+            entries.append((c, None, "unreadable", None, str(e)))
+            continue
+        if not (c / RESULTS).exists():
+            entries.append((c, cfg, cell_status(c), None, "no results.npz (not finished)"))
+            continue
+        try:
+            entries.append((c, cfg, "done", load_run(c), ""))
+        except ConfigError as e:
+            entries.append((c, cfg, "unreadable", None, str(e)))
+    fields = _grid_fields(d, [cfg for _, cfg, *_ in entries if cfg is not None])
+    cells = [CellEntry(c.name, c, {f: _flat(cfg).get(f) for f in fields} if cfg else {}, st, run, cfg, why)
+             for c, cfg, st, run, why in entries]
+    return SweepDir(d, fields, cells)
+
+
+def load(d: str | Path) -> Run | SweepDir:
+    """A run directory as a `Run`, a sweep directory (one with cells/) as a `SweepDir`."""
+    d = Path(d)
+    if not d.is_dir():
+        raise ConfigError(f"{d}: no such directory")
+    if is_sweep(d):
+        return load_sweep(d)
+    if (d / CONFIG).exists() or (d / RESULTS).exists():
+        return load_run(d)
+    raise ConfigError(f"{d}: neither a run directory (config.json, results.npz) nor a sweep directory (cells/)")

@@ -1,0 +1,179 @@
+"""The run directory: one commit finishes a run, a kill at any step of it reruns to the same results,
+half-finished directories of older versions are repaired, and `icl_race.load` reads it all back."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import icl_race
+from icl_race import config, rundir, sweep
+from icl_race.runner import execute
+
+RAW = {
+    "task": {"K": 200, "N": 8},
+    "model": {"width": 16},
+    "train": {"lr": 0.1, "batch_size": 16, "steps": 200, "eval_every": 50, "eval_size": 50,
+              "evals_per_chunk": 1, "checkpoint_every": 1, "stop_when_all_acquired": False},
+    "ensemble": {"seeds": 3, "block": 4},
+}
+CFG = config.from_dict(RAW)
+FINISH_STEPS = ["staged t_icl_hist.png", "staged meta.json", "staged results.npz", "renamed t_icl_hist.png",
+                "renamed meta.json", "renamed results.npz", "removed checkpoints"]
+
+
+class Killed(BaseException):
+    """Stands for a SIGKILL: nothing in the package catches a BaseException that is not an Exception."""
+
+
+def _same(a: dict, b: dict) -> None:
+    assert set(a) == set(b)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plain") / "run"
+    execute(CFG, out, progress=False)
+    return out, rundir.read_results(out)
+
+
+def _kill_at(monkeypatch, step):
+    def hook(name):
+        if name == step:
+            raise Killed(name)
+
+    monkeypatch.setattr(rundir, "fault_hook", hook)
+
+
+def test_finish_steps_are_the_ones_the_kill_test_covers(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(rundir, "fault_hook", seen.append)
+    execute(CFG, tmp_path / "run", progress=False)
+    assert seen == FINISH_STEPS
+
+
+@pytest.mark.parametrize("step", FINISH_STEPS)
+def test_a_kill_at_any_step_of_the_finish_reruns_to_the_uninterrupted_results(tmp_path, monkeypatch, step,
+                                                                             uninterrupted):
+    out = tmp_path / "run"
+    _kill_at(monkeypatch, step)
+    with pytest.raises(Killed):
+        execute(CFG, out, progress=False)
+    committed = FINISH_STEPS.index(step) >= FINISH_STEPS.index("renamed results.npz")
+    assert rundir.is_done(out) == committed
+    assert committed or rundir.checkpoint_steps(out), "an uncommitted run keeps its checkpoints"
+    assert not rundir.half_finished(out)
+    monkeypatch.setattr(rundir, "fault_hook", None)
+    logs = []
+    execute(CFG, out, progress=False, log=logs.append)
+    _same(rundir.read_results(out), uninterrupted[1])
+    assert rundir.is_done(out) and not (out / "checkpoints").exists()
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in uninterrupted[0].iterdir())
+    assert any(("nothing to do" if committed else "resuming from the checkpoint at step 150") in m for m in logs)
+
+
+def test_results_without_meta_from_an_older_version_are_redone_from_the_checkpoint(tmp_path, monkeypatch,
+                                                                                  uninterrupted):
+    out = tmp_path / "run"
+    _kill_at(monkeypatch, "staged results.npz")
+    with pytest.raises(Killed):
+        execute(CFG, out, progress=False)
+    # The state an older version left when killed between writing results.npz and meta.json.
+    next(out.glob(".results.npz.tmp*")).rename(out / "results.npz")
+    for tmp in out.glob(".*.tmp*"):
+        tmp.unlink()
+    assert rundir.half_finished(out) and rundir.cell_status(out) == "partial"
+    monkeypatch.setattr(rundir, "fault_hook", None)
+    logs = []
+    execute(CFG, out, progress=False, log=logs.append)
+    assert any("results.npz without meta.json" in m and "checkpoint at step 150" in m for m in logs)
+    _same(rundir.read_results(out), uninterrupted[1])
+    assert rundir.is_done(out) and not (out / "checkpoints").exists()
+
+
+def test_results_without_meta_and_no_checkpoint_redo_the_run(tmp_path, uninterrupted):
+    out = tmp_path / "run"
+    execute(CFG, out, progress=False)
+    (out / "meta.json").unlink()
+    logs = []
+    execute(CFG, out, progress=False, log=logs.append)
+    assert [m for m in logs if "results.npz without meta.json" in m and "redoing the run" in m]
+    _same(rundir.read_results(out), uninterrupted[1])
+
+
+def test_sigkill_between_the_renames_leaves_a_resumable_run(tmp_path, uninterrupted):
+    out = tmp_path / "run"
+    kill = ("import os, signal\nfrom icl_race import rundir\n"
+            "rundir.fault_hook = lambda s: s == 'renamed meta.json' and os.kill(os.getpid(), signal.SIGKILL)\n")
+    code = (f"{kill}import json\nfrom icl_race import config\nfrom icl_race.runner import execute\n"
+            f"execute(config.from_dict(json.loads({json.dumps(json.dumps(RAW))})), {str(out)!r}, progress=False)")
+    p = subprocess.run([sys.executable, "-c", code], env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300)
+    assert p.returncode == -signal.SIGKILL
+    assert (out / "meta.json").exists() and not rundir.is_done(out)
+    execute(CFG, out, progress=False)
+    _same(rundir.read_results(out), uninterrupted[1])
+
+
+def test_a_sweep_worker_counts_only_committed_cells(tmp_path, monkeypatch):
+    spec = sweep.expand(RAW, {})
+    [cell] = spec.cells
+    d = sweep.cell_dir(tmp_path, cell)
+    _kill_at(monkeypatch, "renamed meta.json")
+    with pytest.raises(Killed):
+        execute(cell.cfg, d, progress=False)
+    assert sweep.status(tmp_path, cell) == "partial"
+    row = next(iter(_rows(sweep.write_summary(tmp_path, spec))))
+    assert row["status"] == "partial" and row["median_t_icl"] == ""
+
+
+def _rows(path):
+    import csv
+
+    return list(csv.DictReader(path.read_text().splitlines()))
+
+
+def _hand_made_cell(out, cell, t_icl, budget=300):
+    d = sweep.cell_dir(out, cell)
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps(cell.cfg.to_dict()))
+    (d / "meta.json").write_text(json.dumps({"config": cell.cfg.to_dict(), "stop_event": "icl",
+                                             "seed_steps_per_s": 1.0}))
+    S = len(t_icl)
+    np.savez(d / "results.npz", seed_ids=np.arange(S), t_icl=np.array(t_icl), diverged=np.zeros(S, bool),
+             eval_steps=np.array([100, 200, 300]), icl_acc=np.zeros((S, 3)), iwl_acc=np.zeros((S, 3)),
+             steps_run=budget, budget=budget)
+    return d
+
+
+def test_summary_median_is_kaplan_meier(tmp_path):
+    spec = sweep.expand(RAW, {"task.K": [200, 400]})
+    _hand_made_cell(tmp_path, spec.cells[0], [100, 200, -1, -1])  # S(200) = 1/2: the KM median is 200
+    _hand_made_cell(tmp_path, spec.cells[1], [100, -1, -1, -1])  # never down to 1/2: not reached
+    rows = _rows(sweep.write_summary(tmp_path, spec))
+    assert [r["median_t_icl"] for r in rows] == ["200.0", ""]
+    assert [r["censored"] for r in rows] == ["2", "3"]
+
+
+def test_load_reads_a_run_and_a_sweep_with_their_swept_values(tmp_path, uninterrupted):
+    run = icl_race.load(uninterrupted[0])
+    assert isinstance(run, rundir.Run) and run.headline == "icl" and run.cfg == CFG
+    assert run.seed_ids.tolist() == [0, 1, 2] and run.eval_steps.tolist() == [50, 100, 150, 200]
+    assert run.curves["icl_acc"].shape == (3, 4) and run.budget == 200 and run.meta["seeds"] == 3
+    assert run.censor_at() == 200 and set(run.times) == {"icl", "converged"}
+    spec = sweep.expand(RAW, {"task.K": [200, 400]})
+    (tmp_path / "sweep.toml").write_text(sweep.spec_toml(spec))
+    _hand_made_cell(tmp_path, spec.cells[0], [100, 200, -1, -1])
+    sweep.cell_dir(tmp_path, spec.cells[1]).mkdir(parents=True)
+    (sweep.cell_dir(tmp_path, spec.cells[1]) / "config.json").write_text(json.dumps(spec.cells[1].cfg.to_dict()))
+    found = icl_race.load(tmp_path)
+    assert isinstance(found, rundir.SweepDir) and found.fields == ["task.K"]
+    by_k = {c.values["task.K"]: c for c in found.cells}
+    assert by_k[200].status == "done" and by_k[200].run.km_median() == 200
+    assert by_k[400].status == "pending" and by_k[400].run is None
+    assert found.runs == [by_k[200].run]
