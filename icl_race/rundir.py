@@ -327,6 +327,14 @@ class Run:
         """A probe's [S_kept, T, ...] curve."""
         return self.curves[name][self.kept]
 
+    def kept_arrays(self) -> dict[str, np.ndarray]:
+        """results.npz's arrays over the kept seeds, with `n_diverged`: no statistic averages a NaN curve."""
+        keep = self.kept
+        return {"seed_ids": self.seed_ids[keep], **{f"t_{e}": v[keep] for e, v in self.times.items()},
+                "diverged": self.diverged[keep], "eval_steps": self.eval_steps,
+                **{k: v[keep] for k, v in self.curves.items()}, "steps_run": np.int64(self.steps_run),
+                "budget": np.int64(self.budget), "n_diverged": int((~keep).sum())}
+
 
 def load_run(d: Path) -> Run:
     """A run directory with config.json and results.npz (meta.json is read when there)."""
@@ -371,6 +379,7 @@ class SweepDir:
     dir: Path
     fields: list[str]  # the grid's fields (from sweep.toml; else the fields that vary over cells)
     cells: list[CellEntry]
+    spec: str | None  # sweep.toml's text
 
     @property
     def runs(self) -> list[Run]:
@@ -391,13 +400,18 @@ def _flat(cfg: dict) -> dict:
     return {f"{s}.{k}": v for s, sec in cfg.items() if isinstance(sec, dict) for k, v in sec.items()}
 
 
-def _grid_fields(d: Path, configs: list[dict]) -> list[str]:
+def _grid_fields(spec: str | None, configs: list[dict]) -> list[str]:
+    """The [grid] fields of sweep.toml; without a readable one, the fields whose values differ over cells."""
     try:
-        return list(tomllib.loads((d / "sweep.toml").read_text()).get("grid", {}))
-    except (OSError, tomllib.TOMLDecodeError):
-        flats = [_flat(c) for c in configs]
-        keys = sorted({k for f in flats for k in f})
-        return [k for k in keys if len({json.dumps(f.get(k), default=str) for f in flats}) > 1]
+        return list(tomllib.loads(spec).get("grid", {})) if spec is not None else _varying(configs)
+    except tomllib.TOMLDecodeError:
+        return _varying(configs)
+
+
+def _varying(configs: list[dict]) -> list[str]:
+    flats = [_flat(c) for c in configs]
+    keys = sorted({k for f in flats for k in f})
+    return [k for k in keys if len({json.dumps(f.get(k), default=str) for f in flats}) > 1]
 
 
 def load_sweep(d: Path) -> SweepDir:
@@ -417,10 +431,21 @@ def load_sweep(d: Path) -> SweepDir:
             entries.append((c, cfg, "done", load_run(c), ""))
         except ConfigError as e:
             entries.append((c, cfg, "unreadable", None, str(e)))
-    fields = _grid_fields(d, [cfg for _, cfg, *_ in entries if cfg is not None])
+    spec = (d / "sweep.toml").read_text() if (d / "sweep.toml").is_file() else None
+    fields = _grid_fields(spec, [cfg for _, cfg, *_ in entries if cfg is not None])
     cells = [CellEntry(c.name, c, {f: _flat(cfg).get(f) for f in fields} if cfg else {}, st, run, cfg, why)
              for c, cfg, st, run, why in entries]
-    return SweepDir(d, fields, cells)
+    return SweepDir(d, fields, cells, spec)
+
+
+def load_cells(*dirs: str | Path) -> list[tuple[dict, dict]]:
+    """(config dict, `Run.kept_arrays()`) of every finished run in `dirs` (run or sweep directories), the
+    input of the analysis summaries (icl_race.analysis.memorization, .race)."""
+    runs = []
+    for d in dirs:
+        found = load(d)
+        runs += found.runs if isinstance(found, SweepDir) else [found]
+    return [(r.config, r.kept_arrays()) for r in runs if r.meta is not None]
 
 
 def load(d: str | Path) -> Run | SweepDir:

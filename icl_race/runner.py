@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from icl_race import rundir
-from icl_race.config import Config
+from icl_race.config import Config, ConfigError
 
 
 def versions() -> dict[str, str]:
@@ -148,7 +148,8 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     from icl_race.engine.ensemble import (DIVERGED, Layout, concat_history, init_ensemble, padded_seed_ids,
                                           seed_keys, train)
     from icl_race.engine.sharding import local_device_count, place, seed_mesh
-    from icl_race.plots import png_bytes, t_icl_histogram
+    from icl_race.analysis.survival import censor_time
+    from icl_race.plots import histogram, png_bytes
     from icl_race.systems import build
 
     rundir.write_config(out, cfg)
@@ -164,7 +165,10 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
 
         ckpt = Checkpointer(out / rundir.CHECKPOINTS, keep=2)
         restored = ckpt.restore_latest()
-    layout = Layout(e.block, local_device_count(e.devices))
+    available = local_device_count()
+    if e.devices > available:
+        raise ConfigError(f"ensemble.devices = {e.devices}: must be 0 (all) or <= {available}, the local device count")
+    layout = Layout(e.block, e.devices or available)
     mesh = seed_mesh(layout.shards) if layout.shards > 1 else None
     padded_ids = padded_seed_ids(seed_ids, layout)
     if restored:
@@ -218,8 +222,9 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         "steps_run": np.int64(steps_run),
         "budget": np.int64(tr.steps),
     }
-    fig = t_icl_histogram(results[f"t_{stop}"][~results["diverged"]], tr.steps,
-                          title=f"t_{stop}, {_describe(cfg)}, {e.seeds} seeds", xlabel=f"t_{stop} (steps)")
+    t_kept = results[f"t_{stop}"][~results["diverged"]]
+    fig = histogram(t_kept, censor_time(tr.steps, steps_run, bool(np.any(t_kept < 0))),
+                    title=f"t_{stop}, {_describe(cfg)}, {e.seeds} seeds", xlabel=f"t_{stop} (steps)")
     hist = png_bytes(fig, dpi=120)
 
     trained_s = max(run_s - compile_s, 1e-9)

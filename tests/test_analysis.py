@@ -176,7 +176,7 @@ def test_statistics_and_reports_import_no_jax():
     import subprocess
     import sys
 
-    code = ("import sys, icl_race.report, icl_race.analysis.figures, icl_race.analysis.threshold; "
+    code = ("import sys, icl_race.report, icl_race.plots.classification, icl_race.analysis.threshold; "
             "sys.exit('jax' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from icl_race import config
+from icl_race import config, rundir
 from icl_race.analysis import memorization as mem
 from icl_race.config import ConfigError
 from icl_race.runner import execute
@@ -167,7 +167,7 @@ def test_mlp_only_memorizes_a_tiny_K(tmp_path):
     assert np.all(np.diff(I, axis=1) > 0) and np.all(I[:, -1] < res["eval_steps"][-1])
     # c3 >= c1 (e^-m >= sigma(-m)); the two estimators agree to within sampling noise.
     assert np.all(res["c3"] >= res["c1"]) and np.all(np.abs(res["c1_sym"] - c1).max() < 0.15)
-    summary = mem.summarize_memorization(tmp_path / "run", n_boot=50)
+    summary = mem.summarize_memorization(rundir.load_cells(tmp_path / "run"), n_boot=50)
     assert summary["cells"][0]["K"] == 64 and summary["cells"][0]["tail"]["alpha"] > 0
     assert summary["cells"][0]["budgets"][0]["I_steps"] == pytest.approx(I[:, -1].mean())
 
@@ -206,7 +206,7 @@ def test_minimal_model_t_icl_grows_as_beta0_falls(tmp_path):
     assert 3 < ratio < 20  # theory: e^2 = 7.4
     assert np.all(lo["w"][:, -1] > 0) and np.all(lo["beta"][:, -1] > -1.0)
     # t_ICL * lr / (N sqrt(2 pi) e^-beta0) is about one constant across beta0 (measured ~1.3 here).
-    r_hi, r_lo = (mem.summarize_minimal(tmp_path / d, n_boot=50)["cells"][0]["ratio_flow"]["ratio"] for d in ("hi", "lo"))
+    r_hi, r_lo = (mem.summarize_minimal(rundir.load_cells(tmp_path / d), n_boot=50)["cells"][0]["ratio_flow"]["ratio"] for d in ("hi", "lo"))
     assert 0.5 < r_hi < 3 and 0.5 < r_lo < 3 and 0.67 < r_lo / r_hi < 1.5
 
 
@@ -250,7 +250,7 @@ def test_load_cells_drops_diverged_seeds_and_fills_config_defaults(tmp_path):
     c1 = np.array([[0.5, 0.2, 0.1], [np.nan, np.nan, np.nan], [0.4, 0.3, 0.2]])  # seed 1 diverged
     np.savez(d / "results.npz", seed_ids=np.arange(3), diverged=np.array([False, True, False]),
              t_memorized=np.array([100, -1, 150]), c1=c1, eval_steps=np.array([50, 100, 150]), budget=150)
-    [(conf, r)] = mem.load_cells(d)
+    [(conf, r)] = rundir.load_cells(d)
     assert r["n_diverged"] == 1 and r["seed_ids"].tolist() == [0, 2] and r["t_memorized"].tolist() == [100, 150]
     assert np.isfinite(r["c1"]).all() and r["c1"].shape == (2, 3)
     assert r["eval_steps"].tolist() == [50, 100, 150]  # same length as the seed axis, not a per-seed array

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from icl_race import rundir
 from icl_race.analysis import race
 
 STEPS = np.arange(1, 11) * 100
@@ -81,7 +82,7 @@ def test_summarize_transience_on_constructed_cells(tmp_path):
         _write_cell(tmp_path / "cells" / str(wd), {"train": {"weight_decay_attn": wd}},
                     {"eval_steps": STEPS, "t_icl": np.full(4, 200), "icl_acc": acc, "iwl_acc": acc,
                      "icl_loss": loss, "iwl_loss": loss, "c3": np.tile(STEPS / 1000, (4, 1))})
-    out = race.summarize_transience(tmp_path, n_boot=100)
+    out = race.summarize_transience(rundir.load_cells(tmp_path), n_boot=100)
     lo, hi = out["cells"]
     assert (lo["weight_decay_attn"], lo["fell"], lo["acquired"]) == (0.01, 3, 4)
     assert lo["rise"]["median"] == 200 and lo["fall"]["median"] == 800 and hi["fall"]["median"] == 400

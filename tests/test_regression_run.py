@@ -125,7 +125,7 @@ def test_eq21_match_measures_a_known_time_stretch():
     # |v|(t) = V(t / k) with V Eq. 21's own solution: wherever the ODE is started, the head takes k times the
     # ODE's time to reach v*/2, on any grid (the crossing is interpolated in the ODE's clock), so the
     # measured error is k − 1 exactly.
-    from icl_race.analysis.regression_report import START_FRAC, escaping_head, match_eq21
+    from icl_race.analysis.regression import START_FRAC, escaping_head, match_eq21
     from icl_race.theory.linear_attention import scalar_ode_solution, scalar_ode_time
 
     lam, c = 0.3, 1.14

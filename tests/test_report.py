@@ -162,7 +162,7 @@ def test_sweep_report_recovers_slope_median_scaling_and_balanced_effect(sweep_di
 
 
 def test_old_cells_without_newer_fields_pool_with_new_ones(tmp_path):
-    from icl_race.report import _condition
+    from icl_race.report.classification_sweep import condition as _condition
     from icl_race.rundir import read_config
 
     full = config.from_dict({"task": {"K": 1000, "N": 8}}).to_dict()

@@ -13,6 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
+from icl_race import rundir
 from icl_race.analysis import memorization as mem
 
 
@@ -31,10 +32,10 @@ p.add_argument("--kstar", help="race: report.json of the finite-K race sweep (me
 p.add_argument("--boot", type=int, default=1000)
 a = p.parse_args()
 if a.kind == "mlp":
-    res = mem.summarize_memorization(a.out[0], a.T, n_boot=a.boot)
+    res = mem.summarize_memorization(rundir.load_cells(a.out[0]), a.T, n_boot=a.boot)
 elif a.kind == "minimal":
-    res = mem.summarize_minimal(a.out, a.boot)
+    res = mem.summarize_minimal(rundir.load_cells(*a.out), a.boot)
 else:
-    res = {"predicted": mem.summarize_race(a.out[0], a.kinf, a.T[0], a.boot),
+    res = {"predicted": mem.summarize_race(rundir.load_cells(a.out[0]), rundir.load_cells(a.kinf), a.T[0], a.boot),
            "measured": measured_k_star(a.kstar) if a.kstar else None}
 print(json.dumps(res, indent=1))

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from icl_race.analysis import figures, race
-from icl_race.analysis.memorization import load_cells
+from icl_race.analysis import race
+from icl_race.plots import race as figures
+from icl_race.rundir import load_cells
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -36,7 +37,7 @@ def _save(name: str, summary: dict, fig) -> None:
 
 
 def transience(args) -> None:
-    s = race.summarize_transience(args.dir, level=args.level, n_boot=args.boot)
+    s = race.summarize_transience(load_cells(args.dir), level=args.level, n_boot=args.boot)
     for c in s["cells"]:
         lr = c["loss_relation"]
         print(f"wd {c['weight_decay_attn']:g}: acquired {c['acquired']}/{c['seeds']}, rise {_fmt(c['rise'], 'median')}, "
@@ -65,7 +66,7 @@ def loss(args) -> None:
 
 
 def independence(args) -> None:
-    s = race.summarize_independence(args.memorization, args.t_icl, args.mlp_only, level=args.level, n_boot=args.boot)
+    s = race.summarize_independence(load_cells(args.memorization), load_cells(args.t_icl), load_cells(*args.mlp_only), level=args.level, n_boot=args.boot)
     for part in ("memorization", "t_icl"):
         for name, c in s[part]["conditions"].items():
             extra = f", t_ICL {_fmt(c['t_icl'], 'median')}" if "t_icl" in c and part == "t_icl" else ""

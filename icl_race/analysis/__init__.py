@@ -1,10 +1,13 @@
-"""Statistics of the race between ICL and IWL: pure functions on numpy arrays (numpy/scipy only).
+"""Statistics: pure functions on numpy arrays (numpy/scipy and diptest; no files, no figures, no jax).
 
-survival    Kaplan-Meier curves and medians, never-acquired fractions, censored tail fits of t_ICL
-bimodality  dip test, bimodality coefficient, 1- vs 2-Gaussian mixture BIC
-threshold   acquisition curves vs log10 K, K* with bootstrap CIs, K*(N) slope, median t_ICL vs N
-figures     plots: data in, matplotlib Figure out
+survival      Kaplan-Meier curves and medians, the censoring rule, never-acquired fractions, censored tail fits
+bimodality    dip test, bimodality coefficient, 1- vs 2-Gaussian mixture BIC, dequantization
+threshold     acquisition curves vs log10 K, K* with bootstrap CIs, K*(N) slope, median t_ICL vs N
+regression    linear-attention transition times, dwells, the escaping heads against Eq. 21
+memorization  the MLP-only memorization kinetics (c1 tail, I_K(T), nu) and the minimal model's t_ICL
+race          the transformer-side claims: loss relation, transience under L2, independence of the sub-circuits
 
-Convention everywhere: t_ICL < 0 means "not acquired within the budget", i.e. right-censored at the
-time the run stopped observing it (the budget); such seeds are kept, never dropped.
+Convention everywhere: a first-passage time < 0 means "not reached while the run observed it", i.e.
+right-censored at the censoring time (`survival.censor_time`); such seeds are kept, never dropped.
+The inputs are arrays read by `icl_race.rundir`; the figures of these statistics are in `icl_race.plots`.
 """

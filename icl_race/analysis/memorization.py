@@ -167,27 +167,7 @@ def minimal_scaling(N, beta0, t_icl, censor_at, n_boot: int = 1000, confidence: 
     return {"by_beta0": by_beta0, "by_N": by_N}
 
 
-# ---- sweep directories ------------------------------------------------------------------------------
-
-def load_cells(out) -> list[tuple[dict, dict]]:
-    """(config dict, results arrays) of every finished cell of a sweep directory (or of one run dir),
-    the config with defaults filled in and diverged seeds dropped from every per-seed array (their
-    count in `n_diverged`), as the reports do, so that no statistic averages a NaN curve."""
-    from icl_race import rundir
-
-    found = rundir.load(out)
-    runs = found.runs if isinstance(found, rundir.SweepDir) else [found]
-    return [(r.config, results_arrays(r)) for r in runs if r.meta is not None]
-
-
-def results_arrays(run) -> dict:
-    """A run's results.npz arrays over its kept seeds, with `n_diverged`."""
-    keep = run.kept
-    return {"seed_ids": run.seed_ids[keep], **{f"t_{e}": v[keep] for e, v in run.times.items()},
-            "diverged": run.diverged[keep], "eval_steps": run.eval_steps,
-            **{k: v[keep] for k, v in run.curves.items()}, "steps_run": np.int64(run.steps_run),
-            "budget": np.int64(run.budget), "n_diverged": int((~keep).sum())}
-
+# ---- cells: (config dict, results arrays of the kept seeds), as rundir.load_cells gives them ----------
 
 def _mean_ci(x, n_boot, confidence, rng):
     return percentile_ci([np.mean(x[rng.integers(0, x.size, x.size)]) for _ in range(n_boot)], confidence) if x.size > 1 else None
@@ -200,7 +180,7 @@ def _alpha_by_decade(t, c1, n_boot, seed):
     return [{"t_end": te, "alpha": f["alpha"], "alpha_ci": f["alpha_ci"], "n_times": f["n_times"]} for te, f in fits]
 
 
-def summarize_memorization(out, Ts=None, decades: float = 1.0, n_boot: int = 1000, seed: int = 0) -> dict:
+def summarize_memorization(cells, Ts=None, decades: float = 1.0, n_boot: int = 1000, seed: int = 0) -> dict:
     """Per K: the tail fit of c1 and c1_sym over the last `decades`; alpha over each whole decade of t;
     I_K(T) (SGD steps, eta * steps, seed-bootstrap CI) and I_K(T)/I_K(T/10) at every T of Ts the run
     reached; I_K(inf) = I_K(t_last) + the tail correction where alpha's CI lies above 1 and every seed
@@ -208,7 +188,7 @@ def summarize_memorization(out, Ts=None, decades: float = 1.0, n_boot: int = 100
     Then nu from I_K(T) vs K at each T, over the K whose runs reached T. Ts defaults to the shortest
     run's last evaluation (a common T for every K)."""
     rng = np.random.default_rng(seed)
-    cells = sorted(load_cells(out), key=lambda c: c[0]["task"]["K"])
+    cells = sorted(cells, key=lambda c: c[0]["task"]["K"])
     if not cells:
         return {"cells": []}
     Ts = sorted(Ts or [min(float(r["eval_steps"][-1]) for _, r in cells)])
@@ -241,12 +221,12 @@ def summarize_memorization(out, Ts=None, decades: float = 1.0, n_boot: int = 100
     return {"Ts": Ts, "cells": rows, "nu": nu}
 
 
-def summarize_minimal(outs, n_boot: int = 1000) -> dict:
-    """Per cell (N, beta0) of the sweep directories `outs` (one or a list): measured t_ICL vs
+def summarize_minimal(cells, n_boot: int = 1000) -> dict:
+    """Per cell (N, beta0): measured t_ICL vs
     N sqrt(2 pi) e^-beta0, in SGD steps (ratio) and in eta * steps (ratio_flow); with beta0_random, the
     slope of ln t_ICL on beta0 (theory -1). Over all fixed-beta0 cells: minimal_scaling."""
     rows, fixed = [], []
-    for cfg, r in (cell for out in np.atleast_1d(outs) for cell in load_cells(out)):
+    for cfg, r in cells:
         N, lr = cfg["task"]["N"], cfg["train"]["lr"]
         beta0 = r["beta0"][:, 0] if "beta0" in r else np.full(r["t_icl"].shape, cfg["model"]["beta0"])
         row = {"N": N, "beta0": None if cfg["model"].get("beta0_random") else cfg["model"]["beta0"],
@@ -265,13 +245,13 @@ def summarize_minimal(outs, n_boot: int = 1000) -> dict:
     return out
 
 
-def summarize_race(mlp_out, kinf_out, T: float, n_boot: int = 1000, seed: int = 0) -> dict:
+def summarize_race(mlp_cells, kinf_cells, T: float, n_boot: int = 1000, seed: int = 0) -> dict:
     """Item 5 of issue 5: nu from the MLP-only cells' I_K(T) (T: the race's training budget, in SGD
     steps) and the median t_ICL(N) of K = infinity race cells (e.g. the transformer) give the predicted
     K*(N) (predict_k_star)."""
     mlp = sorted(((c["task"]["K"], budget_at(r["eval_steps"].astype(float), r["c1"], T))
-                  for c, r in load_cells(mlp_out) if r["eval_steps"][-1] >= T), key=lambda x: x[0])
-    kinf = sorted(((c["task"]["N"], r["t_icl"], float(r["budget"])) for c, r in load_cells(kinf_out)), key=lambda x: x[0])
+                  for c, r in mlp_cells if r["eval_steps"][-1] >= T), key=lambda x: x[0])
+    kinf = sorted(((c["task"]["N"], r["t_icl"], float(r["budget"])) for c, r in kinf_cells), key=lambda x: x[0])
     K, I_by_K = zip(*mlp)
     N, t_by_N, budgets = zip(*kinf)
     return {"T": T, "K": list(K), "N": list(N),

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from icl_race.analysis.memorization import load_cells
 from icl_race.analysis.survival import censor_time, censored_times, km_median
 from icl_race.analysis.threshold import (percentile_ci, interval_verdict, km_median_boot, power_law_slope,
                                          sign_verdict)
@@ -113,7 +112,7 @@ def _without_boot(d: dict) -> dict:
 AT_FALL = ("c3", "iwl_loss")  # curves read at each seed's fall: the memory path's c3, and the IWL test loss
 
 
-def summarize_transience(out, level: float = 0.9, n_boot: int = 1000) -> dict:
+def summarize_transience(cells, level: float = 0.9, n_boot: int = 1000) -> dict:
     """Per weight decay (train.weight_decay_attn) cell: rise (t_ICL) and fall (first evaluation after
     t_ICL with ICL accuracy < level) KM medians with CIs; the seed-mean ICL accuracy and the seed-median
     curves of the MLP path's c3 = <exp(-phi+)> and of L_IWL; the values of c3 and of L_IWL at each fallen seed's fall (L_IWL
@@ -125,7 +124,7 @@ def summarize_transience(out, level: float = 0.9, n_boot: int = 1000) -> dict:
     the fall is proportional to wd: slope 1."""
     rows, fall_boots, at_fall_boots = [], [], []
     rng = np.random.default_rng(0)
-    for cfg, r in sorted(load_cells(out), key=lambda c: c[0]["train"]["weight_decay_attn"]):
+    for cfg, r in sorted(cells, key=lambda c: c[0]["train"]["weight_decay_attn"]):
         steps, t_icl = r["eval_steps"], r["t_icl"]
         acquired = t_icl >= 0
         t_fall = fall_times(r["icl_acc"], steps, t_icl, level)
@@ -186,20 +185,19 @@ def _strip_boot(conds: dict) -> dict:
     return {n: {k: _without_boot(v) if isinstance(v, dict) else v for k, v in c.items()} for n, c in conds.items()}
 
 
-def summarize_independence(memorization_out, t_icl_out, mlp_only_outs, level: float = 0.9,
+def summarize_independence(memorization_cells, t_icl_cells, mlp_only_cells, level: float = 0.9,
                            n_boot: int = 1000) -> dict:
-    """Item 8. memorization_out: a sweep over model.freeze (none, attention); t_icl_out: a sweep over
-    model.freeze (none, mlp) x task.variant; mlp_only_outs: MLP-only runs at matched K, width, lr and
+    """memorization_cells: a sweep over model.freeze (none, attention); t_icl_cells: a sweep over
+    model.freeze (none, mlp) x task.variant; mlp_only_cells: MLP-only runs at matched K, width, lr and
     budget (named by task.input_scale). Memorization time = the first evaluation with IWL accuracy >
     `level` (KM median, censored at the budget); ratios of KM medians with seed-bootstrap CIs (paired
     by seed id)."""
     mem = {cfg["model"].get("freeze", "none"): _condition(cfg, r, n_boot, level)
-           for cfg, r in load_cells(memorization_out)}
-    for out in mlp_only_outs:
-        mem |= {f"mlp_only x{cfg['task'].get('input_scale', 1.0):g}": _condition(cfg, r, n_boot, level)
-                for cfg, r in load_cells(out)}
+           for cfg, r in memorization_cells}
+    mem |= {f"mlp_only x{cfg['task'].get('input_scale', 1.0):g}": _condition(cfg, r, n_boot, level)
+            for cfg, r in mlp_only_cells}
     icl = {f"{cfg['task']['variant']}, freeze {cfg['model'].get('freeze', 'none')}": _condition(cfg, r, n_boot, level)
-           for cfg, r in load_cells(t_icl_out)}
+           for cfg, r in t_icl_cells}
     mem_ratios = _ratios(mem, {f"{a} / {b}": (a, b) for a in ("attention", "none") for b in mem if b.startswith("mlp_only")},
                          "memorization")
     icl_ratios = _ratios(icl, {f"{v}: mlp_frozen_over_trained": (f"{v}, freeze mlp", f"{v}, freeze none")

@@ -16,14 +16,8 @@ import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
 
-def local_device_count(requested: int) -> int:
-    """`requested` devices, or all local ones for 0."""
-    n = len(jax.local_devices())
-    if requested > n:
-        from icl_race.config import ConfigError
-
-        raise ConfigError(f"ensemble.devices = {requested}: must be 0 (all) or <= {n}, the local device count")
-    return requested or n
+def local_device_count() -> int:
+    return len(jax.local_devices())
 
 
 def seed_mesh(shards: int):

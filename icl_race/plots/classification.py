@@ -1,57 +1,20 @@
-"""Report figures: data in, matplotlib Figure out (Agg backend; nothing is shown or saved here)."""
+"""The classification reports' figures: data in, matplotlib Figure out."""
 
 from __future__ import annotations
 
 import math
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from icl_race.analysis.survival import lognormal_sf, pareto_sf  # noqa: E402
-
-CENSORED = "tab:gray"
-
-
-def _log_edges(values: np.ndarray, bins: int | None = None) -> np.ndarray:
-    lo, hi = float(values.min()), float(values.max())
-    if hi <= lo:
-        lo, hi = lo / 1.5, hi * 1.5
-    nb = bins or int(np.clip(round(2 * values.size ** (1 / 3)), 5, 30))
-    return np.geomspace(lo / 1.08, hi * 1.08, nb + 1)
-
+from icl_race.analysis.survival import lognormal_sf, pareto_sf
+from icl_race.plots import CENSORED, censored_histogram, colors, histogram, slope_ci_text
 
 def t_icl_histogram(t_icl: np.ndarray, censor_at: float, median: float | None = None,
                     median_ci: list | None = None, title: str = "") -> plt.Figure:
     """t_ICL on log-spaced bins, never-acquired seeds as a grey bar past the budget, the KM median
     and its CI as a line and a band."""
-    t = np.asarray(t_icl)
-    hit = t[t >= 0].astype(float)
-    n_cens = int(np.sum(t < 0))
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
-    ax.set_xscale("log")
-    right = float(censor_at) * 1.25
-    if hit.size:
-        edges = _log_edges(hit)
-        ax.hist(hit, bins=edges, color="tab:blue", edgecolor="white", label=f"acquired ({hit.size})")
-        right = max(right, edges[-1] * 1.25)
-    if n_cens:
-        ax.bar(right, n_cens, width=right * 0.25, color=CENSORED, align="center",
-               label=f"never acquired by {int(censor_at):,} steps ({n_cens})")
-        ax.text(right, n_cens, "never", ha="center", va="bottom", fontsize=8, color=CENSORED)
-    ax.axvline(censor_at, color=CENSORED, ls=":", lw=1)
-    if median is not None:
-        ax.axvline(median, color="black", lw=1.5, label=f"KM median {median:,.0f}")
-        if median_ci and median_ci[0] is not None:
-            hi = median_ci[1] if median_ci[1] is not None else censor_at
-            ax.axvspan(median_ci[0], hi, color="black", alpha=0.1, label="95% CI of the median")
-    ax.set_xlabel("t_ICL (SGD steps, log scale)")
-    ax.set_ylabel("seeds")
-    ax.set_title(title or f"t_ICL over {t.size} seeds")
-    ax.legend(frameon=False, fontsize=8)
-    return fig
+    return histogram(t_icl, censor_at, median, median_ci, title=title or f"t_ICL over {np.asarray(t_icl).size} seeds")
 
 
 def survival_curve(km: dict, lognormal: dict | None = None, tail: dict | None = None, title: str = "") -> plt.Figure:
@@ -152,22 +115,13 @@ def bimodality(log_t: np.ndarray, log_t_stats: dict, final_acc: np.ndarray, acc_
     return fig
 
 
-# ----------------------------------------------------------------------------------------------
-# Sweeps
-# ----------------------------------------------------------------------------------------------
-
-def _colors(n):
-    cmap = plt.get_cmap("viridis")
-    return [cmap(v) for v in np.linspace(0.0, 0.85, max(n, 1))]
-
-
 def acquisition_vs_K(curves: dict, title: str = "") -> plt.Figure:
     """Fraction of seeds acquiring ICL vs log10 K, one colour per N: points with Wilson CIs, the
     logistic fit and K* with its CI. `curves` maps N to threshold.acquisition_curve's result."""
     from scipy.special import expit
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
-    for (N, cur), color in zip(sorted(curves.items()), _colors(len(curves))):
+    for (N, cur), color in zip(sorted(curves.items()), colors(len(curves))):
         cells = cur["cells"]
         x = np.array([c["log10_K"] for c in cells])
         f = np.array([c["fraction"] for c in cells])
@@ -189,12 +143,6 @@ def acquisition_vs_K(curves: dict, title: str = "") -> plt.Figure:
     return fig
 
 
-def _slope_ci_text(fit: dict, fmt: str) -> str:
-    """" [lo, hi]" for a fit's slope CI in a legend, or "" when there is none."""
-    lo, hi = fit.get("slope_ci") or (None, None)
-    return "" if lo is None else f" [{lo:{fmt}}, {hi:{fmt}}]"
-
-
 def _errorbar_ci(ax, x, y, cis, **kw):
     """Points with their CIs ([lo, hi] per point; None where an end is open, drawn without that arm)."""
     y = np.asarray(y, float)
@@ -211,7 +159,7 @@ def kstar_vs_N(N: np.ndarray, log10_kstar: np.ndarray, ci: list, fit: dict, ref_
     _errorbar_ci(ax, np.log10(N), y, ci, fmt="o", color="tab:blue", label="K* (95% CI)")
     if fit.get("ok"):
         g = np.linspace(np.log10(N.min()) - 0.05, np.log10(N.max()) + 0.05, 50)
-        ci_txt = _slope_ci_text(fit, ".2f")
+        ci_txt = slope_ci_text(fit, ".2f")
         ax.plot(g, fit["intercept"] + fit["slope"] * g, color="tab:blue", label=f"fit: slope {fit['slope']:.2f}{ci_txt}")
         mid = np.log10(N).mean()
         ax.plot(g, fit["intercept"] + fit["slope"] * mid + ref_slope * (g - mid), color="tab:red", ls="--",
@@ -244,7 +192,7 @@ def t_icl_vs_N(N_seeds: list, t_seeds: list, censor_at: list, med: dict, title: 
     lin = med.get("linear") or {}
     if lin.get("ok"):
         g = np.linspace(allN.min(), allN.max(), 50)
-        ci_txt = _slope_ci_text(lin, ".3g")
+        ci_txt = slope_ci_text(lin, ".3g")
         ax.plot(g, lin["intercept"] + lin["slope"] * g, color="tab:red",
                 label=f"median = {lin['intercept']:.3g} + {lin['slope']:.3g}{ci_txt} N")
     ax.set_xlabel("N (tokens per sequence incl. query)")
@@ -299,7 +247,7 @@ def balanced_vs_standard(rows: list[tuple[int, list, list[tuple[str, dict, dict]
 
 
 def small_histograms(items: list[tuple[str, np.ndarray, float]], title: str = "") -> plt.Figure:
-    """One small t_ICL histogram (log bins, censored bar) per (label, t_icl, censor_at)."""
+    """One small censored histogram per (label, t_icl, censor_at)."""
     n = max(len(items), 1)
     cols = min(n, 3)
     rows = math.ceil(n / cols)
@@ -308,101 +256,10 @@ def small_histograms(items: list[tuple[str, np.ndarray, float]], title: str = ""
         ax.set_visible(False)
     for ax, (label, t, c) in zip(axes.flat, items):
         t = np.asarray(t)
-        hit = t[t >= 0].astype(float)
-        ax.set_xscale("log")
-        right = float(c) * 1.25
-        if hit.size:
-            edges = _log_edges(hit, bins=12)
-            ax.hist(hit, bins=edges, color="tab:blue", edgecolor="white")
-            right = max(right, edges[-1] * 1.25)
-        n_c = int((t < 0).sum())
-        if n_c:
-            ax.bar(right, n_c, width=right * 0.25, color=CENSORED)
-        ax.set_title(f"{label}\n{hit.size} acquired, {n_c} censored", fontsize=8)
+        censored_histogram(ax, t, c, bins=12, legend=False)
+        ax.set_title(f"{label}\n{int(np.sum(t >= 0))} acquired, {int(np.sum(t < 0))} censored", fontsize=8)
         ax.set_xlabel("t_ICL (steps)", fontsize=8)
         ax.tick_params(labelsize=7)
     if title:
         fig.suptitle(title)
-    return fig
-
-
-# ----------------------------------------------------------------------------------------------
-# Race: transience, loss relation, independence ablation (analysis/race.py summaries in)
-# ----------------------------------------------------------------------------------------------
-
-def _median_with_ci(ax, x, summary, censor_at, color, marker, label):
-    """A KM median with its CI bar; unreached medians as an open marker at the censoring time."""
-    med, (lo, hi) = summary["median"], summary["median_ci"]
-    if med is None:
-        ax.plot([x], [censor_at], marker, mfc="none", color=color, label=label)
-        return
-    err = [[med - lo], [hi - med]] if lo is not None and hi is not None else None
-    ax.errorbar([x], [med], yerr=err, fmt=marker, color=color, capsize=3, label=label)
-
-
-def transience(summary: dict, title: str = "") -> plt.Figure:
-    """race.summarize_transience: rise/fall KM medians vs weight decay; ICL accuracy, the MLP path's
-    c3 = <exp(-phi+)> and L_IWL against steps per weight decay, with the median fall times marked."""
-    cells = summary["cells"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
-    for i, c in enumerate(cells):
-        first = i == 0
-        _median_with_ci(axes[0], c["weight_decay_attn"], c["rise"], c["budget"], "tab:blue", "o",
-                        "rise: t_ICL" if first else None)
-        _median_with_ci(axes[0], c["weight_decay_attn"], c["fall"], c["budget"], "tab:red", "v",
-                        f"fall: ICL acc < {summary['level']} (open: not reached)" if first else None)
-    axes[0].set(xscale="log", yscale="log", xlabel="weight decay on the attention path", ylabel="SGD steps (KM median)")
-    axes[0].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # minor labels collide on a short range
-    axes[0].set_xticks([c["weight_decay_attn"] for c in cells], [f"{c['weight_decay_attn']:g}" for c in cells])
-    axes[0].legend(frameon=False, fontsize=8)
-    for c, color in zip(cells, _colors(len(cells))):
-        label = f"wd {c['weight_decay_attn']:g}"
-        axes[1].plot(c["eval_steps"], c["icl_acc_mean"], color=color, label=label)
-        if "c3_seed_median" in c:
-            axes[2].plot(c["eval_steps"], c["c3_seed_median"], color=color, label=label)
-        axes[2].plot(c["eval_steps"], c["iwl_loss_seed_median"], color=color, ls="--")
-        if c["fall"]["median"]:
-            for ax in axes[1:]:
-                ax.axvline(c["fall"]["median"], color=color, ls=":", lw=1)
-    axes[1].set(xlabel="SGD steps", ylabel="ICL accuracy (seed mean)", title="dotted: median fall")
-    axes[2].set(xlabel="SGD steps", ylabel="seed median", yscale="log")
-    axes[2].set_title("solid: the MLP path's c3 = <exp(-phi+)>\ndashed: L_IWL", fontsize=9)
-    axes[1].legend(frameon=False, fontsize=8)
-    fig.suptitle(title or "Transient ICL under L2 on the attention path")
-    return fig
-
-
-def loss_relation(x: np.ndarray, y: np.ndarray, fit: dict, title: str = "") -> plt.Figure:
-    """L_ICL against -1/2 log L_IWL after acquisition: the points, the pooled fit and the theory line."""
-    fig, ax = plt.subplots(figsize=(5.2, 4.2), layout="constrained")
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ax.scatter(x, y, s=3, alpha=0.3, color="tab:blue", label=f"{fit['points']} evaluations, {fit['seeds_used']} seeds")
-    grid = np.linspace(x.min(), x.max(), 50)
-    ax.plot(grid, fit["intercept"] + fit["slope"] * grid, color="black",
-            label=f"fit: slope {fit['slope']:.2f}{_slope_ci_text(fit, '.2f')}")
-    ax.plot(grid, grid, color="tab:red", ls="--", label="theory: L_ICL = -1/2 log L_IWL")
-    ax.set(xlabel="-1/2 log L_IWL", ylabel="L_ICL")
-    ax.legend(frameon=False, fontsize=8)
-    ax.set_title(title or "Loss relation after acquisition")
-    return fig
-
-
-def independence(summary: dict, title: str = "") -> plt.Figure:
-    """race.summarize_independence: IWL accuracy curves (seed mean, 10-90% band) of the memorization
-    conditions; Kaplan-Meier curves of t_ICL with the MLP frozen or trained."""
-    from icl_race.analysis.survival import censored_times, km_steps
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
-    mem = summary["memorization"]["conditions"]
-    for (name, c), color in zip(mem.items(), _colors(len(mem))):
-        axes[0].plot(c["eval_steps"], c["iwl_acc_mean"], color=color, label=name)
-        axes[0].fill_between(c["eval_steps"], *c["iwl_acc_q"], color=color, alpha=0.2)
-    axes[0].set(xlabel="SGD steps", ylabel="IWL accuracy", title="memorization")
-    axes[0].legend(frameon=False, fontsize=8)
-    for (name, c), color in zip(summary["t_icl"]["conditions"].items(), _colors(len(summary["t_icl"]["conditions"]))):
-        t, s = km_steps(*censored_times(c["t_icl_seeds"], c["budget"]))
-        axes[1].step(np.concatenate([[0], t]), np.concatenate([[1], s]), where="post", color=color, label=name)
-    axes[1].set(xlabel="SGD steps", ylabel="fraction without ICL (Kaplan-Meier)", title="t_ICL")
-    axes[1].legend(frameon=False, fontsize=8)
-    fig.suptitle(title or "Independence ablation: one sub-circuit frozen at init")
     return fig

@@ -1,0 +1,86 @@
+"""Figures: data in, matplotlib Figure out (Agg backend; nothing is shown or saved here).
+
+__init__        the censored histogram (one, used by the run's histogram, the reports and their panels),
+                PNG bytes, shared colours
+classification  the classification reports' figures (survival, bimodality, K*, t_ICL vs N, ...)
+regression      the linear-regression reports' figures (loss staircases, transition times, Eq. 21 heads)
+race            the race analyses' figures (transience, loss relation, independence ablation)
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+CENSORED = "tab:gray"
+
+
+def log_edges(values: np.ndarray, bins: int | None = None) -> np.ndarray:
+    lo, hi = float(values.min()), float(values.max())
+    if hi <= lo:
+        lo, hi = lo / 1.5, hi * 1.5
+    nb = bins or int(np.clip(round(2 * values.size ** (1 / 3)), 5, 30))
+    return np.geomspace(lo / 1.08, hi * 1.08, nb + 1)
+
+
+def censored_histogram(ax, t: np.ndarray, censor_at: float, bins: int | None = None, legend: bool = True) -> None:
+    """First-passage times on log-spaced bins; seeds that never reached the event (t < 0) as a grey bar
+    past the censoring time, which is dotted."""
+    t = np.asarray(t)
+    hit = t[t >= 0].astype(float)
+    n_cens = int(np.sum(t < 0))
+    ax.set_xscale("log")
+    right = float(censor_at) * 1.25
+    if hit.size:
+        edges = log_edges(hit, bins)
+        ax.hist(hit, bins=edges, color="tab:blue", edgecolor="white", label=f"reached ({hit.size})")
+        right = max(right, edges[-1] * 1.25)
+    if n_cens:
+        ax.bar(right, n_cens, width=right * 0.25, color=CENSORED, align="center",
+               label=f"not reached by {int(censor_at):,} steps ({n_cens})")
+        if legend:
+            ax.text(right, n_cens, "never", ha="center", va="bottom", fontsize=8, color=CENSORED)
+    ax.axvline(censor_at, color=CENSORED, ls=":", lw=1)
+
+
+def histogram(t: np.ndarray, censor_at: float, median: float | None = None, median_ci: list | None = None,
+              title: str = "", xlabel: str = "t_ICL (SGD steps, log scale)") -> plt.Figure:
+    """`censored_histogram` as a figure, with the Kaplan-Meier median and its CI as a line and a band."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    censored_histogram(ax, t, censor_at)
+    if median is not None:
+        ax.axvline(median, color="black", lw=1.5, label=f"KM median {median:,.0f}")
+        if median_ci and median_ci[0] is not None:
+            hi = median_ci[1] if median_ci[1] is not None else censor_at
+            ax.axvspan(median_ci[0], hi, color="black", alpha=0.1, label="95% CI of the median")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("seeds")
+    ax.set_title(title or f"over {np.asarray(t).size} seeds")
+    if ax.get_legend_handles_labels()[0]:  # nothing to label when every seed diverged
+        ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def colors(n):
+    cmap = plt.get_cmap("viridis")
+    return [cmap(v) for v in np.linspace(0.0, 0.85, max(n, 1))]
+
+
+def slope_ci_text(fit: dict, fmt: str) -> str:
+    """" [lo, hi]" for a fit's slope CI in a legend, or "" when there is none."""
+    lo, hi = fit.get("slope_ci") or (None, None)
+    return "" if lo is None else f" [{lo:{fmt}}, {hi:{fmt}}]"
+
+
+def png_bytes(fig: plt.Figure, dpi: int = 120) -> bytes:
+    """The figure as PNG, then closed: pyplot keeps every figure alive until closed, so a sweep would
+    otherwise hold one per cell."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()

@@ -1,0 +1,81 @@
+"""Formatting shared by the reports: numbers, CIs and p-values as text, JSON-safe values, figure files."""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+
+from icl_race import rundir
+
+
+def num(v, fmt="{:,.0f}") -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "n/a"
+    return fmt.format(v)
+
+
+def ci_text(ci, fmt="{:,.0f}", open_hi="beyond the budget") -> str:
+    if not ci or ci[0] is None and ci[1] is None:
+        return "n/a"
+    lo = num(ci[0], fmt) if ci[0] is not None else "n/a"
+    hi = num(ci[1], fmt) if ci[1] is not None else open_hi
+    return f"[{lo}, {hi}]"
+
+
+def p_value(v) -> str:
+    """A p-value: 3 significant digits, '< 0.001' below that (the dip test's table gives 0 there)."""
+    if v is None:
+        return "n/a"
+    return "< 0.001" if v < 0.001 else f"{v:.3g}"
+
+
+def p_eq(v) -> str:
+    """'= p' or '< 0.001', to follow 'p'."""
+    t = p_value(v)
+    return t if t.startswith("<") else f"= {t}"
+
+
+def pct(v) -> str:
+    return "n/a" if v is None or not math.isfinite(v) else f"{100 * v:.1f}%"
+
+
+def jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items() if not str(k).startswith("boot_")}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [jsonable(v) for v in obj.tolist()]
+    if isinstance(obj, (np.bool_, bool)):
+        return bool(obj)
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def save_figure(fig, figdir: Path, name: str) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    figdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for ext in ("png", "pdf"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, dpi=150)
+        rundir.atomic_write(figdir / f"{name}.{ext}", buf.getvalue())
+        written.append(f"figures/{name}.{ext}")
+    plt.close(fig)
+    return written
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", text.replace("=", "-")).strip("_") or "all"
+
+
