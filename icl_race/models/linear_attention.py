@@ -12,7 +12,8 @@ drift slightly under finite P):
 
 Two implementations of the prediction: `predict_tokens` runs attention over the (N+1)-token matrix with
 the full (D+1)-dimensional value/key/query matrices (the golden path; also the softmax variant), and the
-fast path ŷ = βᵀ Γ x_q, whose training loss needs only the moments of `icl_race.tasks.regression`.
+fast path ŷ = βᵀ Γ x_q, whose training loss needs only the moments of `icl_race.tasks.regression`
+(computed there with this module's feature map: context_beta, cubic_features).
 Softmax attention (`softmax=True`, attn_m or attn_s parameters) has no fast path: scores are softmaxed over
 all N+1 key positions (query included), divided by `temperature` (the reference: 1, no 1/N).
 
@@ -38,7 +39,20 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from icl_race.tasks.regression import F64, cubic_features, context_beta
+F64 = jnp.float64
+
+
+def context_beta(x_PxTxD: jax.Array, y_PxT: jax.Array) -> jax.Array:
+    """β = (1/N) Σ_{n ≤ N} y_n x_n over the context (the query excluded): the paper's normalisation."""
+    N = x_PxTxD.shape[1] - 1
+    return jnp.einsum("pn,pnd->pd", y_PxT[:, :N], x_PxTxD[:, :N]) / N
+
+
+def cubic_features(beta_PxD: jax.Array, xq_PxD: jax.Array) -> jax.Array:
+    """z = vec(β x_qᵀ), row-major: z[i*D + j] = β_i x_q,j (the reference's flatten order)."""
+    P, D = beta_PxD.shape
+    return (beta_PxD[:, :, None] * xq_PxD[:, None, :]).reshape(P, D * D)
+
 
 KINDS = ("attn_m", "attn_s", "mlp")
 INIT_SCHEMES = ("balanced", "entrywise", "aligned")

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from icl_race.models.linear_attention import context_beta, cubic_features
 from icl_race.theory.linear_attention import spectrum  # noqa: F401 (re-exported: the spectra of Λ)
 
 F64 = jnp.float64
@@ -120,18 +121,6 @@ def tokens(data: dict) -> tuple[jax.Array, jax.Array]:
     x_PxTxD, y_PxT = data["x_PxTxD"], data["y_PxT"]
     y_PxT_in = y_PxT.at[:, -1].set(0.0)
     return jnp.concatenate([x_PxTxD, y_PxT_in[:, :, None]], axis=-1), y_PxT[:, -1]
-
-
-def context_beta(x_PxTxD: jax.Array, y_PxT: jax.Array) -> jax.Array:
-    """β = (1/N) Σ_{n ≤ N} y_n x_n over the context (the query excluded): the paper's normalisation."""
-    N = x_PxTxD.shape[1] - 1
-    return jnp.einsum("pn,pnd->pd", y_PxT[:, :N], x_PxTxD[:, :N]) / N
-
-
-def cubic_features(beta_PxD: jax.Array, xq_PxD: jax.Array) -> jax.Array:
-    """z = vec(β x_qᵀ), row-major: z[i*D + j] = β_i x_q,j (the reference's flatten order)."""
-    P, D = beta_PxD.shape
-    return (beta_PxD[:, :, None] * xq_PxD[:, None, :]).reshape(P, D * D)
 
 
 def finite_moments(data: dict) -> dict[str, jax.Array]:

@@ -1,0 +1,122 @@
+"""The package's layers, read from its source: every import of an icl_race module (top-level or inside a
+function) is an edge, and the edges must respect the layering and form no circle."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parent.parent / "icl_race"
+
+# (importer prefix, imported prefix): never allowed. A prefix names a module and everything below it.
+FORBIDDEN = [
+    ("icl_race.engine", "icl_race.config"), ("icl_race.engine", "icl_race.tasks"),
+    ("icl_race.engine", "icl_race.models"), ("icl_race.engine", "icl_race.systems"),
+    ("icl_race.models", "icl_race.tasks"),
+    ("icl_race.analysis", "icl_race.report"), ("icl_race.analysis", "icl_race.plots"),
+    ("icl_race.analysis", "icl_race.rundir"), ("icl_race.analysis", "matplotlib"),
+    ("icl_race", "icl_race.cli"),
+]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports(path: Path, modules: dict) -> set[str]:
+    """Every module `path` imports: icl_race modules by full name, others by their top-level name."""
+    me = _module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            subs = {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules}
+            out |= subs or {base}
+    return {m if m.startswith("icl_race") else m.split(".")[0] for m in out if m} - {me}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: imports(path, modules) for name, path in modules.items()}
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} imports {b}" for a, deps in graph.items() for b in deps for pa, pb in FORBIDDEN
+                  if _under(a, pa) and _under(b, pb) and a != pb)
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Import circles among icl_race modules (Tarjan's strongly connected components of size > 1). A
+    package's own submodules importing it back are not a circle: Python runs the package first."""
+    edges = {a: {b for b in deps if b in graph and not _under(a, b)} for a, deps in graph.items()}
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_layers_hold():
+    assert violations(_graph()) == []
+
+
+def test_no_import_circle():
+    assert circles(_graph()) == []
+
+
+@pytest.mark.parametrize("graph, broken", [
+    ({"icl_race.engine.ensemble": {"icl_race.config"}, "icl_race.config": set()}, ["icl_race.engine.ensemble imports icl_race.config"]),
+    ({"icl_race.models.x": {"icl_race.tasks.y"}, "icl_race.tasks.y": set()}, ["icl_race.models.x imports icl_race.tasks.y"]),
+    ({"icl_race.analysis.s": {"matplotlib"}}, ["icl_race.analysis.s imports matplotlib"]),
+    ({"icl_race.report": {"icl_race.cli"}, "icl_race.cli": set()}, ["icl_race.report imports icl_race.cli"]),
+])
+def test_the_checks_catch_what_they_forbid(graph, broken):
+    assert violations(graph) == broken
+
+
+def test_a_circle_is_found():
+    graph = {"icl_race.a": {"icl_race.b"}, "icl_race.b": {"icl_race.c"}, "icl_race.c": {"icl_race.a"},
+             "icl_race.p": set(), "icl_race.p.q": {"icl_race.p"}}
+    assert circles(graph) == [["icl_race.a", "icl_race.b", "icl_race.c"]]
+
+
+def test_imports_are_read_inside_functions_and_relative(tmp_path):
+    modules = _modules()
+    assert "icl_race.runner" in imports(PACKAGE / "cli.py", modules)  # imported inside a function
+    assert "icl_race.plots.classification" in imports(PACKAGE / "report" / "classification_run.py", modules)
