@@ -33,6 +33,10 @@ class TaskConfig:
     icl_pool: int = 20_000  # the ICL test draws novel items from min(icl_pool, K) of them
     pool_seed: int = 10  # fixed key of the training item pool, shared by every seed (as the reference)
     novel_seed: int = 100  # fixed key of the novel (ICL-test) pool
+    # K = infinity only: 0 draws every item fresh from N(0, I/D); P > 0 draws item vectors from a fixed
+    # bank of P such items (pool_seed) with labels still fresh per sequence, so nothing can be
+    # memorized either way and sampling costs B N ids instead of B N D Gaussians (experiments/README.md).
+    infinite_bank: int = 0
 
     @property
     def pool_size(self) -> int:
@@ -146,6 +150,11 @@ class TrainConfig:
     weight_decay_attn: float = 1e-10  # coupled L2 on LayerNorm and q/k/v
     weight_decay_mlp: float = 1e-10  # coupled L2 on the MLPs
     icl_threshold: float = 0.95  # t_ICL = first evaluation with ICL accuracy above this
+    # ... of icl_confirm consecutive evaluations above it (1: the paper's rule, a single look)
+    icl_confirm: int = 1
+    # Further first passages of ICL accuracy, recorded as t_icl60, t_icl75, ...: the rise's shape
+    # (the regime diagnostic: rise fraction (t_icl - t_icl60) / t_icl, analysis/regime.py).
+    icl_levels: tuple = (0.6, 0.75, 0.9)
     early_stop: str = "off"  # off | freeze (a seed stops updating once ICL accuracy > stop_threshold,
     # or once converged for linear_regression)
     stop_threshold: float = 0.99
@@ -375,6 +384,10 @@ def _validate_classification(cfg: Config) -> None:
         _check(t.K % 2 == 0, "task.K", t.K, "even with the balanced variant (two equal label classes)")
         _check(t.N % 2 == 0 and t.N >= 4, "task.N", t.N, "even and >= 4 with the balanced variant")
     _check(t.icl_pool >= 2, "task.icl_pool", t.icl_pool, "an integer >= 2")
+    _check(0 <= t.infinite_bank < 2**31, "task.infinite_bank", t.infinite_bank,
+           "an integer in [0, 2^31) (0: fresh items)")
+    _check(t.infinite_bank == 0 or (t.variant == "infinite" and t.infinite_bank >= 2 * t.N), "task.infinite_bank",
+           t.infinite_bank, f'0, or >= 2 N = {2 * t.N} with task.variant = "infinite"')
     _check(m.kind in ("transformer", "minimal"), "model.kind", m.kind, '"transformer" or "minimal"')
     _check(m.width >= 1, "model.width", m.width, "an integer >= 1")
     if m.kind == "minimal":
@@ -409,6 +422,10 @@ def _validate_train_classification(cfg: Config) -> None:
         _check(math.isfinite(v) and v >= 0, f"train.{name}", v, "a finite number >= 0")
     _check(0 <= tr.icl_threshold < 1, "train.icl_threshold", tr.icl_threshold, "in [0, 1)")
     _check(0 <= tr.stop_threshold < 1, "train.stop_threshold", tr.stop_threshold, "in [0, 1)")
+    _check(tr.icl_confirm >= 1, "train.icl_confirm", tr.icl_confirm, "an integer >= 1 (consecutive evaluations)")
+    lv = tr.icl_levels
+    _check(all(0 < v < 1 and abs(round(100 * v) - 100 * v) < 1e-9 for v in lv) and list(lv) == sorted(set(lv)),
+           "train.icl_levels", list(lv), "increasing, distinct levels in (0, 1), whole percents (e.g. [0.6, 0.75, 0.9])")
 
 
 def _validate_common(cfg: Config) -> None:

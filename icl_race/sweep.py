@@ -8,6 +8,13 @@ A sweep file is a config (the same [task]/[model]/[train]/[ensemble] sections, o
     "task.K" = [500, 1000, 2000]
     "task.N" = [8, 16]
 
+An optional [zip] table holds fields that vary together (equal-length lists, taken row by row), e.g. a
+budget and an evaluation period that scale with N; its rows are crossed with the [grid]:
+
+    [zip]
+    "task.N" = [16, 64]
+    "train.steps" = [8000, 32000]
+
 Layout of DIR: sweep.toml (the resolved spec), cells/<config digest>/ (one run directory each, see
 rundir.py), summary.csv (one row per cell, rewritten after every cell). Finished cells are skipped
 and partial ones resume from their checkpoints, so rerunning the command is always safe; cells
@@ -50,12 +57,12 @@ class Cell:
 
 @dataclasses.dataclass(frozen=True)
 class Sweep:
-    raw: dict  # the resolved spec: base sections merged, plus "grid"
+    raw: dict  # the resolved spec: base sections merged, plus "grid" (and "zip" if given)
     cells: tuple[Cell, ...]
 
     @property
     def fields(self) -> list[str]:
-        return list(self.raw["grid"])
+        return [*self.raw["grid"], *self.raw.get("zip", {})]
 
 
 def _merge(base: dict, top: dict) -> dict:
@@ -83,43 +90,58 @@ def load(path: str | Path, overrides: list[str] = ()) -> Sweep:
             raise ConfigError(f"{path}: base = {base!r}: expected a path to a config TOML")
         raw = _merge(_read_toml(path.parent / base), raw)
     grid = raw.pop("grid", {})
+    zipped = raw.pop("zip", {})
     raw = config.apply_overrides(raw, list(overrides))
-    return expand(raw, grid)
+    return expand(raw, grid, zipped)
 
 
-def expand(raw: dict, grid: dict) -> Sweep:
-    """The cells of a sweep: every combination of the grid's values on top of `raw`."""
-    if not isinstance(grid, dict):
-        raise ConfigError("[grid]: expected a table of \"section.key\" = [values]")
-    for field, values in grid.items():
+def _check_fields(table, name: str) -> None:
+    if not isinstance(table, dict):
+        raise ConfigError(f"[{name}]: expected a table of \"section.key\" = [values]")
+    for field, values in table.items():
         sec, _, key = field.partition(".")
         if sec not in config.SECTIONS or key not in config.field_names(sec):
-            raise ConfigError(f"grid field {field!r}: not a config field (section.key, e.g. \"task.K\")")
+            raise ConfigError(f"{name} field {field!r}: not a config field (section.key, e.g. \"task.K\")")
         if not isinstance(values, list) or not values:
-            raise ConfigError(f"grid field {field!r}: expected a non-empty list of values")
-    combos = list(itertools.product(*grid.values())) if grid else [()]
+            raise ConfigError(f"{name} field {field!r}: expected a non-empty list of values")
+
+
+def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
+    """The cells of a sweep: every combination of the grid's values, crossed with the rows of the
+    zipped fields, on top of `raw`."""
+    zipped = zipped or {}
+    _check_fields(grid, "grid")
+    _check_fields(zipped, "zip")
+    if len({len(v) for v in zipped.values()}) > 1:
+        raise ConfigError("[zip]: every field needs a list of the same length "
+                          f"(got {', '.join(f'{k}: {len(v)}' for k, v in zipped.items())})")
+    if set(grid) & set(zipped):
+        raise ConfigError(f"{sorted(set(grid) & set(zipped))[0]!r}: in both [grid] and [zip]")
+    rows = list(zip(*zipped.values())) if zipped else [()]
+    combos = [g + z for g in (itertools.product(*grid.values()) if grid else [()]) for z in rows]
+    swept = [*grid, *zipped]
     raws = []
     for combo in combos:
         cell = copy.deepcopy(raw)
-        for field, value in zip(grid, combo):
+        for field, value in zip(swept, combo):
             sec, _, key = field.partition(".")
             cell.setdefault(sec, {})[key] = value
         raws.append(cell)
     # One compilation for every K: a common pool size, unless the spec chose one.
     ks = [c.get("task", {}).get("K", config.TaskConfig.K) for c in raws
           if c.get("task", {}).get("variant", "standard") != "infinite"]
-    if "task.K" in grid and "K_max" not in raw.get("task", {}) and "task.K_max" not in grid and ks:
+    if "task.K" in swept and "K_max" not in raw.get("task", {}) and "task.K_max" not in swept and ks:
         for c in raws:
             c.setdefault("task", {})["K_max"] = max(int(k) for k in ks if isinstance(k, (int, float)))
     cells = []
     for combo, cell_raw in zip(combos, raws):
-        values = dict(zip(grid, combo))
+        values = dict(zip(swept, combo))
         try:
             cells.append(Cell(values, config.from_dict(cell_raw)))
         except ConfigError as e:
             where = ", ".join(f"{k}={v}" for k, v in values.items())
             raise ConfigError(f"cell {where}: {e}") from None
-    return Sweep({**raw, "grid": grid}, tuple(cells))
+    return Sweep({**raw, "grid": grid, **({"zip": zipped} if zipped else {})}, tuple(cells))
 
 
 def spec_toml(sweep: Sweep) -> str:
@@ -138,7 +160,7 @@ def spec_toml(sweep: Sweep) -> str:
     lines = []
     for sec, table in sweep.raw.items():
         lines.append(f"[{sec}]")
-        lines += [f"{json.dumps(k) if sec == 'grid' else k} = {value(v)}" for k, v in table.items()]
+        lines += [f"{json.dumps(k) if sec in ('grid', 'zip') else k} = {value(v)}" for k, v in table.items()]
         lines.append("")
     return "\n".join(lines)
 

@@ -20,6 +20,7 @@ class Scripted:
     trace indexed by that count, so first passages and freezing have known answers."""
 
     freeze_event: str | None = None
+    confirm: tuple = ()
     event_names = ("hit", "high")
 
     def init(self, key, consts):
@@ -35,8 +36,8 @@ class Scripted:
         return {"hit": probes["acc"] > 0.95, "high": probes["acc"] > 0.98}
 
 
-def _run_scripted(trace, steps, freeze_event=None, stop_event=None, evals_per_chunk=2):
-    program = Scripted(freeze_event)
+def _run_scripted(trace, steps, freeze_event=None, stop_event=None, evals_per_chunk=2, confirm=()):
+    program = Scripted(freeze_event, confirm)
     consts = {"trace": jnp.asarray(trace, jnp.float32)}
     carry = init_ensemble(program, Layout(3), seed_keys(0, np.arange(3)), consts)
     return train(program, consts, carry, layout=Layout(3), steps=steps, eval_every=EVAL_EVERY,
@@ -49,6 +50,19 @@ def test_first_passage_is_the_first_evaluation_above_threshold():
     np.testing.assert_array_equal(carry["t_first"]["hit"], [30, 30, 30])  # 0.95 is not above 0.95
     np.testing.assert_array_equal(carry["t_first"]["high"], [50, 50, 50])
     np.testing.assert_allclose(curves["acc"][0], [0.5, 0.95, 0.96, 0.2, 0.99, 0.97])
+
+
+def test_confirmed_passage_is_the_start_of_the_first_run_of_k_evaluations():
+    # "hit" needs 2 evaluations above 0.95 in a row: the lone 0.96 at step 30 does not count, the run
+    # 0.99, 0.97 starting at step 50 does (across a chunk boundary: 2 evaluations per chunk).
+    trace = [0.5, 0.95, 0.96, 0.2, 0.99, 0.97, 0.5]
+    carry, _, _ = _run_scripted(trace, steps=70, confirm=(("hit", 2),))
+    np.testing.assert_array_equal(carry["t_first"]["hit"], [50, 50, 50])
+    np.testing.assert_array_equal(carry["t_first"]["high"], [50, 50, 50])  # unconfirmed events unchanged
+    carry, _, _ = _run_scripted(trace, steps=70, confirm=(("hit", 3),))
+    np.testing.assert_array_equal(carry["t_first"]["hit"], [-1, -1, -1])
+    carry, _, _ = _run_scripted(trace, steps=70, confirm=(("hit", 1),))
+    np.testing.assert_array_equal(carry["t_first"]["hit"], [30, 30, 30])
 
 
 def test_never_crossing_stays_censored():

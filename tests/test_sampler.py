@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import stats
 
 from icl_race.tasks import classification as task
 
@@ -77,6 +78,37 @@ def test_infinite_iwl_query_absent_from_context():
     x, _ = task.fresh_sequences(KEY, 200, 20, 63, query_in_context=False)
     items = np.asarray(x[..., :63])
     assert np.linalg.norm(items[:, :-1] - items[:, -1:], axis=-1).min() > 1e-3
+
+
+def test_bank_sequences_are_fresh_sequences_over_a_fixed_bank():
+    P, B, N = 256, 4000, 16
+    bank = np.asarray(task.make_pool(KEY, P, 63))
+    x, y = task.bank_sequences(jax.random.key(3), task.token_table(jnp.asarray(bank)), B, N, query_in_context=True)
+    items, labels = np.asarray(x[..., :63]), np.asarray(x[..., 63:])
+    # Every item is a bank row, ids uniform over the bank.
+    dist = np.linalg.norm(items[:, :, None] - bank[None, None], axis=-1)
+    ids = np.argmin(dist, axis=-1)
+    assert np.allclose(dist.min(axis=-1), 0, atol=1e-6)
+    assert stats.chisquare(np.bincount(ids[:, :-1].ravel(), minlength=P)).pvalue > 1e-3
+    # The query copies a context item and carries its label (when that vector is not repeated).
+    match = ids[:, :-1] == ids[:, -1:]
+    assert np.all(match.any(axis=1))
+    copied = np.argmax(match, axis=1)
+    one = match.sum(axis=1) == 1
+    np.testing.assert_array_equal((2 * labels[np.arange(B), copied, 1] - 1)[one], np.asarray(y)[one])
+    assert np.all(labels[:, -1] == 0)
+    # Labels i.i.d. uniform per position and sequence: nothing ties a bank row to a label.
+    assert abs(labels[:, :-1, 1].mean() - 0.5) < 0.01
+    same_id = [labels[:, :-1][ids[:, :-1] == k][:, 1].mean() for k in range(4)]
+    assert max(abs(m - 0.5) for m in same_id) < 0.1
+    # A repeated vector in a context: exactly the birthday probability of N - 1 draws from P.
+    no_repeat = np.array([len(set(row)) == N - 1 for row in ids[:, :-1]])
+    expected = np.prod(1 - np.arange(N - 1) / P)
+    assert abs(no_repeat.mean() - expected) < 4 * np.sqrt(expected * (1 - expected) / B)
+    # The IWL variant draws the query independently: it is in the context with probability ~ (N-1)/P.
+    x, _ = task.bank_sequences(jax.random.key(4), task.token_table(jnp.asarray(bank)), B, N, query_in_context=False)
+    q_in = np.all(np.isclose(np.asarray(x[:, :-1, :63]), np.asarray(x[:, -1:, :63])), axis=-1).any(axis=1)
+    assert abs(q_in.mean() - (1 - (1 - 1 / P) ** (N - 1))) < 0.015
 
 
 @pytest.mark.parametrize("K", [100, 3000])

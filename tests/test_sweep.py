@@ -44,6 +44,20 @@ def test_grid_is_the_cartesian_product_with_a_shared_pool_size():
         (k, n, lr) for k in (200, 400) for n in (8, 12) for lr in (0.1, 0.2, 0.3)}
 
 
+def test_zipped_fields_vary_together_and_cross_the_grid(tmp_path):
+    s = sweep.expand(BASE, {"train.lr": [0.1, 0.2]}, {"task.N": [8, 12], "train.steps": [200, 400]})
+    assert {(c.values["train.lr"], c.cfg.task.N, c.cfg.train.steps) for c in s.cells} == {
+        (lr, n, st) for lr in (0.1, 0.2) for n, st in ((8, 200), (12, 400))}
+    assert s.fields == ["train.lr", "task.N", "train.steps"]
+    spec = tmp_path / "s.toml"
+    spec.write_text(sweep.spec_toml(s))
+    assert [c.name for c in sweep.load(spec).cells] == [c.name for c in s.cells]  # the stored spec round-trips
+    with pytest.raises(ConfigError, match="same length"):
+        sweep.expand(BASE, {}, {"task.N": [8, 12], "train.steps": [200]})
+    with pytest.raises(ConfigError, match="both"):
+        sweep.expand(BASE, {"task.N": [8]}, {"task.N": [12]})
+
+
 def test_bad_grid_names_the_field_or_the_cell():
     with pytest.raises(ConfigError, match="task.KK"):
         sweep.expand(BASE, {"task.KK": [1]})

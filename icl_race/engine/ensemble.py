@@ -7,6 +7,8 @@ A *program* is a hashable (frozen dataclass) bundle of pure per-seed functions:
     probe(state, consts, key) -> {name: scalar}             # one evaluation
     events(probes, consts) -> {event: bool}                 # conditions whose first passage is recorded
     event_names: tuple[str, ...]; freeze_event: str | None  # a seed stops updating once this event fires
+    confirm: tuple[tuple[str, int], ...]  # optional: (event, k) pairs; such an event's time is the
+                                          # first evaluation of its first run of k consecutive ones
 
 `consts` holds the run's traced values shared by every seed (K, learning rate, item pools...), so
 changing them never recompiles; only the program's static fields (shapes) do.
@@ -80,12 +82,19 @@ def _over_seeds(one_seed, block: int, consts, carry, *args):
 DIVERGED = "diverged"  # engine-level event: the training loss of a period was NaN or infinite
 
 
+def _confirm(program) -> dict[str, int]:
+    return dict(getattr(program, "confirm", ()))  # optional in the program protocol
+
+
 def _init_seed(program, consts, key):
-    return {
+    carry = {
         "key": key,
         "state": program.init(jax.random.fold_in(key, INIT_STREAM), consts),
         "t_first": {e: jnp.int32(-1) for e in (*program.event_names, DIVERGED)},
     }
+    if _confirm(program):  # only then, so that other runs' carries (and checkpoints) keep their shape
+        carry["streak"] = {e: {"n": jnp.int32(0), "start": jnp.int32(-1)} for e in _confirm(program)}
+    return carry
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -127,7 +136,15 @@ def _period(program, eval_every, consts, carry, t0):
     probe_key = jax.random.fold_in(jax.random.fold_in(carry["key"], PROBE_STREAM), t_end)
     probes = program.probe(carry["state"], consts, probe_key)
     fired = {**program.events(probes, consts), DIVERGED: ~jnp.isfinite(jnp.mean(losses))}
-    t_first = {e: jnp.where((t < 0) & fired[e], t_end, t).astype(jnp.int32) for e, t in carry["t_first"].items()}
+    at = dict.fromkeys(fired, t_end)
+    if "streak" in carry:
+        streak = {}
+        for e, k in _confirm(program).items():
+            n, start = carry["streak"][e]["n"], carry["streak"][e]["start"]
+            streak[e] = {"n": jnp.where(fired[e], n + 1, 0), "start": jnp.where(fired[e] & (n == 0), t_end, start)}
+            fired[e], at[e] = streak[e]["n"] >= k, streak[e]["start"]
+        carry = {**carry, "streak": streak}
+    t_first = {e: jnp.where((t < 0) & fired[e], at[e], t).astype(jnp.int32) for e, t in carry["t_first"].items()}
     return {**carry, "t_first": t_first}, {"train_loss": jnp.mean(losses), **probes}
 
 

@@ -44,9 +44,15 @@ class ClassificationRace:
     freeze_readout: bool
     freeze: str  # none | attention | mlp
     freeze_event: str | None
+    icl_levels: tuple[float, ...] = ()  # extra first passages of ICL accuracy (the rise's shape)
+    confirm: tuple[tuple[str, int], ...] = ()  # (("icl", k),): t_icl needs k evaluations in a row
+    bank_size: int = 0  # K = infinity: items from a fixed bank of this many (0: fresh draws)
 
-    event_names = ("icl", "converged")
     stop_event = "icl"  # the event whose first passage is the run's headline time (t_icl)
+
+    @property
+    def event_names(self) -> tuple[str, ...]:
+        return ("icl", "converged", *(level_event(v) for v in self.icl_levels))
 
     # ---- set-up -------------------------------------------------------------------------------
 
@@ -63,6 +69,9 @@ class ClassificationRace:
             freeze_readout=cfg.model.freeze_readout,
             freeze=cfg.model.freeze,
             freeze_event="converged" if tr.early_stop == "freeze" else None,
+            icl_levels=tuple(tr.icl_levels),
+            confirm=(("icl", tr.icl_confirm),) if tr.icl_confirm > 1 else (),
+            bank_size=t.infinite_bank if infinite else 0,
         )
         consts = {
             "K": jnp.int32(0 if infinite else t.K),
@@ -72,6 +81,8 @@ class ClassificationRace:
             "icl_threshold": jnp.float32(tr.icl_threshold),
             "stop_threshold": jnp.float32(tr.stop_threshold),
         }
+        if program.bank_size:
+            consts["bank"] = task.token_table(task.make_pool(jax.random.key(t.pool_seed), program.bank_size, t.D))
         if not infinite:
             # Stored as token rows (task.token_table): items in the first D columns.
             consts["pool"] = task.token_table(task.make_pool(jax.random.key(t.pool_seed), program.pool_size, t.D))
@@ -94,9 +105,14 @@ class ClassificationRace:
 
     # ---- data -----------------------------------------------------------------------------------
 
+    def _infinite(self, consts, key, B, query_in_context):
+        if self.bank_size:
+            return task.bank_sequences(key, consts["bank"], B, self.N, query_in_context)
+        return task.fresh_sequences(key, B, self.N, self.D, query_in_context)
+
     def train_batch(self, state, consts, key, B):
         if self.variant == "infinite":
-            return task.fresh_sequences(key, B, self.N, self.D, query_in_context=True)
+            return self._infinite(consts, key, B, query_in_context=True)
         if self.variant == "balanced":
             ids = task.balanced_ids(key, state["order"], consts["K"], B, self.N)
         else:
@@ -106,7 +122,7 @@ class ClassificationRace:
     def icl_batch(self, state, consts, key, B, reference_labels=False):
         """Novel items, target in context: only in-context learning can solve it."""
         if self.variant == "infinite":
-            return task.fresh_sequences(key, B, self.N, self.D, query_in_context=True)
+            return self._infinite(consts, key, B, query_in_context=True)
         if self.variant == "balanced":
             # The reference labels novel items with the *training* map by id (so contexts lose the
             # balanced construction's label statistics); by default the novel pool has its own map.
@@ -119,7 +135,7 @@ class ClassificationRace:
     def iwl_batch(self, state, consts, key, B):
         """Training items, N distinct, so the target is absent from its context: only memory helps."""
         if self.variant == "infinite":
-            return task.fresh_sequences(key, B, self.N, self.D, query_in_context=False)
+            return self._infinite(consts, key, B, query_in_context=False)
         ids = task.distinct_ids(key, consts["K"], B, self.N)
         return task.pooled_sequences(consts["pool"], state["labels"], ids)
 
@@ -180,5 +196,11 @@ class ClassificationRace:
         return out
 
     def events(self, probes, consts):
-        return {"icl": probes["icl_acc"] > consts["icl_threshold"],
-                "converged": probes["icl_acc"] > consts["stop_threshold"]}
+        acc = probes["icl_acc"]
+        return {"icl": acc > consts["icl_threshold"], "converged": acc > consts["stop_threshold"],
+                **{level_event(v): acc > v for v in self.icl_levels}}
+
+
+def level_event(level: float) -> str:
+    """The event of ICL accuracy passing `level`: icl60 for 0.6 (its time is results' t_icl60)."""
+    return f"icl{round(100 * level):02d}"

@@ -120,10 +120,30 @@ def token_table(items_PxD: jax.Array) -> jax.Array:
 
 
 def pooled_sequences(table_PxE: jax.Array, labels_P: jax.Array, ids_BxN: jax.Array):
-    """tokens(items[ids], labels[ids]) for table = token_table(items), bit for bit: one gather of
-    whole rows, then the context's label slots set in place. Gathering 63-wide items and then
-    concatenating the labels wrote the batch twice: 3x slower on CPU (benchmarks/RESULTS.md)."""
-    labels_BxN = labels_P[ids_BxN].astype(jnp.int32)
+    """tokens(items[ids], labels[ids]) for table = token_table(items), bit for bit."""
+    return _gathered_tokens(table_PxE, ids_BxN, labels_P[ids_BxN].astype(jnp.int32))
+
+
+def bank_sequences(key: jax.Array, table_PxE: jax.Array, B: int, N: int, query_in_context: bool):
+    """K = infinity from a fixed bank of P items: fresh_sequences' construction (N - 1 context items
+    with i.i.d. uniform labels drawn anew per sequence, the query copying a uniform context item, or
+    drawn independently) with item ids i.i.d. uniform in the bank instead of fresh Gaussians. Labels
+    are fresh, so an item's vector says nothing about its label and nothing can be memorized, as with
+    fresh items; two context positions share a vector with probability ~ N^2 / 2P per sequence."""
+    k_ids, k_labels, k_pos = jax.random.split(key, 3)
+    ids_BxN = jax.random.randint(k_ids, (B, N), 0, table_PxE.shape[0])
+    labels_BxN = jax.random.randint(k_labels, (B, N), 0, 2)
+    if query_in_context:
+        pos_Bx1 = jax.random.randint(k_pos, (B, 1), 0, N - 1)
+        ids_BxN = ids_BxN.at[:, -1].set(jnp.take_along_axis(ids_BxN, pos_Bx1, axis=1)[:, 0])
+        labels_BxN = labels_BxN.at[:, -1].set(jnp.take_along_axis(labels_BxN, pos_Bx1, axis=1)[:, 0])
+    return _gathered_tokens(table_PxE, ids_BxN, labels_BxN)
+
+
+def _gathered_tokens(table_PxE: jax.Array, ids_BxN: jax.Array, labels_BxN: jax.Array):
+    """tokens(items[ids], labels) for table = token_table(items): one gather of whole rows, then the
+    context's label slots set in place. Gathering 63-wide items and then concatenating the labels
+    wrote the batch twice: 3x slower on CPU (benchmarks/RESULTS.md)."""
     N, E = ids_BxN.shape[1], table_PxE.shape[1]
     context_1xNx1 = (jnp.arange(N) < N - 1)[None, :, None]
     hot_BxNxE = context_1xNx1 & (jnp.arange(E)[None, None, :] == E - 2 + labels_BxN[..., None])
