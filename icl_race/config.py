@@ -147,6 +147,10 @@ class TrainConfig:
     steps: int = 469_000  # budget in SGD steps
     eval_every: int = 469  # one reference epoch
     eval_size: int = 2000  # fresh sequences per evaluation, for each of the ICL and IWL tests
+    # Evaluation sequences per forward pass (classification). 256 bounds memory at GPU-sized blocks; on a
+    # CPU 16-32 keeps a block's evaluation batch in cache (benchmarks/RESULTS.md). It draws other eval
+    # sequences, so runs at different values agree in distribution, not seed by seed.
+    eval_batch: int = 256
     weight_decay_attn: float = 1e-10  # coupled L2 on LayerNorm and q/k/v
     weight_decay_mlp: float = 1e-10  # coupled L2 on the MLPs
     icl_threshold: float = 0.95  # t_ICL = first evaluation with ICL accuracy above this
@@ -422,6 +426,7 @@ def _validate_train_classification(cfg: Config) -> None:
         _check(math.isfinite(v) and v >= 0, f"train.{name}", v, "a finite number >= 0")
     _check(0 <= tr.icl_threshold < 1, "train.icl_threshold", tr.icl_threshold, "in [0, 1)")
     _check(0 <= tr.stop_threshold < 1, "train.stop_threshold", tr.stop_threshold, "in [0, 1)")
+    _check(tr.eval_batch >= 1, "train.eval_batch", tr.eval_batch, "an integer >= 1 (sequences per forward pass)")
     _check(tr.icl_confirm >= 1, "train.icl_confirm", tr.icl_confirm, "an integer >= 1 (consecutive evaluations)")
     lv = tr.icl_levels
     _check(all(0 < v < 1 and abs(round(100 * v) - 100 * v) < 1e-9 for v in lv) and list(lv) == sorted(set(lv)),

@@ -28,8 +28,6 @@ from icl_race.optim import coupled_sgd
 from icl_race.systems.memorization import c_statistics
 from icl_race.tasks import classification as task
 
-EVAL_SUB_BATCH = 256  # evaluation sequences per forward pass: bounds memory at large ensembles
-
 
 @dataclass(frozen=True)
 class ClassificationRace:
@@ -47,6 +45,7 @@ class ClassificationRace:
     icl_levels: tuple[float, ...] = ()  # extra first passages of ICL accuracy (the rise's shape)
     confirm: tuple[tuple[str, int], ...] = ()  # (("icl", k),): t_icl needs k evaluations in a row
     bank_size: int = 0  # K = infinity: items from a fixed bank of this many (0: fresh draws)
+    eval_batch: int = 256  # evaluation sequences per forward pass (train.eval_batch)
 
     stop_event = "icl"  # the event whose first passage is the run's headline time (t_icl)
 
@@ -72,6 +71,7 @@ class ClassificationRace:
             icl_levels=tuple(tr.icl_levels),
             confirm=(("icl", tr.icl_confirm),) if tr.icl_confirm > 1 else (),
             bank_size=t.infinite_bank if infinite else 0,
+            eval_batch=tr.eval_batch,
         )
         consts = {
             "K": jnp.int32(0 if infinite else t.K),
@@ -164,7 +164,7 @@ class ClassificationRace:
         """{name}_loss (mean logistic loss) and {name}_acc (y * f > 0, strict) on eval_size fresh
         sequences, drawn in sub-batches so that memory does not grow with eval_size; with `memory`,
         the c-statistics of the in-weights path on the same queries."""
-        n_sub = math.ceil(self.eval_size / EVAL_SUB_BATCH)
+        n_sub = math.ceil(self.eval_size / self.eval_batch)
         b = math.ceil(self.eval_size / n_sub)
 
         def one(_, i):
