@@ -97,8 +97,8 @@ class LinearAttentionConfig:
 
 @dataclass(frozen=True)
 class MemorizationTaskConfig:
-    """MLP-only memorization of K items with a fixed balanced label map (classification-task.md §3.3;
-    task.kind = "memorization"). Items come from the classification task's shared pool (pool_seed)."""
+    """MLP-only memorization of K items with a fixed balanced label map (Figs A2/A3 of
+    arXiv 2412.00104; task.kind = "memorization"). Items come from the classification task's shared pool (pool_seed)."""
 
     kind: str = "memorization"
     K: int = 1000  # number of items (even: a balanced label map)
@@ -131,7 +131,7 @@ class MLPModelConfig:
 
 @dataclass(frozen=True)
 class MinimalModelConfig:
-    """The minimal model of arXiv 2412.00104 §3 (classification-task.md §3.4; model.kind = "minimal"):
+    """The minimal model of arXiv 2412.00104 §3 (model.kind = "minimal"):
     logit = phi_MLP(x_q) + w * sum_j softmax_j(beta x_q.x_j) y_j, w(0) = 0, beta(0) = beta0."""
 
     kind: str = "minimal"
