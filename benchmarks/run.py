@@ -11,6 +11,10 @@ one warm-up call, best of `repeats` timed calls ended by block_until_ready):
             ensemble.block = 1), a Python loop over seeds of a jitted single-seed
             step, FLOPs per seed-step (analytic and XLA cost analysis), FLOP/s, compile s, bytes per seed,
             and a profile (sampling alone, model step alone on a fixed batch, chunk length)
+  regime    the shapes of the reduced-scale regime protocol (experiments/regime/): N = 32, 64, 128, MLP
+            width 64 (and 128 at N = 32), finite K = 3600 at vmap widths 1/8/16/64 (S = 64), K = infinity
+            with fresh Gaussian items vs a fixed item bank (task.infinite_bank), the split into sampling
+            and model step, and the per-op profile at N = 32
   mlp       the MLP-only memorization model (task.kind = "memorization"), same columns
   la        linear attention: fast path (moments) ensemble vs token-level path vs the re-created
             reference step, P in {5000, 80000}, D in {4, 8} (ATTN_S, H = 5 at D = 4, H = 9 at D = 8)
@@ -277,6 +281,39 @@ def bench_cls(args, sizes, gemm):
     return rows
 
 
+# ---- the regime protocol's shapes ---------------------------------------------------------------------------
+
+def regime_program(N, W, K):
+    """K: an int, "inf" (fresh Gaussian items) or "bank" (K = infinity from a 2^18 item bank)."""
+    task = {"N": N} | ({"K": K} if isinstance(K, int) else
+                       {"variant": "infinite", "infinite_bank": 2**18 if K == "bank" else 0})
+    return ClassificationRace.from_config(config.from_dict({"task": task, "model": {"width": W}, "train": {"lr": 0.1}}))
+
+
+def bench_regime(args, gemm):
+    S, steps = 64, max(args.steps, 10)
+    rows = []
+    for N, W, K, blocks in [(32, 64, 3600, (1, 8, 16, 64)), (32, 128, 3600, (1, 16)), (64, 64, 3600, (1, 8, 16)),
+                            (128, 64, 3600, (1, 8, 16)), (32, 64, "inf", (16,)), (32, 64, "bank", (16,)),
+                            (128, 64, "inf", (16,)), (128, 64, "bank", (16,))]:
+        program, consts = regime_program(N, W, K)
+        fl = cls_analytic_flops(N=N, W=W)[0]
+        for block in blocks:
+            r = measure_ensemble(program, consts, S, steps, args.repeats, block)
+            r |= {"N": N, "width": W, "K": K, "gflops_achieved": round(r["seed_steps_per_s"] * fl / 1e9, 1),
+                  "frac_of_sgemm": round(r["seed_steps_per_s"] * fl / 1e9 / gemm, 3)}
+            log(f"regime N={N} W={W} K={K} block {block}: {r['seed_steps_per_s']} seed-steps/s")
+            rows.append(r)
+    profiles = {}
+    for K in (3600, "inf", "bank"):
+        program, consts = regime_program(32, 64, K)
+        profiles[str(K)] = cls_profile(program, consts, 20, args.repeats)
+        if K == 3600 and jax.default_backend() == "cpu":
+            profiles[str(K)]["ops"] = op_profile(program, consts)
+        log(f"regime N=32 K={K} profile: { {k: v for k, v in profiles[str(K)].items() if k != 'ops'} }")
+    return {"rows": rows, "profile_N32_W64": profiles}
+
+
 # ---- MLP-only ------------------------------------------------------------------------------------------
 
 def mlp_analytic_flops(D: int = 63, W: int = 512, B: int = 128) -> float:
@@ -393,6 +430,17 @@ def summarise(res):
                     ops = r["profile"]["ops"]
                     lines.append(f"  XLA ops of one seed-step ({ops['us_per_step_in_ops']} us in ops):")
                     lines += [f"    {o['us_per_step']:7.1f} us  {o['op']:<28} {o['shape']:<22} {o['from']}" for o in ops["top"]]
+    if res.get("regime"):
+        lines.append("[regime] S = 64 seeds, batch 128, D = 63 (K: finite, inf = fresh items, bank = 2^18 item bank)")
+        lines.append(f"{'N':>4} {'width':>5} {'K':>5} {'block':>5} {'seed-steps/s':>13} {'GFLOP/s':>8} {'compile s':>10} {'MB/seed':>8}")
+        for e in res["regime"]["rows"]:
+            mb = e["bytes_per_seed"] / 2**20 if e["bytes_per_seed"] else float("nan")
+            lines.append(f"{e['N']:>4} {e['width']:>5} {e['K']!s:>5} {e['block']:>5} {e['seed_steps_per_s']:>13.1f} "
+                         f"{e['gflops_achieved']:>8.1f} {e['compile_s']:>10.2f} {mb:>8.2f}")
+        for K, prof in res["regime"]["profile_N32_W64"].items():
+            lines.append(f"  N=32 K={K}: {({k: v for k, v in prof.items() if k != 'ops'})}")
+            if "ops" in prof:
+                lines += [f"    {o['us_per_step']:7.1f} us  {o['op']:<28} {o['shape']:<22} {o['from']}" for o in prof["ops"]["top"]]
     for r in res.get("la", []):
         ref = ref_la.get((r["P"], r["D"]), {})
         ref_s = ref.get("s_per_step")
@@ -415,7 +463,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--block1", action=argparse.BooleanOptionalAction, default=None,
                     help="also time each S > 1 as S one-seed blocks in sequence (default: on a CPU only)")
-    ap.add_argument("--parts", default="cls,mlp,la")
+    ap.add_argument("--parts", default="cls,regime,mlp,la")
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
     ap.add_argument("--torch-venv", default=os.environ.get("ICL_RACE_TORCH_VENV", "/work/torch-venv"))
     ap.add_argument("--out", default=str(HERE / "results-cpu.json"))
@@ -439,7 +487,7 @@ def main():
     res["machine"] = machine(args.quick)
     log(f"machine: {res['machine']}")
     gemm = res["machine"]["sgemm_gflops_jax"]
-    sections = [("cls", lambda: bench_cls(args, sizes, gemm)), ("mlp", lambda: bench_mlp(args, sizes, gemm)),
+    sections = [("cls", lambda: bench_cls(args, sizes, gemm)), ("regime", lambda: bench_regime(args, gemm)), ("mlp", lambda: bench_mlp(args, sizes, gemm)),
                 ("la", lambda: bench_la(args))] + ([] if args.skip_torch else [("torch", lambda: run_torch(args))])
     for name, run in sections:
         if name in parts or name == "torch":

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from icl_race import rundir
+from icl_race.analysis import regime as rg
+from icl_race.analysis.race import first_passage
 from icl_race.config import ConfigError
 from icl_race.plots import classification as F
 from icl_race.report.format import ci_text, num, p_value, pct
@@ -27,6 +29,11 @@ def run_dict(run: rundir.Run) -> dict:
     t = run.t("icl")
     icl, iwl = np.asarray(run.curve("icl_acc"), float), np.asarray(run.curve("iwl_acc"), float)
     final = icl[:, -1] if icl.ndim == 2 and icl.shape[1] else np.full(t.size, np.nan)
+    levels = (cfg.get("train") or {}).get("icl_levels") or [0.6]
+    start = f"icl{round(100 * min(levels)):02d}"
+    # Runs written before the levels were recorded: the same first passage read off the stored curve
+    # (equal to the device's, tests/test_regime.py).
+    t_start = run.t(start) if start in run.times else first_passage(icl, run.eval_steps, min(levels))
     extra = {}
     ref = run.curves.get("icl_ref_acc")
     if ref is not None and ref.ndim == 2 and ref.shape[1]:
@@ -34,6 +41,7 @@ def run_dict(run: rundir.Run) -> dict:
     return {"dir": run.dir, "config": cfg, "t_icl": t, "censor_at": run.censor_at("icl"), "budget": run.budget,
             "steps_run": run.steps_run, "n_total": int(keep.size), "n_diverged": int(run.diverged.sum()),
             "eval_steps": run.eval_steps, "icl_acc": icl, "iwl_acc": iwl, "final_icl_acc": final,
+            "t_start": np.asarray(t_start, np.int64), "start_level": float(min(levels)),
             "seed_ids": run.seed_ids[keep],
             "root_seeds": np.full(int(keep.sum()), int((cfg.get("ensemble") or {}).get("root_seed", 0))), **extra}
 
@@ -64,7 +72,7 @@ def analyze_cell(run: dict, tails: bool = True) -> dict:
     from icl_race.analysis import survival as sv
 
     cfg, t = run["config"], run["t_icl"]
-    out = {"label": cell_label(cfg), "K": None if cfg["task"].get("variant") == "infinite" else cfg["task"].get("K"),
+    out = {"label": cell_label(cfg), "eval_size": cfg["train"].get("eval_size"), "K": None if cfg["task"].get("variant") == "infinite" else cfg["task"].get("K"),
            "N": cfg["task"].get("N"), "variant": cfg["task"].get("variant", "standard"),
            "n_seeds": int(t.size), "n_diverged": run["n_diverged"], "budget": run["budget"],
            "steps_run": run["steps_run"], "censor_at": run["censor_at"], "acquired": int(np.sum(t >= 0))}
@@ -87,6 +95,15 @@ def analyze_cell(run: dict, tails: bool = True) -> dict:
         "final_icl_acc": bm.summarize(final_dq),
         "near_threshold": bool(0.1 <= frac <= 0.9),
     }
+    tr = cfg["train"]
+    threshold = float(tr.get("icl_threshold", 0.95))
+    out["regime"] = rg.summarize(t, run["t_start"], run["icl_acc"], run["eval_steps"], threshold)
+    out["regime"] |= {"start_level": run["start_level"], "threshold": threshold,
+                      "effective_threshold": rg.effective_threshold(
+                          threshold, int(tr.get("eval_size", 2000)), max(int(run["eval_steps"].size), 1),
+                          int(tr.get("icl_confirm", 1))),
+                      "looks": int(run["eval_steps"].size), "confirm": int(tr.get("icl_confirm", 1)),
+                      "paper_rule": paper_rule(cfg)}
     out["final_icl_acc"] = {"median": float(np.nanmedian(final)) if final.size else None,
                             "above_0.75": int(np.sum(final > PAPER["balanced_metric_threshold"])),
                             "n": int(final.size)}
@@ -96,6 +113,34 @@ def analyze_cell(run: dict, tails: bool = True) -> dict:
                                     "above_0.75": int(np.sum(ref > PAPER["balanced_metric_threshold"])), "n": int(ref.size)}
     out["ok"] = True
     return out
+
+
+def paper_rule(cfg: dict) -> bool:
+    """The paper's acquisition rule: t_ICL = the first evaluation above 0.95 (a single look). Its early
+    stop at 0.99 does not move that first passage; it matters for final accuracies only."""
+    tr = cfg["train"]
+    return float(tr.get("icl_threshold", 0.95)) == 0.95 and int(tr.get("icl_confirm", 1)) == 1
+
+
+def ci_cell(st: dict, fmt: str = "{:.3f}") -> str:
+    return "-" if st["median"] is None else f"{fmt.format(st['median'])} {ci_text(st['ci'], fmt)} (n = {st['n']})"
+
+
+def regime_markdown(cell: dict) -> list[str]:
+    g = cell["regime"]
+    lv = f"{g['start_level']:g}"
+    reach = g["plateau_reaches_threshold"]
+    return [f"Regime (is ICL acquired abruptly? `icl_race/analysis/regime.py`): rise fraction r = (t_ICL - t_{lv}) / t_ICL "
+            f"over acquired seeds, t_{lv} the first passage over {lv}; plateau = ICL accuracy held right after the first "
+            f"rise (median over [1.25, 1.5] t_{lv}).", "",
+            "| statistic | median (95% CI) |", "|---|---|",
+            f"| rise fraction r | {ci_cell(g['rise_fraction'])} |",
+            f"| plateau after the first rise | {ci_cell(g['plateau'])} |",
+            f"| plateau above the threshold | {'-' if reach is None else pct(reach)} of the seeds that rose |",
+            f"| final ICL accuracy, acquired seeds | {ci_cell(g['final_icl_acc_acquired'])} |",
+            f"| effective threshold of first passage | {g['effective_threshold']:.3f}: a seed holding this accuracy "
+            f"passes {g['threshold']:g} within {g['looks']} evaluations of {cell.get('eval_size', '?')} sequences "
+            f"with probability 1/2 ({g['confirm']} consecutive required) |", ""]
 
 
 def median_text(cell: dict) -> str:
@@ -149,7 +194,7 @@ def cell_markdown(cell: dict) -> list[str]:
               bimod_row("final ICL accuracy", b["final_icl_acc"]), "",
               f"This cell is {'near' if b['near_threshold'] else 'not near'} the threshold "
               f"(acquired fraction {pct(cell['acquired_fraction'])}; near = 10-90%).", ""]
-    return lines
+    return lines + regime_markdown(cell)
 
 
 def run_report(run: dict, n_boot: int, rng) -> tuple[dict, str, dict]:

@@ -8,13 +8,14 @@ import json
 import numpy as np
 
 from icl_race import rundir
+from icl_race.analysis import regime as rg
 from icl_race.analysis import threshold as th
 from icl_race.analysis.survival import censored_times, proportion_ci
 from icl_race.config import ConfigError
-from icl_race.report.classification_run import (analyze_cell, bimod_row, cell_label, median_text, never_text,
-                                                run_dict, summary_line)
+from icl_race.report.classification_run import (analyze_cell, bimod_row, cell_label, ci_cell, median_text,
+                                                never_text, run_dict, summary_line)
 from icl_race.plots import classification as F
-from icl_race.report.format import ci_text, num, p_value, slug
+from icl_race.report.format import ci_text, num, p_value, pct, slug
 from icl_race.report.paper import (IGNORED_FIELDS, PAPER, comparison_markdown, flat, methods_markdown,
                                    paper_differences, sweep_comparisons)
 
@@ -58,7 +59,7 @@ def merge_cells(runs: list[dict]) -> list[dict]:
         # unused task.K, is one sample, not two: keep its first copy.
         seen = set(zip(m["root_seeds"].tolist(), m["seed_ids"].tolist()))
         new = np.array([(a, b) not in seen for a, b in zip(r["root_seeds"].tolist(), r["seed_ids"].tolist())], bool)
-        for k in ("t_icl", "final_icl_acc", "icl_acc", "iwl_acc", "seed_ids", "root_seeds", "final_icl_ref_acc"):
+        for k in ("t_icl", "t_start", "final_icl_acc", "icl_acc", "iwl_acc", "seed_ids", "root_seeds", "final_icl_ref_acc"):
             if k in m and k in r:
                 m[k] = np.concatenate([m[k], r[k][new]])
         m["n_total"] += int(new.sum())
@@ -111,6 +112,13 @@ def sweep_report(sweep: rundir.SweepDir, n_boot: int, rng) -> tuple[dict, str, d
     balanced = [_balanced(g, idx, conds, stats, n_boot, rng, figs)
                 for g, idx in groups(("standard", "balanced"), {"task.K", "task.N", "task.variant"})]
     report["balanced_vs_standard"] = [b for b in balanced if b is not None]
+    # Drawn last, so that the sections above keep their bootstrap draws.
+    report["regime"] = _regime_by_N(conds, stats)
+    abrupt = {r["N"] for r in report["regime"] if r["abrupt"]}
+    for t in report["thresholds"]:
+        t["in_regime"] = _in_regime_threshold(t, abrupt, cells, stats)
+    for sc, (g, idx) in zip(report["t_icl_vs_N"], groups(("infinite",), {"task.K", "task.N"})):
+        sc["in_regime"] = _in_regime_scaling(idx, cells, stats, abrupt, n_boot, rng)
     report["paper_comparisons"] = sweep_comparisons(report)
     return report, sweep_markdown(report, figs), figs
 
@@ -163,6 +171,48 @@ def _threshold(gfields: dict, idx: list[int], cells, stats, n_boot, rng, figs) -
             [(f"N={n['N']}, K={n['K']:,}", n["t_icl"], n["censor_at"]) for n in near],
             title=f"t_ICL in the cell nearest K* ({label})")
     return entry
+
+
+def _regime_by_N(conds, stats) -> list[dict]:
+    """Each N's regime, judged where the attention path runs alone: its K = infinity cells (standard
+    contexts), else, as a proxy, its largest-K cell (near K* the t_ICL at the threshold times a second
+    phase, not the jump, so finite K near K* says little about the jump)."""
+    out = []
+    for N in sorted({c.get("task.N") for c, s in zip(conds, stats) if s.get("ok")}):
+        ok = [i for i, (c, s) in enumerate(zip(conds, stats)) if s.get("ok") and c.get("task.N") == N]
+        kinf = [i for i in ok if conds[i].get("task.variant") == "infinite"]
+        std = sorted((i for i in ok if conds[i].get("task.variant") == "standard"), key=lambda i: conds[i]["task.K"])
+        src = kinf or std[-1:]
+        if not src:
+            continue
+        g = stats[src[0]]["regime"]
+        out.append({"N": N, "source": "K = infinity" if kinf else f"largest K = {conds[src[0]]['task.K']:,} (proxy)",
+                    "cell": stats[src[0]]["label"], "rise_fraction": g["rise_fraction"], "plateau": g["plateau"],
+                    "plateau_reaches_threshold": g["plateau_reaches_threshold"], "abrupt": rg.is_abrupt(g),
+                    "paper_rule": all(stats[i]["regime"]["paper_rule"] for i in ok)})
+    return out
+
+
+def _in_regime_threshold(t: dict, abrupt: set, cells, stats) -> dict:
+    """The K* slope over the N of this group that are in the abrupt regime (no new bootstrap draws:
+    the per-N replicates are reused)."""
+    Ns = [N for N in t["N"] if N in abrupt and t["acquisition"][N].get("ok")]
+    fit = th.power_law_slope(np.log10(np.array(Ns, float)), np.array([t["acquisition"][N]["b"] for N in Ns]),
+                             np.stack([t["acquisition"][N]["boot_log10_kstar"] for N in Ns]) if Ns else None)
+    local = [{"N": [a, b], **th.power_law_slope(np.log10([a, b]), np.array([t["acquisition"][a]["b"], t["acquisition"][b]["b"]]),
+                                                  np.stack([t["acquisition"][a]["boot_log10_kstar"],
+                                                            t["acquisition"][b]["boot_log10_kstar"]]))}
+             for a, b in zip(Ns, Ns[1:])]
+    return {"N": Ns, "kstar_slope": fit, "local_slopes": local,
+            "near_kstar": [n for n in t["near_kstar"] if n["N"] in abrupt]}
+
+
+def _in_regime_scaling(idx, cells, stats, abrupt: set, n_boot, rng) -> dict:
+    sub = sorted((i for i in idx if cells[i]["config"]["task"]["N"] in abrupt), key=lambda i: cells[i]["config"]["task"]["N"])
+    tt = [censored_times(cells[i]["t_icl"], cells[i]["censor_at"]) for i in sub]
+    Ns = [cells[i]["config"]["task"]["N"] for i in sub]
+    return {"N": Ns, "median_vs_N": th.median_vs_N(np.array(Ns), [a for a, _ in tt], [b for _, b in tt],
+                                                   n_boot=n_boot, rng=rng) if len(Ns) >= 2 else {"ok": False}}
 
 
 def _scaling(gfields: dict, idx: list[int], cells, stats, n_boot, rng, figs) -> dict:
@@ -235,6 +285,18 @@ def sweep_markdown(rep: dict, figs: dict) -> str:
         md += ["Every cell differs from the paper's settings in: " + ", ".join(rep["differences_from_paper_settings"])
                + ". Absolute numbers are therefore not comparable with the paper's; shapes and scalings are.", ""]
     md += comparison_markdown(rep["paper_comparisons"])
+    if rep.get("regime"):
+        md += ["## Regime per N", "",
+               f"Abrupt = median rise fraction r <= {rg.RISE_BOUND} and the first rise reaching the threshold (median "
+               "plateau above it), judged at K = infinity (else the largest K, a proxy). Verdicts beside the paper use "
+               "only the N in the regime.", "",
+               "| N | judged on | rise fraction r (95% CI) | plateau (95% CI) | plateau above threshold | abrupt |",
+               "|---|---|---|---|---|---|"]
+        for r in rep["regime"]:
+            reach = r["plateau_reaches_threshold"]
+            md.append(f"| {r['N']} | {r['cell']} ({r['source']}) | {ci_cell(r['rise_fraction'])} | {ci_cell(r['plateau'])} | "
+                      f"{'-' if reach is None else pct(reach)} | {({True: 'yes', False: 'no', None: '-'})[r['abrupt']]} |")
+        md.append("")
     for t in rep["thresholds"]:
         tag = slug(t["label"])
         md += [f"## Threshold K*: {t['label']}", "",
@@ -286,16 +348,18 @@ def sweep_markdown(rep: dict, figs: dict) -> str:
                        "> 0.75: " + ", ".join(f"{v:.2f}" for v in b["balanced_reference_icl_test_above_0.75"]) + "."]
         md += ["", f"![balanced vs standard](figures/balanced_vs_standard__{slug(b['label'])}.png)", ""]
     md += ["## Cells", "",
-           "| cell | seeds | diverged | acquired | never acquired (95% CI) | KM median t_ICL (95% CI) | dip p, final acc | dip p, log t_ICL |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| cell | seeds | diverged | acquired | never acquired (95% CI) | KM median t_ICL (95% CI) | dip p, final acc | "
+           "dip p, log t_ICL | rise fraction r | plateau |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for c in sorted(rep["cells"], key=lambda c: (c["variant"], c["N"] or 0, c["K"] or 0)):
         if not c.get("ok"):
-            md.append(f"| {c['label']} | {c['n_seeds']} | {c['n_diverged']} | - | - | - | - | - |")
+            md.append(f"| {c['label']} | {c['n_seeds']} | {c['n_diverged']} | - | - | - | - | - | - | - |")
             continue
         b = c["bimodality"]
         md.append(f"| {c['label']} | {c['n_seeds']} | {c['n_diverged']} | {c['acquired']} | {never_text(c)} | "
                   f"{median_text(c)} | {p_value(b['final_icl_acc']['dip_p'])} | "
-                  f"{p_value(b['log10_t_acquired']['dip_p'])} |")
+                  f"{p_value(b['log10_t_acquired']['dip_p'])} | {num(c['regime']['rise_fraction']['median'], '{:.2f}')} | "
+                  f"{num(c['regime']['plateau']['median'], '{:.2f}')} |")
     if rep["unfinished"]:
         md += ["", "Unfinished or unreadable cells (skipped):", ""]
         md += [f"- `{u['cell']}` {u.get('label', '')}: {u['reason']}" for u in rep["unfinished"]]

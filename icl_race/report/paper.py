@@ -81,12 +81,20 @@ def sweep_comparisons(rep: dict) -> list[dict]:
         extra = (f"; against log(N-1): {s1['slope']:.2f} {ci_text(s1.get('slope_ci'), '{:.2f}')}" if s1.get("ok") else "")
         extra += (f"; paper's sigmoid estimator: {ss['slope']:.2f} {ci_text(ss.get('slope_ci'), '{:.2f}')}" if ss.get("ok") else "")
         txt = f"{s['slope']:.2f} {ci_text(s.get('slope_ci'), '{:.2f}')} from {s['n_points']} values of N{extra} ({t['label']})"
-        rows.append({"claim": "log K* vs log N slope, measured (Fig 6A)", "paper": "1.41 [secondary, unverified]",
-                     "icl_race": txt, "estimate": s["slope"], "ci": s.get("slope_ci"),
-                     "verdict": interval_verdict(s.get("slope_ci"), PAPER["kstar_slope_measured"])})
-        rows.append({"claim": "log K* vs log N slope, predicted 1/nu (Fig 6A)", "paper": "1/0.7 = 1.43",
-                     "icl_race": txt, "estimate": s["slope"], "ci": s.get("slope_ci"),
-                     "verdict": interval_verdict(s.get("slope_ci"), PAPER["kstar_slope_predicted"])})
+        reg = t.get("in_regime") or {"N": [], "kstar_slope": {"ok": False}}
+        rs = reg["kstar_slope"]
+        if rs.get("ok"):
+            est, ci = rs["slope"], rs.get("slope_ci")
+            local = "; ".join(f"N = {a}-{b}: {ls['slope']:.2f} {ci_text(ls.get('slope_ci'), '{:.2f}')}"
+                              for (a, b), ls in ((x["N"], x) for x in reg["local_slopes"]) if ls.get("ok"))
+            txt = (f"in the regime (N = {', '.join(map(str, reg['N']))}): {est:.2f} {ci_text(ci, '{:.2f}')}"
+                   + (f" (local: {local})" if len(reg["N"]) > 2 else "") + f"; all N: {txt}")
+        for name, paper, ref in (("measured", "1.41 [secondary, unverified]", PAPER["kstar_slope_measured"]),
+                                 ("predicted 1/nu", "1/0.7 = 1.43", PAPER["kstar_slope_predicted"])):
+            verdict = (_rule_verdict(rep) or interval_verdict(rs.get("slope_ci"), ref) if rs.get("ok") else
+                       f"not measured in the regime (N in the abrupt regime: {_regime_Ns(rep)})")
+            rows.append({"claim": f"log K* vs log N slope, {name} (Fig 6A)", "paper": paper, "icl_race": txt,
+                         "estimate": rs.get("slope"), "ci": rs.get("slope_ci"), "verdict": verdict})
     # K*(N = 100)
     k100 = [(t, t["acquisition"][100]) for t in standard if 100 in t["acquisition"] and t["acquisition"][100].get("ok")]
     for t, a in k100:
@@ -103,28 +111,35 @@ def sweep_comparisons(rep: dict) -> list[dict]:
                      "icl_race": "needs K = infinity cells at >= 2 values of N", "verdict": "not measured in this directory"})
     for s in meds:
         m = s["median_vs_N"]
-        lin = m["linear"]
-        txt = (f"slope {lin['slope']:,.1f} {ci_text(lin.get('slope_ci'), '{:,.1f}')} steps per token, intercept "
+        reg = (s.get("in_regime") or {}).get("median_vs_N") or {"ok": False}
+        used = m if reg.get("ok") else None
+        where = (f"in the regime (N = {', '.join(map(str, s['in_regime']['N']))})" if used else
+                 f"all N: {', '.join(str(p['N']) for p in m['per_N'])}")
+        lin = (used or m)["linear"]
+        txt = (f"{where}: slope {lin['slope']:,.1f} {ci_text(lin.get('slope_ci'), '{:,.1f}')} steps per token, intercept "
                f"{lin['intercept']:,.0f} {ci_text(lin.get('intercept_ci'), '{:,.0f}')}")
         sv = sign_verdict(lin.get("slope_ci"), +1)
-        if "quadratic" in m:
-            q = m["quadratic"]
+        if "quadratic" in (used or m):
+            q = (used or m)["quadratic"]
             txt += f"; quadratic term {q['c2']:,.0f} {ci_text(q['c2_ci'])}"
             curved = q["c2_ci"][0] is not None and (q["c2_ci"][0] > 0 or q["c2_ci"][1] < 0)
             verdict = "disagrees (curved: quadratic term's CI excludes 0)" if curved else sv
         else:
             verdict = "inconclusive (2 values of N: linearity untestable)" if sv == "agrees" else sv
+        no_regime = f"not measured in the regime (N in the abrupt regime: {_regime_Ns(rep)})"
         rows.append({"claim": "median t_ICL linear in N at K = infinity (Fig 6B)", "paper": "linear fit of medians (no CI)",
-                     "icl_race": txt + f" ({s['label']})", "verdict": verdict})
-        ll = m["loglog"]
+                     "icl_race": txt + f" ({s['label']})",
+                     "verdict": (_rule_verdict(rep) or verdict) if used else no_regime})
+        ll = (used or m)["loglog"]
         rows.append({"claim": "t_ICL proportional to N (theory t_ICL ~ N sqrt(2 pi) e^-beta0)", "paper": "log-log exponent 1",
-                     "icl_race": f"{ll['slope']:.2f} {ci_text(ll.get('slope_ci'), '{:.2f}')} ({s['label']})",
-                     "verdict": interval_verdict(ll.get("slope_ci"), 1.0)})
+                     "icl_race": f"{where}: {ll['slope']:.2f} {ci_text(ll.get('slope_ci'), '{:.2f}')} ({s['label']})",
+                     "verdict": (_rule_verdict(rep) or interval_verdict(ll.get("slope_ci"), 1.0)) if used else no_regime})
     # bimodality near K*
-    nears = [(t, n) for t in standard for n in t["near_kstar"]]
+    nears = [(t, n) for t in standard for n in (t.get("in_regime") or {}).get("near_kstar", [])]
     if not nears:
         rows.append({"claim": "bimodal outcomes near K* (Fig 6C, N = 100, K = 9666)", "paper": "bimodal histogram, no statistic",
-                     "icl_race": "needs a K* estimate", "verdict": "not measured in this directory"})
+                     "icl_race": "needs a K* estimate at an N in the abrupt regime",
+                     "verdict": f"not measured in the regime (N in the abrupt regime: {_regime_Ns(rep)})"})
     else:
         pick = [p for p in nears if p[1]["N"] == 100] or nears
         parts, flags = [], []
@@ -139,7 +154,7 @@ def sweep_comparisons(rep: dict) -> list[dict]:
                    "agrees" if all(known) else "disagrees (no bimodality detected)" if not any(known) else
                    f"mixed ({sum(known)} of {len(known)} cells bimodal)")
         rows.append({"claim": "bimodal outcomes near K* (Fig 6C, N = 100, K = 9666)", "paper": "bimodal histogram, no statistic",
-                     "icl_race": "; ".join(parts), "verdict": verdict})
+                     "icl_race": "; ".join(parts), "verdict": _rule_verdict(rep) or verdict})
     # balanced
     if not rep["balanced_vs_standard"]:
         rows.append({"claim": "balanced contexts reduce ICL (Fig 6E)", "paper": "fewer runs with ICL accuracy > 0.75",
@@ -155,12 +170,24 @@ def sweep_comparisons(rep: dict) -> list[dict]:
     return rows
 
 
+def _regime_Ns(rep: dict) -> str:
+    return ", ".join(str(r["N"]) for r in rep.get("regime", []) if r["abrupt"]) or "none"
+
+
+def _rule_verdict(rep: dict) -> str | None:
+    """A verdict that replaces the comparison when the cells do not use the paper's acquisition rule."""
+    if all(r["paper_rule"] for r in rep.get("regime", [])):
+        return None
+    return "not comparable (acquisition rule differs from the paper's: the first evaluation above 0.95)"
+
+
 def comparison_markdown(rows: list[dict]) -> list[str]:
     md = ["## Beside the paper", "",
           "| claim | paper | icl-race (95% CI) | verdict |", "|---|---|---|---|"]
     md += [f"| {r['claim']} | {r['paper']} | {r['icl_race']} | {r['verdict']} |" for r in rows]
     md += ["", "Verdicts: a number agrees when it lies inside our 95% CI; a directional claim agrees when the CI "
-           "excludes zero on the paper's side and is inconclusive when it includes zero.", ""]
+           "excludes zero on the paper's side and is inconclusive when it includes zero. Sweep verdicts use only the "
+           "N in the abrupt regime (table *Regime per N*), where the paper's mechanism is present.", ""]
     return md
 
 
