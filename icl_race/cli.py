@@ -1,4 +1,4 @@
-"""`icl-race` command line: run, demo, bench, report, hist.
+"""`icl-race` command line: run, demo, sweep, bench, report, hist.
 
 Heavy imports (jax, matplotlib) happen inside the commands, so `--help` and input errors are instant.
 Exit codes: 0 success, 2 bad input (one line on stderr naming the field), 1 anything else.
@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
                                       "2 cores, then print where its histogram is.")
     demo.add_argument("--out", default="runs/demo", help="run directory (default: runs/demo)")
     demo.add_argument("--seeds", type=_positive_int, help="override ensemble.seeds")
+    demo.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                      help="override one config value of the preset (repeatable), e.g. --set train.steps=400")
 
     sweep = sub.add_parser("sweep", help="run the grid of a sweep file, one run directory per cell",
                            description="Run every cell of SWEEP.toml's [grid] (the Cartesian product of its "
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args.config, args.out, args.seeds, args.overrides, args.quiet)
         if args.command == "demo":
             with resources.as_file(resources.files("icl_race") / "presets" / "demo.toml") as path:
-                return _run(path, args.out, args.seeds, [], quiet=False)
+                return _run(path, args.out, args.seeds, args.overrides, quiet=False)
         if args.command == "sweep":
             return _sweep(args)
         if args.command == "bench":

@@ -97,8 +97,8 @@ class LinearAttentionConfig:
 
 @dataclass(frozen=True)
 class MemorizationTaskConfig:
-    """MLP-only memorization of K items with a fixed balanced label map (classification-task.md §3.3;
-    task.kind = "memorization"). Items come from the classification task's shared pool (pool_seed)."""
+    """MLP-only memorization of K items with a fixed balanced label map (Figs A2/A3 of
+    arXiv 2412.00104; task.kind = "memorization"). Items come from the classification task's shared pool (pool_seed)."""
 
     kind: str = "memorization"
     K: int = 1000  # number of items (even: a balanced label map)
@@ -131,7 +131,7 @@ class MLPModelConfig:
 
 @dataclass(frozen=True)
 class MinimalModelConfig:
-    """The minimal model of arXiv 2412.00104 §3 (classification-task.md §3.4; model.kind = "minimal"):
+    """The minimal model of arXiv 2412.00104 §3 (model.kind = "minimal"):
     logit = phi_MLP(x_q) + w * sum_j softmax_j(beta x_q.x_j) y_j, w(0) = 0, beta(0) = beta0."""
 
     kind: str = "minimal"
@@ -346,6 +346,7 @@ def _validate_regression(cfg: Config) -> None:
     _check(t.D >= 1, "task.D", t.D, "an integer >= 1")
     _check(t.N >= 1, "task.N", t.N, "an integer >= 1 (context tokens)")
     _check(t.spectrum in SPECTRA, "task.spectrum", t.spectrum, "one of " + ", ".join(f'"{s}"' for s in SPECTRA))
+    _check(math.isfinite(t.alpha), "task.alpha", t.alpha, "a finite number (the power spectrum's exponent)")
     _check(t.spectrum != "custom" or (len(t.lambdas) == t.D and min(t.lambdas) > 0), "task.lambdas", list(t.lambdas),
            f"{t.D} positive numbers with task.spectrum = \"custom\"")
     _check(t.P >= 0, "task.P", t.P, "an integer >= 0 (0: the population limit)")
@@ -363,6 +364,8 @@ def _validate_regression(cfg: Config) -> None:
     _check(t.test_size == 0 or not t.whiten or t.test_size > t.D + 1, "task.test_size", t.test_size,
            f"0 or > D + 1 = {t.D + 1} with task.whiten (the test sets are whitened too)")
     _check(m.heads >= 1, "model.heads", m.heads, "an integer >= 1")
+    _check(math.isfinite(m.temperature) and m.temperature > 0, "model.temperature", m.temperature,
+           "a finite number > 0 (the softmax temperature)")
     _check(m.kind != "attn_s" or 1 <= m.rank <= t.D, "model.rank", m.rank, f"in [1, task.D = {t.D}]")
     _check(not m.softmax or (m.kind != "mlp" and t.path == "tokens"), "model.softmax", m.softmax,
            'false unless model.kind is attn_m/attn_s and task.path = "tokens"')

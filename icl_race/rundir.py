@@ -377,7 +377,7 @@ class CellEntry:
 @dataclasses.dataclass(frozen=True)
 class SweepDir:
     dir: Path
-    fields: list[str]  # the grid's fields (from sweep.toml; else the fields that vary over cells)
+    fields: list[str]  # the swept fields ([grid] and [zip] of sweep.toml; else those that vary over cells)
     cells: list[CellEntry]
     spec: str | None  # sweep.toml's text
 
@@ -401,9 +401,12 @@ def _flat(cfg: dict) -> dict:
 
 
 def _grid_fields(spec: str | None, configs: list[dict]) -> list[str]:
-    """The [grid] fields of sweep.toml; without a readable one, the fields whose values differ over cells."""
+    """The [grid] and [zip] fields of sweep.toml; without a readable one, the fields whose values differ."""
     try:
-        return list(tomllib.loads(spec).get("grid", {})) if spec is not None else _varying(configs)
+        if spec is None:
+            return _varying(configs)
+        table = tomllib.loads(spec)
+        return [*table.get("grid", {}), *table.get("zip", {})]
     except tomllib.TOMLDecodeError:
         return _varying(configs)
 

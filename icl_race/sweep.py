@@ -43,6 +43,7 @@ import numpy as np
 
 from icl_race import config, rundir
 from icl_race.config import Config, ConfigError
+from icl_race.runner import hms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,11 +306,11 @@ def dry_run(out: Path, sweep: Sweep, measure: bool = True, stream=None) -> float
         unknown += math.isnan(seconds)
         total += 0.0 if math.isnan(seconds) else seconds
         where = ", ".join(f"{k}={v}" for k, v in cell.values.items())
-        eta = "" if st == "done" else ("  unknown" if math.isnan(seconds) else f"  <= {_hms(seconds)}")
+        eta = "" if st == "done" else ("  unknown" if math.isnan(seconds) else f"  <= {hms(seconds)}")
         print(f"  {cell.name}  {st:8s} {where}{eta}", file=stream)
     done = sum(status(out, c) == "done" for c in sweep.cells)
     note = f" (+{unknown} cells of unknown rate)" if unknown else ""
-    print(f"{done}/{len(sweep.cells)} done; projected wall time for the rest <= {_hms(total)}{note} "
+    print(f"{done}/{len(sweep.cells)} done; projected wall time for the rest <= {hms(total)}{note} "
           "(the full budget at the measured training rate; early stops make it shorter)", file=stream)
     return total
 
@@ -319,8 +320,3 @@ def _shape(cfg: Config) -> tuple:
     d = cfg.to_dict()
     task = {k: v for k, v in d["task"].items() if k != "K"}  # K is traced: it does not change the step
     return json.dumps([task, d["model"], d["train"]["batch_size"], d["ensemble"]["block"]], sort_keys=True)
-
-
-def _hms(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"

@@ -147,3 +147,41 @@ def test_bench_times_both_layouts_and_rejects_a_block_that_does_not_divide(capsy
     assert whole["finite"] and blocks["finite"] and whole["seed_steps_per_s"] > 0 and blocks["seed_steps_per_s"] > 0
     assert main(["bench", "--seeds", "2,3", "--block", "2", *tiny]) == 2
     assert "--block 2" in capsys.readouterr().err
+
+
+COMMANDS = {"run": "--set", "demo": "--seeds", "sweep": "--dry-run", "bench": "--block", "report": "--boot",
+            "hist": "--bins"}
+
+
+@pytest.mark.parametrize("command, option", COMMANDS.items())
+def test_every_subcommand_has_help_naming_its_options(command, option, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and out.startswith(f"usage: icl-race {command}") and option in out
+
+
+TINY_SET = ["--set", "task.K=200", "--set", "task.N=8", "--set", "model.width=16", "--set", "train.batch_size=16",
+            "--set", "train.steps=100", "--set", "train.eval_every=50", "--set", "train.eval_size=50",
+            "--set", "ensemble.block=2"]
+
+
+def test_demo_sweep_report_and_hist_on_tiny_directories(tmp_path, capsys):
+    demo = tmp_path / "demo"
+    assert main(["demo", "--out", str(demo), "--seeds", "2", *TINY_SET]) == 0
+    out = capsys.readouterr().out
+    assert "ICL acquired in" in out and "/2 seeds" in out and f"histogram: {demo / 't_icl_hist.png'}" in out
+    assert json.loads((demo / "meta.json").read_text())["config"]["train"]["steps"] == 100
+    spec = tmp_path / "sweep.toml"
+    spec.write_text('[ensemble]\nseeds = 2\n[grid]\n"task.K" = [200, 400]\n')
+    sweep_dir = tmp_path / "sweep"
+    assert main(["sweep", str(spec), "--out", str(sweep_dir), "--quiet", *TINY_SET]) == 0
+    assert str(sweep_dir / "summary.csv") in capsys.readouterr().out
+    rows = (sweep_dir / "summary.csv").read_text().splitlines()
+    assert len(rows) == 3 and all(",done," in r for r in rows[1:])
+    for d in (demo, sweep_dir):
+        assert main(["report", str(d), "--boot", "20"]) == 0
+        assert (d / "report.md").exists() and json.loads((d / "report.json").read_text())["n_boot"] == 20
+        assert main(["hist", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "n=2 seeds" in out and "sweep" in out and "2 finished cells, 0 unfinished" in out

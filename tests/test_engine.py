@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from icl_race import config
 from icl_race.engine import compile_stats
@@ -163,3 +164,84 @@ def test_log_spaced_run_resumed_at_a_chunk_boundary_equals_an_uninterrupted_one(
     _, resumed, resumed_steps = train(program, consts, carry, start_step=at, history=history, **kw)
     np.testing.assert_array_equal(resumed_steps, steps)
     np.testing.assert_array_equal(resumed["acc"], curves["acc"])
+
+
+# ---- properties every system keeps ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Dud(Scripted):
+    """Scripted, with a per-seed `dud` flag that keeps a seed's accuracy at 0: it never fires."""
+
+    def init(self, key, consts):
+        return {"updates": jnp.int32(0), "dud": jnp.bool_(False)}
+
+    def step(self, state, consts, key):
+        return {**state, "updates": state["updates"] + 1}, jnp.float32(0)
+
+    def probe(self, state, consts, key):
+        return {"acc": jnp.where(state["dud"], 0.0, consts["trace"][state["updates"] // EVAL_EVERY - 1])}
+
+
+def test_padding_seeds_never_count_in_the_stop_test():
+    trace = np.r_[np.zeros(2), np.ones(8)]  # every real seed fires at the third evaluation
+    consts = {"trace": jnp.asarray(trace, jnp.float32)}
+
+    def steps_run(live):
+        layout = Layout(4)
+        carry = init_ensemble(Dud(), layout, seed_keys(0, padded_seed_ids(np.arange(3), layout)), consts)
+        carry["state"]["dud"] = carry["state"]["dud"].at[3].set(True)  # the padding seed never fires
+        _, _, eval_steps = train(Dud(), consts, carry, layout=layout, steps=100, eval_every=EVAL_EVERY,
+                                 evals_per_chunk=1, live_seeds=live, stop_event="hit")
+        return int(eval_steps[-1])
+
+    assert steps_run(live=3) == 30
+    assert steps_run(live=4) == 100  # counted, the padding seed would keep the run to its budget
+
+
+def test_nothing_crosses_between_device_and_host_inside_a_chunk(tiny_raw):
+    program, consts = build(_tiny(tiny_raw, steps=20, eval_every=10))
+    layout = Layout(2)
+    carry = init_ensemble(program, layout, seed_keys(0, np.arange(2)), consts)
+    carry, _ = run_chunk(program, layout, 10, 2, carry, consts, jnp.int32(0))  # compiles outside the guard
+    t0 = jnp.int32(20)
+    with jax.transfer_guard("disallow"):
+        carry, metrics = run_chunk(program, layout, 10, 2, carry, consts, t0)
+        jax.block_until_ready((carry, metrics))
+    assert metrics["icl_acc"].shape == (2, 2)
+
+
+RAWS = {
+    "memorization": {"task": {"kind": "memorization", "K": 64, "D": 8}, "model": {"kind": "mlp", "width": 16},
+                     "train": {"lr": 0.5, "batch_size": 16, "steps": 200, "eval_every": 50, "eval_size": 32}},
+    "minimal": {"task": {"K": 200, "N": 8}, "model": {"kind": "minimal", "width": 16, "beta0": 1.0},
+                "train": {"lr": 0.5, "batch_size": 32, "steps": 200, "eval_every": 50, "eval_size": 64}},
+    "linear_attention": {"task": {"kind": "linear_regression", "D": 2, "N": 7, "P": 32, "per_seed_data": True},
+                         "model": {"kind": "attn_s", "heads": 2, "init_scale": 0.3},
+                         "train": {"lr": 0.5, "steps": 200, "eval_every": 50}},
+}
+
+
+@pytest.mark.parametrize("name", RAWS)
+def test_every_system_gives_a_seed_the_same_trajectory_alone_and_in_an_ensemble(name):
+    from icl_race.systems import precision
+
+    cfg = config.from_dict({**RAWS[name], "ensemble": {"seeds": 8, "block": 4}})
+    with precision(cfg):
+        program, consts = build(cfg)
+
+        def run(ids):
+            layout = Layout(4)
+            carry = init_ensemble(program, layout, seed_keys(0, padded_seed_ids(np.asarray(ids), layout)), consts)
+            carry, curves, _ = train(program, consts, carry, layout=layout, steps=cfg.train.steps,
+                                     eval_every=cfg.train.eval_every, evals_per_chunk=2)
+            n = len(ids)
+            return ({k: np.asarray(v)[:n] for k, v in jax.device_get(carry["t_first"]).items()},
+                    {k: np.asarray(v)[:n] for k, v in curves.items()})
+
+        t_all, curves_all = run(np.arange(8))
+        t_one, curves_one = run([5])
+    for k in t_all:
+        assert t_one[k][0] == t_all[k][5], k
+    for k, c in curves_one.items():
+        np.testing.assert_array_equal(c[0], curves_all[k][5], err_msg=k)
+    assert any(not np.array_equal(c[0], c[1]) for c in curves_all.values()), "seeds should differ"

@@ -121,10 +121,17 @@ def test_icl_fraction_is_traced_so_a_sweep_over_it_compiles_once():
     # The jitted chunk takes the program as a static argument: equal programs share one compilation.
     build = lambda c, per_seed: LinearAttentionRegression.build(model="attn_s", D=3, N=5, H=2, P=40, icl_fraction=c,
                                                                 per_seed_data=per_seed)
+    from icl_race.engine import compile_stats
+
     for per_seed in (False, True):
         (p_a, c_a), (p_b, c_b) = build(0.3, per_seed), build(0.8, per_seed)
         assert p_a == p_b and hash(p_a) == hash(p_b)
         assert float(c_a["icl_fraction"]) == 0.3 and float(c_b["icl_fraction"]) == 0.8
+        _, curves_a, _ = _run(p_a, c_a, seeds=2, steps=20, eval_every=10, block=2)
+        before, _ = compile_stats.snapshot()
+        _, curves_b, _ = _run(p_b, c_b, seeds=2, steps=20, eval_every=10, block=2)
+        assert compile_stats.snapshot()[0] == before, "a second icl_fraction compiled again"
+        assert not np.allclose(curves_a["loss"], curves_b["loss"]), "the traced value reached the step"
 
 
 @pytest.mark.parametrize("c", [0.0, 0.3, 0.55])

@@ -1,4 +1,4 @@
-"""Memorization kinetics and the minimal model (issue 5): formulas on known answers, the MLP-only
+"""Memorization kinetics and the minimal model: formulas on known answers, the MLP-only
 program and the minimal model through config + runner, and the attention term against numpy."""
 
 import jax

@@ -1,4 +1,4 @@
-"""Issue 5 items 6-8 analyses (icl_race.analysis.race) on inputs with known answers."""
+"""The race analyses (icl_race.analysis.race) on inputs with known answers."""
 
 import json
 

@@ -37,6 +37,9 @@ def test_run_writes_the_staircase_and_leaves_float32_alone(tmp_path):
     ("model.rank", 5, "model.rank"),
     ("model.kind", "transformer", "model.kind"),
     ("task.K", 100, "task.K"),
+    ("task.alpha", float("nan"), "task.alpha"),
+    ("model.temperature", 0.0, "model.temperature"),
+    ("model.temperature", float("inf"), "model.temperature"),
 ])
 def test_bad_regression_config_names_the_field(key, value, field):
     sec, k = key.split(".")

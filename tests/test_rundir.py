@@ -165,7 +165,7 @@ def test_load_reads_a_run_and_a_sweep_with_their_swept_values(tmp_path, uninterr
     assert isinstance(run, rundir.Run) and run.headline == "icl" and run.cfg == CFG
     assert run.seed_ids.tolist() == [0, 1, 2] and run.eval_steps.tolist() == [50, 100, 150, 200]
     assert run.curves["icl_acc"].shape == (3, 4) and run.budget == 200 and run.meta["seeds"] == 3
-    assert run.censor_at() == 200 and set(run.times) == {"icl", "converged"}
+    assert run.censor_at() == 200 and {"icl", "converged"} <= set(run.times)
     spec = sweep.expand(RAW, {"task.K": [200, 400]})
     (tmp_path / "sweep.toml").write_text(sweep.spec_toml(spec))
     _hand_made_cell(tmp_path, spec.cells[0], [100, 200, -1, -1])

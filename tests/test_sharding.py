@@ -37,3 +37,48 @@ def test_four_devices_match_one(tmp_path):
     words = r.stdout.split()
     acquired, distinct = int(words[words.index("acquired") + 1]), int(words[words.index("distinct") + 1])
     assert acquired >= 6 and distinct >= 3, f"the run should cover ICL transitions: {r.stdout}"
+
+
+RESUME = r"""
+import sys
+import jax
+jax.config.update("jax_num_cpu_devices", int(sys.argv[2]))
+import numpy as np
+from icl_race import config
+from icl_race.runner import execute
+import icl_race.engine.checkpoint as ck
+
+raw = {"task": {"K": 1000, "N": 8}, "model": {"width": 32},
+       "train": {"lr": 0.1, "batch_size": 64, "steps": 600, "eval_every": 50, "eval_size": 100,
+                 "evals_per_chunk": 2, "checkpoint_every": 1, "stop_when_all_acquired": False},
+       "ensemble": {"seeds": 5, "block": 2}}
+if sys.argv[3] == "stop":  # end the process right after the checkpoint at step 300 is on disk
+    save = ck.Checkpointer.save
+    def stop_after(self, step, *a, **k):
+        save(self, step, *a, **k)
+        if step >= 300:
+            self.wait()
+            raise SystemExit(3)
+    ck.Checkpointer.save = stop_after
+res = execute(config.from_dict(raw), sys.argv[1], progress=False, log=print)
+np.savez(sys.argv[1] + ".out.npz", **res)
+"""
+
+
+def _resume_script(out, devices, mode):
+    return subprocess.run([sys.executable, "-c", RESUME, str(out), str(devices), mode], capture_output=True,
+                          text=True, timeout=600, env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
+
+
+def test_a_run_checkpointed_on_four_devices_resumes_on_one_to_the_same_results(tmp_path):
+    import numpy as np
+
+    assert _resume_script(tmp_path / "moved", 4, "stop").returncode == 3
+    r = _resume_script(tmp_path / "moved", 1, "go")
+    assert r.returncode == 0 and "resuming from the checkpoint at step 300" in r.stdout, r.stderr[-3000:]
+    assert _resume_script(tmp_path / "plain", 1, "go").returncode == 0
+    moved, plain = np.load(tmp_path / "moved.out.npz"), np.load(tmp_path / "plain.out.npz")
+    np.testing.assert_array_equal(moved["t_icl"], plain["t_icl"])
+    np.testing.assert_array_equal(moved["seed_ids"], plain["seed_ids"])
+    for k in ("icl_acc", "iwl_acc", "train_loss"):
+        np.testing.assert_allclose(moved[k], plain[k], rtol=0, atol=1e-5, err_msg=k)

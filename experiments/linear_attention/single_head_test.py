@@ -1,4 +1,4 @@
-"""The single-active-head test (issue 6 item 7), exactly as pre-registered in single_head_protocol.md.
+"""The single-active-head test, exactly as pre-registered in single_head_protocol.md.
 
     .venv/bin/python experiments/linear_attention/single_head_test.py [--seeds 20] [--scales 1e-2,1e-3]
         [--out experiments/linear_attention/results] [--no-checks]

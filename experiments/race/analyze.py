@@ -1,4 +1,4 @@
-"""Summaries of issue 5 items 6-8 (icl_race.analysis.race) as JSON and PNG in experiments/race/results/.
+"""Summaries of the transformer-side claims (icl_race.analysis.race) as JSON and PNG in experiments/race/results/.
 
   python experiments/race/analyze.py transience runs/race/transience
   python experiments/race/analyze.py loss RUN_OR_SWEEP_DIR [--name loss_relation]

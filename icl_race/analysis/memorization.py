@@ -1,4 +1,4 @@
-"""Estimators for the memorization kinetics (classification-task.md §3.3, §11 critiques a and b).
+"""Estimators for the memorization kinetics (Figs A2/A3 of arXiv 2412.00104; experiments/memorization/README.md).
 
   tail_fit        c1(t) ~ A t^-alpha: least squares of log c1 on log t over the `decades` of t that end at
                   t_end (default: the last time), on the seed-mean curve; CI: percentile bootstrap that
@@ -246,7 +246,7 @@ def summarize_minimal(cells, n_boot: int = 1000) -> dict:
 
 
 def summarize_race(mlp_cells, kinf_cells, T: float, n_boot: int = 1000, seed: int = 0) -> dict:
-    """Item 5 of issue 5: nu from the MLP-only cells' I_K(T) (T: the race's training budget, in SGD
+    """nu from the MLP-only cells' I_K(T) (T: the race's training budget, in SGD
     steps) and the median t_ICL(N) of K = infinity race cells (e.g. the transformer) give the predicted
     K*(N) (predict_k_star)."""
     mlp = sorted(((c["task"]["K"], budget_at(r["eval_steps"].astype(float), r["c1"], T))

@@ -1,4 +1,4 @@
-"""The transformer side of the race's theory (issue 5 items 6-8; classification-task.md §5.3, §8):
+"""The transformer side of the race's theory (arXiv 2412.00104 §5; experiments/race/README.md):
 the loss relation after acquisition, ICL's transience under L2 on the attention path, and the
 independence ablation (one sub-circuit frozen at init). Pure numpy on results.npz arrays.
 

@@ -38,8 +38,7 @@ def levels(cfg: dict) -> np.ndarray:
 
 
 def conspicuous(cfg: dict) -> list[int]:
-    """The levels m the theory expects the loss to rest on: multiples of R for attn_s (rank-R heads, spec
-    §4.4), only the start and the end for attn_m and the MLP (one drop, Eq. 10)."""
+    """The levels m the theory expects the loss to rest on: multiples of R for attn_s (rank-R heads), only the start and the end for attn_m and the MLP (one drop, Eq. 10)."""
     D, m = int(cfg["task"]["D"]), cfg["model"]
     return list(range(0, D + 1, int(m["rank"]))) if m["kind"] == "attn_s" else [0, D]
 

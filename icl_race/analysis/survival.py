@@ -312,14 +312,3 @@ def lognormal_sf(t: np.ndarray, mu: float, sigma: float, xmin: float | None = No
 
 def pareto_sf(t: np.ndarray, alpha: float, xmin: float) -> np.ndarray:
     return np.where(t >= xmin, (np.maximum(t, xmin) / xmin) ** (1 - alpha), 1.0)
-
-
-def summarize(t_icl: np.ndarray, censor_at: float, confidence: float = 0.95) -> dict:
-    """Everything about one cell's t_ICL: KM curve and median, never-acquired fraction, tail fits."""
-    times, observed = censored_times(t_icl, censor_at)
-    return {
-        "kaplan_meier": kaplan_meier(times, observed, confidence),
-        "never_acquired": never_acquired(observed, confidence),
-        "lognormal": fit_lognormal(times, observed, confidence),
-        "tail": fit_tail(times, observed, confidence=confidence),
-    }

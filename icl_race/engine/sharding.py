@@ -7,7 +7,7 @@ values 1 ulp apart, and the ICL transition amplifies that into different t_ICL a
 steps. Seeds never interact, so running the single-device executable on each shard (dispatched
 asynchronously, so the devices work at once) computes exactly what one device would, bit for bit.
 Not shard_map either: under its default check_vma, parameters created inside the body from constants
-are typed device-invariant and their gradients get summed across devices (jax-ecosystem.md §3).
+are typed device-invariant and their gradients get summed across devices.
 """
 
 from __future__ import annotations

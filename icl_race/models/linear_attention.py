@@ -1,4 +1,4 @@
-"""Linear attention of arXiv 2501.16265 (spec linear-attention.md §2), in the paper's 1/N normalisation.
+"""Linear attention of arXiv 2501.16265, in the paper's 1/N normalisation.
 
 Models (parameters are plain dicts of float64 arrays; the blocks the paper holds at zero — ũ_i, ṽ_i, k̃_{i,r}
 — are absent, i.e. zero structurally, which is the paper's model exactly; the reference code lets them
@@ -214,6 +214,6 @@ def optimal_gamma(moments: dict) -> jax.Array:
 def code_units(kind: str, N: int, lr: float, init_std: float) -> dict:
     """A reference-code run (no 1/N, GD with rate lr, per-entry init std init_std) in this model's units:
     {"dt": t/τ per GD step, "scale": per-entry std to use with init scheme "entrywise", "power": the
-    weight rescaling N^power}. Check (spec §3): N = 31, attn_m, lr = 1e-3 gives dt = 0.062."""
+    weight rescaling N^power}. Check: N = 31, attn_m, lr = 1e-3 gives dt = 0.062."""
     power = 1 / 3 if kind == "attn_s" else 1 / 2
     return {"dt": 2.0 * lr * N ** (2 * power), "scale": init_std * N**power, "power": power}

@@ -1,5 +1,5 @@
-"""The bare item MLP (memorization task, classification-task.md §3.3) and the minimal model of
-arXiv 2412.00104 §3 (§3.4), as hashable handles with pure `init(key) -> params` and
+"""The bare item MLP (the memorization task) and the minimal model of
+arXiv 2412.00104 §3, as hashable handles with pure `init(key) -> params` and
 `apply(params, x) -> logits` like `models.transformer.Transformer`.
 
 Both MLPs are D -> W -> ReLU -> W -> ReLU -> 1 with PyTorch-default init (`models.transformer.MLP`).

@@ -7,7 +7,7 @@
 
 What a run reports: the theory plateau levels L(M_0) … L(M_D) of Eq. 19 for the run's spectrum and N
 (`icl_race.theory.linear_attention.plateau_losses`; with rank-R heads the conspicuous ones are m a multiple
-of R, spec §4.4), the loss curves over seeds (median and every seed, log time axis, the levels dotted), and
+of R), the loss curves over seeds (median and every seed, log time axis, the levels dotted), and
 the distribution over seeds of each transition time t_m1 … t_mD and t_converged from results.npz (steps;
 -1 = not reached, right-censored at the budget, or at steps_run if the run stopped early, never dropped):
 Kaplan-Meier median with its 95% CI and quantiles of the reached seeds. The dwell on level m is

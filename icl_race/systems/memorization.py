@@ -1,4 +1,4 @@
-"""MLP-only memorization (classification-task.md §3.3; Figs A2/A3 of arXiv 2412.00104) as an engine
+"""MLP-only memorization (Figs A2/A3 of arXiv 2412.00104) as an engine
 program: K items of the classification task's shared pool, a per-seed balanced label map, a bare
 MLP D -> W -> W -> 1 trained by coupled SGD on the logistic loss, items sampled uniformly on the device.
 Items enter the MLP times task.input_scale: the race's MLP reads the LayerNorm'd query (norm ~sqrt(D + 2),

@@ -1,4 +1,4 @@
-"""The minimal model of arXiv 2412.00104 §3 (classification-task.md §3.4) on the classification task:
+"""The minimal model of arXiv 2412.00104 §3 on the classification task:
 ClassificationRace with the transformer replaced by `models.minimal.MinimalModel`, so the samplers
 (standard, infinite, balanced), the ICL/IWL probes, the events and the coupled SGD are the race's own.
 

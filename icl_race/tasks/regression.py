@@ -1,4 +1,4 @@
-"""In-context linear regression of arXiv 2501.16265 (spec linear-attention.md §1), in float64.
+"""In-context linear regression of arXiv 2501.16265, in float64.
 
 A sequence µ has N context tokens [x_n; y_n] and a query [x_q; 0] (last), with x ~ N(0, Λ), one task
 vector w_µ per sequence and y = w_µᵀx (no label noise). Λ has trace 1. Every linear model of the paper

@@ -1,5 +1,5 @@
-"""Kinetics of the race in arXiv 2412.00104 §3 (classification-task.md §8; relations [secondary],
-quoted without the paper's equation numbers).
+"""Kinetics of the race in arXiv 2412.00104 §3 (relations quoted without the
+paper's equation numbers).
 
 Time units. The theory's time t is gradient-flow time; this package's runs count SGD steps s. With a
 constant learning rate eta, gradient-flow time is t = eta * s (one step moves the parameters by

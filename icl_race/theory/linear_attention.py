@@ -1,4 +1,4 @@
-"""Theory of arXiv 2501.16265 (Zhang, Singh, Latham & Saxe, ICML 2025), spec linear-attention.md §4.
+"""Theory of arXiv 2501.16265 (Zhang, Singh, Latham & Saxe, ICML 2025).
 
 Normalisation: the paper's, which is the one `icl_race.models.linear_attention` simulates: attention with
 1/N (β = (1/N) Σ_n y_n x_n), loss L = E (y_q − ŷ_q)² with no ½, gradient flow τ Ẇ = −½ ∂L/∂W (Eq. 5),
@@ -58,7 +58,7 @@ def plateau_losses(lambdas, N: int) -> np.ndarray:
 
     M_m is the fixed point whose map is the in-context PCR on the top m eigenvectors (Eq. 22); L(M_0) = tr Λ
     (the initial plateau) and L(M_D) is the loss of the converged map (Eq. 11). As N → ∞, L(M_m) → Σ_{d>m} λ_d.
-    With rank-R heads the conspicuous plateaus are those with R | m (spec §4.4): `plateau_losses(...)[::R]`."""
+    With rank-R heads the conspicuous plateaus are those with R | m: `plateau_losses(...)[::R]`."""
     lam = _lams(lambdas)
     return lam.sum() - np.concatenate([[0.0], np.cumsum(lam / c_factors(lam, N))])
 
@@ -77,7 +77,7 @@ def in_context_covariance(Lambda, N: int) -> np.ndarray:
 
 
 def population_loss(Gamma, Lambda, N: int) -> float:
-    """L(Γ) = tr Λ − 2 tr(Γᵀ Λ²) + tr(Γ Λ Γᵀ A) (spec §4.1): the P = ∞ loss of ŷ = βᵀ Γ x_q."""
+    """L(Γ) = tr Λ − 2 tr(Γᵀ Λ²) + tr(Γ Λ Γᵀ A): the P = ∞ loss of ŷ = βᵀ Γ x_q."""
     G, L = np.asarray(Gamma, np.float64), np.asarray(Lambda, np.float64)
     return float(np.trace(L) - 2 * np.sum(G * (L @ L)) + np.trace(G @ L @ G.T @ in_context_covariance(L, N)))
 
@@ -136,13 +136,6 @@ def attn_m_white_half_time(D: int, N: int, w_init: float, s: float | None = None
     return float(np.log(np.sqrt(D) / (s * c * w_init**2) - 1.0) / (2 * np.sqrt(D) * s**2))
 
 
-def attn_m_escape_estimate(lambdas, w_init: float) -> float:
-    """The paper's escape-time scale for ATTN_M from small init (App. D.6.1, via spec §4.2):
-    (τ / ‖Λ²‖_F) ln(1/w_init), Frobenius norm √(Σ_d λ_d⁴). An order of magnitude, not an exact time."""
-    lam = _lams(lambdas)
-    return float(np.log(1.0 / w_init) / np.sqrt(np.sum(lam**4)))
-
-
 # ---- ATTN_S rank 1: the scalar ODE of one transition (Eqs. 20-21) ------------------------------------
 
 def scalar_ode_rhs(v, lam: float, c: float):
@@ -187,7 +180,7 @@ def scalar_ode_solution(t, v0: float, lam: float, c: float, iters: int = 200) ->
 
 
 def escape_time(lam: float, v0):
-    """The escape-time estimate τ / (λ_{m+1}² v(t_m)) (spec §4.3): the blow-up time of the quadratic part
+    """The escape-time estimate τ / (λ_{m+1}² v(t_m)): the blow-up time of the quadratic part
     τ dv/dt = λ² v² of Eq. 21, valid for v(t_m) ≪ v*."""
     return 1.0 / (lam**2 * np.asarray(v0, np.float64))
 
