@@ -20,6 +20,9 @@ from icl_race.report.paper import (IGNORED_FIELDS, PAPER, comparison_markdown, f
                                    paper_differences, sweep_comparisons)
 
 N_BOOT_SIGMOID = 200
+# How a cell is observed, not what it measures: a budget and an evaluation period that scale with N (a
+# sweep's [zip]) do not split the cells of a K*(N) or t_ICL(N) analysis into groups.
+MEASUREMENT_FIELDS = {"train.steps", "train.eval_every"}
 
 
 def discover_cells(sweep: rundir.SweepDir) -> tuple[list[dict], list[dict]]:
@@ -100,7 +103,7 @@ def sweep_report(sweep: rundir.SweepDir, n_boot: int, rng) -> tuple[dict, str, d
         out: dict[str, list[int]] = {}
         for i, (c, s) in enumerate(zip(conds, stats)):
             if c.get("task.variant") in variants and s.get("ok"):
-                g = {k: c.get(k) for k in varying if k not in drop}
+                g = {k: c.get(k) for k in varying if k not in drop | MEASUREMENT_FIELDS}
                 out.setdefault(json.dumps(g, sort_keys=True, default=str), []).append(i)
         return [(json.loads(k), idx) for k, idx in sorted(out.items())]
 
@@ -118,7 +121,7 @@ def sweep_report(sweep: rundir.SweepDir, n_boot: int, rng) -> tuple[dict, str, d
     for t in report["thresholds"]:
         t["in_regime"] = _in_regime_threshold(t, abrupt, cells, stats)
     for sc, (g, idx) in zip(report["t_icl_vs_N"], groups(("infinite",), {"task.K", "task.N"})):
-        sc["in_regime"] = _in_regime_scaling(idx, cells, stats, abrupt, n_boot, rng)
+        sc["in_regime"] = _in_regime_scaling(sc, idx, cells, abrupt, n_boot, rng)
     report["paper_comparisons"] = sweep_comparisons(report)
     return report, sweep_markdown(report, figs), figs
 
@@ -207,10 +210,14 @@ def _in_regime_threshold(t: dict, abrupt: set, cells, stats) -> dict:
             "near_kstar": [n for n in t["near_kstar"] if n["N"] in abrupt]}
 
 
-def _in_regime_scaling(idx, cells, stats, abrupt: set, n_boot, rng) -> dict:
+def _in_regime_scaling(scaling: dict, idx, cells, abrupt: set, n_boot, rng) -> dict:
+    """Median t_ICL vs N over the N of this group in the abrupt regime (the group's own fit when that is
+    every N)."""
     sub = sorted((i for i in idx if cells[i]["config"]["task"]["N"] in abrupt), key=lambda i: cells[i]["config"]["task"]["N"])
-    tt = [censored_times(cells[i]["t_icl"], cells[i]["censor_at"]) for i in sub]
     Ns = [cells[i]["config"]["task"]["N"] for i in sub]
+    if len(sub) == len(idx):
+        return {"N": Ns, "median_vs_N": scaling["median_vs_N"]}
+    tt = [censored_times(cells[i]["t_icl"], cells[i]["censor_at"]) for i in sub]
     return {"N": Ns, "median_vs_N": th.median_vs_N(np.array(Ns), [a for a, _ in tt], [b for _, b in tt],
                                                    n_boot=n_boot, rng=rng) if len(Ns) >= 2 else {"ok": False}}
 

@@ -18,7 +18,7 @@ PAPER = {
 MIN_SEEDS_BIMODALITY = 20  # below this a dip test has too little power for a verdict
 # Fields that do not change what a cell measures: cells that differ only in them are pooled.
 IGNORED_FIELDS = {"ensemble.seeds", "ensemble.first_seed", "ensemble.root_seed", "ensemble.block",
-                  "train.evals_per_chunk", "task.K_max"}
+                  "train.evals_per_chunk", "task.K_max", "train.eval_batch"}
 
 
 def flat(cfg: dict) -> dict:
@@ -112,7 +112,7 @@ def sweep_comparisons(rep: dict) -> list[dict]:
     for s in meds:
         m = s["median_vs_N"]
         reg = (s.get("in_regime") or {}).get("median_vs_N") or {"ok": False}
-        used = m if reg.get("ok") else None
+        used = reg if reg.get("ok") else None
         where = (f"in the regime (N = {', '.join(map(str, s['in_regime']['N']))})" if used else
                  f"all N: {', '.join(str(p['N']) for p in m['per_N'])}")
         lin = (used or m)["linear"]
