@@ -49,14 +49,14 @@ from icl_race.runner import execute
 import icl_race.engine.checkpoint as ck
 
 raw = {"task": {"K": 1000, "N": 8}, "model": {"width": 32},
-       "train": {"lr": 0.1, "batch_size": 64, "steps": 600, "eval_every": 50, "eval_size": 100,
+       "train": {"lr": 0.1, "batch_size": 64, "steps": 400, "eval_every": 50, "eval_size": 100,
                  "evals_per_chunk": 2, "checkpoint_every": 1, "stop_when_all_acquired": False},
        "ensemble": {"seeds": 5, "block": 2}}
-if sys.argv[3] == "stop":  # end the process right after the checkpoint at step 300 is on disk
+if sys.argv[3] == "stop":  # end the process right after the checkpoint at step 200 is on disk
     save = ck.Checkpointer.save
     def stop_after(self, step, *a, **k):
         save(self, step, *a, **k)
-        if step >= 300:
+        if step >= 200:
             self.wait()
             raise SystemExit(3)
     ck.Checkpointer.save = stop_after
@@ -75,7 +75,7 @@ def test_a_run_checkpointed_on_four_devices_resumes_on_one_to_the_same_results(t
 
     assert _resume_script(tmp_path / "moved", 4, "stop").returncode == 3
     r = _resume_script(tmp_path / "moved", 1, "go")
-    assert r.returncode == 0 and "resuming from the checkpoint at step 300" in r.stdout, r.stderr[-3000:]
+    assert r.returncode == 0 and "resuming from the checkpoint at step 200" in r.stdout, r.stderr[-3000:]
     assert _resume_script(tmp_path / "plain", 1, "go").returncode == 0
     moved, plain = np.load(tmp_path / "moved.out.npz"), np.load(tmp_path / "plain.out.npz")
     np.testing.assert_array_equal(moved["t_icl"], plain["t_icl"])
