@@ -33,6 +33,11 @@ class TaskConfig:
     icl_pool: int = 20_000  # the ICL test draws novel items from min(icl_pool, K) of them
     pool_seed: int = 10  # fixed key of the training item pool, shared by every seed (as the reference)
     novel_seed: int = 100  # fixed key of the novel (ICL-test) pool
+    # Data-distribution levers (classification-task.md §2.7, in the N&R token format):
+    zipf_alpha: float = 0.0  # item k drawn with P(k) ~ (k + 1)^-alpha wherever items are drawn i.i.d.; 0 = uniform
+    epsilon: float = 0.0  # every occurrence of an item is (mu_k + epsilon * eta) / sqrt(1 + epsilon^2), fresh eta
+    burstiness: int = 0  # B > 0: training contexts of (N - 1) / B items each repeated B times; 0 = the standard sampler
+    p_bursty: float = 1.0  # with burstiness: the fraction of bursty training sequences (the rest i.i.d.)
 
     @property
     def pool_size(self) -> int:
@@ -50,6 +55,7 @@ class ModelConfig:
     width: int = 512  # hidden width of every MLP
     freeze_readout: bool = False  # two-layer only: reproduce the reference's untrained readout MLP
     freeze: str = "none"  # none | attention (LayerNorm + q/k/v) | mlp (every MLP): kept at init (ablation)
+    qk_init_scale: float = 1.0  # multiplies the initial query and key weights (the attention's initial sharpness)
 
 
 @dataclass(frozen=True)
@@ -143,8 +149,8 @@ class TrainConfig:
     steps: int = 469_000  # budget in SGD steps
     eval_every: int = 469  # one reference epoch
     eval_size: int = 2000  # fresh sequences per evaluation, for each of the ICL and IWL tests
-    weight_decay_attn: float = 1e-10  # coupled L2 on LayerNorm and q/k/v
-    weight_decay_mlp: float = 1e-10  # coupled L2 on the MLPs
+    weight_decay_attn: float = 1e-10  # L2 on LayerNorm and q/k/v (coupled; decoupled with adamw)
+    weight_decay_mlp: float = 1e-10  # L2 on the MLPs (coupled; decoupled with adamw)
     icl_threshold: float = 0.95  # t_ICL = first evaluation with ICL accuracy above this
     early_stop: str = "off"  # off | freeze (a seed stops updating once ICL accuracy > stop_threshold,
     # or once converged for linear_regression)
@@ -156,6 +162,11 @@ class TrainConfig:
     # bf16 act on GPUs only (XLA:CPU computes float32 dots in float32 whatever this says).
     matmul_precision: str = "default"
     checkpoint_every: int = 5  # chunks between checkpoints (0: none); the last 2 are kept
+    optimizer: str = "sgd"  # sgd | momentum | adam | adamw (icl_race.optim); weight decays per group as above
+    momentum: float = 0.9  # optimizer = "momentum"
+    b1: float = 0.9  # adam, adamw
+    b2: float = 0.999
+    eps: float = 1e-8
 
 
 @dataclass(frozen=True)
@@ -195,6 +206,7 @@ class Config:
 
 
 MATMUL_PRECISIONS = ("default", "highest", "tensorfloat32", "bfloat16")
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 
 # Each task kind has its own [task] fields and allowed model kinds (the first is the default).
 TASKS = {"classification": TaskConfig, "linear_regression": RegressionTaskConfig,
@@ -358,6 +370,8 @@ def _validate_regression(cfg: Config) -> None:
     _check(m.init_scheme in ("balanced", "entrywise", "aligned"), "model.init_scheme", m.init_scheme,
            'one of "balanced", "entrywise", "aligned"')
     _check(math.isfinite(m.init_scale) and m.init_scale > 0, "model.init_scale", m.init_scale, "a finite number > 0")
+    _check(cfg.train.optimizer == "sgd", "train.optimizer", cfg.train.optimizer,
+           '"sgd" with task.kind = "linear_regression" (full-batch gradient descent in units of tau)')
 
 
 def _validate_classification(cfg: Config) -> None:
@@ -375,6 +389,7 @@ def _validate_classification(cfg: Config) -> None:
         _check(t.K % 2 == 0, "task.K", t.K, "even with the balanced variant (two equal label classes)")
         _check(t.N % 2 == 0 and t.N >= 4, "task.N", t.N, "even and >= 4 with the balanced variant")
     _check(t.icl_pool >= 2, "task.icl_pool", t.icl_pool, "an integer >= 2")
+    _validate_distribution(t)
     _check(m.kind in ("transformer", "minimal"), "model.kind", m.kind, '"transformer" or "minimal"')
     _check(m.width >= 1, "model.width", m.width, "an integer >= 1")
     if m.kind == "minimal":
@@ -385,7 +400,25 @@ def _validate_classification(cfg: Config) -> None:
                "false unless model.layers = 2")
         _check(m.freeze in ("none", "attention", "mlp"), "model.freeze", m.freeze,
                'one of "none", "attention", "mlp"')
+        _check(math.isfinite(m.qk_init_scale) and m.qk_init_scale > 0, "model.qk_init_scale", m.qk_init_scale,
+               "a finite number > 0")
     _validate_train_classification(cfg)
+
+
+def _validate_distribution(t: TaskConfig) -> None:
+    """The data-distribution levers: frequencies and bursts need a finite pool drawn i.i.d. (the standard
+    variant); item noise applies to every variant."""
+    for name in ("zipf_alpha", "epsilon"):
+        v = getattr(t, name)
+        _check(math.isfinite(v) and v >= 0, f"task.{name}", v, "a finite number >= 0")
+    _check(t.zipf_alpha == 0 or t.variant == "standard", "task.zipf_alpha", t.zipf_alpha,
+           '0 unless task.variant = "standard"')
+    _check(t.burstiness >= 0, "task.burstiness", t.burstiness, "an integer >= 0 (0: no bursty sequences)")
+    _check(t.burstiness == 0 or t.variant == "standard", "task.burstiness", t.burstiness,
+           '0 unless task.variant = "standard"')
+    _check(t.burstiness == 0 or (t.N - 1) % t.burstiness == 0, "task.burstiness", t.burstiness,
+           f"0 or a divisor of task.N - 1 = {t.N - 1} (a bursty context holds (N - 1) / B items, B times each)")
+    _check(0 <= t.p_bursty <= 1, "task.p_bursty", t.p_bursty, "in [0, 1]")
 
 
 def _validate_memorization(cfg: Config) -> None:
@@ -409,6 +442,11 @@ def _validate_train_classification(cfg: Config) -> None:
         _check(math.isfinite(v) and v >= 0, f"train.{name}", v, "a finite number >= 0")
     _check(0 <= tr.icl_threshold < 1, "train.icl_threshold", tr.icl_threshold, "in [0, 1)")
     _check(0 <= tr.stop_threshold < 1, "train.stop_threshold", tr.stop_threshold, "in [0, 1)")
+    _check(tr.optimizer in OPTIMIZERS, "train.optimizer", tr.optimizer, f"one of {', '.join(OPTIMIZERS)}")
+    for name in ("momentum", "b1", "b2"):
+        v = getattr(tr, name)
+        _check(0 <= v < 1, f"train.{name}", v, "in [0, 1)")
+    _check(math.isfinite(tr.eps) and tr.eps > 0, "train.eps", tr.eps, "a finite number > 0")
 
 
 def _validate_common(cfg: Config) -> None:
