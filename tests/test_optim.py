@@ -173,7 +173,7 @@ def test_one_compilation_serves_every_traced_optimizer_and_lever_value(tiny_raw)
     def run(**values):
         raw = {sec: dict(v) for sec, v in tiny_raw.items()}
         raw["train"] |= {"optimizer": "adamw", "steps": 100, "eval_every": 50}
-        raw["task"] |= {"zipf_alpha": 1.0, "epsilon": 0.5, "burstiness": 7, "p_bursty": 0.5}
+        raw["task"] |= {"K_max": 1000, "zipf_alpha": 1.0, "epsilon": 0.5, "burstiness": 7, "p_bursty": 0.5}
         for key, v in values.items():
             sec, name = key.split("__")
             raw[sec][name] = v
@@ -183,7 +183,7 @@ def test_one_compilation_serves_every_traced_optimizer_and_lever_value(tiny_raw)
     before, _ = compile_stats.snapshot()
     changed = [run(train__lr=0.02), run(train__weight_decay_attn=0.1), run(train__weight_decay_mlp=0.1),
                run(train__b1=0.5), run(train__b2=0.9), run(train__eps=1e-3), run(model__qk_init_scale=2.0),
-               run(task__zipf_alpha=1.5), run(task__epsilon=1.0), run(task__p_bursty=0.9)]
+               run(task__zipf_alpha=1.5), run(task__K=600), run(task__epsilon=1.0), run(task__p_bursty=0.9)]
     after, _ = compile_stats.snapshot()
     assert after == before, f"{after - before} recompilations for a new traced value"
     # ...and every value really changed what was trained or measured.
