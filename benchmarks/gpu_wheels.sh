@@ -8,5 +8,5 @@ cd "$(dirname "$0")/.."
 mkdir -p .whl
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d .whl flax==0.12.12 orbax-checkpoint==0.12.8
+  -d .whl flax==0.12.12 orbax-checkpoint==0.12.8 optax==0.2.8
 ls -la .whl

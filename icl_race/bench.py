@@ -78,7 +78,7 @@ def main(args) -> int:
     header = {
         "device": device_description(),
         "config": {"N": cfg.task.N, "K": cfg.task.K, "variant": cfg.task.variant, "batch_size": cfg.train.batch_size,
-                   "width": cfg.model.width, "layers": cfg.model.layers},
+                   "width": cfg.model.width, "layers": cfg.model.layers, "optimizer": cfg.train.optimizer},
         "steps_per_repeat": args.steps,
         "versions": versions(),
     }

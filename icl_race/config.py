@@ -37,6 +37,11 @@ class TaskConfig:
     # bank of P such items (pool_seed) with labels still fresh per sequence, so nothing can be
     # memorized either way and sampling costs B N ids instead of B N D Gaussians (experiments/README.md).
     infinite_bank: int = 0
+    # Data-distribution levers (classification-task.md §2.7, in the N&R token format):
+    zipf_alpha: float = 0.0  # item k drawn with P(k) ~ (k + 1)^-alpha wherever items are drawn i.i.d.; 0 = uniform
+    epsilon: float = 0.0  # every occurrence of an item is (mu_k + epsilon * eta) / sqrt(1 + epsilon^2), fresh eta
+    burstiness: int = 0  # B > 0: training contexts of (N - 1) / B items each repeated B times; 0 = the standard sampler
+    p_bursty: float = 1.0  # with burstiness: the fraction of bursty training sequences (the rest i.i.d.)
 
     @property
     def pool_size(self) -> int:
@@ -54,6 +59,7 @@ class ModelConfig:
     width: int = 512  # hidden width of every MLP
     freeze_readout: bool = False  # two-layer only: reproduce the reference's untrained readout MLP
     freeze: str = "none"  # none | attention (LayerNorm + q/k/v) | mlp (every MLP): kept at init (ablation)
+    qk_init_scale: float = 1.0  # multiplies the initial query and key weights (the attention's initial sharpness)
 
 
 @dataclass(frozen=True)
@@ -151,8 +157,8 @@ class TrainConfig:
     # CPU 16-32 keeps a block's evaluation batch in cache (benchmarks/RESULTS.md). It draws other eval
     # sequences, so runs at different values agree in distribution, not seed by seed.
     eval_batch: int = 256
-    weight_decay_attn: float = 1e-10  # coupled L2 on LayerNorm and q/k/v
-    weight_decay_mlp: float = 1e-10  # coupled L2 on the MLPs
+    weight_decay_attn: float = 1e-10  # L2 on LayerNorm and q/k/v (coupled; decoupled with adamw)
+    weight_decay_mlp: float = 1e-10  # L2 on the MLPs (coupled; decoupled with adamw)
     icl_threshold: float = 0.95  # t_ICL = first evaluation with ICL accuracy above this
     # ... of icl_confirm consecutive evaluations above it (1: the paper's rule, a single look)
     icl_confirm: int = 1
@@ -169,6 +175,11 @@ class TrainConfig:
     # bf16 act on GPUs only (XLA:CPU computes float32 dots in float32 whatever this says).
     matmul_precision: str = "default"
     checkpoint_every: int = 5  # chunks between checkpoints (0: none); the last 2 are kept
+    optimizer: str = "sgd"  # sgd | momentum | adam | adamw (icl_race.optim); weight decays per group as above
+    momentum: float = 0.9  # optimizer = "momentum"
+    b1: float = 0.9  # adam, adamw
+    b2: float = 0.999
+    eps: float = 1e-8
 
 
 @dataclass(frozen=True)
@@ -208,6 +219,7 @@ class Config:
 
 
 MATMUL_PRECISIONS = ("default", "highest", "tensorfloat32", "bfloat16")
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 
 # Each task kind has its own [task] fields and allowed model kinds (the first is the default).
 TASKS = {"classification": TaskConfig, "linear_regression": RegressionTaskConfig,
@@ -374,6 +386,8 @@ def _validate_regression(cfg: Config) -> None:
     _check(m.init_scheme in ("balanced", "entrywise", "aligned"), "model.init_scheme", m.init_scheme,
            'one of "balanced", "entrywise", "aligned"')
     _check(math.isfinite(m.init_scale) and m.init_scale > 0, "model.init_scale", m.init_scale, "a finite number > 0")
+    _check(cfg.train.optimizer == "sgd", "train.optimizer", cfg.train.optimizer,
+           '"sgd" with task.kind = "linear_regression" (full-batch gradient descent in units of tau)')
 
 
 def _validate_classification(cfg: Config) -> None:
@@ -395,6 +409,7 @@ def _validate_classification(cfg: Config) -> None:
            "an integer in [0, 2^31) (0: fresh items)")
     _check(t.infinite_bank == 0 or (t.variant == "infinite" and t.infinite_bank >= 2 * t.N), "task.infinite_bank",
            t.infinite_bank, f'0, or >= 2 N = {2 * t.N} with task.variant = "infinite"')
+    _validate_distribution(t)
     _check(m.kind in ("transformer", "minimal"), "model.kind", m.kind, '"transformer" or "minimal"')
     _check(m.width >= 1, "model.width", m.width, "an integer >= 1")
     if m.kind == "minimal":
@@ -405,7 +420,25 @@ def _validate_classification(cfg: Config) -> None:
                "false unless model.layers = 2")
         _check(m.freeze in ("none", "attention", "mlp"), "model.freeze", m.freeze,
                'one of "none", "attention", "mlp"')
+        _check(math.isfinite(m.qk_init_scale) and m.qk_init_scale > 0, "model.qk_init_scale", m.qk_init_scale,
+               "a finite number > 0")
     _validate_train_classification(cfg)
+
+
+def _validate_distribution(t: TaskConfig) -> None:
+    """The data-distribution levers: frequencies and bursts need a finite pool drawn i.i.d. (the standard
+    variant); item noise applies to every variant."""
+    for name in ("zipf_alpha", "epsilon"):
+        v = getattr(t, name)
+        _check(math.isfinite(v) and v >= 0, f"task.{name}", v, "a finite number >= 0")
+    _check(t.zipf_alpha == 0 or t.variant == "standard", "task.zipf_alpha", t.zipf_alpha,
+           '0 unless task.variant = "standard"')
+    _check(t.burstiness >= 0, "task.burstiness", t.burstiness, "an integer >= 0 (0: no bursty sequences)")
+    _check(t.burstiness == 0 or t.variant == "standard", "task.burstiness", t.burstiness,
+           '0 unless task.variant = "standard"')
+    _check(t.burstiness == 0 or (t.N - 1) % t.burstiness == 0, "task.burstiness", t.burstiness,
+           f"0 or a divisor of task.N - 1 = {t.N - 1} (a bursty context holds (N - 1) / B items, B times each)")
+    _check(0 <= t.p_bursty <= 1, "task.p_bursty", t.p_bursty, "in [0, 1]")
 
 
 def _validate_memorization(cfg: Config) -> None:
@@ -434,6 +467,11 @@ def _validate_train_classification(cfg: Config) -> None:
     lv = tr.icl_levels
     _check(all(0 < v < 1 and abs(round(100 * v) - 100 * v) < 1e-9 for v in lv) and list(lv) == sorted(set(lv)),
            "train.icl_levels", list(lv), "increasing, distinct levels in (0, 1), whole percents (e.g. [0.6, 0.75, 0.9])")
+    _check(tr.optimizer in OPTIMIZERS, "train.optimizer", tr.optimizer, f"one of {', '.join(OPTIMIZERS)}")
+    for name in ("momentum", "b1", "b2"):
+        v = getattr(tr, name)
+        _check(0 <= v < 1, f"train.{name}", v, "in [0, 1)")
+    _check(math.isfinite(tr.eps) and tr.eps > 0, "train.eps", tr.eps, "a finite number > 0")
 
 
 def _validate_common(cfg: Config) -> None:

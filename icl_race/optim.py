@@ -1,12 +1,63 @@
-"""Plain SGD with PyTorch-style coupled weight decay: theta <- theta - lr * (g + decay * theta).
+"""The optimizers of `train.optimizer`, each a named composition of optax transforms.
 
-Written out rather than chained from optax so that lr and the per-group decays are traced scalars
-(one compilation serves a sweep over them) and the update is visibly the reference's.
+    optimizer = chain(partition({group: decay and direction of that group, "frozen": zero}),
+                      scale_by_learning_rate(lr))
+
+  sgd       direction = the gradient plus coupled L2:   theta -= lr (g + wd theta)  (the reference's)
+  momentum  coupled L2, then optax.trace:               v = g + wd theta + m v;  theta -= lr v  (PyTorch SGD)
+  adam      coupled L2, then scale_by_adam:             PyTorch Adam's weight_decay
+  adamw     scale_by_adam, then decoupled decay:        theta -= lr (adam(g) + wd theta)
+
+Every group has its own decay coefficient; a frozen group gets a zero update (no state, and its
+parameters stay bit-identical whatever its gradient holds). The hyperparameters are the run's traced
+constants (`hyperparams`), passed in when the transform is built inside the traced step, so one
+compilation serves a sweep over learning rate, decays, momentum or Adam's b1, b2, eps (the effect
+optax.inject_hyperparams has, without copying them into every seed's state).
+
+The state is kept in the seed state as the flat list of its leaves (`init`, `update`): checkpoints are
+restored without a target tree, and lists of arrays come back as they were saved, optax's named tuples
+do not.
 """
 
+from __future__ import annotations
+
 import jax
+import jax.numpy as jnp
+import optax
+
+FROZEN = "frozen"  # the group label of parameters that never change
 
 
-def coupled_sgd(params, grads, lr, decay):
-    """`decay` is a pytree like `params` holding each leaf's coefficient (scalars, traced or not)."""
-    return jax.tree.map(lambda p, g, wd: p - lr * (g + wd * p), params, grads, decay)
+def hyperparams(train) -> dict:
+    """The traced constants every optimizer reads, from a TrainConfig."""
+    return {name: jnp.float32(getattr(train, name)) for name in ("lr", "momentum", "b1", "b2", "eps")}
+
+
+def transform(name: str, hp: dict, decays: dict, labels) -> optax.GradientTransformation:
+    """`decays` maps each group to its decay coefficient; `labels` is a pytree like the parameters
+    holding each leaf's group (or FROZEN), or a function of the parameters that returns one."""
+
+    def group(wd):
+        decay = optax.add_decayed_weights(wd)
+        if name == "sgd":
+            return decay
+        if name == "momentum":
+            return optax.chain(decay, optax.trace(decay=hp["momentum"]))
+        if name not in ("adam", "adamw"):
+            raise ValueError(f"unknown optimizer {name!r}")
+        adam = optax.scale_by_adam(b1=hp["b1"], b2=hp["b2"], eps=hp["eps"])
+        return optax.chain(decay, adam) if name == "adam" else optax.chain(adam, decay)
+
+    groups = {g: group(wd) for g, wd in decays.items()} | {FROZEN: optax.set_to_zero()}
+    return optax.chain(optax.partition(groups, labels), optax.scale_by_learning_rate(hp["lr"]))
+
+
+def init(tx: optax.GradientTransformation, params) -> list:
+    return jax.tree.leaves(tx.init(params))
+
+
+def update(tx: optax.GradientTransformation, grads, opt_leaves: list, params) -> tuple[dict, list]:
+    """(new parameters, new state leaves) after one step."""
+    structure = jax.tree.structure(jax.eval_shape(tx.init, params))
+    updates, state = tx.update(grads, jax.tree.unflatten(structure, opt_leaves), params)
+    return optax.apply_updates(params, updates), jax.tree.leaves(state)

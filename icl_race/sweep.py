@@ -319,4 +319,6 @@ def _shape(cfg: Config) -> tuple:
     """What decides the speed of a step: the static shape of the program."""
     d = cfg.to_dict()
     task = {k: v for k, v in d["task"].items() if k != "K"}  # K is traced: it does not change the step
-    return json.dumps([task, d["model"], d["train"]["batch_size"], d["ensemble"]["block"]], sort_keys=True)
+    return json.dumps([task, d["model"], d["train"]["batch_size"], d["train"]["optimizer"], d["ensemble"]["block"]],
+                      sort_keys=True)
+

@@ -100,6 +100,19 @@ def test_config_digest_names_only_non_defaults_so_new_fields_keep_old_runs(tiny_
     (["task.variant=\"zipf\""], "task.variant"),
     (["train.eval_spacing=\"geometric\""], "train.eval_spacing"),
     (["train.matmul_precision=\"fp8\""], "train.matmul_precision"),
+    (["train.optimizer=\"rmsprop\""], "train.optimizer"),
+    (["train.b1=1.0"], "train.b1"),
+    (["train.b2=-0.1"], "train.b2"),
+    (["train.momentum=1"], "train.momentum"),
+    (["train.eps=0"], "train.eps"),
+    (["task.zipf_alpha=-0.5"], "task.zipf_alpha"),
+    (["task.variant=\"infinite\"", "task.zipf_alpha=1"], "task.zipf_alpha"),
+    (["task.epsilon=-1"], "task.epsilon"),
+    (["task.epsilon=nan"], "task.epsilon"),
+    (["task.burstiness=2"], "task.burstiness"),  # N - 1 = 7
+    (["task.burstiness=-7"], "task.burstiness"),
+    (["task.p_bursty=1.5"], "task.p_bursty"),
+    (["model.qk_init_scale=0"], "model.qk_init_scale"),
     (["nosection"], "nosection"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tiny_toml, tmp_path, capsys, overrides, field):

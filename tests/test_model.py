@@ -126,3 +126,33 @@ def test_dense_layer_gradient_equals_autodiff_of_the_plain_product(shape):
     plain = jax.vjp(lambda a, b: a @ b, x, w)[1](g)
     for a, b in zip(ours, plain):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_query_scores_are_the_softmax_logits_of_the_forward_pass():
+    spec = Transformer(E=E, width=16)
+    p = jax.tree.map(lambda a: a * 1.3 + 0.05, spec.init(jax.random.key(2)))
+    m, x = spec.bind(p), _tokens(jax.random.key(3))
+    ln = np.asarray(m.ln(x))
+    wq, wk = np.asarray(p["attn"]["q"]["kernel"]), np.asarray(p["attn"]["k"]["kernel"])
+    expected = np.einsum("bne,be->bn", ln @ wk, ln[:, -1] @ wq)  # s_j = (W_k h_j) . (W_q h_q)
+    np.testing.assert_allclose(spec.query_scores(p, x), expected, rtol=1e-4, atol=1e-4)
+    # With the value map the identity, the attention output is softmax(s) . h: the logits really are these.
+    eye = {**p, "attn": {**p["attn"], "v": {"kernel": jnp.eye(E)}}}
+    a = jax.nn.softmax(spec.query_scores(eye, x), axis=-1)
+    np.testing.assert_allclose(spec.bind(eye).attn.query(m.ln(x)), jnp.einsum("bn,bne->be", a, m.ln(x)),
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_qk_init_scale_multiplies_query_and_key_weights_only(layers):
+    from icl_race.models.transformer import scale_qk
+
+    p = Transformer(E=E, width=16, layers=layers).init(jax.random.key(0))
+    scaled = scale_qk(p, jnp.float32(3.0))
+    for m, sub in p.items():
+        for n, leaf in jax.tree_util.tree_flatten_with_path(sub)[0]:
+            name = jax.tree_util.keystr(n)
+            factor = 3.0 if m.startswith("attn") and name.startswith(("['q']", "['k']")) else 1.0
+            got = jax.tree_util.tree_flatten_with_path(scaled[m])[0]
+            np.testing.assert_array_equal(dict((jax.tree_util.keystr(k), v) for k, v in got)[name], leaf * factor)
+    jax.tree.map(np.testing.assert_array_equal, scale_qk(p, jnp.float32(1.0)), p)  # exact at the default

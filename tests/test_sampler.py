@@ -156,3 +156,68 @@ def test_icl_test_items_are_novel():
     d_train = np.linalg.norm(items[:, None] - train_pool[None], axis=-1).min(axis=1)
     d_novel = np.linalg.norm(items[:, None] - novel_pool[None], axis=-1).min(axis=1)
     assert d_train.min() > 1e-3 and d_novel.max() < 1e-6
+
+
+# ---- the data-distribution levers (classification-task.md §2.7) -------------------------------------
+
+@pytest.mark.parametrize("alpha", [0.5, 1.0, 1.5])
+def test_zipf_frequencies_follow_the_law_below_a_traced_K(alpha):
+    K, size, n = 40, 100, 400_000
+    cdf = task.zipf_cdf(alpha, K, size)
+    ids = np.asarray(jax.jit(task.iid_ids, static_argnums=2)(KEY, jnp.int32(K), (n,), cdf))
+    assert ids.min() >= 0 and ids.max() < K
+    p = (np.arange(K) + 1.0) ** -alpha
+    p /= p.sum()
+    freq = np.bincount(ids, minlength=K) / n
+    # Each frequency within 5 binomial sd of P(k).
+    np.testing.assert_array_less(np.abs(freq - p), 5 * np.sqrt(p * (1 - p) / n))
+
+
+def test_frequent_band_is_the_ids_drawn_at_least_as_often_as_uniform():
+    # alpha = 1, K = 1000: P(k) = 1 / ((k + 1) H_1000) >= 1/K  <=>  k + 1 <= 1000 / 7.4855 = 133.6.
+    assert task.frequent_count(1.0, 1000) == 133
+    assert task.frequent_count(2.0, 10) == 2  # P = 0.645, 0.161, 0.072 ...: two above 0.1
+
+
+def test_zipf_standard_sampler_keeps_the_target_in_context():
+    ids = np.asarray(task.target_present_ids(KEY, jnp.int32(50), 2000, 12, task.zipf_cdf(1.0, 50, 64)))
+    assert ids.max() < 50 and np.all((ids[:, :-1] == ids[:, -1:]).any(axis=1))
+
+
+def test_bursty_contexts_repeat_each_item_B_times_and_hold_the_target():
+    B, N, n = 4, 13, 3000
+    ids = np.asarray(task.bursty_ids(KEY, jnp.int32(10**6), n, N, B, jnp.float32(1.0)))
+    for row in ids:  # K = 1e6: the 3 drawn items are distinct (almost surely), each exactly B times
+        counts = np.unique(row[:-1], return_counts=True)[1]
+        assert sorted(counts.tolist()) == [B] * ((N - 1) // B)
+    assert np.all((ids[:, :-1] == ids[:, -1:]).sum(axis=1) == B)
+    # The target is each of the 3 context items equally often (1/3, sd 0.009 over 3000).
+    first = np.argmax(ids[:, :-1] == ids[:, -1:], axis=1)
+    order = np.array([len(np.unique(r[: f + 1])) - 1 for r, f in zip(ids, first)])  # 0, 1, 2: order of appearance
+    np.testing.assert_allclose(np.bincount(order, minlength=3) / n, 1 / 3, atol=0.04)
+
+
+def test_bursty_mixture_fraction_and_iid_targets_drawn_independently():
+    B, N, n, K = 2, 9, 8000, 20
+    ids = np.asarray(task.bursty_ids(KEY, jnp.int32(K), n, N, B, jnp.float32(0.3)))
+    counts = np.stack([np.bincount(r[:-1], minlength=K) for r in ids])
+    bursty = np.all(counts % B == 0, axis=1)
+    # An i.i.d. context of 8 ids below 20 has all-even counts with probability ~1e-3: the bursty fraction
+    # is 0.3 (sd 0.005), and the others' target is present with probability 1 - (19/20)^8 = 0.337.
+    assert abs(bursty.mean() - 0.3) < 0.02
+    present = (ids[~bursty, :-1] == ids[~bursty, -1:]).any(axis=1)
+    assert abs(present.mean() - (1 - (19 / 20) ** 8)) < 0.025
+
+
+def test_item_noise_has_the_defined_mean_and_variance_and_spares_the_labels():
+    D, eps = 63, 0.75
+    x = jnp.broadcast_to(jnp.concatenate([jnp.full(D, 0.5 / np.sqrt(D)), jnp.array([0.0, 1.0])]), (4000, 5, D + 2))
+    noisy = np.asarray(task.item_noise(KEY, x, jnp.float32(eps), D))
+    np.testing.assert_array_equal(noisy[..., D:], np.asarray(x[..., D:]))
+    items, mu = noisy[..., :D], np.asarray(x[0, 0, :D])
+    scale = np.sqrt(1 + eps**2)
+    np.testing.assert_allclose(items.mean(axis=(0, 1)), mu / scale, atol=5 * eps / scale / np.sqrt(D * 20000))
+    # Per-coordinate variance eps^2 / (D (1 + eps^2)), fresh per token (uncorrelated across tokens).
+    np.testing.assert_allclose(items.var(axis=(0, 1)).mean(), eps**2 / (D * scale**2), rtol=0.01)
+    corr = np.corrcoef(items[:, 0, 0], items[:, 1, 0])[0, 1]
+    assert abs(corr) < 0.05

@@ -102,3 +102,51 @@ def test_matmul_precision_holds_for_the_run_only():
     with precision(config.from_dict({"train": {"matmul_precision": "bfloat16"}})):
         assert jax.config.jax_default_matmul_precision == "bfloat16"
     assert jax.config.jax_default_matmul_precision is None
+
+
+def _init_state(raw, key=0):
+    program, consts = build(config.from_dict(raw))
+    return program, consts, program.init(jax.random.key(key), consts)
+
+
+def test_beta0_is_measured_at_init_and_scales_with_the_square_of_qk_init_scale():
+    raw = {"task": {"variant": "infinite", "N": 16}, "model": {"width": 16}}
+    program, consts, state = _init_state(raw)
+    _, _, sharp = _init_state({**raw, "model": {"width": 16, "qk_init_scale": 3.0}})
+    # s_j is bilinear in (W_q, W_k): scaling both by c scales every log-odds by c^2.
+    np.testing.assert_allclose(sharp["beta0"], 9.0 * state["beta0"], rtol=1e-4)
+    # Recorded in every evaluation (constant), and different between seeds.
+    probes = program.probe(state, consts, jax.random.key(1))
+    assert probes["beta0"] == state["beta0"]
+    assert len({float(_init_state(raw, key=k)[2]["beta0"]) for k in range(4)}) == 4
+
+
+def test_beta0_of_the_minimal_model_is_its_inverse_temperature():
+    # The definition on the minimal model: s_copy - s_j = beta (|x_q|^2 - x_q . x_j), whose mean is beta
+    # (|x|^2 ~ 1: sd 0.18 per sequence, 0.006 over 1024 of them).
+    program, consts, state = _init_state({"task": {"variant": "infinite", "N": 16},
+                                          "model": {"kind": "minimal", "width": 8}})
+    params = {**state["params"], "attn": {**state["params"]["attn"], "beta": jnp.float32(2.0)}}
+    np.testing.assert_allclose(program.initial_sharpness(params, jax.random.key(3)), 2.0, atol=0.05)
+
+
+def test_zipf_run_reports_iwl_accuracy_by_band_and_memorizes_frequent_items_first():
+    raw = {"task": {"K": 400, "N": 8, "zipf_alpha": 1.5}, "model": {"width": 32},
+           "train": {"lr": 0.1, "batch_size": 64, "steps": 400, "eval_every": 100, "eval_size": 1000}}
+    _, consts, _, curves, _ = _run(raw)
+    # P(k) >= 1/400 for (k + 1)^1.5 <= 400 / sum_k (k + 1)^-1.5 = 400 / 2.51, i.e. k + 1 <= 29.
+    assert int(consts["n_frequent"]) == 29
+    # ~7% of uniform IWL targets are frequent; each is seen ~100x more often than a rare one in training.
+    assert np.all(curves["iwl_acc_frequent"][:, -1] > 0.9)
+    assert np.all(curves["iwl_acc_rare"][:, -1] < curves["iwl_acc_frequent"][:, -1] - 0.2)
+
+
+@pytest.mark.parametrize("variant", ["standard", "infinite", "balanced"])
+def test_item_noise_and_bursts_train_in_every_variant_that_allows_them(variant):
+    task_raw = {"variant": variant, "K": 200, "N": 8, "epsilon": 0.5}
+    if variant == "standard":
+        task_raw |= {"burstiness": 7, "p_bursty": 0.5}
+    raw = {"task": task_raw, "model": {"width": 16},
+           "train": {"batch_size": 16, "steps": 20, "eval_every": 10, "eval_size": 50}}
+    _, _, _, curves, _ = _run(raw)
+    assert all(np.isfinite(curves[k]).all() for k in ("icl_acc", "iwl_acc", "train_loss", "beta0"))

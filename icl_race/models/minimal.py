@@ -58,12 +58,15 @@ class MinimalModel:
         return {"mlp": self.phi.init(key),
                 "attn": {"w": jnp.float32(0.0), "beta": jnp.asarray(beta0, jnp.float32)}}
 
+    def query_scores(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
+        """The attention logits beta x_q . x_j over all N tokens (the query last)."""
+        items_BxNxD = x_BxNxE[..., : self.D]
+        return params["attn"]["beta"] * jnp.einsum("bnd,bd->bn", items_BxNxD, items_BxNxD[:, -1])
+
     def attention_term(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
         """sum_j softmax_j(beta x_q . x_j) y_j (without w)."""
-        items_BxNxD = x_BxNxE[..., : self.D]
         y_BxN = x_BxNxE[..., self.D + 1] - x_BxNxE[..., self.D]
-        s_BxN = params["attn"]["beta"] * jnp.einsum("bnd,bd->bn", items_BxNxD, items_BxNxD[:, -1])
-        return jnp.sum(jax.nn.softmax(s_BxN, axis=-1) * y_BxN, axis=-1)
+        return jnp.sum(jax.nn.softmax(self.query_scores(params, x_BxNxE), axis=-1) * y_BxN, axis=-1)
 
     def memory_logit(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
         """phi(x_q): the in-weights term alone."""

@@ -91,6 +91,11 @@ class Attention(nnx.Module):
         a_BxN = jax.nn.softmax(jnp.einsum("bne,be->bn", h_BxNxE, u_BxE), axis=-1)
         return self.v(jnp.einsum("bn,bne->be", a_BxN, h_BxNxE))
 
+    def query_scores(self, h_BxNxE: jax.Array) -> jax.Array:
+        """The query's attention logits s_j = (W_k h_j) . (W_q h_q) over all N tokens (itself last)."""
+        u_BxE = self.q(h_BxNxE[:, -1]) @ self.k.kernel[...].T
+        return jnp.einsum("bne,be->bn", h_BxNxE, u_BxE)
+
     def causal(self, h_BxNxE: jax.Array) -> jax.Array:
         """Full causal attention at every position (needed below the top layer; the test oracle)."""
         n = h_BxNxE.shape[1]
@@ -136,6 +141,10 @@ class OneLayer(nnx.Module):
         query token only (the theory's phi(x_q))."""
         return self.mlp(self.ln(x_BxNxE[:, -1]))[:, 0]
 
+    def query_scores(self, x_BxNxE: jax.Array) -> jax.Array:
+        """The readout attention's logits for the query (unfolded LayerNorm; analysis, not training)."""
+        return self.attn.query_scores(self.ln(x_BxNxE))
+
 
 class TwoLayer(nnx.Module):
     """x = LN(X); x += Attn1(x); x = MLP1(x) per token (no residual); logit = readout(x_q + Attn2(x)_q)."""
@@ -156,9 +165,22 @@ class TwoLayer(nnx.Module):
         """Both attention outputs removed: readout(mlp1(ln(x_q))), a function of the query token only."""
         return self.readout(self.mlp1(self.ln(x_BxNxE[:, -1])))[:, 0]
 
+    def query_scores(self, x_BxNxE: jax.Array) -> jax.Array:
+        """The readout attention's (attn2's) logits for the query, on the first layer's output."""
+        h_BxNxE = self.ln(x_BxNxE)
+        return self.attn2.query_scores(self.mlp1(h_BxNxE + self.attn1.causal(h_BxNxE)))
 
-# Top-level submodules on the in-context path; coupled weight decay treats them as one group.
+
+# Top-level submodules on the in-context path; weight decay treats them as one group.
 ATTENTION_PATH = frozenset({"ln", "attn", "attn1", "attn2"})
+
+
+def scale_qk(params: dict, scale: jax.Array) -> dict:
+    """Every attention's query and key weights times `scale` (model.qk_init_scale). Traced, so a sweep
+    over it compiles once; at 1 the product is exact, so the default init is unchanged bit for bit."""
+    return {m: {n: jax.tree.map(lambda w: w * scale, sub) if n in ("q", "k") else sub for n, sub in p.items()}
+               if m in ATTENTION_PATH and "q" in p else p
+            for m, p in params.items()}
 
 
 @dataclass(frozen=True)
@@ -180,6 +202,9 @@ class Transformer:
 
     def memory_logit(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
         return self.bind(params).memory_logit(x_BxNxE)
+
+    def query_scores(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
+        return self.bind(params).query_scores(x_BxNxE)
 
     def bind(self, params: dict) -> nnx.Module:
         """The module holding `params`, for tests and analysis that call its methods."""

@@ -1,6 +1,7 @@
 """MLP-only memorization (Figs A2/A3 of arXiv 2412.00104) as an engine
 program: K items of the classification task's shared pool, a per-seed balanced label map, a bare
-MLP D -> W -> W -> 1 trained by coupled SGD on the logistic loss, items sampled uniformly on the device.
+MLP D -> W -> W -> 1 trained on the logistic loss by train.optimizer (default coupled-decay SGD; the
+decay train.weight_decay_mlp on every parameter), items sampled uniformly on the device.
 Items enter the MLP times task.input_scale: the race's MLP reads the LayerNorm'd query (norm ~sqrt(D + 2),
 not ~1), and its memorization speed at a given lr depends on that scale.
 
@@ -26,9 +27,9 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
+from icl_race import optim
 from icl_race.config import Config
 from icl_race.models.minimal import ItemMLP
-from icl_race.optim import coupled_sgd
 from icl_race.tasks import classification as task
 
 PROBE_CHUNK = 2048  # probed items per forward pass: bounds memory at large ensembles
@@ -41,6 +42,7 @@ class MemorizationRun:
     batch_size: int
     model: ItemMLP
     freeze_event: str | None
+    optimizer: str = "sgd"
 
     event_names = ("memorized", "converged")
     stop_event = "memorized"
@@ -55,11 +57,11 @@ class MemorizationRun:
         t, tr = cfg.task, cfg.train
         program = cls(pool_size=t.pool_size, probe_items=t.probe_items, batch_size=tr.batch_size,
                       model=ItemMLP(t.D, cfg.model.width, "float64" if cfg.model.float64 else "float32"),
-                      freeze_event="converged" if tr.early_stop == "freeze" else None)
+                      freeze_event="converged" if tr.early_stop == "freeze" else None, optimizer=tr.optimizer)
         consts = {
             "K": jnp.int32(t.K),
-            "lr": jnp.float32(tr.lr),
-            "wd": jnp.float32(tr.weight_decay_mlp),  # coupled L2 on every parameter
+            **optim.hyperparams(tr),
+            "wd": jnp.float32(tr.weight_decay_mlp),  # L2 on every parameter
             "icl_threshold": jnp.float32(tr.icl_threshold),
             "stop_threshold": jnp.float32(tr.stop_threshold),
             "pool": t.input_scale * task.make_pool(jax.random.key(t.pool_seed), t.pool_size, t.D),
@@ -69,7 +71,11 @@ class MemorizationRun:
     def init(self, key, consts) -> dict:
         k_model, k_labels = jax.random.split(key)
         labels, _ = task.balanced_label_map(k_labels, consts["K"], self.pool_size)
-        return {"params": self.model.init(k_model), "labels": labels}
+        params = self.model.init(k_model)
+        return {"params": params, "opt": optim.init(self._optimizer(consts), params), "labels": labels}
+
+    def _optimizer(self, consts):
+        return optim.transform(self.optimizer, consts, {"mlp": consts["wd"]}, lambda p: jax.tree.map(lambda _: "mlp", p))
 
     def loss(self, params, x_BxD, y_B):
         return jnp.mean(jax.nn.softplus(-y_B * self.model.apply(params, x_BxD)))
@@ -79,8 +85,8 @@ class MemorizationRun:
         x_BxD = consts["pool"][ids_B]
         y_B = 2.0 * state["labels"][ids_B].astype(x_BxD.dtype) - 1.0
         loss, grads = jax.value_and_grad(self.loss)(state["params"], x_BxD, y_B)
-        decay = jax.tree.map(lambda _: consts["wd"], state["params"])
-        return {**state, "params": coupled_sgd(state["params"], grads, consts["lr"], decay)}, loss
+        params, opt = optim.update(self._optimizer(consts), grads, state["opt"], state["params"])
+        return {**state, "params": params, "opt": opt}, loss
 
     def logits(self, params, consts):
         """phi on the probed ids 0..probe_items-1, in chunks (padded to a whole number of them)."""

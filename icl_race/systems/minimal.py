@@ -1,6 +1,6 @@
 """The minimal model of arXiv 2412.00104 §3 on the classification task:
 ClassificationRace with the transformer replaced by `models.minimal.MinimalModel`, so the samplers
-(standard, infinite, balanced), the ICL/IWL probes, the events and the coupled SGD are the race's own.
+(standard, infinite, balanced), the ICL/IWL probes, the events and the optimizer are the race's own.
 
 beta(0) = model.beta0, or ~ N(0, 1) per seed with model.beta0_random (both traced: one compilation).
 Extra probes: beta0 (constant per seed, so results.npz holds it as [S, T]), beta and w.

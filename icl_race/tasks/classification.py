@@ -5,13 +5,18 @@ zero, and its target is y = 2 * label - 1. K (the number of training items) is a
 item pool has a static size K_max and ids are drawn below K, so one compilation serves every K <= K_max.
 Item k of a pool is drawn from fold_in(pool_key, k), so it is the same whatever K_max is.
 
-Shape suffixes: B sequences, N tokens, D item dims, E = D + 2 token dims, P pool size.
+The data-distribution levers of classification-task.md §2.7 (Zipf frequencies, bursty contexts, item
+noise) keep the token format; with their defaults every sampler draws exactly what it drew without them.
+
+Shape suffixes: B sequences, N tokens, D item dims, E = D + 2 token dims, P pool size, C classes per
+bursty context, M = N - 1 context tokens.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def make_pool(key: jax.Array, size: int, dim: int) -> jax.Array:
@@ -43,15 +48,65 @@ def tokens(items_BxNxD: jax.Array, labels_BxN: jax.Array) -> tuple[jax.Array, ja
     return x_BxNxE, y_B
 
 
-def target_present_ids(key: jax.Array, K: jax.Array, B: int, N: int) -> jax.Array:
-    """Ids i.i.d. uniform below K; if the query's id is absent from the context it is replaced by the
-    id at a uniform context position, so the target is always in context (the reference's rule)."""
+def zipf_cdf(alpha: float, K: int, size: int) -> jax.Array:
+    """cdf_P of the Zipf law P(k) ~ (k + 1)^-alpha on ids k < K, padded to the static size with 1.
+    Summed in float64 on the host; stored in float32, whose resolution (~6e-8 near 1) is that of the
+    uniform draws it is searched with, so items rarer than that are drawn at a coarsened rate."""
+    w = np.where(np.arange(size) < K, (np.arange(size) + 1.0) ** -alpha, 0.0)
+    cdf = np.cumsum(w) / np.sum(w)
+    cdf[K - 1:] = 1.0  # exactly: a uniform draw in [0, 1) then always lands below K
+    return jnp.asarray(cdf, jnp.float32)
+
+
+def frequent_count(alpha: float, K: int) -> int:
+    """How many ids the Zipf law draws at least as often as the uniform law does (P(k) >= 1/K): the
+    IWL test's "frequent" band is ids below this count, the "rare" band the rest."""
+    w = (np.arange(K) + 1.0) ** -alpha
+    return int(np.sum(w / np.sum(w) >= 1.0 / K))
+
+
+def iid_ids(key: jax.Array, K: jax.Array, shape: tuple, cdf_P: jax.Array | None = None) -> jax.Array:
+    """Ids below K drawn i.i.d.: uniformly, or by inverting cdf_P (`zipf_cdf`, K traced inside it)."""
+    if cdf_P is None:
+        return jax.random.randint(key, shape, 0, K)
+    return jnp.searchsorted(cdf_P, jax.random.uniform(key, shape), side="right").astype(jnp.int32)
+
+
+def target_present_ids(key: jax.Array, K: jax.Array, B: int, N: int, cdf_P: jax.Array | None = None) -> jax.Array:
+    """Ids i.i.d. below K (uniform, or by cdf_P); if the query's id is absent from the context it is
+    replaced by the id at a uniform context position, so the target is always in context (the
+    reference's rule)."""
     k_ids, k_pos = jax.random.split(key)
-    ids_BxN = jax.random.randint(k_ids, (B, N), 0, K)
+    ids_BxN = iid_ids(k_ids, K, (B, N), cdf_P)
     present_B = jnp.any(ids_BxN[:, :-1] == ids_BxN[:, -1:], axis=1)
     pos_B = jax.random.randint(k_pos, (B,), 0, N - 1)
     fallback_B = jnp.take_along_axis(ids_BxN, pos_B[:, None], axis=1)[:, 0]
     return ids_BxN.at[:, -1].set(jnp.where(present_B, ids_BxN[:, -1], fallback_B))
+
+
+def bursty_ids(key: jax.Array, K: jax.Array, B: int, N: int, burst: int, p_bursty: jax.Array,
+               cdf_P: jax.Array | None = None) -> jax.Array:
+    """Reddy (2023)'s training sequences (classification-task.md §2.7): with probability p_bursty a
+    bursty context of (N - 1) / burst ids drawn i.i.d. (uniform, or by cdf_P), each repeated `burst`
+    times in shuffled order, and a target that is one of them chosen uniformly (so it occurs `burst`
+    times, or a multiple); otherwise N - 1 i.i.d. context ids and an independently drawn target,
+    which may be absent from its context (only in-weights memory helps then)."""
+    k_cls, k_perm, k_pick, k_iid, k_mix = jax.random.split(key, 5)
+    C = (N - 1) // burst
+    cls_BxC = iid_ids(k_cls, K, (B, C), cdf_P)
+    ctx_BxM = jax.vmap(jax.random.permutation)(jax.random.split(k_perm, B), jnp.repeat(cls_BxC, burst, axis=1))
+    target_B = jnp.take_along_axis(cls_BxC, jax.random.randint(k_pick, (B, 1), 0, C), axis=1)
+    bursty_BxN = jnp.concatenate([ctx_BxM, target_B], axis=1)
+    iid_BxN = iid_ids(k_iid, K, (B, N), cdf_P)
+    return jnp.where(jax.random.bernoulli(k_mix, p_bursty, (B, 1)), bursty_BxN, iid_BxN)
+
+
+def item_noise(key: jax.Array, x_BxNxE: jax.Array, epsilon: jax.Array, D: int) -> jax.Array:
+    """Every token's item replaced by (mu + epsilon * eta) / sqrt(1 + epsilon^2), eta ~ N(0, I/D) fresh
+    per token (query included), so items keep their scale; the label slots are untouched."""
+    eta_BxNxD = jax.random.normal(key, x_BxNxE.shape[:-1] + (D,), x_BxNxE.dtype) / jnp.sqrt(D)
+    items_BxNxD = (x_BxNxE[..., :D] + epsilon * eta_BxNxD) / jnp.sqrt(1.0 + epsilon * epsilon)
+    return jnp.concatenate([items_BxNxD, x_BxNxE[..., D:]], axis=-1)
 
 
 def balanced_ids(key: jax.Array, order_P: jax.Array, K: jax.Array, B: int, N: int) -> jax.Array:
