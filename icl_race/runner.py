@@ -23,9 +23,13 @@ import json
 import os
 import shutil
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
+import zipfile
+import zlib
 from importlib import metadata
 from pathlib import Path
 
@@ -39,13 +43,49 @@ class RunDirError(ConfigError):
     """The output directory holds another run."""
 
 
+class DamagedFileError(ConfigError):
+    """A file of a run directory cannot be read back (truncated, overwritten, not what it should be)."""
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk (or a signal) must not leave a half-written tmp file behind
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an npz file; one that cannot be read back is a DamagedFileError naming it (a
+    missing file stays a FileNotFoundError)."""
+    try:
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise ValueError("a single array, not an npz archive")
+        with z:
+            return {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise DamagedFileError(f"{path}: damaged, cannot be read ({type(e).__name__}: {e})") from None
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object file; a damaged one is a DamagedFileError naming it."""
+    try:
+        obj = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise DamagedFileError(f"{path}: damaged, cannot be read ({type(e).__name__}: {e})") from None
+    if not isinstance(obj, dict):
+        raise DamagedFileError(f"{path}: damaged, expected a JSON object")
+    return obj
 
 
 def _json_bytes(obj) -> bytes:
@@ -137,6 +177,73 @@ class RunError(RuntimeError):
     """The run could not be completed (e.g. a write failed); str() says what and what is intact."""
 
 
+class Interrupted(Exception):
+    """SIGINT or SIGTERM stopped the run at a chunk boundary; str() says how to resume."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = signum
+
+
+_signals_received: list[int] | None = None  # while stop_on_signals is active: the signals so far
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """SIGINT and SIGTERM ask the run to stop at the next chunk boundary (see `check_stop`); a second
+    one exits at once (exit 128 + signal, the last checkpoint left as it is).
+
+    The second signal is acted on by a thread reading the interpreter's wake-up fd, not by the Python
+    handler: that runs only when the main thread returns from a device computation, which may take a
+    whole chunk. Re-entrant (a sweep holds it across its cells); off the main thread it does nothing."""
+    global _signals_received
+    if _signals_received is not None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    wanted = (signal.SIGINT, signal.SIGTERM)
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+
+    def watch():
+        while data := os.read(r, 64):
+            for signum in data:
+                if signum not in wanted:
+                    continue
+                received.append(signum)
+                if len(received) > 1:
+                    os.write(2, b"icl-race: interrupted again: exiting at once; rerun the same command to resume "
+                                b"from the last checkpoint\n")
+                    os._exit(128 + signum)
+
+    previous = {s: signal.signal(s, lambda *_: None) for s in wanted}  # the watcher acts on them
+    previous_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    watcher = threading.Thread(target=watch, name="icl-race-signals", daemon=True)
+    watcher.start()
+    _signals_received = received
+    try:
+        yield
+    finally:
+        _signals_received = None
+        signal.set_wakeup_fd(previous_fd)
+        for s, h in previous.items():
+            signal.signal(s, h)
+        os.close(w)
+        watcher.join()
+        os.close(r)
+
+
+def check_stop(step: int, checkpoint_step: int | None) -> None:
+    """Raise Interrupted if a stop signal arrived; `checkpoint_step` is where a rerun resumes."""
+    if not _signals_received:
+        return
+    signum = _signals_received[0]
+    where = (f"rerun the same command to resume from the checkpoint at step {checkpoint_step:,}"
+             if checkpoint_step else "no checkpoint (train.checkpoint_every = 0 or none yet): a rerun starts "
+             "from step 0")
+    raise Interrupted(signum, f"stopped by {signal.Signals(signum).name} at step {step:,}; {where}")
+
+
 @contextlib.contextmanager
 def run_lock(out: Path):
     """An exclusive lock on the run directory, held for the whole run; the kernel drops it when the
@@ -191,23 +298,46 @@ def _describe(cfg: Config) -> str:
     return f"{t.variant} K={'inf' if t.variant == 'infinite' else t.K}, N={t.N}"
 
 
-def execute(cfg: Config, out: Path, progress: bool = True, log=print) -> dict:
+def _finished_results(out: Path, redo: bool, log) -> dict | None:
+    """The results of a finished run; None when they are damaged and `redo` asks to train again (the
+    damaged files are moved aside first, never deleted)."""
+    try:
+        return read_npz(out / "results.npz")
+    except DamagedFileError as e:
+        if not redo:
+            raise DamagedFileError(f"{e}; rerun with --redo to train this run again (from its checkpoints if "
+                                   "any, else from the config), keeping the damaged files aside") from None
+    aside = out / f"damaged-{time.strftime('%Y%m%dT%H%M%S')}"
+    aside.mkdir()
+    for f in [out / "results.npz", out / "meta.json", *out.glob("t_*_hist.png")]:
+        if f.exists():
+            f.rename(aside / f.name)
+    log(f"{out}: damaged results moved to {aside.name}/; training again")
+    return None
+
+
+def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool = False) -> dict:
     """Train cfg's ensemble and write the run directory; returns the results arrays.
 
     Skips the work when `out` already holds this config's results; resumes from the newest intact
-    checkpoint when it holds this config's unfinished run."""
+    checkpoint when it holds this config's unfinished run. Damaged results are an error, or with
+    `redo` are moved aside and the run is trained again."""
     out = Path(out)
-    if check_run_dir(cfg, out):
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"--out {out}: exists and is not a directory; choose a directory")
+    if check_run_dir(cfg, out) and not redo:
+        results = _finished_results(out, redo, log)
         log(f"{out}: results for this config already exist; nothing to do")
-        return dict(np.load(out / "results.npz"))
+        return results
     out.mkdir(parents=True, exist_ok=True)
     with run_lock(out):
-        if check_run_dir(cfg, out):  # finished by another process while we waited for nothing
-            return dict(np.load(out / "results.npz"))
+        # Finished by another process while we waited for nothing, or a --redo of intact results.
+        if check_run_dir(cfg, out) and (results := _finished_results(out, redo, log)) is not None:
+            return results
         from icl_race.systems import precision
 
         try:
-            with precision(cfg):
+            with precision(cfg), stop_on_signals():
                 return _execute_locked(cfg, out, progress, log)
         except OSError as e:
             raise RunError(f"cannot write in {out}: {e.strerror or e}"
@@ -256,10 +386,13 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     stop = program.stop_event
     bar = ProgressBar(stop) if progress else None
 
+    saved = [start]  # the step of the newest checkpoint
+
     def on_chunk(p):
         if bar:
             bar(p)
-        if ckpt and p.chunks_done % tr.checkpoint_every == 0 and p.step < tr.steps:
+        stopping = p.step < tr.steps and _signals_received
+        if ckpt and p.step < tr.steps and (p.chunks_done % tr.checkpoint_every == 0 or stopping):
             curves, steps_seen = concat_history(p.history, p.eval_steps)
             try:
                 ckpt.save(p.step, {"carry": _host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
@@ -267,7 +400,11 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
             except Exception as err:  # orbax wraps I/O errors in its own types
                 raise RunError(f"checkpoint at step {p.step:,} in {out} failed ({err}); the previous "
                                "checkpoint is intact and the run resumes from it") from err
+            saved[0] = p.step
+        if stopping:
+            check_stop(p.step, saved[0])
 
+    check_stop(start, start)  # a signal that arrived before training (or between a sweep's cells)
     try:
         carry, curves, eval_steps = train(
             program, consts, carry, layout=layout, steps=tr.steps, eval_every=tr.eval_every,

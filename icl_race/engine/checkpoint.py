@@ -40,7 +40,8 @@ class Checkpointer:
 
         self._ocp = ocp
         self.manager = ocp.CheckpointManager(
-            Path(directory).absolute(), options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True))
+            Path(directory).absolute(), options=ocp.CheckpointManagerOptions(
+                max_to_keep=keep, create=True, cleanup_tmp_directories=True))  # left by a process killed mid-save
 
     def save(self, step: int, tree, meta: dict) -> None:
         """Queue an asynchronous save of `tree` (numpy arrays only) and `meta` (JSON)."""
