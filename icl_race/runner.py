@@ -298,6 +298,50 @@ def _describe(cfg: Config) -> str:
     return f"{t.variant} K={'inf' if t.variant == 'infinite' else t.K}, N={t.N}"
 
 
+# What to lower when one kind of memory dominates a refused run.
+_STATE_SIZES = "ensemble.seeds (run the seeds in parts with ensemble.first_seed) or the model and task sizes " \
+               "(model.width, task.D, task.K_max)"
+_LOWER = {"seed states": _STATE_SIZES,
+          "shared constants": "the task's sizes (task.K, task.K_max, task.icl_pool, task.D, task.P)",
+          "one block's work": "ensemble.block, train.batch_size, train.eval_size or the sequence and model sizes "
+                              "(task.N, task.D, model.width)",
+          "probe history": "the number of evaluations (train.steps / train.eval_every) or ensemble.seeds",
+          "checkpoint copies": f"{_STATE_SIZES}, or set train.checkpoint_every = 0"}
+
+
+def check_memory(cfg: Config) -> None:
+    """Refuse, before anything is written or allocated, a config whose ensemble cannot fit in the
+    device's memory (engine/memory.py: an estimate from the shapes alone)."""
+    import jax
+
+    from icl_race.engine import memory
+    from icl_race.engine.ensemble import Layout, chunk_plan
+    from icl_race.engine.sharding import local_device_count
+    from icl_race.systems import build, precision
+
+    e, tr = cfg.ensemble, cfg.train
+    layout = Layout(e.block, local_device_count(e.devices))
+    padded = -(-e.seeds // layout.unit) * layout.unit
+    evals = (tr.steps // tr.eval_every if tr.eval_spacing == "linear"
+             else sum(n for _, _, n in chunk_plan(tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_spacing)))
+    device = jax.local_devices()[0]
+    with precision(cfg):
+        program, consts = memory.abstract_build(lambda: build(cfg))
+        est = memory.estimate(program, consts, seeds_per_device=padded // layout.shards, shards=layout.shards,
+                              block=e.block, total_seeds=e.seeds, evals=evals, checkpoints=tr.checkpoint_every > 0,
+                              on_cpu=device.platform == "cpu")
+    checks = [(est.parts(), *memory.device_limit(device))]
+    if device.platform != "cpu":
+        checks.append((est.host_parts(), memory.host_available(), "available host memory"))
+    for parts, limit, what in checks:
+        need = sum(parts.values())
+        if need > limit:
+            top = max(parts, key=parts.get)
+            detail = ", ".join(f"{k} {memory.human(v)}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+            raise ConfigError(f"memory: this run needs about {memory.human(need)} but {what} is "
+                              f"{memory.human(limit)} ({detail}); lower {_LOWER[top]}")
+
+
 def _finished_results(out: Path, redo: bool, log) -> dict | None:
     """The results of a finished run; None when they are damaged and `redo` asks to train again (the
     damaged files are moved aside first, never deleted)."""
@@ -329,6 +373,7 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
         results = _finished_results(out, redo, log)
         log(f"{out}: results for this config already exist; nothing to do")
         return results
+    check_memory(cfg)
     out.mkdir(parents=True, exist_ok=True)
     with run_lock(out):
         # Finished by another process while we waited for nothing, or a --redo of intact results.
