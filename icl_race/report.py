@@ -24,6 +24,7 @@ import numpy as np
 
 from icl_race import config
 from icl_race.config import Config, ConfigError
+from icl_race.runner import read_npz
 
 # The papers' numbers this report puts its estimates beside (classification-task.md §9).
 PAPER = {
@@ -49,8 +50,8 @@ def read_config(d: Path) -> dict:
         cfg = json.loads((d / "config.json").read_text())
     except OSError:
         raise ConfigError(f"{d}: no config.json (not an icl-race run directory)") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{d}/config.json: not valid JSON ({e})") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise ConfigError(f"{d}/config.json: damaged, not valid JSON ({e})") from None
     if not isinstance(cfg, dict) or not all(isinstance(cfg.get(s), dict) for s in ("task", "train")):
         raise ConfigError(f"{d}/config.json: expected sections task and train")
     return with_defaults(cfg)
@@ -71,12 +72,9 @@ REQUIRED = ("t_icl", "eval_steps", "icl_acc", "iwl_acc", "budget")
 def read_results(d: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
     """results.npz of a finished run directory, with the arrays `required` present."""
     try:
-        with np.load(d / "results.npz") as z:
-            res = {k: z[k] for k in z.files}
+        res = read_npz(d / "results.npz")  # a damaged file is a ConfigError naming it
     except FileNotFoundError:
         raise ConfigError(f"{d}: no results.npz (run not finished)") from None
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{d}/results.npz: unreadable ({e})") from None
     missing = [k for k in required if k not in res]
     if missing:
         raise ConfigError(f"{d}/results.npz: missing {', '.join(missing)}")

@@ -379,15 +379,19 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
         # Finished by another process while we waited for nothing, or a --redo of intact results.
         if check_run_dir(cfg, out) and (results := _finished_results(out, redo, log)) is not None:
             return results
+        from icl_race.engine.checkpoint import CheckpointError
         from icl_race.systems import precision
 
         try:
             with precision(cfg), stop_on_signals():
                 return _execute_locked(cfg, out, progress, log)
+        except CheckpointError as e:
+            raise RunError(f"{e}: rerun the same command to resume from it") from e
         except OSError as e:
-            raise RunError(f"cannot write in {out}: {e.strerror or e}"
-                           f"{f' ({e.filename})' if e.filename else ''}; the last good checkpoint, if any, "
-                           "is intact and the run resumes from it") from e
+            step = max((int(p.name) for p in (out / "checkpoints").glob("*") if p.name.isdigit()), default=None)
+            kept = (f"the last good checkpoint is at step {step:,}: rerun the same command to resume from it"
+                    if step is not None else "there is no checkpoint: a rerun starts from step 0")
+            raise RunError(f"cannot write {e.filename or out}: {e.strerror or e}; {kept}") from e
 
 
 def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
@@ -439,12 +443,8 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         stopping = p.step < tr.steps and _signals_received
         if ckpt and p.step < tr.steps and (p.chunks_done % tr.checkpoint_every == 0 or stopping):
             curves, steps_seen = concat_history(p.history, p.eval_steps)
-            try:
-                ckpt.save(p.step, {"carry": _host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
-                          {"config_digest": cfg.digest()})
-            except Exception as err:  # orbax wraps I/O errors in its own types
-                raise RunError(f"checkpoint at step {p.step:,} in {out} failed ({err}); the previous "
-                               "checkpoint is intact and the run resumes from it") from err
+            ckpt.save(p.step, {"carry": _host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
+                      {"config_digest": cfg.digest()})
             saved[0] = p.step
         if stopping:
             check_stop(p.step, saved[0])
@@ -458,8 +458,10 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
             stop_event=stop if tr.stop_when_all_acquired else None, on_chunk=on_chunk)
     finally:
         if ckpt:
-            ckpt.wait()
-            ckpt.close()
+            try:
+                ckpt.wait()
+            finally:
+                ckpt.close()
     t_first = {k: v[: e.seeds] for k, v in jax.device_get(carry["t_first"]).items()}
     curves = {k: v[: e.seeds] for k, v in curves.items()}
     run_s = time.perf_counter() - tic

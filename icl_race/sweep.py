@@ -174,8 +174,12 @@ def summary_row(out: Path, cell: Cell) -> dict:
     row = {"cell": cell.name, **cell.values, "status": status(out, cell), "seeds": cell.cfg.ensemble.seeds}
     d = cell_dir(out, cell)
     if row["status"] == "done":
-        r = np.load(d / "results.npz")
-        meta = json.loads((d / "meta.json").read_text())
+        from icl_race.runner import DamagedFileError, read_json, read_npz
+
+        try:
+            r, meta = read_npz(d / "results.npz"), read_json(d / "meta.json")
+        except (DamagedFileError, FileNotFoundError):  # left for `icl-race run --redo` on the cell
+            return {**row, "status": "damaged"}
         t = r[f"t_{meta.get('stop_event', 'icl')}"]
         ok = ~r["diverged"] if "diverged" in r else np.ones(t.shape, bool)
         t = t[ok]
