@@ -417,7 +417,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         from icl_race.engine.checkpoint import Checkpointer
 
         ckpt = Checkpointer(out / "checkpoints", keep=2)
-        restored = ckpt.restore_latest()
+        restored = ckpt.restore_latest(report=lambda m: log(f"{out}: {m}"))
     layout = Layout(e.block, local_device_count(e.devices))
     mesh = seed_mesh(layout.shards) if layout.shards > 1 else None
     padded_ids = padded_seed_ids(seed_ids, layout)

@@ -157,3 +157,52 @@ def test_redo_trains_a_damaged_run_again_and_keeps_the_damaged_files(tmp_path, f
     aside = [p for p in d.iterdir() if p.name.startswith("damaged-")]
     assert len(aside) == 1 and (aside[0] / "results.npz").exists() and (aside[0] / "meta.json").exists()
     assert json.loads((d / "meta.json").read_text())["seeds"] == 3
+
+
+def test_a_failed_checkpoint_write_names_its_own_step_and_the_last_good_one(tmp_path, monkeypatch):
+    from icl_race.engine.checkpoint import CheckpointError, Checkpointer
+
+    ck = Checkpointer(tmp_path / "ck")
+    tree = {"a": np.arange(4.0)}
+    ck.save(1, tree, {})
+    ck.save(2, tree, {})
+    # Step 2's background write fails as on a full disk; it surfaces only when step 3 is saved.
+    (tmp_path / "ck" / "2.orbax-checkpoint-tmp").mkdir(exist_ok=True)
+    real = ck.manager.wait_until_finished
+
+    def full_disk():
+        real()
+        raise ValueError('RESOURCE_EXHAUSTED: Error writing "a/0" in OCDBT database: Failed to write 409914 bytes '
+                         "to file 14: No space left on device [os_error_code='28']")
+
+    monkeypatch.setattr(ck.manager, "wait_until_finished", full_disk)
+    with pytest.raises(CheckpointError) as e:
+        ck.save(3, tree, {})
+    ck.close()
+    assert str(e.value) == (f"checkpoint at step 2 could not be written to {tmp_path / 'ck'} (No space left on "
+                            "device); the last good checkpoint is at step 1")
+    assert not list((tmp_path / "ck").glob("*tmp*")), "the failed step's temporary directory is removed"
+
+
+def test_a_full_disk_is_one_line_without_tracebacks(tmp_path):
+    """A real full disk (a 600 KB tmpfs: root only) under orbax's asynchronous writer."""
+    import subprocess
+    import sys
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(disk)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        cfg = _write(tmp_path / "c.toml", TINY.replace("steps = 100", "steps = 1000").replace("width = 16", "width = 128"))
+        r = subprocess.run([sys.executable, "-m", "icl_race.cli", "run", str(cfg), "--out", str(disk / "run"), "--quiet",
+                            "--set", "train.checkpoint_every=1", "--set", "train.evals_per_chunk=2",
+                            "--set", "train.stop_when_all_acquired=false"],
+                           capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and "No space left on device" in lines[0], r.stderr
+        assert "the last good checkpoint is at step" in lines[0] or "no checkpoint was written" in lines[0]
+        assert not [p for p in (disk / "run").rglob("*") if "tmp" in p.name]
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)

@@ -130,10 +130,10 @@ class Checkpointer:
             if hasattr(self, "_absl_level"):
                 logging.getLogger("absl").setLevel(self._absl_level)
 
-    def restore_latest(self):
+    def restore_latest(self, report=None):
         """(tree, meta) of the newest checkpoint that reads back intact, or None. A damaged one is
         moved aside to `<directory>.damaged/` (kept for inspection, and so that rotation never deletes
-        a good checkpoint in favour of it) with a warning."""
+        a good checkpoint in favour of it) and reported: by `report(message)`, or a CheckpointWarning."""
         ocp = self._ocp
         for step in sorted(self.manager.all_steps(), reverse=True):
             try:
@@ -143,8 +143,12 @@ class Checkpointer:
                 if meta.get("sha256") != tree_digest(tree):
                     raise ValueError("checksum mismatch")
             except Exception as e:  # orbax/tensorstore raise many types for damaged files
-                warnings.warn(f"checkpoint at step {step} is damaged ({type(e).__name__}: {str(e)[:200]}); "
-                              "falling back to the previous one", CheckpointWarning, stacklevel=2)
+                message = (f"checkpoint at step {step} is damaged ({type(e).__name__}: {str(e)[:200]}); moved to "
+                           f"{self.root.name}.damaged/, falling back to the previous one")
+                if report:
+                    report(message)
+                else:
+                    warnings.warn(message, CheckpointWarning, stacklevel=2)
                 self._move_aside(step)
                 continue
             return tree, meta
