@@ -159,6 +159,14 @@ def _sweep(args) -> int:
     if args.dry_run:
         sweep.dry_run(out, spec, measure=not args.no_measure)
         return 0
+    from icl_race.runner import check_memory
+
+    for cell in spec.cells:  # every cell's size, before the first one starts
+        if sweep.status(out, cell) != "done":
+            try:
+                check_memory(cell.cfg)
+            except ConfigError as e:
+                raise ConfigError(f"cell {', '.join(f'{k}={v}' for k, v in cell.values.items())}: {e}") from None
     log = lambda m: print(m, file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     sweep.store_spec(out, spec, log)

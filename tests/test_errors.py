@@ -93,6 +93,8 @@ CASES = [
       for g, field in [('"task.K" = ["abc"]', "task.K"), ('"task.K" = [[500]]', "task.K"), ('"task.K" = [inf]', "task.K"),
                        ('"task.K" = [500, 500]', "task.K"), ('"task.KK" = [500]', "task.KK"),
                        ('"task.K" = 500', "task.K"), ('"train.lr" = [0.1, nan]', "train.lr")]],
+    ("sweep with one impossible cell", lambda t, f: ["sweep", _sweep_file(t, '"train.batch_size" = [16, 1000000000]')],
+     2, "train.batch_size=1000000000: memory:"),
     ("sweep --set task.N=inf", lambda t, f: ["sweep", _sweep_file(t, '"task.K" = [500]'), "--set", "task.N=inf"], 2,
      "task.N"),
     ("sweep file not UTF-8", lambda t, f: ["sweep", _write(t / "s.toml", b"\xff[grid]\n")], 2, "s.toml"),
@@ -206,3 +208,22 @@ def test_a_full_disk_is_one_line_without_tracebacks(tmp_path):
         assert not [p for p in (disk / "run").rglob("*") if "tmp" in p.name]
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from icl_race import runner
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        runner._atomic_write(tmp_path / "results.npz", b"x" * 1000)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    from icl_race.config import ConfigError
+
+    with pytest.raises(ConfigError, match="nope.toml"):
+        main(["--debug", "run", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "out")])
