@@ -367,8 +367,6 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
     checkpoint when it holds this config's unfinished run. Damaged results are an error, or with
     `redo` are moved aside and the run is trained again."""
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise RunDirError(f"--out {out}: exists and is not a directory; choose a directory")
     if check_run_dir(cfg, out) and not redo:
         results = _finished_results(out, redo, log)
         log(f"{out}: results for this config already exist; nothing to do")
@@ -386,7 +384,8 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
             with precision(cfg), stop_on_signals():
                 return _execute_locked(cfg, out, progress, log)
         except CheckpointError as e:
-            raise RunError(f"{e}: rerun the same command to resume from it") from e
+            raise RunError(f"{e}: rerun the same command to resume from it" if e.last_good is not None
+                           else f"{e}: a rerun starts from step 0") from e
         except OSError as e:
             step = max((int(p.name) for p in (out / "checkpoints").glob("*") if p.name.isdigit()), default=None)
             kept = (f"the last good checkpoint is at step {step:,}: rerun the same command to resume from it"

@@ -52,7 +52,12 @@ def test_impossible_sizes_are_refused_naming_the_field_to_lower(overrides):
     assert field in str(e.value).partition("; lower ")[2], str(e.value)
 
 
-def test_the_demo_fits():
+@pytest.mark.parametrize("path", ["experiments/demo.toml", "experiments/memorization/minimal_cpu.toml",
+                                  "experiments/memorization/mlp_cpu.toml", "experiments/memorization/mlp_tail_f64_cpu.toml",
+                                  "experiments/linear_attention/fig3.toml"])
+def test_every_system_is_estimated_and_its_cpu_experiments_fit(path):
+    from icl_race import sweep
     from icl_race.runner import check_memory
 
-    check_memory(config.load("experiments/demo.toml"))
+    for cell in sweep.load(path).cells:
+        check_memory(cell.cfg)

@@ -39,7 +39,11 @@ class CheckpointWarning(UserWarning):
 
 class CheckpointError(RuntimeError):
     """A checkpoint could not be written; str() is one line: the step, the directory, the cause and
-    the last good checkpoint (kept intact)."""
+    the last good checkpoint (kept intact), whose step is `last_good` (None if there is none)."""
+
+    def __init__(self, message: str, last_good: int | None):
+        super().__init__(message)
+        self.last_good = last_good
 
 
 def _cause(err: BaseException) -> str:
@@ -118,7 +122,7 @@ class Checkpointer:
         kept = (f"the last good checkpoint is at step {self.last_good:,}" if self.last_good is not None
                 else "no checkpoint was written before it")
         raise CheckpointError(f"checkpoint at step {step:,} could not be written to {self.root} "
-                              f"({_cause(err)}); {kept}") from err
+                              f"({_cause(err)}); {kept}", self.last_good) from err
 
     def close(self) -> None:
         try:

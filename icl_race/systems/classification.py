@@ -96,7 +96,8 @@ class ClassificationRace:
         items), and the margins an evaluation keeps for every one of its eval_size sequences. Checked
         against XLA's memory_analysis of the compiled chunk in tests/test_memory.py."""
         E, N, W = self.D + 2, self.N, self.model.width
-        per_sequence = N * E + W + (N * (W + N) if self.model.layers == 2 else 0)
+        two_layers = getattr(self.model, "layers", 1) == 2  # the minimal model (systems/minimal.py) has one
+        per_sequence = N * E + W + (N * (W + N) if two_layers else 0)
         copies = 10 if self.variant == "infinite" else 6
         sequences = max(self.batch_size, min(self.eval_size, EVAL_SUB_BATCH))
         return 4 * (copies * sequences * per_sequence + 3 * self.eval_size)
