@@ -227,3 +227,13 @@ def test_debug_shows_the_traceback(tmp_path):
 
     with pytest.raises(ConfigError, match="nope.toml"):
         main(["--debug", "run", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "out")])
+
+
+def test_a_sweep_summary_marks_a_damaged_cell_instead_of_failing(tmp_path):
+    from icl_race import sweep
+
+    spec = sweep.expand({"task": {"K": 1000, "N": 8}}, {"train.lr": [0.1, 0.2]})
+    d = sweep.cell_dir(tmp_path, spec.cells[0])
+    _write(d / "results.npz", b"PK\x03\x04 not really a zip")
+    _write(d / "meta.json", "{}")
+    assert [sweep.summary_row(tmp_path, c)["status"] for c in spec.cells] == ["damaged", "pending"]

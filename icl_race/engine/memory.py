@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
+from icl_race.engine.ensemble import _init_seed
+
 
 def tree_bytes(tree) -> int:
     return sum(int(x.size) * x.dtype.itemsize for x in jax.tree.leaves(tree))
@@ -65,9 +67,9 @@ def estimate(program, consts, *, seeds_per_device: int, shards: int, block: int,
     """The memory of a run of `program` (call inside the system's precision context) with abstract
     `consts` (from `abstract_build`)."""
     key = jax.eval_shape(lambda: jax.random.key(0))
-    state = jax.eval_shape(program.init, key, consts)
-    probes = jax.eval_shape(program.probe, state, consts, key)
-    state_b = tree_bytes(state) + 8  # + the seed's key and first-passage times, roughly
+    seed = jax.eval_shape(lambda k, c: _init_seed(program, c, k), key, consts)  # the state, key, first passages
+    probes = jax.eval_shape(program.probe, seed["state"], consts, key)
+    state_b = tree_bytes(seed)
     work = getattr(program, "work_bytes", lambda: 0)()  # optional in the system protocol
     per_eval = tree_bytes(probes) + jnp.dtype(jnp.float32).itemsize  # + train_loss
     return Estimate(seeds=seeds_per_device, shards=shards, state=state_b, consts=tree_bytes(consts),
