@@ -71,6 +71,13 @@ class MemorizationRun:
         labels, _ = task.balanced_label_map(k_labels, consts["K"], self.pool_size)
         return {"params": self.model.init(k_model), "labels": labels}
 
+    def work_bytes(self) -> int:
+        """One seed's largest live intermediates (engine/memory.py): the hidden activations of a
+        training batch or of one chunk of probed items, twice over for the backward pass."""
+        items = max(self.batch_size, min(self.probe_items, PROBE_CHUNK))
+        itemsize = 8 if self.model.dtype == "float64" else 4
+        return itemsize * 2 * items * (self.model.D + 2 * self.model.width)
+
     def loss(self, params, x_BxD, y_B):
         return jnp.mean(jax.nn.softplus(-y_B * self.model.apply(params, x_BxD)))
 
