@@ -251,9 +251,10 @@ def check_memory(cfg: Config) -> None:
 
 
 def _finished_results(out: Path, redo: bool, log) -> dict | None:
-    """The results of a finished run; None when they are damaged and `redo` asks to train again (the
-    damaged files are moved aside first, never deleted)."""
+    """The results of a finished run; None when they (or its meta.json) are damaged and `redo` asks to
+    train again (the damaged files are moved aside first, never deleted)."""
     try:
+        rundir.read_meta(out)
         return rundir.read_results(out)
     except rundir.DamagedFileError as e:
         if not redo:

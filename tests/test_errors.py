@@ -88,6 +88,8 @@ CASES = [
     *[(f"rerun with results {name}", lambda t, f, dmg=dmg: [RUN, (_finished_copy(f, t, dmg), t / "tiny.toml")[1],
                                                             "--out", t / "run"], 2, "results.npz")
       for name, dmg in [("truncated", b"half"), ("garbage", os.urandom(300)), ("empty", b"")]],
+    ("rerun with meta.json damaged", lambda t, f: [RUN, (_finished_copy(f, t, b"{\xff", "meta.json"), t / "tiny.toml")[1],
+                                                   "--out", t / "run"], 2, "meta.json: damaged"),
     # sweeps
     *[(f"sweep grid {g}", lambda t, f, g=g: ["sweep", _sweep_file(t, g)], 2, field)
       for g, field in [('"task.K" = ["abc"]', "task.K"), ('"task.K" = [[500]]', "task.K"), ('"task.K" = [inf]', "task.K"),
