@@ -1,12 +1,16 @@
 """`icl-race` command line: run, demo, sweep, bench, report, hist.
 
 Heavy imports (jax, matplotlib) happen inside the commands, so `--help` and input errors are instant.
-Exit codes: 0 success, 2 bad input (one line on stderr naming the field), 1 anything else.
+Exit codes: 0 success; 2 bad input (a config field, a path, a damaged input file: one line on stderr
+naming it, nothing written); 1 the environment failed (a full or read-only disk: one line naming the
+path and the cause); 130 / 143 stopped by SIGINT / SIGTERM (resumable). Tracebacks are shown only
+with --debug or ICL_RACE_DEBUG=1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib import resources
 from pathlib import Path
@@ -15,7 +19,7 @@ import numpy as np
 
 from icl_race import config
 from icl_race.config import ConfigError
-from icl_race.runner import RunError
+from icl_race.runner import Interrupted, RunError
 
 
 def _positive_int(text: str) -> int:
@@ -36,6 +40,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="icl-race", description="Seed-ensemble simulator of the race between in-context "
                                              "and in-weights learning (arXiv 2412.00104, 2501.16265).")
+    p.add_argument("--debug", action="store_true", help="show the traceback of a failure (also ICL_RACE_DEBUG=1)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="train one ensemble from a TOML config",
@@ -48,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                      help="override one config value (repeatable), e.g. --set task.K=20000")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--redo", action="store_true",
+                     help="train again a finished run whose results file is damaged (the damaged files are "
+                          "moved aside; intact results are never redone)")
 
     demo = sub.add_parser("demo", help="the CPU-sized demo (experiments/demo.toml)",
                           description="Run the CPU-sized preset experiments/demo.toml: a few minutes on "
@@ -134,13 +142,20 @@ def _summary(out: Path) -> str:
     return line + f"\nhistogram: {out / f't_{stop}_hist.png'}"
 
 
-def _run(cfg_path, out: str, seeds, overrides, quiet: bool) -> int:
+def _out_dir(text: str) -> Path:
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a directory; choose a directory")
+    return out
+
+
+def _run(cfg_path, out: str, seeds, overrides, quiet: bool, redo: bool = False) -> int:
     from icl_race.runner import execute
 
     if seeds is not None:
         overrides = [*overrides, f"ensemble.seeds={seeds}"]
     cfg = config.load(cfg_path, overrides)
-    execute(cfg, Path(out), progress=not quiet, log=lambda m: print(m, file=sys.stderr))
+    execute(cfg, _out_dir(out), progress=not quiet, log=lambda m: print(m, file=sys.stderr), redo=redo)
     print(_summary(Path(out)))
     return 0
 
@@ -149,15 +164,26 @@ def _sweep(args) -> int:
     from icl_race import sweep
 
     spec = sweep.load(args.sweep, args.overrides)
-    out = Path(args.out)
+    out = _out_dir(args.out)
     if args.dry_run:
         sweep.dry_run(out, spec, measure=not args.no_measure)
         return 0
+    from icl_race.runner import check_memory
+
+    for cell in spec.cells:  # every cell's size, before the first one starts
+        if sweep.status(out, cell) != "done":
+            try:
+                check_memory(cell.cfg)
+            except ConfigError as e:
+                raise ConfigError(f"cell {', '.join(f'{k}={v}' for k, v in cell.values.items())}: {e}") from None
     log = lambda m: print(m, file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     sweep.store_spec(out, spec, log)
     if args.executor == "local":
-        sweep.run_local(out, spec, log=log, progress=not args.quiet)
+        from icl_race.runner import stop_on_signals
+
+        with stop_on_signals():  # a signal between two cells stops the sweep too
+            sweep.run_local(out, spec, log=log, progress=not args.quiet)
     else:
         params = {"timeout_min": args.time, "slurm_partition": args.partition, "gpus_per_node": args.gpus,
                   "slurm_array_parallelism": args.array_parallelism}
@@ -171,9 +197,10 @@ def _sweep(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    debug = args.debug or os.environ.get("ICL_RACE_DEBUG", "") not in ("", "0")
     try:
         if args.command == "run":
-            return _run(args.config, args.out, args.seeds, args.overrides, args.quiet)
+            return _run(args.config, args.out, args.seeds, args.overrides, args.quiet, args.redo)
         if args.command == "demo":
             with resources.as_file(resources.files("icl_race") / "presets" / "demo.toml") as path:
                 return _run(path, args.out, args.seeds, args.overrides, quiet=False)
@@ -197,10 +224,25 @@ def main(argv: list[str] | None = None) -> int:
             print(hist_text(args.dir, bins=args.bins))
             return 0
     except ConfigError as e:
+        if debug:
+            raise
         print(f"icl-race: error: {e}", file=sys.stderr)
         return 2
     except RunError as e:
+        if debug:
+            raise
         print(f"icl-race: error: {e}", file=sys.stderr)
+        return 1
+    except Interrupted as e:
+        print(f"icl-race: {e}", file=sys.stderr)
+        return 128 + e.signum
+    except KeyboardInterrupt:  # before a run installed its own handling (e.g. while importing jax)
+        print("icl-race: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:  # outside a run's own handling: creating or locking a directory, reading a file
+        if debug:
+            raise
+        print(f"icl-race: error: {f'{e.filename}: ' if e.filename else ''}{e.strerror or e}", file=sys.stderr)
         return 1
     return 1
 

@@ -259,25 +259,45 @@ def section_class(section: str, raw: dict) -> type:
     return SECTIONS[section]
 
 
+# What the engine can hold: sizes, counts, steps and indices are int32 on the device (t_first, item
+# ids, step counters), keys take a 32-bit seed (jax.random.key(2**32) is key(0) again), and seed ids
+# are folded into the root key as uint32. A value outside these ranges would wrap silently.
+INDEX_MAX = 2**31 - 1
+KEY_MAX = 2**32 - 1
+
+
+def _integer_range(name: str) -> tuple[int, int, str]:
+    """The range an integer field can hold and what it is, by the field's role."""
+    if name.endswith("_seed"):
+        return 0, KEY_MAX, "a 32-bit seed id or key"
+    return -INDEX_MAX - 1, INDEX_MAX, "what an int32 size, step or index holds"
+
+
 def _coerce(name: str, value: Any, default: Any) -> Any:
-    """Convert a TOML value to the type of the field's default, or fail naming the field."""
+    """Convert a TOML value to the type of the field's default, or fail naming the field. Integers
+    and numbers are checked here for every field of every section (finite, and for integers within
+    what the engine holds), so a field added later is covered without a validator of its own."""
     kind = type(default)
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind is bool:
         if isinstance(value, bool):
             return value
         raise ConfigError(f"{name} = {value!r}: expected true or false")
     if kind is int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        if not number or not math.isfinite(value) or value != int(value):
             raise ConfigError(f"{name} = {value!r}: expected an integer")
+        lo, hi, what = _integer_range(name)
+        if not lo <= int(value) <= hi:
+            raise ConfigError(f"{name} = {value!r}: out of range: must be in [{lo}, {hi}] ({what})")
         return int(value)
     if kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{name} = {value!r}: expected a number")
+        if not number or not math.isfinite(value):
+            raise ConfigError(f"{name} = {value!r}: expected a finite number")
         return float(value)
     if kind is tuple:
         if not isinstance(value, (list, tuple)) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            raise ConfigError(f"{name} = {value!r}: expected a list of numbers")
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+            raise ConfigError(f"{name} = {value!r}: expected a list of finite numbers")
         return tuple(float(v) for v in value)
     if not isinstance(value, str):
         raise ConfigError(f"{name} = {value!r}: expected a string")
@@ -327,15 +347,25 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
-def load(path: str | Path, overrides: list[str] = ()) -> Config:
+def read_toml(path: str | Path, what: str = "config file") -> dict[str, Any]:
+    """A TOML file as a dict; a missing, unreadable, non-UTF-8 or malformed file is a ConfigError
+    naming the path."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} not found")
+        raise ConfigError(f"{what} {str(path)!r} not found" if not path.exists()
+                          else f"{what} {str(path)!r} is not a file")
     try:
-        raw = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_bytes().decode("utf-8"))
+    except OSError as e:
+        raise ConfigError(f"{what} {str(path)!r} cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not valid UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
-    return from_dict(apply_overrides(raw, list(overrides)))
+
+
+def load(path: str | Path, overrides: list[str] = ()) -> Config:
+    return from_dict(apply_overrides(read_toml(path), list(overrides)))
 
 
 def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
@@ -489,5 +519,5 @@ def _validate_common(cfg: Config) -> None:
     _check(e.seeds >= 1, "ensemble.seeds", e.seeds, "an integer >= 1")
     _check(e.block >= 1, "ensemble.block", e.block, "an integer >= 1")
     _check(e.devices >= 0, "ensemble.devices", e.devices, "an integer >= 0 (0: all local devices)")
-    _check(e.first_seed >= 0, "ensemble.first_seed", e.first_seed, "an integer >= 0")
-    _check(0 <= e.root_seed < 2**32, "ensemble.root_seed", e.root_seed, "in [0, 2^32)")
+    _check(e.first_seed + e.seeds - 1 <= KEY_MAX, "ensemble.first_seed", e.first_seed,
+           f"<= {KEY_MAX - e.seeds + 1} with ensemble.seeds = {e.seeds} (seed ids are 32-bit: at most {KEY_MAX})")

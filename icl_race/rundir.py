@@ -19,6 +19,8 @@ redoing the tail from the checkpoints, or the whole run when there are none.
 Reading: `load(DIR)` gives a `Run` (one run directory) or a `SweepDir` (a directory with cells/), also
 as `icl_race.load`. Padding seeds (the ensemble rounded up to a multiple of ensemble.block) never reach
 results.npz, so a `Run` holds live seeds only; `diverged` masks the seeds the statistics exclude.
+A file that cannot be read back (truncated, garbage, not UTF-8) is a `DamagedFileError` naming it;
+`icl-race run --redo` sets a finished run's damaged final files aside (`set_aside_final_files`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ import io
 import json
 import os
 import shutil
+import time
 import tomllib
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,6 +57,10 @@ class RunDirError(ConfigError):
 
 class Locked(RunDirError):
     """Another icl-race process is running in the directory."""
+
+
+class DamagedFileError(ConfigError):
+    """A file of a run directory cannot be read back (truncated, overwritten, not what it should be)."""
 
 
 # ---- writing ---------------------------------------------------------------------------------------
@@ -84,8 +93,12 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that a reader sees the old file or the whole new one, never a part."""
     path = Path(path)
     tmp = _tmp_name(path)
-    _write_synced(tmp, data)
-    os.replace(tmp, path)
+    _write_synced(tmp, data)  # removes tmp itself when the write fails (a full disk)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def json_bytes(obj) -> bytes:
@@ -153,8 +166,8 @@ def stored_config(d: Path) -> Config | None:
     if not path.exists():
         return None
     try:
-        stored = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        stored = _read_json(path)
+    except (OSError, DamagedFileError) as e:
         raise RunDirError(f"--out {d}: unreadable config.json ({e}); choose another directory") from None
     try:
         return config.from_dict(stored)  # a field added since fills in with its default
@@ -200,6 +213,18 @@ def repair_notice(d: Path) -> str | None:
     return f"{d}: results.npz without meta.json (a run interrupted while finishing); {how}"
 
 
+def set_aside_final_files(d: Path) -> Path:
+    """Move a finished run's final files (results, meta, histograms) to `d/damaged-<time>/`, never
+    deleting them, so that the run can be trained again; returns that directory."""
+    d = Path(d)
+    aside = d / f"damaged-{time.strftime('%Y%m%dT%H%M%S')}"
+    aside.mkdir()
+    for f in [d / RESULTS, d / META, *d.glob("t_*_hist.png")]:
+        if f.exists():
+            f.rename(aside / f.name)
+    return aside
+
+
 @contextlib.contextmanager
 def lock(d: Path):
     """An exclusive lock on the run directory, held for the whole run; the kernel drops it when the
@@ -222,6 +247,37 @@ def lock(d: Path):
 # ---- reading ---------------------------------------------------------------------------------------
 
 
+def _damaged(path: Path, e: BaseException) -> DamagedFileError:
+    return DamagedFileError(f"{path}: damaged, cannot be read ({type(e).__name__}: {e})")
+
+
+def _read_json(path: Path) -> dict:
+    """A JSON object file; a damaged one is a DamagedFileError naming it (a missing file stays a
+    FileNotFoundError, an unreadable one an OSError)."""
+    try:
+        obj = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise _damaged(path, e) from None
+    if not isinstance(obj, dict):
+        raise DamagedFileError(f"{path}: damaged, expected a JSON object")
+    return obj
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an npz file; one that cannot be read back is a DamagedFileError naming it (a
+    missing file stays a FileNotFoundError)."""
+    try:
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise ValueError("a single array, not an npz archive")
+        with z:
+            return {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise _damaged(path, e) from None
+
+
 def with_defaults(cfg: dict) -> dict:
     """A stored config with the fields added since it was written at their defaults, so old and new
     cells pool; one written by a version with fields this one lacks is returned as it is."""
@@ -236,15 +292,13 @@ def read_config(d: Path) -> dict:
     meta.json when a directory has no config.json."""
     d = Path(d)
     try:
-        raw = json.loads((d / CONFIG).read_text())
+        raw = _read_json(d / CONFIG)
     except FileNotFoundError:
         raw = (read_meta(d) or {}).get("config")
         if raw is None:
             raise ConfigError(f"{d}: no config.json (not an icl-race run directory)") from None
     except OSError as e:
         raise ConfigError(f"{d}/config.json: unreadable ({e})") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{d}/config.json: not valid JSON ({e})") from None
     cfg = with_defaults(raw) if isinstance(raw, dict) else raw
     if not isinstance(cfg, dict) or not all(isinstance(cfg.get(s), dict) for s in ("task", "train")):
         raise ConfigError(f"{d}/config.json: expected sections task and train")
@@ -253,22 +307,20 @@ def read_config(d: Path) -> dict:
 
 def read_meta(d: Path) -> dict | None:
     try:
-        return json.loads((Path(d) / META).read_text())
+        return _read_json(Path(d) / META)
     except FileNotFoundError:
         return None
-    except (OSError, json.JSONDecodeError) as e:
+    except OSError as e:
         raise ConfigError(f"{d}/meta.json: unreadable ({e})") from None
 
 
 def read_results(d: Path) -> dict[str, np.ndarray]:
+    """results.npz's arrays; a damaged file is a DamagedFileError naming it."""
     d = Path(d)
     try:
-        with np.load(d / RESULTS) as z:
-            return {k: z[k] for k in z.files}
+        return _read_npz(d / RESULTS)
     except FileNotFoundError:
         raise ConfigError(f"{d}: no results.npz (run not finished)") from None
-    except (OSError, ValueError, EOFError) as e:
-        raise ConfigError(f"{d}/results.npz: unreadable ({e})") from None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

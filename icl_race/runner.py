@@ -5,9 +5,13 @@ done and resumes from the newest intact checkpoint when it is not.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
 from importlib import metadata
 from pathlib import Path
@@ -90,6 +94,73 @@ class RunError(RuntimeError):
     """The run could not be completed (e.g. a write failed); str() says what and what is intact."""
 
 
+class Interrupted(Exception):
+    """SIGINT or SIGTERM stopped the run at a chunk boundary; str() says how to resume."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = signum
+
+
+_signals_received: list[int] | None = None  # while stop_on_signals is active: the signals so far
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """SIGINT and SIGTERM ask the run to stop at the next chunk boundary (see `check_stop`); a second
+    one exits at once (exit 128 + signal, the last checkpoint left as it is).
+
+    The second signal is acted on by a thread reading the interpreter's wake-up fd, not by the Python
+    handler: that runs only when the main thread returns from a device computation, which may take a
+    whole chunk. Re-entrant (a sweep holds it across its cells); off the main thread it does nothing."""
+    global _signals_received
+    if _signals_received is not None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    wanted = (signal.SIGINT, signal.SIGTERM)
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+
+    def watch():
+        while data := os.read(r, 64):
+            for signum in data:
+                if signum not in wanted:
+                    continue
+                received.append(signum)
+                if len(received) > 1:
+                    os.write(2, b"icl-race: interrupted again: exiting at once; rerun the same command to resume "
+                                b"from the last checkpoint\n")
+                    os._exit(128 + signum)
+
+    previous = {s: signal.signal(s, lambda *_: None) for s in wanted}  # the watcher acts on them
+    previous_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    watcher = threading.Thread(target=watch, name="icl-race-signals", daemon=True)
+    watcher.start()
+    _signals_received = received
+    try:
+        yield
+    finally:
+        _signals_received = None
+        signal.set_wakeup_fd(previous_fd)
+        for s, h in previous.items():
+            signal.signal(s, h)
+        os.close(w)
+        watcher.join()
+        os.close(r)
+
+
+def check_stop(step: int, checkpoint_step: int | None) -> None:
+    """Raise Interrupted if a stop signal arrived; `checkpoint_step` is where a rerun resumes."""
+    if not _signals_received:
+        return
+    signum = _signals_received[0]
+    where = (f"rerun the same command to resume from the checkpoint at step {checkpoint_step:,}"
+             if checkpoint_step else "no checkpoint (train.checkpoint_every = 0 or none yet): a rerun starts "
+             "from step 0")
+    raise Interrupted(signum, f"stopped by {signal.Signals(signum).name} at step {step:,}; {where}")
+
+
 def _host_carry(carry):
     import jax
 
@@ -125,41 +196,119 @@ def _describe(cfg: Config) -> str:
     return f"{t.variant} K={'inf' if t.variant == 'infinite' else t.K}, N={t.N}"
 
 
-def execute(cfg: Config, out: Path, progress: bool = True, log=print) -> dict:
+# What to lower when one kind of memory dominates a refused run.
+_STATE_SIZES = "ensemble.seeds (run the seeds in parts with ensemble.first_seed) or the model and task sizes " \
+               "(model.width, task.D, task.K_max)"
+_LOWER = {"seed states": _STATE_SIZES,
+          "shared constants": "the task's sizes (task.K, task.K_max, task.icl_pool, task.D, task.P)",
+          "one block's work": "ensemble.block, train.batch_size, train.eval_size or the sequence and model sizes "
+                              "(task.N, task.D, model.width)",
+          "probe history": "the number of evaluations (train.steps / train.eval_every) or ensemble.seeds",
+          "checkpoint copies": f"{_STATE_SIZES}, or set train.checkpoint_every = 0"}
+
+
+def _layout(cfg: Config):
+    """The ensemble's layout over the local devices; ensemble.devices beyond them is a ConfigError."""
+    from icl_race.engine.ensemble import Layout
+    from icl_race.engine.sharding import local_device_count
+
+    e, available = cfg.ensemble, local_device_count()
+    if e.devices > available:
+        raise ConfigError(f"ensemble.devices = {e.devices}: must be 0 (all) or <= {available}, the local device count")
+    return Layout(e.block, e.devices or available)
+
+
+def check_memory(cfg: Config) -> None:
+    """Refuse, before anything is written or allocated, a config whose ensemble cannot fit in the
+    device's memory (engine/memory.py: an estimate from the shapes alone)."""
+    import jax
+
+    from icl_race.engine import memory
+    from icl_race.engine.ensemble import chunk_plan
+    from icl_race.systems import build, precision
+
+    e, tr = cfg.ensemble, cfg.train
+    layout = _layout(cfg)
+    padded = -(-e.seeds // layout.unit) * layout.unit
+    evals = (tr.steps // tr.eval_every if tr.eval_spacing == "linear"
+             else sum(n for _, _, n in chunk_plan(tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_spacing)))
+    device = jax.local_devices()[0]
+    with precision(cfg):
+        program, consts = memory.abstract_build(lambda: build(cfg))
+        est = memory.estimate(program, consts, seeds_per_device=padded // layout.shards, shards=layout.shards,
+                              block=e.block, total_seeds=e.seeds, evals=evals, checkpoints=tr.checkpoint_every > 0,
+                              on_cpu=device.platform == "cpu")
+    checks = [(est.parts(), *memory.device_limit(device))]
+    if device.platform != "cpu":
+        checks.append((est.host_parts(), memory.host_available(), "available host memory"))
+    for parts, limit, what in checks:
+        need = sum(parts.values())
+        if need > limit:
+            top = max(parts, key=parts.get)
+            detail = ", ".join(f"{k} {memory.human(v)}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+            raise ConfigError(f"memory: this run needs about {memory.human(need)} but {what} is "
+                              f"{memory.human(limit)} ({detail}); lower {_LOWER[top]}")
+
+
+def _finished_results(out: Path, redo: bool, log) -> dict | None:
+    """The results of a finished run; None when they (or its meta.json) are damaged and `redo` asks to
+    train again (the damaged files are moved aside first, never deleted)."""
+    try:
+        rundir.read_meta(out)
+        return rundir.read_results(out)
+    except rundir.DamagedFileError as e:
+        if not redo:
+            raise rundir.DamagedFileError(f"{e}; rerun with --redo to train this run again (from its checkpoints "
+                                          "if any, else from the config), keeping the damaged files aside") from None
+    aside = rundir.set_aside_final_files(out)
+    log(f"{out}: damaged results moved to {aside.name}/; training again")
+    return None
+
+
+def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool = False) -> dict:
     """Train cfg's ensemble and write the run directory; returns the results arrays.
 
     Skips the work when `out` already holds this config's results; resumes from the newest intact
-    checkpoint when it holds this config's unfinished run."""
+    checkpoint when it holds this config's unfinished run. Damaged results are an error, or with
+    `redo` are moved aside and the run is trained again."""
     out = Path(out)
-    if rundir.check(cfg, out):
+    if rundir.check(cfg, out) and not redo:
+        results = _finished_results(out, redo, log)
         log(f"{out}: results for this config already exist; nothing to do")
         rundir.drop_superseded_checkpoints(out)
-        return rundir.read_results(out)
+        return results
+    check_memory(cfg)
     out.mkdir(parents=True, exist_ok=True)
     with rundir.lock(out):
-        if rundir.check(cfg, out):  # finished by another process between the check and the lock
-            return rundir.read_results(out)
+        # Finished by another process between the check and the lock, or a --redo of intact results.
+        if rundir.check(cfg, out) and (results := _finished_results(out, redo, log)) is not None:
+            return results
         notice = rundir.repair_notice(out)
         if notice:
             log(notice)
+        from icl_race.engine.checkpoint import CheckpointError
         from icl_race.systems import precision
 
         try:
-            with precision(cfg):
+            with precision(cfg), stop_on_signals():
                 return _execute_locked(cfg, out, progress, log)
+        except CheckpointError as e:
+            raise RunError(f"{e}: rerun the same command to resume from it" if e.last_good is not None
+                           else f"{e}: a rerun starts from step 0") from e
         except OSError as e:
-            raise RunError(f"cannot write in {out}: {e.strerror or e}"
-                           f"{f' ({e.filename})' if e.filename else ''}; the last good checkpoint, if any, "
-                           "is intact and the run resumes from it") from e
+            step = max(rundir.checkpoint_steps(out), default=None)
+            kept = (f"the last good checkpoint is at step {step:,}: rerun the same command to resume from it"
+                    if step is not None else "there is no checkpoint: a rerun starts from step 0")
+            raise RunError(f"cannot write {e.filename or out}: {e.strerror or e}; {kept}") from e
 
 
 def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     import jax
 
     from icl_race.engine import compile_stats
-    from icl_race.engine.ensemble import (DIVERGED, Layout, concat_history, init_ensemble, padded_seed_ids,
+    from icl_race.engine.ensemble import (DIVERGED, concat_history, init_ensemble, padded_seed_ids,
                                           seed_keys, train)
-    from icl_race.engine.sharding import local_device_count, place, seed_mesh
+    from icl_race.engine.sharding import place, seed_mesh
     from icl_race.analysis.survival import censor_time
     from icl_race.plots import histogram, png_bytes
     from icl_race.systems import build
@@ -176,11 +325,8 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         from icl_race.engine.checkpoint import Checkpointer
 
         ckpt = Checkpointer(out / rundir.CHECKPOINTS, keep=2)
-        restored = ckpt.restore_latest()
-    available = local_device_count()
-    if e.devices > available:
-        raise ConfigError(f"ensemble.devices = {e.devices}: must be 0 (all) or <= {available}, the local device count")
-    layout = Layout(e.block, e.devices or available)
+        restored = ckpt.restore_latest(report=lambda m: log(f"{out}: {m}"))
+    layout = _layout(cfg)
     mesh = seed_mesh(layout.shards) if layout.shards > 1 else None
     padded_ids = padded_seed_ids(seed_ids, layout)
     if restored:
@@ -197,18 +343,21 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     stop = program.stop_event
     bar = ProgressBar(stop) if progress else None
 
+    saved = [start]  # the step of the newest checkpoint
+
     def on_chunk(p):
         if bar:
             bar(p)
-        if ckpt and p.chunks_done % tr.checkpoint_every == 0 and p.step < tr.steps:
+        stopping = p.step < tr.steps and _signals_received
+        if ckpt and p.step < tr.steps and (p.chunks_done % tr.checkpoint_every == 0 or stopping):
             curves, steps_seen = concat_history(p.history, p.eval_steps)
-            try:
-                ckpt.save(p.step, {"carry": _host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
-                          {"config_digest": cfg.digest()})
-            except Exception as err:  # orbax wraps I/O errors in its own types
-                raise RunError(f"checkpoint at step {p.step:,} in {out} failed ({err}); the previous "
-                               "checkpoint is intact and the run resumes from it") from err
+            ckpt.save(p.step, {"carry": _host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
+                      {"config_digest": cfg.digest()})
+            saved[0] = p.step
+        if stopping:
+            check_stop(p.step, saved[0])
 
+    check_stop(start, start)  # a signal that arrived before training (or between a sweep's cells)
     try:
         carry, curves, eval_steps = train(
             program, consts, carry, layout=layout, steps=tr.steps, eval_every=tr.eval_every,
@@ -217,8 +366,10 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
             stop_event=stop if tr.stop_when_all_acquired else None, on_chunk=on_chunk)
     finally:
         if ckpt:
-            ckpt.wait()
-            ckpt.close()
+            try:
+                ckpt.wait()
+            finally:
+                ckpt.close()
     t_first = {k: v[: e.seeds] for k, v in jax.device_get(carry["t_first"]).items()}
     curves = {k: v[: e.seeds] for k, v in curves.items()}
     run_s = time.perf_counter() - tic

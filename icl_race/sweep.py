@@ -35,7 +35,6 @@ import json
 import math
 import sys
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -73,23 +72,14 @@ def _merge(base: dict, top: dict) -> dict:
     return out
 
 
-def _read_toml(path: Path) -> dict:
-    if not path.is_file():
-        raise ConfigError(f"sweep file {str(path)!r} not found")
-    try:
-        return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML ({e})") from None
-
-
 def load(path: str | Path, overrides: list[str] = ()) -> Sweep:
     path = Path(path)
-    raw = _read_toml(path)
+    raw = config.read_toml(path, "sweep file")
     base = raw.pop("base", None)
     if base is not None:
         if not isinstance(base, str):
             raise ConfigError(f"{path}: base = {base!r}: expected a path to a config TOML")
-        raw = _merge(_read_toml(path.parent / base), raw)
+        raw = _merge(config.read_toml(path.parent / base), raw)
     grid = raw.pop("grid", {})
     zipped = raw.pop("zip", {})
     raw = config.apply_overrides(raw, list(overrides))
@@ -105,6 +95,9 @@ def _check_fields(table, name: str) -> None:
             raise ConfigError(f"{name} field {field!r}: not a config field (section.key, e.g. \"task.K\")")
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{name} field {field!r}: expected a non-empty list of values")
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if name == "grid" and twice is not None:  # a [zip] column may repeat a value in other rows
+            raise ConfigError(f"grid field {field!r}: the value {twice!r} is listed twice (one cell each)")
 
 
 def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
@@ -129,11 +122,13 @@ def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
             cell.setdefault(sec, {})[key] = value
         raws.append(cell)
     # One compilation for every K: a common pool size, unless the spec chose one.
-    ks = [c.get("task", {}).get("K", config.TaskConfig.K) for c in raws
-          if c.get("task", {}).get("variant", "standard") != "infinite"]
+    # A K that is not an integer is left for the cell's validation to name.
+    ks = [k for c in raws if c.get("task", {}).get("variant", "standard") != "infinite"
+          for k in [c.get("task", {}).get("K", config.TaskConfig.K)]
+          if isinstance(k, (int, float)) and not isinstance(k, bool) and math.isfinite(k)]
     if "task.K" in swept and "K_max" not in raw.get("task", {}) and "task.K_max" not in swept and ks:
         for c in raws:
-            c.setdefault("task", {})["K_max"] = max(int(k) for k in ks if isinstance(k, (int, float)))
+            c.setdefault("task", {})["K_max"] = int(max(ks))
     cells = []
     for combo, cell_raw in zip(combos, raws):
         values = dict(zip(swept, combo))
@@ -142,6 +137,11 @@ def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
         except ConfigError as e:
             where = ", ".join(f"{k}={v}" for k, v in values.items())
             raise ConfigError(f"cell {where}: {e}") from None
+    seen = {}
+    for cell in cells:
+        other = seen.setdefault(cell.name, cell)
+        if other is not cell:
+            raise ConfigError(f"cells {other.values} and {cell.values} are the same config (one run directory)")
     return Sweep({**raw, "grid": grid, **({"zip": zipped} if zipped else {})}, tuple(cells))
 
 
@@ -188,7 +188,10 @@ SUMMARY_FIELDS = ["cell", "status", "seeds", "acquired", "acquired_fraction", "m
 def summary_row(out: Path, cell: Cell) -> dict:
     row = {"cell": cell.name, **cell.values, "status": status(out, cell), "seeds": cell.cfg.ensemble.seeds}
     if row["status"] == "done":
-        run = rundir.load_run(cell_dir(out, cell))
+        try:
+            run = rundir.load_run(cell_dir(out, cell))
+        except ConfigError:  # committed but unreadable: left for `icl-race run --redo` on the cell
+            return {**row, "status": "damaged"}
         t = run.t()
         # The Kaplan-Meier median (censored seeds kept): "" when more than half never reached the event.
         med = run.km_median()

@@ -90,6 +90,7 @@ def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, uninterru
     _, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     assert "step 400 is damaged" in err and "resuming from the checkpoint at step 300" in err
+    assert "Traceback" not in err and "Event loop is closed" not in err and len(err.strip().splitlines()) == 2, err
     _assert_same(dict(np.load(out / "results.npz")), uninterrupted)
 
 

@@ -11,6 +11,11 @@ catches a checkpoint that was damaged after it was written, and the previous one
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
+import re
+import shutil
+import sys
 import warnings
 from pathlib import Path
 
@@ -32,33 +37,107 @@ class CheckpointWarning(UserWarning):
     pass
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be written; str() is one line: the step, the directory, the cause and
+    the last good checkpoint (kept intact), whose step is `last_good` (None if there is none)."""
+
+    def __init__(self, message: str, last_good: int | None):
+        super().__init__(message)
+        self.last_good = last_good
+
+
+def _cause(err: BaseException) -> str:
+    """The short reason of an orbax/tensorstore write failure (they bury the OS error in a long text)."""
+    for e in (err, err.__cause__, err.__context__):
+        if isinstance(e, OSError) and e.strerror:
+            return e.strerror
+    found = re.search(r": ([^:\[\]]+?) \[os_error_code='?\d+'?\]", str(err))
+    return found.group(1) if found else f"{type(err).__name__}: {str(err)[:200]}"
+
+
+def _drop_closed_loop_noise(hook):
+    """An unraisable-exception hook that drops the "Event loop is closed" errors that tensorstore's
+    callbacks raise after orbax has closed its event loop (on a failed write or a damaged restore:
+    the real error reaches us as an exception), and passes everything else on."""
+    def quiet(u):
+        if not (isinstance(u.exc_value, RuntimeError) and str(u.exc_value) == "Event loop is closed"):
+            hook(u)
+    quiet.drops_closed_loop_noise = True
+    return quiet
+
+
+def _debug() -> bool:
+    return os.environ.get("ICL_RACE_DEBUG", "") not in ("", "0")
+
+
 class Checkpointer:
-    """Keep the last `keep` checkpoints of a run under `directory`, indexed by training step."""
+    """Keep the last `keep` checkpoints of a run under `directory`, indexed by training step.
+
+    Saves are asynchronous, so a write error surfaces at the next save or at `wait`; it is raised as
+    a CheckpointError naming the step that failed and the last good one, and the failed step's
+    temporary directory is removed. Orbax's own logging of such errors (tracebacks from its
+    background threads) is silenced unless ICL_RACE_DEBUG is set."""
 
     def __init__(self, directory: Path, keep: int = 2):
         import orbax.checkpoint as ocp
 
         self._ocp = ocp
+        self.root = Path(directory).absolute()
+        if not _debug():
+            self._absl_level = logging.getLogger("absl").level
+            logging.getLogger("absl").setLevel(logging.CRITICAL)
+            if not getattr(sys.unraisablehook, "drops_closed_loop_noise", False):
+                sys.unraisablehook = _drop_closed_loop_noise(sys.unraisablehook)
         self.manager = ocp.CheckpointManager(
-            Path(directory).absolute(), options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True))
+            self.root, options=ocp.CheckpointManagerOptions(
+                max_to_keep=keep, create=True, cleanup_tmp_directories=True))  # left by a process killed mid-save
+        self.last_good = self.manager.latest_step()
+        self.pending: int | None = None
+        self.broken = False
 
     def save(self, step: int, tree, meta: dict) -> None:
         """Queue an asynchronous save of `tree` (numpy arrays only) and `meta` (JSON)."""
         ocp = self._ocp
+        self.wait()  # so that an earlier save's failure is reported as that step's
         meta = {**meta, "step": int(step), "sha256": tree_digest(tree)}
-        self.manager.save(int(step), args=ocp.args.Composite(
-            state=ocp.args.StandardSave(tree), meta=ocp.args.JsonSave(meta)))
+        self.pending = int(step)
+        try:
+            self.manager.save(int(step), args=ocp.args.Composite(
+                state=ocp.args.StandardSave(tree), meta=ocp.args.JsonSave(meta)))
+        except Exception as e:  # orbax wraps I/O errors in its own types
+            self._failed(e)
 
     def wait(self) -> None:
-        self.manager.wait_until_finished()
+        try:
+            self.manager.wait_until_finished()
+        except Exception as e:
+            self._failed(e)
+        if self.pending is not None:
+            self.last_good, self.pending = self.pending, None
+
+    def _failed(self, err: Exception):
+        step, self.pending, self.broken = self.pending, None, True
+        for tmp in self.root.glob(f"{step}.orbax-checkpoint-tmp*"):
+            shutil.rmtree(tmp, ignore_errors=True)
+        kept = (f"the last good checkpoint is at step {self.last_good:,}" if self.last_good is not None
+                else "no checkpoint was written before it")
+        raise CheckpointError(f"checkpoint at step {step:,} could not be written to {self.root} "
+                              f"({_cause(err)}); {kept}", self.last_good) from err
 
     def close(self) -> None:
-        self.manager.close()
+        try:
+            self.manager.close()
+        except Exception:
+            if not self.broken:  # else it is the failure already raised by save or wait
+                raise
+        finally:
+            if hasattr(self, "_absl_level"):
+                logging.getLogger("absl").setLevel(self._absl_level)
 
-    def restore_latest(self):
+    def restore_latest(self, report=None):
         """(tree, meta) of the newest checkpoint that reads back intact, or None. A damaged one is
         moved aside to `<directory>.damaged/` (kept for inspection, and so that rotation never deletes
-        a good checkpoint in favour of it) with a warning."""
+        a good checkpoint in favour of it) and reported: by `report(message)`, or a CheckpointWarning."""
         ocp = self._ocp
         for step in sorted(self.manager.all_steps(), reverse=True):
             try:
@@ -68,8 +147,12 @@ class Checkpointer:
                 if meta.get("sha256") != tree_digest(tree):
                     raise ValueError("checksum mismatch")
             except Exception as e:  # orbax/tensorstore raise many types for damaged files
-                warnings.warn(f"checkpoint at step {step} is damaged ({type(e).__name__}: {str(e)[:200]}); "
-                              "falling back to the previous one", CheckpointWarning, stacklevel=2)
+                message = (f"checkpoint at step {step} is damaged ({type(e).__name__}: {str(e)[:200]}); moved to "
+                           f"{self.root.name}.damaged/, falling back to the previous one")
+                if report:
+                    report(message)
+                else:
+                    warnings.warn(message, CheckpointWarning, stacklevel=2)
                 self._move_aside(step)
                 continue
             return tree, meta

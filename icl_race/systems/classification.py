@@ -138,6 +138,19 @@ class ClassificationRace:
                 k_novel, self._novel_K(consts), self.novel_size)
         return state
 
+    def work_bytes(self) -> int:
+        """One seed's largest live intermediates (engine/memory.py), float32: a training batch or one
+        evaluation sub-batch of sequences (tokens N x E, and with two layers the per-token MLP and the
+        N x N scores) a few times over for the backward pass and the sampler (more for fresh K = inf
+        items), and the margins an evaluation keeps for every one of its eval_size sequences. Checked
+        against XLA's memory_analysis of the compiled chunk in tests/test_memory.py."""
+        E, N, W = self.D + 2, self.N, self.model.width
+        two_layers = getattr(self.model, "layers", 1) == 2  # the minimal model (systems/minimal.py) has one
+        per_sequence = N * E + W + (N * (W + N) if two_layers else 0)
+        copies = 10 if self.variant == "infinite" else 6
+        sequences = max(self.batch_size, min(self.eval_size, self.eval_batch))
+        return 4 * (copies * sequences * per_sequence + 3 * self.eval_size)
+
     def _novel_K(self, consts):
         return jnp.minimum(consts["K"], self.novel_size)
 

@@ -157,6 +157,17 @@ class LinearAttentionRegression:
 
     # ---- training -------------------------------------------------------------------------------
 
+    def work_bytes(self) -> int:
+        """One seed's largest live intermediates (engine/memory.py), float64: on the token path the
+        full-batch pass over the P training sequences (tokens and per-head scores, or the cubic
+        features of the MLP) three times over for the backward pass; the moments path keeps only
+        D x D and D^2 x D^2 moments, already counted as constants or state."""
+        if self.path != "tokens":
+            return 0
+        m = self.model
+        per_sequence = m.D**3 if m.kind == "mlp" else (self.N + 1) * (m.D + 1 + m.H)
+        return 8 * 3 * self.P * per_sequence
+
     def data_loss(self, params, data):
         """The loss on a data set from `prepare` (or the population moments)."""
         if self.path == "tokens":

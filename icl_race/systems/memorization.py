@@ -77,6 +77,13 @@ class MemorizationRun:
     def _optimizer(self, consts):
         return optim.transform(self.optimizer, consts, {"mlp": consts["wd"]}, lambda p: jax.tree.map(lambda _: "mlp", p))
 
+    def work_bytes(self) -> int:
+        """One seed's largest live intermediates (engine/memory.py): the hidden activations of a
+        training batch or of one chunk of probed items, twice over for the backward pass."""
+        items = max(self.batch_size, min(self.probe_items, PROBE_CHUNK))
+        itemsize = 8 if self.model.dtype == "float64" else 4
+        return itemsize * 2 * items * (self.model.D + 2 * self.model.width)
+
     def loss(self, params, x_BxD, y_B):
         return jnp.mean(jax.nn.softplus(-y_B * self.model.apply(params, x_BxD)))
 

@@ -1,0 +1,241 @@
+"""Every user error is one line on stderr naming the field or path, with exit code 2 (1 for a failing
+environment such as a read-only disk), and nothing is created or changed: across run, sweep, report
+and hist. Nothing is compiled either, which is how "refused before any work" is checked."""
+
+import errno
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from icl_race.cli import main
+from icl_race.engine import compile_stats
+
+TINY = """
+[task]
+K = 1000
+N = 8
+[model]
+width = 16
+[train]
+lr = 0.1
+batch_size = 16
+steps = 100
+eval_every = 50
+eval_size = 50
+[ensemble]
+seeds = 3
+block = 4
+"""
+DEMO = str(Path(__file__).parents[1] / "experiments" / "demo.toml")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished tiny run directory and the config it came from."""
+    root = tmp_path_factory.mktemp("finished")
+    (root / "tiny.toml").write_text(TINY)
+    assert main(["run", str(root / "tiny.toml"), "--out", str(root / "run"), "--quiet"]) == 0
+    return root
+
+
+def _write(path: Path, data: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def _finished_copy(finished, tmp_path, damage: bytes | None = None, file: str = "results.npz") -> Path:
+    d = tmp_path / "run"
+    shutil.copytree(finished / "run", d)
+    shutil.copy(finished / "tiny.toml", tmp_path / "tiny.toml")
+    if damage is not None:
+        data = (d / file).read_bytes()
+        (d / file).write_bytes(damage if damage != b"half" else data[: len(data) // 2])
+    return d
+
+
+def _sweep_file(tmp_path, grid: str, body: str = TINY) -> Path:
+    return _write(tmp_path / "sweep.toml", body + "\n[grid]\n" + grid + "\n")
+
+
+# (case id, builder(tmp_path, finished) -> argv, exit code, text the one stderr line must hold)
+RUN = "run"
+CASES = [
+    # integer fields: non-finite, beyond 64 bits, beyond what a key, a seed id or an index holds
+    *[(f"run {s}", lambda t, f, s=s: [RUN, _write(t / "c.toml", TINY), "--set", s], 2, s.partition("=")[0])
+      for s in ["task.N=inf", "task.N=nan", "task.N=-inf", "task.K=inf", "model.width=1.5", "ensemble.seeds=1e300",
+                "task.pool_seed=18446744073709551616", "task.novel_seed=-1", "ensemble.root_seed=4294967296",
+                "ensemble.first_seed=9223372036854775807", "ensemble.first_seed=4294967295", "train.steps=3e9",
+                "train.batch_size=true", "task.K=\"abc\"", "train.lr=nan", "train.lr=inf", "train.eval_every=-1",
+                "ensemble.block=2147483648"]],
+    # sizes no machine holds: refused by the memory estimate before anything is allocated
+    *[(f"run {'+'.join(s)}", lambda t, f, s=s: [RUN, DEMO, *[a for x in s for a in ("--set", x)]], 2,
+       s[-1].partition("=")[0])
+      for s in [["model.width=1e9"], ["task.D=1e9"], ["task.K=2e9"], ["ensemble.seeds=1e9"], ["train.batch_size=1e9"],
+                ["train.eval_size=1e9"], ["task.variant=\"infinite\"", "task.N=1e9"]]],
+    # config files and paths
+    ("run config not UTF-8", lambda t, f: [RUN, _write(t / "c.toml", b"[task]\nK = 1000 # \xff\xfe\n")], 2, "c.toml"),
+    ("run config not TOML", lambda t, f: [RUN, _write(t / "c.toml", "[task\nK=")], 2, "c.toml"),
+    ("run config missing", lambda t, f: [RUN, t / "nope.toml"], 2, "nope.toml"),
+    ("run config is a directory", lambda t, f: [RUN, (t / "dir.toml").mkdir() or t / "dir.toml"], 2, "dir.toml"),
+    ("run --out is a file", lambda t, f: [RUN, _write(t / "c.toml", TINY), "--out", _write(t / "file", "x")], 2,
+     "--out"),
+    # a finished run whose results file is damaged
+    *[(f"rerun with results {name}", lambda t, f, dmg=dmg: [RUN, (_finished_copy(f, t, dmg), t / "tiny.toml")[1],
+                                                            "--out", t / "run"], 2, "results.npz")
+      for name, dmg in [("truncated", b"half"), ("garbage", os.urandom(300)), ("empty", b"")]],
+    ("rerun with meta.json damaged", lambda t, f: [RUN, (_finished_copy(f, t, b"{\xff", "meta.json"), t / "tiny.toml")[1],
+                                                   "--out", t / "run"], 2, "meta.json: damaged"),
+    # sweeps
+    *[(f"sweep grid {g}", lambda t, f, g=g: ["sweep", _sweep_file(t, g)], 2, field)
+      for g, field in [('"task.K" = ["abc"]', "task.K"), ('"task.K" = [[500]]', "task.K"), ('"task.K" = [inf]', "task.K"),
+                       ('"task.K" = [500, 500]', "task.K"), ('"task.KK" = [500]', "task.KK"),
+                       ('"task.K" = 500', "task.K"), ('"train.lr" = [0.1, nan]', "train.lr")]],
+    ("sweep with one impossible cell", lambda t, f: ["sweep", _sweep_file(t, '"train.batch_size" = [16, 1000000000]')],
+     2, "train.batch_size=1000000000: memory:"),
+    ("sweep --set task.N=inf", lambda t, f: ["sweep", _sweep_file(t, '"task.K" = [500]'), "--set", "task.N=inf"], 2,
+     "task.N"),
+    ("sweep file not UTF-8", lambda t, f: ["sweep", _write(t / "s.toml", b"\xff[grid]\n")], 2, "s.toml"),
+    ("sweep --out is a file", lambda t, f: ["sweep", _sweep_file(t, '"task.K" = [500]'), "--out",
+                                            _write(t / "file", "x")], 2, "--out"),
+    # report and hist on damaged or missing directories
+    *[(f"{cmd} results {name}", lambda t, f, cmd=cmd, dmg=dmg: [cmd, _finished_copy(f, t, dmg)], 2, "results.npz")
+      for cmd in ("report", "hist") for name, dmg in [("truncated", b"half"), ("garbage", os.urandom(300)),
+                                                      ("empty", b"")]],
+    *[(f"{cmd} config.json damaged", lambda t, f, cmd=cmd: [cmd, _finished_copy(f, t, b"{\xff", "config.json")], 2,
+       "config.json") for cmd in ("report", "hist")],
+    *[(f"{cmd} missing directory", lambda t, f, cmd=cmd: [cmd, t / "nowhere"], 2, "nowhere")
+      for cmd in ("report", "hist")],
+    *[(f"{cmd} on a file", lambda t, f, cmd=cmd: [cmd, _write(t / "file", "x")], 2, "file") for cmd in ("report", "hist")],
+]
+
+
+def _tree(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("argv, code, text", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_error_is_one_line_with_its_exit_code_and_nothing_is_created(argv, code, text, tmp_path, finished, capsys):
+    argv = [str(a) for a in argv(tmp_path, finished)]
+    if argv[0] in ("run", "sweep") and "--out" not in argv:
+        argv += ["--out", str(tmp_path / "out")]
+    before, compiles = _tree(tmp_path), compile_stats.snapshot()[0]
+    capsys.readouterr()
+    assert main(argv) == code
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and text in err, err
+    assert _tree(tmp_path) == before, "nothing may be created or changed"
+    assert compile_stats.snapshot()[0] == compiles, "refused before any work: nothing compiled"
+
+
+def test_the_table_covers_every_command_with_at_least_40_cases():
+    commands = {c[0].split()[0].replace("rerun", "run") for c in CASES}
+    assert len(CASES) >= 40 and commands == {"run", "sweep", "report", "hist"}, (len(CASES), commands)
+
+
+def test_a_read_only_directory_is_an_environment_failure_naming_the_path(tmp_path, monkeypatch, capsys):
+    def read_only(self, *a, **k):
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    cfg = _write(tmp_path / "c.toml", TINY)
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    before = _tree(tmp_path)
+    assert main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [f"icl-race: error: {tmp_path / 'out'}: Read-only file system"]
+    assert _tree(tmp_path) == before
+
+
+def test_redo_trains_a_damaged_run_again_and_keeps_the_damaged_files(tmp_path, finished, capsys):
+    d = _finished_copy(finished, tmp_path, b"half")
+    good = np.load(finished / "run" / "results.npz")
+    assert main(["run", str(tmp_path / "tiny.toml"), "--out", str(d), "--quiet", "--redo"]) == 0
+    redone = np.load(d / "results.npz")
+    for k in ("t_icl", "seed_ids", "eval_steps"):
+        np.testing.assert_array_equal(redone[k], good[k])
+    np.testing.assert_allclose(redone["icl_acc"], good["icl_acc"], atol=1e-6)
+    aside = [p for p in d.iterdir() if p.name.startswith("damaged-")]
+    assert len(aside) == 1 and (aside[0] / "results.npz").exists() and (aside[0] / "meta.json").exists()
+    assert json.loads((d / "meta.json").read_text())["seeds"] == 3
+
+
+def test_a_failed_checkpoint_write_names_its_own_step_and_the_last_good_one(tmp_path, monkeypatch):
+    from icl_race.engine.checkpoint import CheckpointError, Checkpointer
+
+    ck = Checkpointer(tmp_path / "ck")
+    tree = {"a": np.arange(4.0)}
+    ck.save(1, tree, {})
+    ck.save(2, tree, {})
+    # Step 2's background write fails as on a full disk; it surfaces only when step 3 is saved.
+    (tmp_path / "ck" / "2.orbax-checkpoint-tmp").mkdir(exist_ok=True)
+    real = ck.manager.wait_until_finished
+
+    def full_disk():
+        real()
+        raise ValueError('RESOURCE_EXHAUSTED: Error writing "a/0" in OCDBT database: Failed to write 409914 bytes '
+                         "to file 14: No space left on device [os_error_code='28']")
+
+    monkeypatch.setattr(ck.manager, "wait_until_finished", full_disk)
+    with pytest.raises(CheckpointError) as e:
+        ck.save(3, tree, {})
+    ck.close()
+    assert str(e.value) == (f"checkpoint at step 2 could not be written to {tmp_path / 'ck'} (No space left on "
+                            "device); the last good checkpoint is at step 1")
+    assert not list((tmp_path / "ck").glob("*tmp*")), "the failed step's temporary directory is removed"
+
+
+def test_a_full_disk_is_one_line_without_tracebacks(tmp_path):
+    """A real full disk (a 600 KB tmpfs: root only) under orbax's asynchronous writer."""
+    import subprocess
+    import sys
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(disk)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        cfg = _write(tmp_path / "c.toml", TINY.replace("steps = 100", "steps = 1000").replace("width = 16", "width = 128"))
+        r = subprocess.run([sys.executable, "-m", "icl_race.cli", "run", str(cfg), "--out", str(disk / "run"), "--quiet",
+                            "--set", "train.checkpoint_every=1", "--set", "train.evals_per_chunk=2",
+                            "--set", "train.stop_when_all_acquired=false"],
+                           capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and "No space left on device" in lines[0], r.stderr
+        assert "the last good checkpoint is at step" in lines[0] or "no checkpoint was written" in lines[0]
+        assert not [p for p in (disk / "run").rglob("*") if "tmp" in p.name]
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from icl_race import rundir
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        rundir.atomic_write(tmp_path / "results.npz", b"x" * 1000)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    from icl_race.config import ConfigError
+
+    with pytest.raises(ConfigError, match="nope.toml"):
+        main(["--debug", "run", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "out")])
+
+
+def test_a_sweep_summary_marks_a_damaged_cell_instead_of_failing(tmp_path):
+    from icl_race import sweep
+
+    spec = sweep.expand({"task": {"K": 1000, "N": 8}}, {"train.lr": [0.1, 0.2]})
+    d = sweep.cell_dir(tmp_path, spec.cells[0])
+    _write(d / "results.npz", b"PK\x03\x04 not really a zip")
+    _write(d / "meta.json", "{}")
+    assert [sweep.summary_row(tmp_path, c)["status"] for c in spec.cells] == ["damaged", "pending"]

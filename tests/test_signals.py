@@ -1,0 +1,98 @@
+"""SIGINT and SIGTERM stop a run at the next chunk boundary with a checkpoint there, one line on
+stderr and exit 130 / 143; the rerun resumes to the uninterrupted results; a second signal exits at once.
+
+The signals are sent at known moments (from a hook inside the run, or once the run is known to be
+inside a chunk), not after a guessed delay."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from icl_race import config
+from icl_race.runner import execute
+
+RAW = {
+    "task": {"K": 1000, "N": 8},
+    "model": {"width": 32},
+    "train": {"lr": 0.1, "batch_size": 64, "steps": 600, "eval_every": 50, "eval_size": 100,
+              "evals_per_chunk": 2, "checkpoint_every": 1, "stop_when_all_acquired": False},
+    "ensemble": {"seeds": 3, "block": 4},
+}
+SET_ARGS = [a for s, sec in RAW.items() for k, v in sec.items() for a in ("--set", f"{s}.{k}={json.dumps(v)}")]
+ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
+
+
+def _cli(tmp_path, out, hook=""):
+    base = tmp_path / "base.toml"
+    base.touch()
+    code = (f"{hook}\nimport sys\nfrom icl_race.cli import main\n"
+            f"sys.exit(main(['run', {str(base)!r}, '--out', {str(out)!r}, '--quiet'] + {SET_ARGS!r}))")
+    return subprocess.Popen([sys.executable, "-c", code], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _tmp_left(out):
+    return [str(p) for p in out.rglob("*") if "tmp" in p.name]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    cfg = config.from_dict({**RAW, "train": {**RAW["train"], "checkpoint_every": 0}})
+    return execute(cfg, tmp_path_factory.mktemp("plain") / "run", progress=False)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_stops_at_the_next_chunk_with_a_checkpoint_and_the_rerun_resumes(tmp_path, uninterrupted, sig, code):
+    out = tmp_path / "run"
+    # The signal arrives right after the checkpoint at step 200 is queued, i.e. inside the run.
+    hook = ("import os, signal\nimport icl_race.engine.checkpoint as c\n_save = c.Checkpointer.save\n"
+            "def save(self, step, *a, **k):\n    _save(self, step, *a, **k)\n"
+            f"    if step == 200: os.kill(os.getpid(), {int(sig)})\nc.Checkpointer.save = save")
+    p = _cli(tmp_path, out, hook)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == code, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"stopped by {sig.name} at step 300" in lines[0], err
+    assert "resume from the checkpoint at step 300" in lines[0]
+    assert _tmp_left(out) == [] and not (out / "results.npz").exists()
+    steps = sorted(int(d.name) for d in (out / "checkpoints").iterdir() if d.name.isdigit())
+    assert steps[-1] == 300, "the stop point itself is checkpointed"
+    if sig == signal.SIGTERM:
+        return  # the resume is the same whichever signal stopped the run
+    p = _cli(tmp_path, out)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    assert "resuming from the checkpoint at step 300" in err
+    got = dict(np.load(out / "results.npz"))
+    for k in ("t_icl", "t_converged", "eval_steps", "seed_ids", "diverged"):
+        np.testing.assert_array_equal(got[k], uninterrupted[k], err_msg=k)
+    for k in ("icl_acc", "iwl_acc", "icl_loss", "iwl_loss", "train_loss"):
+        np.testing.assert_allclose(got[k], uninterrupted[k], atol=1e-6, err_msg=k)
+
+
+def test_a_second_ctrl_c_exits_at_once_even_inside_a_long_chunk(tmp_path):
+    out = tmp_path / "run"
+    marker = tmp_path / "in_chunk"
+    # The second chunk takes 10 minutes: only the second signal can end the process soon.
+    hook = ("import time, pathlib, icl_race.engine.ensemble as e\n_run = e.run_chunk\nn = [0]\n"
+            "def run_chunk(*a, **k):\n    r = _run(*a, **k)\n    n[0] += 1\n"
+            f"    if n[0] == 2:\n        pathlib.Path({str(marker)!r}).touch()\n        time.sleep(600)\n"
+            "    return r\ne.run_chunk = run_chunk")
+    p = _cli(tmp_path, out, hook)
+    deadline = time.time() + 240
+    while not marker.exists() and time.time() < deadline and p.poll() is None:
+        time.sleep(0.2)
+    assert marker.exists(), p.communicate()[1]
+    p.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    assert p.poll() is None, "the first Ctrl-C waits for the chunk to end"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err.strip().splitlines() == [
+        "icl-race: interrupted again: exiting at once; rerun the same command to resume from the last checkpoint"], err
