@@ -16,8 +16,12 @@ $(BIN)/icl-race: pyproject.toml
 demo: $(BIN)/icl-race
 	$(BIN)/icl-race demo
 
+# Two pytest processes: in one process of ~330 tests XLA's CPU compiler segfaulted, reproducibly, at the
+# same late test (tests/test_system.py), which passes in a process of its own; halving the compilations
+# per process avoids it.
 test: $(BIN)/icl-race
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest tests/test_[a-r]*.py
+	$(BIN)/python -m pytest tests/test_[s-z]*.py
 
 bench: $(BIN)/icl-race
 	$(BIN)/icl-race bench
