@@ -132,11 +132,11 @@ def _summary(out: Path) -> str:
                  f"(range {hit.min():,}-{hit.max():,})")
     if hit.size < t.size:
         line += f"; {t.size - hit.size} censored at {run.censor_at():,}"
-    starts = [e for e in run.times if e.startswith("icl") and e[3:].isdigit()]
-    if stop == "icl" and hit.size and starts:
-        from icl_race.analysis.regime import rise_fraction
+    levels = (run.config.get("train") or {}).get("icl_levels") or []
+    if stop == "icl" and hit.size and levels:
+        from icl_race.analysis.regime import level_event, rise_fraction
 
-        start = min(starts, key=lambda e: int(e[3:]))
+        start = level_event(min(levels))
         r = float(np.nanmedian(rise_fraction(run.t(), run.t(start))))
         line += f"; rise fraction (t_icl - t_{start}) / t_icl median {r:.2f}"
     return line + f"\nhistogram: {out / f't_{stop}_hist.png'}"

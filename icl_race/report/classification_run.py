@@ -30,7 +30,7 @@ def run_dict(run: rundir.Run) -> dict:
     icl, iwl = np.asarray(run.curve("icl_acc"), float), np.asarray(run.curve("iwl_acc"), float)
     final = icl[:, -1] if icl.ndim == 2 and icl.shape[1] else np.full(t.size, np.nan)
     levels = (cfg.get("train") or {}).get("icl_levels") or [0.6]
-    start = f"icl{round(100 * min(levels)):02d}"
+    start = rg.level_event(min(levels))
     # Runs written before the levels were recorded: the same first passage read off the stored curve
     # (equal to the device's, tests/test_regime.py).
     t_start = run.t(start) if start in run.times else first_passage(icl, run.eval_steps, min(levels))

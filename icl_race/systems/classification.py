@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from icl_race import optim
+from icl_race.analysis.regime import level_event
 from icl_race.config import Config
 from icl_race.models.transformer import ATTENTION_PATH, Transformer, scale_qk
 from icl_race.systems.memorization import c_statistics
@@ -296,7 +297,3 @@ class ClassificationRace:
         return {"icl": acc > consts["icl_threshold"], "converged": acc > consts["stop_threshold"],
                 **{level_event(v): acc > v for v in self.icl_levels}}
 
-
-def level_event(level: float) -> str:
-    """The event of ICL accuracy passing `level`: icl60 for 0.6 (its time is results' t_icl60)."""
-    return f"icl{round(100 * level):02d}"
