@@ -66,6 +66,18 @@ def _drop_closed_loop_noise(hook):
     return quiet
 
 
+class _DropOrphanedTaskErrors(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" records. On a damaged restore tensorstore
+    reads the arrays in concurrent tasks; the first error reaches us as an exception, and the sibling
+    tasks' errors (the same damage) would be logged, traceback and all, when they are collected."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Task exception was never retrieved")
+
+
+_ORPHANED_TASK_FILTER = _DropOrphanedTaskErrors()
+
+
 def _debug() -> bool:
     return os.environ.get("ICL_RACE_DEBUG", "") not in ("", "0")
 
@@ -86,6 +98,7 @@ class Checkpointer:
         if not _debug():
             self._absl_level = logging.getLogger("absl").level
             logging.getLogger("absl").setLevel(logging.CRITICAL)
+            logging.getLogger("asyncio").addFilter(_ORPHANED_TASK_FILTER)  # idempotent: one object
             if not getattr(sys.unraisablehook, "drops_closed_loop_noise", False):
                 sys.unraisablehook = _drop_closed_loop_noise(sys.unraisablehook)
         self.manager = ocp.CheckpointManager(
