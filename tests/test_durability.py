@@ -3,10 +3,7 @@
 import asyncio
 import gc
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -16,6 +13,7 @@ from icl_race import config
 from icl_race.cli import main
 from icl_race.engine.checkpoint import Checkpointer
 from icl_race.runner import execute
+from runproc import set_args, start_run
 
 RAW = {
     "task": {"K": 1000, "N": 8},
@@ -24,18 +22,6 @@ RAW = {
               "evals_per_chunk": 2, "checkpoint_every": 1, "stop_when_all_acquired": False},
     "ensemble": {"seeds": 6, "block": 8},
 }
-SET_ARGS = [a for s, sec in RAW.items() for k, v in sec.items() for a in ("--set", f"{s}.{k}={json.dumps(v)}")]
-ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
-
-
-def _cli(out, extra_code=""):
-    """`icl-race run` in a fresh process; extra_code runs first (to install a fault)."""
-    base = out.parent / "base.toml"
-    base.touch()
-    code = (f"{extra_code}\nimport sys\nfrom icl_race.cli import main\n"
-            f"sys.exit(main(['run', {str(base)!r}, '--out', {str(out)!r}, '--quiet'] + {SET_ARGS!r}))")
-    return subprocess.Popen([sys.executable, "-c", code], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
 
 
 def _assert_same(a, b):
@@ -58,16 +44,16 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_results(tmp_path, 
     kill_in_save = ("import os, signal\nimport icl_race.engine.checkpoint as c\n_save = c.Checkpointer.save\n"
                     "def save(self, step, *a, **k):\n    _save(self, step, *a, **k)\n"
                     "    if step >= 300: os.kill(os.getpid(), signal.SIGKILL)\nc.Checkpointer.save = save")
-    p = _cli(out, kill_in_save)
+    p = start_run(RAW, out, kill_in_save)
     assert p.wait(timeout=300) == -signal.SIGKILL
     # Kills 2-3: at random wall-clock moments.
     for _ in range(2):
-        p = _cli(out)
+        p = start_run(RAW, out)
         time.sleep(rng.uniform(4.0, 9.0))
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=60)
         assert not (out / "results.npz").exists() or p.returncode == 0
-    p = _cli(out)
+    p = start_run(RAW, out)
     _, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     _assert_same(dict(np.load(out / "results.npz")), uninterrupted)
@@ -79,7 +65,7 @@ def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, uninterru
     stop_after_4 = ("import icl_race.engine.checkpoint as c\n_save = c.Checkpointer.save\n"
                     "def save(self, step, *a, **k):\n    _save(self, step, *a, **k)\n"
                     "    if step >= 400:\n        self.wait(); raise SystemExit(3)\nc.Checkpointer.save = save")
-    p = _cli(out, stop_after_4)
+    p = start_run(RAW, out, stop_after_4)
     p.communicate(timeout=300)
     steps = sorted(int(d.name) for d in (out / "checkpoints").iterdir() if d.name.isdigit())
     assert steps == [300, 400]
@@ -89,7 +75,7 @@ def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, uninterru
             data = bytearray(f.read_bytes())[: max(1, f.stat().st_size // 2)]
             data[-1] ^= 0xFF
             f.write_bytes(bytes(data))
-    p = _cli(out)
+    p = start_run(RAW, out)
     _, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     assert "step 400 is damaged" in err and "resuming from the checkpoint at step 300" in err
@@ -99,14 +85,14 @@ def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, uninterru
 
 def test_second_process_on_the_same_directory_is_refused_untouched(tmp_path):
     out = tmp_path / "run"
-    first = _cli(out, "import time, icl_race.engine.ensemble as e\n_t = e.train\n"
+    first = start_run(RAW, out, "import time, icl_race.engine.ensemble as e\n_t = e.train\n"
                       "def train(*a, **k):\n    time.sleep(30)\n    return _t(*a, **k)\ne.train = train")
     deadline = time.time() + 60
     while not (out / "checkpoints").exists() and time.time() < deadline:  # the first is now in train()
         time.sleep(0.2)
     time.sleep(1.0)
     before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
-    second = _cli(out)
+    second = start_run(RAW, out)
     _, err = second.communicate(timeout=120)
     first.kill()
     first.wait()
@@ -139,7 +125,7 @@ def test_write_error_ends_the_run_with_a_clear_message(tmp_path, monkeypatch, ca
     monkeypatch.setattr(rundir, "_write_synced", full_disk)
     out = tmp_path / "run"
     (tmp_path / "base.toml").touch()
-    args = ["run", str(tmp_path / "base.toml"), "--out", str(out), "--quiet"] + SET_ARGS
+    args = ["run", str(tmp_path / "base.toml"), "--out", str(out), "--quiet"] + set_args(RAW)
     args += ["--set", "train.steps=200"]
     assert main(args) == 1
     err = capsys.readouterr().err.strip()

@@ -4,11 +4,7 @@ stderr and exit 130 / 143; the rerun resumes to the uninterrupted results; a sec
 The signals are sent at known moments (from a hook inside the run, or once the run is known to be
 inside a chunk), not after a guessed delay."""
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -16,6 +12,7 @@ import pytest
 
 from icl_race import config
 from icl_race.runner import execute
+from runproc import start_run
 
 RAW = {
     "task": {"K": 1000, "N": 8},
@@ -24,17 +21,6 @@ RAW = {
               "evals_per_chunk": 2, "checkpoint_every": 1, "stop_when_all_acquired": False},
     "ensemble": {"seeds": 3, "block": 4},
 }
-SET_ARGS = [a for s, sec in RAW.items() for k, v in sec.items() for a in ("--set", f"{s}.{k}={json.dumps(v)}")]
-ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
-
-
-def _cli(tmp_path, out, hook=""):
-    base = tmp_path / "base.toml"
-    base.touch()
-    code = (f"{hook}\nimport sys\nfrom icl_race.cli import main\n"
-            f"sys.exit(main(['run', {str(base)!r}, '--out', {str(out)!r}, '--quiet'] + {SET_ARGS!r}))")
-    return subprocess.Popen([sys.executable, "-c", code], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
 
 
 def _tmp_left(out):
@@ -54,7 +40,7 @@ def test_signal_stops_at_the_next_chunk_with_a_checkpoint_and_the_rerun_resumes(
     hook = ("import os, signal\nimport icl_race.engine.checkpoint as c\n_save = c.Checkpointer.save\n"
             "def save(self, step, *a, **k):\n    _save(self, step, *a, **k)\n"
             f"    if step == 200: os.kill(os.getpid(), {int(sig)})\nc.Checkpointer.save = save")
-    p = _cli(tmp_path, out, hook)
+    p = start_run(RAW, out, hook)
     _, err = p.communicate(timeout=300)
     assert p.returncode == code, err
     lines = err.strip().splitlines()
@@ -65,7 +51,7 @@ def test_signal_stops_at_the_next_chunk_with_a_checkpoint_and_the_rerun_resumes(
     assert steps[-1] == 300, "the stop point itself is checkpointed"
     if sig == signal.SIGTERM:
         return  # the resume is the same whichever signal stopped the run
-    p = _cli(tmp_path, out)
+    p = start_run(RAW, out)
     _, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     assert "resuming from the checkpoint at step 300" in err
@@ -84,7 +70,7 @@ def test_a_second_ctrl_c_exits_at_once_even_inside_a_long_chunk(tmp_path):
             "def run_chunk(*a, **k):\n    r = _run(*a, **k)\n    n[0] += 1\n"
             f"    if n[0] == 2:\n        pathlib.Path({str(marker)!r}).touch()\n        time.sleep(600)\n"
             "    return r\ne.run_chunk = run_chunk")
-    p = _cli(tmp_path, out, hook)
+    p = start_run(RAW, out, hook)
     deadline = time.time() + 240
     while not marker.exists() and time.time() < deadline and p.poll() is None:
         time.sleep(0.2)

@@ -1,0 +1,23 @@
+"""`icl-race run` in a fresh process, for the tests that signal, kill or break a run from outside."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def set_args(raw: dict) -> list[str]:
+    """A config dict as the CLI's --set arguments."""
+    return [a for s, sec in raw.items() for k, v in sec.items() for a in ("--set", f"{s}.{k}={json.dumps(v)}")]
+
+
+def start_run(raw: dict, out: Path, hook: str = "") -> subprocess.Popen:
+    """Starts `icl-race run` of `raw` into `out` (on an empty base file beside it); `hook` is Python run
+    first in that process, e.g. to install a fault or a signal."""
+    base = out.parent / "base.toml"
+    base.touch()
+    code = (f"{hook}\nimport sys\nfrom icl_race.cli import main\n"
+            f"sys.exit(main(['run', {str(base)!r}, '--out', {str(out)!r}, '--quiet'] + {set_args(raw)!r}))")
+    return subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "JAX_PLATFORMS": "cpu"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
