@@ -150,6 +150,13 @@ def _errorbar_ci(ax, x, y, cis, **kw):
     ax.errorbar(x, y, yerr=[y - lo, hi - y], capsize=3, **kw)
 
 
+def _fit_line(ax, fit: dict, x_lo: float, x_hi: float, **kw) -> np.ndarray:
+    """The fitted line intercept + slope x over [x_lo, x_hi]; returns its x grid."""
+    g = np.linspace(x_lo, x_hi, 50)
+    ax.plot(g, fit["intercept"] + fit["slope"] * g, **kw)
+    return g
+
+
 def kstar_vs_N(N: np.ndarray, log10_kstar: np.ndarray, ci: list, fit: dict, ref_slope: float = 1 / 0.7,
                title: str = "") -> plt.Figure:
     """log10 K* against log10 N with bootstrap CIs, the fitted line and a reference line of slope 1/0.7."""
@@ -158,9 +165,8 @@ def kstar_vs_N(N: np.ndarray, log10_kstar: np.ndarray, ci: list, fit: dict, ref_
     y = np.asarray(log10_kstar, float)
     _errorbar_ci(ax, np.log10(N), y, ci, fmt="o", color="tab:blue", label="K* (95% CI)")
     if fit.get("ok"):
-        g = np.linspace(np.log10(N.min()) - 0.05, np.log10(N.max()) + 0.05, 50)
-        ci_txt = slope_ci_text(fit, ".2f")
-        ax.plot(g, fit["intercept"] + fit["slope"] * g, color="tab:blue", label=f"fit: slope {fit['slope']:.2f}{ci_txt}")
+        g = _fit_line(ax, fit, np.log10(N.min()) - 0.05, np.log10(N.max()) + 0.05, color="tab:blue",
+                      label=f"fit: slope {fit['slope']:.2f}{slope_ci_text(fit, '.2f')}")
         mid = np.log10(N).mean()
         ax.plot(g, fit["intercept"] + fit["slope"] * mid + ref_slope * (g - mid), color="tab:red", ls="--",
                 label=f"slope 1/nu = {ref_slope:.2f} (paper's prediction)")
@@ -191,10 +197,8 @@ def t_icl_vs_N(N_seeds: list, t_seeds: list, censor_at: list, med: dict, title: 
                      fmt="s", color="black", ms=6, label="KM median (95% CI)")
     lin = med.get("linear") or {}
     if lin.get("ok"):
-        g = np.linspace(allN.min(), allN.max(), 50)
-        ci_txt = slope_ci_text(lin, ".3g")
-        ax.plot(g, lin["intercept"] + lin["slope"] * g, color="tab:red",
-                label=f"median = {lin['intercept']:.3g} + {lin['slope']:.3g}{ci_txt} N")
+        _fit_line(ax, lin, allN.min(), allN.max(), color="tab:red",
+                  label=f"median = {lin['intercept']:.3g} + {lin['slope']:.3g}{slope_ci_text(lin, '.3g')} N")
     ax.set_xlabel("N (tokens per sequence incl. query)")
     ax.set_ylabel("t_ICL (SGD steps)")
     ax.set_title(title or "t_ICL vs N at K = infinity (triangles: censored)")
