@@ -187,15 +187,6 @@ def _repad(tree, padded: int, live: int):
     return {**tree, "carry": jax.tree.map(fix, tree["carry"]), "curves": jax.tree.map(fix, tree["curves"])}
 
 
-def _describe(cfg: Config) -> str:
-    t = cfg.task
-    if t.kind == "linear_regression":
-        return f"{cfg.model.kind} D={t.D} N={t.N} P={t.P or 'inf'}"
-    if t.kind == "memorization":
-        return f"MLP width {cfg.model.width}, K={t.K}"
-    return f"{t.variant} K={'inf' if t.variant == 'infinite' else t.K}, N={t.N}"
-
-
 # What to lower when one kind of memory dominates a refused run.
 _STATE_SIZES = "ensemble.seeds (run the seeds in parts with ensemble.first_seed) or the model and task sizes " \
                "(model.width, task.D, task.K_max)"
@@ -311,14 +302,14 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     from icl_race.engine.sharding import place, seed_mesh
     from icl_race.analysis.survival import censor_time
     from icl_race.plots import histogram, png_bytes
-    from icl_race.systems import build
+    from icl_race import systems
 
     rundir.write_config(out, cfg)
     e, tr = cfg.ensemble, cfg.train
     seed_ids = np.arange(e.first_seed, e.first_seed + e.seeds, dtype=np.int64)
     compiles0, compile_s0 = compile_stats.snapshot()
     tic = time.perf_counter()
-    program, consts = build(cfg)
+    program, consts = systems.build(cfg)
 
     ckpt = restored = None
     if tr.checkpoint_every:
@@ -387,7 +378,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     }
     t_kept = results[f"t_{stop}"][~results["diverged"]]
     fig = histogram(t_kept, censor_time(tr.steps, steps_run, bool(np.any(t_kept < 0))),
-                    title=f"t_{stop}, {_describe(cfg)}, {e.seeds} seeds", xlabel=f"t_{stop} (steps)")
+                    title=f"t_{stop}, {systems.of(cfg).describe(cfg)}, {e.seeds} seeds", xlabel=f"t_{stop} (steps)")
     hist = png_bytes(fig, dpi=120)
 
     trained_s = max(run_s - compile_s, 1e-9)

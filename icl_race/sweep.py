@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from icl_race import config, rundir
+from icl_race import config, rundir, systems
 from icl_race.config import Config, ConfigError
 from icl_race.runner import hms
 
@@ -100,6 +100,16 @@ def _check_fields(table, name: str) -> None:
             raise ConfigError(f"grid field {field!r}: the value {twice!r} is listed twice (one cell each)")
 
 
+def _pool_K(raw: dict):
+    """The item-pool K of a cell's raw config (its system's `pool_K`), or None; a cell whose kinds are
+    not registered is left for its validation to name."""
+    try:
+        system = systems.of(raw)
+    except ConfigError:
+        return None
+    return system.pool_K(raw.get("task") or {}) if system.pool_K else None
+
+
 def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
     """The cells of a sweep: every combination of the grid's values, crossed with the rows of the
     zipped fields, on top of `raw`."""
@@ -123,8 +133,7 @@ def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
         raws.append(cell)
     # One compilation for every K: a common pool size, unless the spec chose one.
     # A K that is not an integer is left for the cell's validation to name.
-    ks = [k for c in raws if c.get("task", {}).get("variant", "standard") != "infinite"
-          for k in [c.get("task", {}).get("K", config.TaskConfig.K)]
+    ks = [k for c in raws for k in [_pool_K(c)]
           if isinstance(k, (int, float)) and not isinstance(k, bool) and math.isfinite(k)]
     if "task.K" in swept and "K_max" not in raw.get("task", {}) and "task.K_max" not in swept and ks:
         for c in raws:

@@ -120,3 +120,33 @@ def test_imports_are_read_inside_functions_and_relative(tmp_path):
     modules = _modules()
     assert "icl_race.runner" in imports(PACKAGE / "cli.py", modules)  # imported inside a function
     assert "icl_race.plots.classification" in imports(PACKAGE / "report" / "classification_run.py", modules)
+
+
+def test_loading_a_config_imports_no_jax_and_no_program():
+    # The registry holds each system's sections and validation as code and its program and report by
+    # name, so that the CLI's input errors and `icl-race report` stay free of jax (and its start-up time).
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom icl_race import config\nfor kind in ('classification', 'linear_regression', "
+            "'memorization'):\n    config.from_dict({'task': {'kind': kind}})\n"
+            "config.from_dict({'model': {'kind': 'minimal'}})\n"
+            "loaded = [m for m in ('jax', 'icl_race.systems.classification', 'icl_race.report', 'matplotlib') "
+            "if m in sys.modules]\nsys.exit(f'imported {loaded}' if loaded else 0)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+def test_every_registered_reference_resolves_inside_its_layer():
+    from icl_race import systems
+    from icl_race.configbase import resolve
+
+    for s in systems.SYSTEMS:
+        program = resolve(s.program)
+        assert program.__module__.startswith("icl_race.systems.") and hasattr(program, "from_config"), s
+        assert s.program.partition(":")[0] in _modules(), s  # a module the layering checks above read
+        if s.report is None:
+            assert s.no_report, s
+        else:
+            assert _under(s.report, "icl_race.report") and s.report in _modules(), s
+            assert hasattr(resolve(s.report), "run_report"), s

@@ -82,9 +82,3 @@ def test_level_passages_recorded_on_device_equal_the_curves(tmp_path, tiny_raw):
     assert (r["t_icl60"] >= 0).any() and (r["t_icl"] >= 0).any()
     passed = r["t_icl"] >= 0
     assert np.all(r["t_icl60"][passed] <= r["t_icl90"][passed]) and np.all(r["t_icl90"][passed] <= r["t_icl"][passed])
-
-
-@pytest.mark.parametrize("value", [[0.9, 0.6], [0.6, 0.6], [1.2], [0.655]])
-def test_bad_levels_are_refused(value):
-    with pytest.raises(config.ConfigError, match="train.icl_levels"):
-        config.from_dict({"train": {"icl_levels": value}})

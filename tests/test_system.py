@@ -59,12 +59,6 @@ def test_frozen_group_stays_bit_identical_to_init(freeze, frozen, trained):
     assert not any(v for m in trained for v in jax.tree.leaves(same[m]))
 
 
-def test_bad_freeze_is_a_one_line_error_naming_the_field():
-    with pytest.raises(config.ConfigError, match=r"^model\.freeze = 'attn': must be one of .*none.*attention.*mlp") as e:
-        config.from_dict({"model": {"freeze": "attn"}})
-    assert "\n" not in str(e.value)
-
-
 def test_memory_path_c_statistics_of_a_silent_mlp():
     # phi = 0 for every query: sigma(-phi) = 1/2, so c1 = 1/2, c2 = 1 - (1/4)/(1/2) = 1/2, c3 = e^0 = 1.
     program, consts = build(config.from_dict({"task": {"K": 200, "N": 8}, "model": {"width": 16},

@@ -54,12 +54,12 @@ def cubic_features(beta_PxD: jax.Array, xq_PxD: jax.Array) -> jax.Array:
     return (beta_PxD[:, :, None] * xq_PxD[:, None, :]).reshape(P, D * D)
 
 
-KINDS = ("attn_m", "attn_s", "mlp")
-INIT_SCHEMES = ("balanced", "entrywise", "aligned")
-
-
 @dataclass(frozen=True)
 class LinearAttention:
+    """One of the models above; its fields are validated where a config is (systems/linear_attention_spec.py:
+    kind attn_m | attn_s | mlp, 1 <= R <= D, softmax and in_weight for attention only, the aligned init
+    for attn_m and mlp)."""
+
     kind: str
     D: int
     H: int
@@ -67,16 +67,6 @@ class LinearAttention:
     softmax: bool = False
     temperature: float = 1.0
     in_weight: bool = False
-
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"model kind {self.kind!r} not in {KINDS}")
-        if self.softmax and self.kind == "mlp":
-            raise ValueError("softmax applies to attention (attn_m, attn_s), not to the MLP")
-        if self.kind == "attn_s" and not 1 <= self.R <= self.D:
-            raise ValueError(f"rank R must be in 1..D, got {self.R}")
-        if self.in_weight and self.kind == "mlp":
-            raise ValueError("in_weight blocks belong to attention (attn_m, attn_s), not to the MLP")
 
     # ---- parameters ----------------------------------------------------------------------------
 
@@ -102,14 +92,10 @@ class LinearAttention:
         scale = jnp.asarray(scale, F64)
         normal = lambda k, shape, std: std * jax.random.normal(k, shape, F64)
         if scheme == "aligned":
-            if self.kind == "attn_s":
-                raise ValueError("the aligned init is Eq. 10's, for attn_m and mlp")
             r_H = jax.random.normal(k_v, (H,), F64)
             r_H = r_H / jnp.linalg.norm(r_H)
             U = scale * r_H[:, None, None] * jnp.eye(D, dtype=F64)[None] / math.sqrt(D)
             return self._from_vU(scale * r_H, U)
-        if scheme not in ("balanced", "entrywise"):
-            raise ValueError(f"init scheme {scheme!r} not in {INIT_SCHEMES}")
         bal = scheme == "balanced"
         v = normal(k_v, (H,), scale)
         if self.kind == "attn_s":

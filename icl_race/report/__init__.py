@@ -3,7 +3,8 @@
     write_report(DIR)  ->  DIR/report.md, DIR/report.json, DIR/figures/<name>.png and .pdf
     hist_text(DIR)     ->  a text histogram of the headline time with the censored count, and a summary line
 
-One module per system's report (classification_run, classification_sweep, regression, memorization),
+Each system's report is the module its registration names (`icl_race.systems`: classification for the
+race and the minimal model, regression for linear attention; memorization has none and says so),
 composed from the statistics in `icl_race.analysis` and the figures in `icl_race.plots`; `format` and
 `paper` are shared. The directories are read through `icl_race.rundir`. Imports no jax.
 """
@@ -15,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from icl_race import rundir
+from icl_race import rundir, systems
 from icl_race.config import ConfigError
-from icl_race.report import classification_run, classification_sweep, memorization, regression
+from icl_race.configbase import System, resolve
 from icl_race.report.format import jsonable, save_figure
 
 N_BOOT = 2000
@@ -33,19 +34,23 @@ def _check_dir(d: Path) -> str:
     raise ConfigError(f"{d}: neither a run directory (config.json, results.npz) nor a sweep directory (cells/)")
 
 
-def _task_kind(d: Path) -> str:
-    """task.kind of a run directory, or of a sweep's first cell that has a config (classification when
-    none has one yet: the report then lists the unfinished cells)."""
+def _system(d: Path) -> System:
+    """The system of a run directory, or of a sweep's first cell that has a config (the default system
+    when none has one yet: the report then lists the unfinished cells)."""
     configs = [d / "config.json"] if (d / "config.json").exists() else sorted((d / "cells").glob("*/config.json"))
-    return rundir.read_config(configs[0].parent)["task"].get("kind", "classification") if configs else "classification"
+    return systems.of(rundir.read_config(configs[0].parent)) if configs else systems.SYSTEMS[0]
 
 
-def _load(d: Path, kind: str):
-    """The directory as a `rundir.Run` or `rundir.SweepDir`, after the one-line refusals."""
-    task_kind = _task_kind(d)
-    if task_kind == "memorization":
-        memorization.refuse(d)
-    return task_kind, (rundir.load_run(d) if kind == "run" else rundir.load_sweep(d))
+def _part(d: Path, kind: str, name: str, what: str):
+    """The system's report function `name` and the directory as a `rundir.Run` or `rundir.SweepDir`,
+    after the one-line refusals."""
+    system = _system(d)
+    if system.report is None:
+        raise ConfigError(f"{d}: {system.no_report or f'task.kind = {system.task_kind!r} has no report'}")
+    fn = getattr(resolve(system.report), name, None)
+    if fn is None:
+        raise ConfigError(f"{d}: task.kind = {system.task_kind!r} has no {what} of a {kind} directory")
+    return fn, (rundir.load_run(d) if kind == "run" else rundir.load_sweep(d))
 
 
 def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str]:
@@ -54,13 +59,8 @@ def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str
     d = Path(d)
     kind = _check_dir(d)
     rng = np.random.default_rng(seed)
-    task_kind, found = _load(d, kind)
-    if task_kind == "linear_regression":  # losses and transition times, not t_ICL: a report of its own
-        report, md, figs = regression.run_report(found) if kind == "run" else regression.sweep_report(found)
-    elif kind == "run":
-        report, md, figs = classification_run.run_report(classification_run.run_dict(found), n_boot, rng)
-    else:
-        report, md, figs = classification_sweep.sweep_report(found, n_boot, rng)
+    fn, found = _part(d, kind, f"{kind}_report", "report")
+    report, md, figs = fn(found, n_boot, rng)
     from icl_race import __version__
 
     written = []
@@ -73,10 +73,11 @@ def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str
 
 
 def hist_text(d: str | Path, bins: int = 12) -> str:
-    """The `hist` view of a classification run or sweep directory."""
+    """The `hist` view of a run or sweep directory (the classification systems have one)."""
     d = Path(d)
     kind = _check_dir(d)
-    _, found = _load(d, kind)
     if kind == "run":
-        return classification_run.hist_text(found, bins)
-    return classification_sweep.hist_text(found)
+        fn, found = _part(d, kind, "hist_text", "hist view")
+        return fn(found, bins)
+    fn, found = _part(d, kind, "sweep_hist_text", "hist view")
+    return fn(found)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from icl_race.config import Config
+from icl_race import config
 from icl_race.report.format import ci_text, num, p_eq, pct
 
 PAPER = {
@@ -26,8 +26,8 @@ def flat(cfg: dict) -> dict:
 
 
 def paper_differences(cfg: dict) -> list[str]:
-    """Config fields that differ from the paper's settings (the Config defaults)."""
-    ref = flat(Config().to_dict())
+    """Config fields that differ from the paper's settings (the defaults of the classification race)."""
+    ref = flat(config.from_dict({}).to_dict())
     ours = flat(cfg)
     skip = IGNORED_FIELDS | {"train.early_stop", "train.stop_when_all_acquired"}
     return [f"{k}={ours[k]!r} (paper {ref[k]!r})" for k in sorted(ours)

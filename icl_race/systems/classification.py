@@ -38,7 +38,7 @@ import jax.numpy as jnp
 
 from icl_race import optim
 from icl_race.analysis.regime import level_event
-from icl_race.config import Config
+from icl_race.configbase import Config
 from icl_race.models.transformer import ATTENTION_PATH, Transformer, scale_qk
 from icl_race.systems.memorization import c_statistics
 from icl_race.tasks import classification as task

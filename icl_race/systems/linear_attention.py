@@ -31,13 +31,21 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from icl_race.config import Config
+from icl_race import config
+from icl_race.configbase import Config
 from icl_race.models.linear_attention import LinearAttention, gamma_loss
 from icl_race.tasks import regression as task
 from icl_race.tasks.regression import F64
 from icl_race.theory import linear_attention as theory
 
-PATHS = ("moments", "tokens")
+# The keywords of `LinearAttentionRegression.build` and the config fields they set.
+BUILD_FIELDS = {"model": "model.kind", "H": "model.heads", "R": "model.rank", "softmax": "model.softmax",
+                "temperature": "model.temperature", "in_weight": "model.in_weight",
+                "init_scheme": "model.init_scheme", "init_scale": "model.init_scale", "dt": "train.lr",
+                **{name: f"task.{name}" for name in ("D", "N", "icl_fraction", "test_size", "spectrum", "alpha",
+                                                     "lambdas", "rotate", "cov_seed", "P", "center", "whiten",
+                                                     "data_seed", "per_seed_data", "path", "plateau_frac",
+                                                     "converged_tol")}}
 
 
 @dataclass(frozen=True)
@@ -52,10 +60,6 @@ class LinearAttentionRegression:
     whiten: bool = True
     freeze_event: str | None = None
 
-    @staticmethod
-    def needs_x64(cfg: Config) -> bool:
-        """Whether this config's runs need `with jax.enable_x64(True):` (systems.precision): always."""
-        return True
     stop_event = "converged"  # the run's headline time: loss within converged_tol of L(M_D)
 
     @property
@@ -65,78 +69,66 @@ class LinearAttentionRegression:
     # ---- set-up -------------------------------------------------------------------------------
 
     @classmethod
-    def from_config(cls, cfg) -> tuple["LinearAttentionRegression", dict]:
-        t, m, tr = cfg.task, cfg.model, cfg.train
-        return cls.build(model=m.kind, D=t.D, N=t.N, H=m.heads, R=m.rank, softmax=m.softmax,
-                         temperature=m.temperature, in_weight=m.in_weight, icl_fraction=t.icl_fraction,
-                         test_size=t.test_size, spectrum=t.spectrum, alpha=t.alpha,
-                         lambdas=list(t.lambdas) or None, rotate=t.rotate, cov_seed=t.cov_seed, P=t.P,
-                         center=t.center, whiten=t.whiten, data_seed=t.data_seed, per_seed_data=t.per_seed_data,
-                         path=t.path, init_scheme=m.init_scheme, init_scale=m.init_scale, dt=tr.lr,
-                         plateau_frac=t.plateau_frac, converged_tol=t.converged_tol or None,
-                         freeze_converged=tr.early_stop == "freeze")
+    def from_config(cls, cfg: Config) -> tuple["LinearAttentionRegression", dict]:
+        """(program, consts) for a validated config (systems/linear_attention_spec.py). Static
+        (recompiling) fields: shapes, model kind, P, path, data options. Traced (consts): train.lr (dt,
+        in units of τ), init_scale, icl_fraction, Λ's eigenvectors, the moments and the event thresholds.
 
-    @classmethod
-    def build(cls, *, model: str = "attn_s", D: int = 4, N: int = 31, H: int = 5, R: int = 1,
-              softmax: bool = False, temperature: float = 1.0, in_weight: bool = False,
-              icl_fraction: float = 1.0, test_size: int = 0,
-              spectrum: str = "linear", alpha: float = 2.0, lambdas=None, rotate: bool = False,
-              cov_seed: int = 0, P: int = 0, center: bool = True, whiten: bool = True, data_seed: int = 1,
-              per_seed_data: bool = False, path: str | None = None,
-              init_scheme: str = "balanced", init_scale: float = 1e-2, dt: float = 0.1,
-              plateau_frac: float = 0.05, converged_tol: float | None = None,
-              freeze_converged: bool = False) -> tuple["LinearAttentionRegression", dict]:
-        """(program, consts). Static (recompiling) fields: shapes, model kind, P, path, data options.
-        Traced (consts): dt, init_scale, icl_fraction, Λ's eigenvectors, the moments and the event
-        thresholds.
-
-        converged_tol defaults to 1% of the last plateau gap L(M_{D−1}) − L(M_D). The fixed task vector
+        task.converged_tol = 0 means 1% of the last plateau gap L(M_{D−1}) − L(M_D). The fixed task vector
         of the in-weight mixture and the two test sets have keys of their own, so the training set of a
         given data_seed is the same whatever icl_fraction and test_size."""
         task.require_x64()
-        path = path or ("tokens" if softmax else "moments")
-        if path not in PATHS:
-            raise ValueError(f"path {path!r} not in {PATHS}")
-        if (softmax or in_weight) and path != "tokens":
-            raise ValueError("softmax attention and in_weight have no moments fast path: use path='tokens'")
-        if (icl_fraction < 1 or test_size) and P <= 0:
-            raise ValueError("the in-weight mixture and the test sets need a finite training set (P > 0)")
-        if path == "tokens" and P <= 0:
-            raise ValueError("the token path trains on a fixed set: P must be > 0")
-        if per_seed_data and P <= 0:
-            raise ValueError("per_seed_data needs a finite training set (P > 0)")
-        net = LinearAttention(model, D, H, R, softmax, temperature, in_weight)
-        program = cls(net, N, P, path, init_scheme, per_seed_data, center, whiten,
-                      "converged" if freeze_converged else None)
+        t, m, tr = cfg.task, cfg.model, cfg.train
+        net = LinearAttention(m.kind, t.D, m.heads, m.rank, m.softmax, m.temperature, m.in_weight)
+        program = cls(net, t.N, t.P, t.path, m.init_scheme, t.per_seed_data, t.center, t.whiten,
+                      "converged" if tr.early_stop == "freeze" else None)
 
-        lam_D = task.spectrum(spectrum, D, alpha=alpha, values=lambdas)
-        Lambda_DxD, E_DxD = task.covariance(lam_D, jax.random.key(cov_seed) if rotate else None)
-        plateaus = theory.plateau_losses(lam_D, N)
+        lam_D = task.spectrum(t.spectrum, t.D, alpha=t.alpha, values=list(t.lambdas) or None)
+        Lambda_DxD, E_DxD = task.covariance(lam_D, jax.random.key(t.cov_seed) if t.rotate else None)
+        plateaus = theory.plateau_losses(lam_D, t.N)
         gaps = plateaus[:-1] - plateaus[1:]
         consts = {
-            "dt": jnp.asarray(dt, F64),
-            "init_scale": jnp.asarray(init_scale, F64),
+            "dt": jnp.asarray(tr.lr, F64),
+            "init_scale": jnp.asarray(m.init_scale, F64),
             "Lambda_DxD": Lambda_DxD,
             "E_DxD": E_DxD,
             "plateaus": jnp.asarray(plateaus, F64),
-            "thresholds": jnp.asarray(plateaus[1:] + plateau_frac * gaps, F64),
-            "converged_at": jnp.asarray(plateaus[-1] + (0.01 * gaps[-1] if converged_tol is None
-                                                        else converged_tol), F64),
-            "pop": task.population_moments(Lambda_DxD, N),
+            "thresholds": jnp.asarray(plateaus[1:] + t.plateau_frac * gaps, F64),
+            "converged_at": jnp.asarray(plateaus[-1] + (t.converged_tol or 0.01 * gaps[-1]), F64),
+            "pop": task.population_moments(Lambda_DxD, t.N),
         }
-        if P > 0:
-            k_w, k_iw, k_ic = jax.random.split(jax.random.fold_in(jax.random.key(data_seed), 1), 3)
-            consts["w_fixed_D"] = task.fixed_task_vector(k_w, D)
-            consts["icl_fraction"] = jnp.asarray(icl_fraction, F64)  # traced: a sweep over it compiles once
-        if P > 0 and not per_seed_data:
+        if t.P > 0:
+            k_w, k_iw, k_ic = jax.random.split(jax.random.fold_in(jax.random.key(t.data_seed), 1), 3)
+            consts["w_fixed_D"] = task.fixed_task_vector(k_w, t.D)
+            consts["icl_fraction"] = jnp.asarray(t.icl_fraction, F64)  # traced: a sweep over it compiles once
+        data = dict(center=t.center, whiten=t.whiten, w_fixed_D=consts.get("w_fixed_D"))
+        if t.P > 0 and not t.per_seed_data:
             consts["train"] = program.prepare(task.sample_dataset(
-                jax.random.key(data_seed), P, N, Lambda_DxD, center=center, whiten=whiten,
-                icl_fraction=icl_fraction, w_fixed_D=consts["w_fixed_D"]))
-        if test_size:
+                jax.random.key(t.data_seed), t.P, t.N, Lambda_DxD, icl_fraction=t.icl_fraction, **data))
+        if t.test_size:
             consts["tests"] = {name: program.prepare(task.sample_dataset(
-                k, test_size, N, Lambda_DxD, center=center, whiten=whiten, icl_fraction=c,
-                w_fixed_D=consts["w_fixed_D"])) for name, k, c in (("iw", k_iw, 0.0), ("ic", k_ic, 1.0))}
+                k, t.test_size, t.N, Lambda_DxD, icl_fraction=c, **data))
+                for name, k, c in (("iw", k_iw, 0.0), ("ic", k_ic, 1.0))}
         return program, consts
+
+    @classmethod
+    def build(cls, *, freeze_converged: bool = False, **fields) -> tuple["LinearAttentionRegression", dict]:
+        """`from_config` for Python callers: each keyword sets the config field BUILD_FIELDS names (model =
+        model.kind, H = model.heads, R = model.rank, dt = train.lr, D = task.D, ...; None keeps the
+        default), every other field keeps the config's default, and the config's validation applies
+        (a ConfigError names the field). path defaults to "tokens" with softmax (it has no fast path)."""
+        if fields.get("softmax") and fields.get("path") is None:
+            fields["path"] = "tokens"
+        raw = {"task": {"kind": "linear_regression"}, "model": {}, "train": {}}
+        for name, value in fields.items():
+            if name not in BUILD_FIELDS:
+                raise TypeError(f"build() got an unexpected keyword argument {name!r}")
+            sec, key = BUILD_FIELDS[name].split(".")
+            if value is not None:
+                raw[sec][key] = value
+        if freeze_converged:
+            raw["train"]["early_stop"] = "freeze"
+        return cls.from_config(config.from_dict(raw))
 
     def prepare(self, data: dict) -> dict:
         """A data set in the form the training path reads: its moments, or its tokens."""

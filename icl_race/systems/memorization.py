@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from icl_race import optim
-from icl_race.config import Config
+from icl_race.configbase import Config
 from icl_race.models.minimal import ItemMLP
 from icl_race.tasks import classification as task
 
@@ -46,11 +46,6 @@ class MemorizationRun:
 
     event_names = ("memorized", "converged")
     stop_event = "memorized"
-
-    @staticmethod
-    def needs_x64(cfg: Config) -> bool:
-        """model.float64 runs the system in `jax.enable_x64` (systems.precision), parameters float64."""
-        return cfg.model.float64
 
     @classmethod
     def from_config(cls, cfg: Config) -> tuple["MemorizationRun", dict]:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from icl_race.config import Config, ModelConfig
+from icl_race.configbase import Config
 from icl_race.models.minimal import MinimalModel
 from icl_race.systems.classification import ClassificationRace
+from icl_race.systems.classification_spec import ModelConfig
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ training only ever needs the sufficient statistics of (y_q, β ⊗ x_q):
     L(Γ) = s − 2 ⟨Γ, C⟩_F + vec(Γ)ᵀ S vec(Γ),  s = E y_q²,  C = E y_q β x_qᵀ,  S = E z zᵀ,  z = vec(β x_qᵀ)
 
 with vec row-major (z[i*D + j] = β_i x_q,j). `finite_moments` gives them exactly for a fixed training set
-(averages over its P sequences), `population_moments` for P = ∞ (s = tr Λ, C = Λ², S = A ⊗ Λ with
-A = E[Λ̂²] = Λ² + (Λ + tr Λ I) Λ / N, Eq. 15).
+(averages over its P sequences), `population_moments` for P = ∞ (s = tr Λ, C = Λ², S = A ⊗ Λ with A the
+in-context covariance of Eq. 15, `theory.linear_attention.in_context_covariance`).
 
 Everything here is a pure function of keys and needs float64: call it inside `with jax.enable_x64(True):`
 (or with JAX_ENABLE_X64=1); the functions raise otherwise rather than silently computing in float32.
@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from icl_race.models.linear_attention import context_beta, cubic_features
+from icl_race.theory.linear_attention import in_context_covariance
 from icl_race.theory.linear_attention import spectrum  # noqa: F401 (re-exported: the spectra of Λ)
 
 F64 = jnp.float64
@@ -137,16 +138,9 @@ def finite_moments(data: dict) -> dict[str, jax.Array]:
 
 # ---- the population (P = ∞) -------------------------------------------------------------------------
 
-def in_context_second_moment(Lambda_DxD, N: int):
-    """A = E[Λ̂²] = E[β βᵀ] = Λ² + (Λ + tr(Λ) I) Λ / N (Eq. 15), for Λ̂ = (1/N) Σ_n x_n x_nᵀ."""
-    xp = jnp if isinstance(Lambda_DxD, jax.Array) else np
-    L = Lambda_DxD
-    return L @ L + (L + xp.trace(L) * xp.eye(L.shape[0], dtype=L.dtype)) @ L / N
-
-
 def population_moments(Lambda_DxD: jax.Array, N: int) -> dict[str, jax.Array]:
     """s = tr Λ, C = Λ², S = A ⊗ Λ (row-major vec: S[(i,j),(k,l)] = A_ik Λ_jl): the P = ∞ limit of
     `finite_moments` for ideal (uncentred, unwhitened) data, i.e. the paper's theory model exactly."""
     require_x64()
     L = jnp.asarray(Lambda_DxD, F64)
-    return {"s": jnp.trace(L), "C_DxD": L @ L, "S_FxF": jnp.kron(in_context_second_moment(L, N), L)}
+    return {"s": jnp.trace(L), "C_DxD": L @ L, "S_FxF": jnp.kron(in_context_covariance(L, N), L)}

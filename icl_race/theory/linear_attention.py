@@ -70,10 +70,15 @@ def plateau_values(lambdas, N: int) -> np.ndarray:
     return (lam * c_factors(lam, N)) ** (-1.0 / 3.0)
 
 
-def in_context_covariance(Lambda, N: int) -> np.ndarray:
-    """A = E[Λ̂²] = Λ² + (Λ + tr(Λ) I)Λ / N (Eq. 15)."""
-    L = np.asarray(Lambda, np.float64)
-    return L @ L + (L + np.trace(L) * np.eye(len(L))) @ L / N
+def in_context_covariance(Lambda, N: int):
+    """A = E[Λ̂²] = E[β βᵀ] = Λ² + (Λ + tr(Λ) I)Λ / N (Eq. 15), for Λ̂ = (1/N) Σ_n x_n x_nᵀ: the one
+    definition, used by the theory and by the simulator's population moments (tasks/regression.py). A jax
+    array is computed in its own namespace (jax.numpy, traceable) without this module importing jax;
+    anything else as numpy float64."""
+    xp = np if isinstance(Lambda, np.ndarray) or not hasattr(Lambda, "__array_namespace__") \
+        else Lambda.__array_namespace__()
+    L = np.asarray(Lambda, np.float64) if xp is np else Lambda
+    return L @ L + (L + xp.trace(L) * xp.eye(L.shape[0], dtype=L.dtype)) @ L / N
 
 
 def population_loss(Gamma, Lambda, N: int) -> float:
@@ -98,7 +103,7 @@ def pcr_map(lambdas, N: int, m: int, eigvecs=None) -> np.ndarray:
 def converged_map(Lambda, N: int) -> np.ndarray:
     """Γ* = (Λ + (Λ + tr(Λ) I)/N)^(−1) = A^(−1) Λ (Eq. 11): the population optimum, eigenvalues 1/(λ_d c_d)."""
     L = np.asarray(Lambda, np.float64)
-    return np.linalg.inv(L + (L + np.trace(L) * np.eye(len(L))) / N)
+    return np.linalg.solve(in_context_covariance(L, N), L)
 
 
 # ---- ATTN_M, white covariance (Eq. 10) --------------------------------------------------------------
