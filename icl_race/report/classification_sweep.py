@@ -15,6 +15,7 @@ from icl_race.config import ConfigError
 from icl_race.report.classification_run import (analyze_cell, bimod_row, cell_label, ci_cell, median_text,
                                                 never_text, run_dict, summary_line)
 from icl_race.plots import classification as F
+from icl_race.report import levers
 from icl_race.report.format import ci_text, num, p_value, pct, slug
 from icl_race.report.paper import (IGNORED_FIELDS, PAPER, comparison_markdown, flat, methods_markdown,
                                    paper_differences, sweep_comparisons)
@@ -122,6 +123,7 @@ def sweep_report(sweep: rundir.SweepDir, n_boot: int, rng) -> tuple[dict, str, d
         t["in_regime"] = _in_regime_threshold(t, abrupt, cells, stats)
     for sc, (g, idx) in zip(report["t_icl_vs_N"], groups(("infinite",), {"task.K", "task.N"})):
         sc["in_regime"] = _in_regime_scaling(sc, idx, cells, abrupt, n_boot, rng)
+    report["by_lever"] = levers.by_lever(report["thresholds"], report["t_icl_vs_N"])
     report["paper_comparisons"] = sweep_comparisons(report)
     return report, sweep_markdown(report, figs), figs
 
@@ -329,6 +331,7 @@ def sweep_markdown(rep: dict, figs: dict) -> str:
                 md.append(bimod_row(f"N={n['N']} K={n['K']:,}: final ICL accuracy", n["bimodality"]["final_icl_acc"]))
                 md.append(bimod_row(f"N={n['N']} K={n['K']:,}: log10 t_ICL (acquired)", n["bimodality"]["log10_t_acquired"]))
             md.append("")
+    md += levers.markdown(rep.get("by_lever", {}))
     for s in rep["t_icl_vs_N"]:
         m = s["median_vs_N"]
         md += [f"## t_ICL vs N at K = infinity: {s['label']}", "",

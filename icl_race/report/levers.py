@@ -1,0 +1,62 @@
+"""A sweep's swept lever as an axis: K* and the K = infinity median t_ICL side by side across the
+groups of cells that differ in a field other than K and N (task.zipf_alpha, train.optimizer,
+model.qk_init_scale, ...), so that K* per lever value reads like K* per N."""
+
+from __future__ import annotations
+
+import json
+
+from icl_race.report.format import ci_text, num
+
+
+def _order(value) -> tuple:
+    """Numbers in numeric order, before anything else (in text order)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return (0, value, "") if number else (1, 0, str(value))
+
+
+def by_lever(thresholds: list[dict], scalings: list[dict]) -> dict:
+    """K* and the K = infinity median t_ICL side by side across the groups of a sweep, keyed by the
+    fields that tell the groups apart (a swept lever: task.zipf_alpha, train.optimizer, ...), so one
+    table reads K* per lever value the way K* per N is read. Empty unless two or more groups differ."""
+    def rows(entries, value):
+        fields = sorted({k for e in entries for k in e["group"]
+                         if len({json.dumps(x["group"].get(k), default=str) for x in entries}) > 1})
+        out = [{"lever": {k: e["group"].get(k) for k in fields}, "N": N, **value(e, N)} for e in entries for N in e["N"]]
+        return {"fields": fields, "rows": sorted(out, key=lambda r: (r["N"], [_order(r["lever"][k]) for k in fields]))}
+
+    out = {}
+    if len(thresholds) > 1:
+        out["kstar"] = rows(thresholds, lambda t, N: {
+            "kstar": t["acquisition"][N].get("kstar"), "kstar_ci": t["acquisition"][N].get("kstar_ci"),
+            "paper_sigmoid_kstar": t["paper_sigmoid"][N].get("kstar"),
+            "paper_sigmoid_kstar_ci": t["paper_sigmoid"][N].get("kstar_ci")})
+    if len(scalings) > 1:
+        def median(sc, N):
+            p = next(p for p in sc["median_vs_N"]["per_N"] if p["N"] == N)
+            return {"median_t_icl": p["median"], "median_t_icl_ci": p["median_ci"], "acquired": p["acquired"], "n": p["n"]}
+        out["t_icl_kinf"] = rows(scalings, median)
+    return out
+
+
+def markdown(lever: dict) -> list[str]:
+    md = []
+    if "kstar" in lever:
+        k = lever["kstar"]
+        md += [f"## K* per {', '.join(k['fields'])}", "",
+               "| N | " + " | ".join(k["fields"]) + " | K* (logistic midpoint) | 95% CI | paper's sigmoid K* | 95% CI |",
+               "|---|" + "---|" * len(k["fields"]) + "---|---|---|---|"]
+        md += [f"| {r['N']} | " + " | ".join(str(r["lever"][f]) for f in k["fields"]) + f" | {num(r['kstar'])} | "
+               f"{ci_text(r['kstar_ci'])} | {num(r['paper_sigmoid_kstar'])} | {ci_text(r['paper_sigmoid_kstar_ci'])} |"
+               for r in k["rows"]]
+        md.append("")
+    if "t_icl_kinf" in lever:
+        t = lever["t_icl_kinf"]
+        md += [f"## t_ICL at K = infinity per {', '.join(t['fields'])}", "",
+               "| N | " + " | ".join(t["fields"]) + " | seeds | acquired | KM median t_ICL | 95% CI (bootstrap) |",
+               "|---|" + "---|" * len(t["fields"]) + "---|---|---|---|"]
+        md += [f"| {r['N']} | " + " | ".join(str(r["lever"][f]) for f in t["fields"]) + f" | {r['n']} | {r['acquired']} | "
+               f"{num(r['median_t_icl'])} | {ci_text(r['median_t_icl_ci'])} |" for r in t["rows"]]
+        md.append("")
+    return md
+

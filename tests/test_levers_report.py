@@ -1,0 +1,40 @@
+"""The swept lever as a report axis: groups of a sweep that differ in one field give one table of K*
+(and of the K = infinity median t_ICL) per value of that field."""
+
+from icl_race.report import levers
+
+
+def _threshold(group, kstars):
+    return {"group": group, "N": sorted(kstars),
+            "acquisition": {N: {"kstar": k, "kstar_ci": [k / 2, k * 2]} for N, k in kstars.items()},
+            "paper_sigmoid": {N: {"kstar": k + 1, "kstar_ci": None} for N, k in kstars.items()}}
+
+
+def _scaling(group, medians):
+    return {"group": group, "N": sorted(medians),
+            "median_vs_N": {"per_N": [{"N": N, "median": m, "median_ci": [m - 1, m + 1], "acquired": 16, "n": 16}
+                                      for N, m in medians.items()]}}
+
+
+def test_kstar_per_lever_value_in_numeric_order_per_N():
+    ts = [_threshold({"task.zipf_alpha": a, "train.lr": 0.1}, {32: 1000 * (1 + a), 16: 500 * (1 + a)})
+          for a in (1.5, 0.0, 10.0, 0.5)]
+    out = levers.by_lever(ts, [])
+    k = out["kstar"]
+    assert k["fields"] == ["task.zipf_alpha"]  # train.lr is the same in every group: not a lever
+    assert [(r["N"], r["lever"]["task.zipf_alpha"]) for r in k["rows"]] == [
+        (16, 0.0), (16, 0.5), (16, 1.5), (16, 10.0), (32, 0.0), (32, 0.5), (32, 1.5), (32, 10.0)]
+    assert [r["kstar"] for r in k["rows"][4:]] == [1000, 1500, 2500, 11000]
+    assert k["rows"][0]["paper_sigmoid_kstar"] == 501 and k["rows"][0]["kstar_ci"] == [250, 1000]
+    assert "t_icl_kinf" not in out
+    md = "\n".join(levers.markdown(out))
+    assert "## K* per task.zipf_alpha" in md and "| 32 | 10.0 | 11,000 |" in md
+
+
+def test_t_icl_per_optimizer_and_nothing_for_a_single_group():
+    sc = [_scaling({"train.optimizer": o}, {32: m}) for o, m in (("sgd", 2480), ("adam", 900))]
+    out = levers.by_lever([_threshold({}, {32: 2000})], sc)
+    assert "kstar" not in out  # one group of finite-K cells: no lever axis
+    rows = out["t_icl_kinf"]["rows"]
+    assert [(r["lever"]["train.optimizer"], r["median_t_icl"]) for r in rows] == [("adam", 900), ("sgd", 2480)]
+    assert levers.by_lever([_threshold({}, {32: 2000})], sc[:1]) == {}
