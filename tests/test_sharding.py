@@ -3,8 +3,13 @@ curves within 1e-5 (in fact bit for bit), at lr 0.1 where the ICL transition amp
 difference into different t_ICL within a few hundred steps (which a single GSPMD program does; see
 engine/sharding.py)."""
 
+import os
 import subprocess
 import sys
+
+# A clean environment (no inherited XLA flags or device counts), with the test session's compilation cache.
+ENV = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin",
+       **{k: v for k, v in os.environ.items() if k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))}}
 
 SCRIPT = r"""
 import jax
@@ -32,7 +37,7 @@ print("acquired", int((a["t_icl"] >= 0).sum()), "distinct", len(set(a["t_icl"].t
 
 def test_four_devices_match_one(tmp_path):
     r = subprocess.run([sys.executable, "-c", "import sys\n" + SCRIPT, str(tmp_path)], capture_output=True, text=True,
-                       timeout=600, env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
+                       timeout=600, env=ENV)
     assert r.returncode == 0, r.stderr[-3000:]
     words = r.stdout.split()
     acquired, distinct = int(words[words.index("acquired") + 1]), int(words[words.index("distinct") + 1])
@@ -67,7 +72,7 @@ np.savez(sys.argv[1] + ".out.npz", **res)
 
 def _resume_script(out, devices, mode):
     return subprocess.run([sys.executable, "-c", RESUME, str(out), str(devices), mode], capture_output=True,
-                          text=True, timeout=600, env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
+                          text=True, timeout=600, env=ENV)
 
 
 def test_a_run_checkpointed_on_four_devices_resumes_on_one_to_the_same_results(tmp_path):
