@@ -40,6 +40,8 @@ CASES = [
     (_with(MEM, model__kind="mlp", model__heads=2), r"model\.heads"),
     (_with(MEM, task__probe_size=0), r"task\.probe_size"),
     (_with(MEM, task__input_scale=0.0), r"task\.input_scale"),
+    (_with(MEM, task__zipf_alpha=-0.5), r"^task\.zipf_alpha = -0\.5: must be a finite number >= 0$"),
+    (_with(MEM, task__epsilon=-1.0), r"^task\.epsilon = -1\.0: must be a finite number >= 0$"),
     (_with(MEM, model__float64="yes"), r"model\.float64"),
     # linear regression
     (_with(REG, task__spectrum="zipf"), r"task\.spectrum"),

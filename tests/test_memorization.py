@@ -179,6 +179,43 @@ def test_input_scale_multiplies_the_items():
     np.testing.assert_allclose(pools[1], 8.0 * pools[0], rtol=1e-6)
 
 
+def _batches(task_fields, n_keys=400):
+    from icl_race.systems.memorization import MemorizationRun
+
+    program, consts = MemorizationRun.from_config(config.from_dict({**MEM_RAW, "task": {**MEM_RAW["task"], **task_fields}}))
+    state = program.init(jax.random.key(0), consts)
+    keys = jax.random.split(jax.random.key(1), n_keys)
+    x, y, ids = jax.vmap(lambda k: program.batch(state, consts, k))(keys)
+    return program, consts, state, keys, np.asarray(x).reshape(-1, x.shape[-1]), np.asarray(ids).reshape(-1)
+
+
+def test_default_draws_are_the_uniform_ids_and_clean_items():
+    _, consts, _, keys, x, ids = _batches({})
+    want = np.asarray(jax.vmap(lambda k: jax.random.randint(k, (16,), 0, 64))(keys)).reshape(-1)
+    np.testing.assert_array_equal(ids, want)
+    np.testing.assert_array_equal(x, np.asarray(consts["pool"])[ids])
+
+
+def test_zipf_draws_follow_their_law():
+    from scipy import stats
+
+    *_, ids = _batches({"zipf_alpha": 1.0})
+    assert ids.min() >= 0 and ids.max() < 64
+    p = (np.arange(64) + 1.0) ** -1.0
+    counts = np.bincount(ids, minlength=64)
+    assert stats.chisquare(counts, p / p.sum() * ids.size).pvalue > 1e-3
+    assert counts[0] > 10 * counts[-8:].mean()  # item 0 about 60x item 63: the law really is skewed
+
+
+def test_item_noise_keeps_the_scale_and_has_its_variance():
+    eps, scale = 0.5, 8.0
+    _, consts, _, _, x, ids = _batches({"epsilon": eps, "input_scale": scale})
+    D = x.shape[1]
+    resid = x - np.asarray(consts["pool"])[ids] / np.sqrt(1 + eps**2)
+    assert np.var(resid) == pytest.approx(eps**2 * scale**2 / (D * (1 + eps**2)), rel=0.03)
+    assert np.mean(np.sum(x * x, 1)) == pytest.approx(scale**2, rel=0.03)  # items keep their norm ~ scale
+
+
 def test_float64_mlp_trains_in_float64(tmp_path):
     raw = {**MEM_RAW, "model": {**MEM_RAW["model"], "float64": True}}
     res = execute(config.from_dict(raw), tmp_path / "f64", progress=False)

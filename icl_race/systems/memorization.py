@@ -1,7 +1,8 @@
 """MLP-only memorization (Figs A2/A3 of arXiv 2412.00104) as an engine
 program: K items of the classification task's shared pool, a per-seed balanced label map, a bare
 MLP D -> W -> W -> 1 trained on the logistic loss by train.optimizer (default coupled-decay SGD; the
-decay train.weight_decay_mlp on every parameter), items sampled uniformly on the device.
+decay train.weight_decay_mlp on every parameter), items sampled on the device: uniformly, or by the
+Zipf law of task.zipf_alpha, each occurrence with the item noise of task.epsilon if set.
 Items enter the MLP times task.input_scale: the race's MLP reads the LayerNorm'd query (norm ~sqrt(D + 2),
 not ~1), and its memorization speed at a given lr depends on that scale.
 
@@ -33,6 +34,7 @@ from icl_race.models.minimal import ItemMLP
 from icl_race.tasks import classification as task
 
 PROBE_CHUNK = 2048  # probed items per forward pass: bounds memory at large ensembles
+NOISE_KEY = 101  # the item noise's stream of a step's key (the ids use the key itself, as without noise)
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class MemorizationRun:
     model: ItemMLP
     freeze_event: str | None
     optimizer: str = "sgd"
+    zipf: bool = False  # static switches of the data levers; their strengths are traced in consts
+    item_noise: bool = False
 
     event_names = ("memorized", "converged")
     stop_event = "memorized"
@@ -52,7 +56,8 @@ class MemorizationRun:
         t, tr = cfg.task, cfg.train
         program = cls(pool_size=t.pool_size, probe_items=t.probe_items, batch_size=tr.batch_size,
                       model=ItemMLP(t.D, cfg.model.width, "float64" if cfg.model.float64 else "float32"),
-                      freeze_event="converged" if tr.early_stop == "freeze" else None, optimizer=tr.optimizer)
+                      freeze_event="converged" if tr.early_stop == "freeze" else None, optimizer=tr.optimizer,
+                      zipf=t.zipf_alpha > 0, item_noise=t.epsilon > 0)
         consts = {
             "K": jnp.int32(t.K),
             **optim.hyperparams(tr),
@@ -60,7 +65,11 @@ class MemorizationRun:
             "icl_threshold": jnp.float32(tr.icl_threshold),
             "stop_threshold": jnp.float32(tr.stop_threshold),
             "pool": t.input_scale * task.make_pool(jax.random.key(t.pool_seed), t.pool_size, t.D),
+            "epsilon": jnp.float32(t.epsilon),
+            "input_scale": jnp.float32(t.input_scale),
         }
+        if program.zipf:
+            consts["cdf"] = task.zipf_cdf(t.zipf_alpha, t.K, t.pool_size)
         return program, consts
 
     def init(self, key, consts) -> dict:
@@ -82,10 +91,16 @@ class MemorizationRun:
     def loss(self, params, x_BxD, y_B):
         return jnp.mean(jax.nn.softplus(-y_B * self.model.apply(params, x_BxD)))
 
-    def step(self, state, consts, key):
-        ids_B = jax.random.randint(key, (self.batch_size,), 0, consts["K"])
+    def batch(self, state, consts, key):
+        """(x_BxD, y_B, ids_B) of one training step."""
+        ids_B = task.iid_ids(key, consts["K"], (self.batch_size,), consts["cdf"] if self.zipf else None)
         x_BxD = consts["pool"][ids_B]
-        y_B = 2.0 * state["labels"][ids_B].astype(x_BxD.dtype) - 1.0
+        if self.item_noise:
+            x_BxD = task.noisy_items(jax.random.fold_in(key, NOISE_KEY), x_BxD, consts["epsilon"], consts["input_scale"])
+        return x_BxD, 2.0 * state["labels"][ids_B].astype(x_BxD.dtype) - 1.0, ids_B
+
+    def step(self, state, consts, key):
+        x_BxD, y_B, _ = self.batch(state, consts, key)
         loss, grads = jax.value_and_grad(self.loss)(state["params"], x_BxD, y_B)
         params, opt = optim.update(self._optimizer(consts), grads, state["opt"], state["params"])
         return {**state, "params": params, "opt": opt}, loss

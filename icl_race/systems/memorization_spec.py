@@ -22,6 +22,11 @@ class MemorizationTaskConfig:
     pool_seed: int = 10
     probe_size: int = 10_000  # c-statistics use the items with id < min(K, probe_size) (a fixed subset)
     input_scale: float = 1.0  # items enter the MLP times this; ~sqrt(D + 2) matches the race's LayerNorm'd query
+    # The classification task's data levers, for nu and C under them (experiments/levers/): training items
+    # drawn with P(k) ~ (k + 1)^-alpha (0: uniform), and each occurrence (mu_k + epsilon eta) / sqrt(1 + epsilon^2)
+    # with eta ~ N(0, I/D) fresh; the probes read the clean items, every item weighted equally.
+    zipf_alpha: float = 0.0
+    epsilon: float = 0.0
 
     @property
     def pool_size(self) -> int:
@@ -51,6 +56,8 @@ def validate(cfg: Config) -> None:
     check(t.D >= 1, "task.D", t.D, "an integer >= 1")
     check(t.probe_size >= 1, "task.probe_size", t.probe_size, "an integer >= 1")
     check(t.input_scale > 0, "task.input_scale", t.input_scale, "a finite number > 0")
+    for name in ("zipf_alpha", "epsilon"):
+        check(getattr(t, name) >= 0, f"task.{name}", getattr(t, name), "a finite number >= 0")
     check(m.width >= 1, "model.width", m.width, "an integer >= 1")
     validate_minibatch_train(cfg.train)
 

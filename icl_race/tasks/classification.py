@@ -101,12 +101,17 @@ def bursty_ids(key: jax.Array, K: jax.Array, B: int, N: int, burst: int, p_burst
     return jnp.where(jax.random.bernoulli(k_mix, p_bursty, (B, 1)), bursty_BxN, iid_BxN)
 
 
+def noisy_items(key: jax.Array, items_xD: jax.Array, epsilon: jax.Array, scale: float = 1.0) -> jax.Array:
+    """Every item mu (pool items times `scale`) replaced by (mu + epsilon * scale * eta) / sqrt(1 + epsilon^2),
+    eta ~ N(0, I/D) fresh per occurrence, so items keep their norm."""
+    D = items_xD.shape[-1]
+    eta_xD = jax.random.normal(key, items_xD.shape, items_xD.dtype) / jnp.sqrt(D)
+    return (items_xD + (epsilon * scale) * eta_xD) / jnp.sqrt(1.0 + epsilon * epsilon)
+
+
 def item_noise(key: jax.Array, x_BxNxE: jax.Array, epsilon: jax.Array, D: int) -> jax.Array:
-    """Every token's item replaced by (mu + epsilon * eta) / sqrt(1 + epsilon^2), eta ~ N(0, I/D) fresh
-    per token (query included), so items keep their scale; the label slots are untouched."""
-    eta_BxNxD = jax.random.normal(key, x_BxNxE.shape[:-1] + (D,), x_BxNxE.dtype) / jnp.sqrt(D)
-    items_BxNxD = (x_BxNxE[..., :D] + epsilon * eta_BxNxD) / jnp.sqrt(1.0 + epsilon * epsilon)
-    return jnp.concatenate([items_BxNxD, x_BxNxE[..., D:]], axis=-1)
+    """Every token's item made noisy (`noisy_items`), query included; the label slots are untouched."""
+    return jnp.concatenate([noisy_items(key, x_BxNxE[..., :D], epsilon), x_BxNxE[..., D:]], axis=-1)
 
 
 def balanced_ids(key: jax.Array, order_P: jax.Array, K: jax.Array, B: int, N: int) -> jax.Array:
