@@ -1,7 +1,11 @@
 """The swept lever as a report axis: groups of a sweep that differ in one field give one table of K*
 (and of the K = infinity median t_ICL) per value of that field."""
 
-from icl_race.report import levers
+import numpy as np
+
+from icl_race import config
+from icl_race.report import levers, write_report
+from test_report_golden import _cell, _on_grid
 
 
 def _threshold(group, kstars):
@@ -10,8 +14,8 @@ def _threshold(group, kstars):
             "paper_sigmoid": {N: {"kstar": k + 1, "kstar_ci": None} for N, k in kstars.items()}}
 
 
-def _scaling(group, medians):
-    return {"group": group, "N": sorted(medians),
+def _scaling(group, medians):  # the shape of classification_sweep._scaling's entries (no top-level N)
+    return {"group": group,
             "median_vs_N": {"per_N": [{"N": N, "median": m, "median_ci": [m - 1, m + 1], "acquired": 16, "n": 16}
                                       for N, m in medians.items()]}}
 
@@ -38,3 +42,19 @@ def test_t_icl_per_optimizer_and_nothing_for_a_single_group():
     rows = out["t_icl_kinf"]["rows"]
     assert [(r["lever"]["train.optimizer"], r["median_t_icl"]) for r in rows] == [("adam", 900), ("sgd", 2480)]
     assert levers.by_lever([_threshold({}, {32: 2000})], sc[:1]) == {}
+
+
+def test_a_real_sweep_report_puts_the_swept_lever_in_one_table(tmp_path):
+    # Two K = infinity groups that differ only in model.qk_init_scale, written as run directories.
+    d = tmp_path / "sweep"
+    (d / "cells").mkdir(parents=True)
+    for scale, t0 in ((1.0, 300), (2.0, 900)):
+        for N in (8, 16):
+            t = _on_grid(np.full(20, t0 * N / 8.0))
+            cfg = {"task": {"variant": "infinite", "N": N}, "model": {"qk_init_scale": scale}}
+            _cell(d / "cells" / config.from_dict(cfg).digest(), cfg, t, np.full(20, 0.99, np.float32))
+    write_report(d, n_boot=20)
+    md = (d / "report.md").read_text()
+    assert "## t_ICL at K = infinity per model.qk_init_scale" in md
+    for row in ("| 8 | 1.0 | 20 | 20 | 300 |", "| 8 | 2.0 | 20 | 20 | 900 |", "| 16 | 2.0 | 20 | 20 | 1,800 |"):
+        assert row in md, row

@@ -19,15 +19,15 @@ def by_lever(thresholds: list[dict], scalings: list[dict]) -> dict:
     """K* and the K = infinity median t_ICL side by side across the groups of a sweep, keyed by the
     fields that tell the groups apart (a swept lever: task.zipf_alpha, train.optimizer, ...), so one
     table reads K* per lever value the way K* per N is read. Empty unless two or more groups differ."""
-    def rows(entries, value):
+    def rows(entries, Ns, value):
         fields = sorted({k for e in entries for k in e["group"]
                          if len({json.dumps(x["group"].get(k), default=str) for x in entries}) > 1})
-        out = [{"lever": {k: e["group"].get(k) for k in fields}, "N": N, **value(e, N)} for e in entries for N in e["N"]]
+        out = [{"lever": {k: e["group"].get(k) for k in fields}, "N": N, **value(e, N)} for e in entries for N in Ns(e)]
         return {"fields": fields, "rows": sorted(out, key=lambda r: (r["N"], [_order(r["lever"][k]) for k in fields]))}
 
     out = {}
     if len(thresholds) > 1:
-        out["kstar"] = rows(thresholds, lambda t, N: {
+        out["kstar"] = rows(thresholds, lambda t: t["N"], lambda t, N: {
             "kstar": t["acquisition"][N].get("kstar"), "kstar_ci": t["acquisition"][N].get("kstar_ci"),
             "paper_sigmoid_kstar": t["paper_sigmoid"][N].get("kstar"),
             "paper_sigmoid_kstar_ci": t["paper_sigmoid"][N].get("kstar_ci")})
@@ -35,7 +35,7 @@ def by_lever(thresholds: list[dict], scalings: list[dict]) -> dict:
         def median(sc, N):
             p = next(p for p in sc["median_vs_N"]["per_N"] if p["N"] == N)
             return {"median_t_icl": p["median"], "median_t_icl_ci": p["median_ci"], "acquired": p["acquired"], "n": p["n"]}
-        out["t_icl_kinf"] = rows(scalings, median)
+        out["t_icl_kinf"] = rows(scalings, lambda sc: [p["N"] for p in sc["median_vs_N"]["per_N"]], median)
     return out
 
 
