@@ -173,6 +173,26 @@ def _device_carry(tree):
     return {**tree, "key": jax.random.wrap_key_data(tree["key"])}
 
 
+def _check_state_layout(out: Path, program, consts, state, step: int) -> None:
+    """A checkpoint whose seed state has other fields than this version's program makes (one written
+    before the optimizer state joined it, say) cannot resume: refuse in one line, leaving the directory
+    as it is, instead of failing inside the compiled step."""
+    import jax
+
+    def paths(tree):  # every leaf's path, and the top-level fields (an optimizer state may hold no leaf)
+        return ({jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]}
+                | {f"[{k!r}]" for k in (tree if isinstance(tree, dict) else ())})
+
+    want, have = paths(jax.eval_shape(program.init, jax.random.key(0), consts)), paths(state)
+    if want != have:
+        diff = [f"{what} {', '.join(sorted(ps)[:3])}{' ...' if len(ps) > 3 else ''}"
+                for what, ps in (("lacks", want - have), ("has extra", have - want)) if ps]
+        raise rundir.RunDirError(
+            f"--out {out}: the checkpoint at step {step:,} was written by another icl-race version (its seed state "
+            f"{'; '.join(diff)}); resume it with the version that wrote it (meta of its cells / git log), or move "
+            f"{out / rundir.CHECKPOINTS} aside to start the run over")
+
+
 def _repad(tree, padded: int, live: int):
     """A checkpoint saved with another padding (another device count): keep the live seeds and pad
     with copies of the first one, which are discarded like any padding seed."""
@@ -322,6 +342,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     padded_ids = padded_seed_ids(seed_ids, layout)
     if restored:
         tree, meta = restored
+        _check_state_layout(out, program, consts, tree["carry"]["state"], meta["step"])
         tree = _repad(tree, len(padded_ids), e.seeds)
         carry, start, history = _device_carry(tree["carry"]), meta["step"], (tree["curves"], tree["eval_steps"])
         carry, consts = place(carry, consts, mesh)

@@ -177,3 +177,35 @@ def test_load_reads_a_run_and_a_sweep_with_their_swept_values(tmp_path, uninterr
     assert by_k[200].status == "done" and by_k[200].run.km_median() == 200
     assert by_k[400].status == "pending" and by_k[400].run is None
     assert found.runs == [by_k[200].run]
+
+
+def test_a_checkpoint_of_another_state_layout_is_refused_in_one_line_and_left_alone(tmp_path, monkeypatch):
+    # A checkpoint written by a version whose seed state had other fields (e.g. before the optimizer
+    # state joined it) must not reach the compiled step, where it failed with a KeyError traceback.
+    import icl_race.engine.checkpoint as ck
+    from icl_race.systems.classification import ClassificationRace
+
+    save = ck.Checkpointer.save
+
+    def stop_after_100(self, step, *a, **k):
+        save(self, step, *a, **k)
+        if step >= 100:
+            self.wait()
+            raise Killed("after the checkpoint at step 100")
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(ck.Checkpointer, "save", stop_after_100)
+    with pytest.raises(Killed):
+        execute(CFG, out, progress=False)
+    monkeypatch.setattr(ck.Checkpointer, "save", save)
+    def files():  # all but the lock, which the second attempt takes and releases
+        return sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*") if p.name != rundir.LOCK)
+
+    before = files()
+    init = ClassificationRace.init
+    monkeypatch.setattr(ClassificationRace, "init", lambda self, key, consts: {**init(self, key, consts), "extra": key})
+    with pytest.raises(rundir.RunDirError) as e:
+        execute(CFG, out, progress=False)
+    msg = str(e.value)
+    assert "\n" not in msg and "checkpoint at step 100" in msg and "lacks ['extra']" in msg, msg
+    assert files() == before
