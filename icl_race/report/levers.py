@@ -39,24 +39,23 @@ def by_lever(thresholds: list[dict], scalings: list[dict]) -> dict:
     return out
 
 
+def _table(title: str, table: dict, columns: list[str], cells) -> list[str]:
+    """One lever table: N, the lever fields, then `columns` filled by `cells(row)`."""
+    fields = table["fields"]
+    return ([f"## {title} per {', '.join(fields)}", "", "| " + " | ".join(["N", *fields, *columns]) + " |",
+             "|---|" + "---|" * (len(fields) + len(columns))]
+            + ["| " + " | ".join([str(r["N"]), *(str(r["lever"][f]) for f in fields), *cells(r)]) + " |"
+               for r in table["rows"]] + [""])
+
+
 def markdown(lever: dict) -> list[str]:
     md = []
     if "kstar" in lever:
-        k = lever["kstar"]
-        md += [f"## K* per {', '.join(k['fields'])}", "",
-               "| N | " + " | ".join(k["fields"]) + " | K* (logistic midpoint) | 95% CI | paper's sigmoid K* | 95% CI |",
-               "|---|" + "---|" * len(k["fields"]) + "---|---|---|---|"]
-        md += [f"| {r['N']} | " + " | ".join(str(r["lever"][f]) for f in k["fields"]) + f" | {num(r['kstar'])} | "
-               f"{ci_text(r['kstar_ci'])} | {num(r['paper_sigmoid_kstar'])} | {ci_text(r['paper_sigmoid_kstar_ci'])} |"
-               for r in k["rows"]]
-        md.append("")
+        md += _table("K*", lever["kstar"], ["K* (logistic midpoint)", "95% CI", "paper's sigmoid K*", "95% CI"],
+                     lambda r: [num(r["kstar"]), ci_text(r["kstar_ci"]), num(r["paper_sigmoid_kstar"]),
+                                ci_text(r["paper_sigmoid_kstar_ci"])])
     if "t_icl_kinf" in lever:
-        t = lever["t_icl_kinf"]
-        md += [f"## t_ICL at K = infinity per {', '.join(t['fields'])}", "",
-               "| N | " + " | ".join(t["fields"]) + " | seeds | acquired | KM median t_ICL | 95% CI (bootstrap) |",
-               "|---|" + "---|" * len(t["fields"]) + "---|---|---|---|"]
-        md += [f"| {r['N']} | " + " | ".join(str(r["lever"][f]) for f in t["fields"]) + f" | {r['n']} | {r['acquired']} | "
-               f"{num(r['median_t_icl'])} | {ci_text(r['median_t_icl_ci'])} |" for r in t["rows"]]
-        md.append("")
+        md += _table("t_ICL at K = infinity", lever["t_icl_kinf"],
+                     ["seeds", "acquired", "KM median t_ICL", "95% CI (bootstrap)"],
+                     lambda r: [str(r["n"]), str(r["acquired"]), num(r["median_t_icl"]), ci_text(r["median_t_icl_ci"])])
     return md
-
