@@ -72,14 +72,22 @@ def _merge(base: dict, top: dict) -> dict:
     return out
 
 
-def load(path: str | Path, overrides: list[str] = ()) -> Sweep:
-    path = Path(path)
-    raw = config.read_toml(path, "sweep file")
+def _resolve(path: Path, what: str, chain: tuple[Path, ...] = ()) -> dict:
+    """A spec file with its `base` merged under it; a base may have a base of its own (relative to
+    itself), so a variant of a sweep can name that sweep as its base and inherit its grid."""
+    if path.resolve() in chain:
+        raise ConfigError(f"{path}: base files form a cycle: {' -> '.join(p.name for p in (*chain, path))}")
+    raw = config.read_toml(path, what)
     base = raw.pop("base", None)
-    if base is not None:
-        if not isinstance(base, str):
-            raise ConfigError(f"{path}: base = {base!r}: expected a path to a config TOML")
-        raw = _merge(config.read_toml(path.parent / base), raw)
+    if base is None:
+        return raw
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: base = {base!r}: expected a path to a config TOML")
+    return _merge(_resolve(path.parent / base, "config file", (*chain, path.resolve())), raw)
+
+
+def load(path: str | Path, overrides: list[str] = ()) -> Sweep:
+    raw = _resolve(Path(path), "sweep file")
     grid = raw.pop("grid", {})
     zipped = raw.pop("zip", {})
     raw = config.apply_overrides(raw, list(overrides))

@@ -58,6 +58,18 @@ def test_zipped_fields_vary_together_and_cross_the_grid(tmp_path):
         sweep.expand(BASE, {"task.N": [8]}, {"task.N": [12]})
 
 
+def test_a_base_may_have_a_base_and_a_variant_inherits_its_grid(tmp_path):
+    (tmp_path / "protocol.toml").write_text(SPEC.split("[grid]")[0])
+    (tmp_path / "grid.toml").write_text('base = "protocol.toml"\n[grid]\n"task.K" = [200, 400]\n')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "wide.toml").write_text('base = "../grid.toml"\n[model]\nwidth = 32\n')
+    cells = sweep.load(tmp_path / "sub" / "wide.toml").cells
+    assert [(c.cfg.task.K, c.cfg.model.width, c.cfg.train.eval_size) for c in cells] == [(200, 32, 50), (400, 32, 50)]
+    (tmp_path / "protocol.toml").write_text('base = "sub/wide.toml"\n')
+    with pytest.raises(ConfigError, match="cycle: wide.toml -> grid.toml -> protocol.toml -> wide.toml"):
+        sweep.load(tmp_path / "sub" / "wide.toml")
+
+
 def test_bad_grid_names_the_field_or_the_cell():
     with pytest.raises(ConfigError, match="task.KK"):
         sweep.expand(BASE, {"task.KK": [1]})
