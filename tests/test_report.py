@@ -10,6 +10,8 @@ from scipy.special import expit
 from icl_race import config
 from icl_race.cli import main
 from icl_race.report import hist_text, write_report
+from icl_race.report.classification_sweep import sweep_report
+from icl_race.rundir import load_sweep
 
 BUDGET, EVAL_EVERY = 4000, 50
 
@@ -172,3 +174,30 @@ def test_old_cells_without_newer_fields_pool_with_new_ones(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps(cfg))
     assert _condition(read_config(tmp_path / "old")) == _condition(read_config(tmp_path / "new"))
+
+
+def test_bimodality_near_kstar_is_read_from_the_best_observed_rerun_of_that_cell(tmp_path):
+    """A 40-seed K* grid (early stop at 0.99) whose cells end unimodal, plus, at every K, a rerun with the early stop off and 80
+    seeds whose final accuracies split in two, and one with another learning rate and 120 seeds: the K*
+    group's bimodality comes from the early-stop-off rerun (same physics, more seeds), never from the
+    other learning rate."""
+    rng = np.random.default_rng(7)
+    for x in np.linspace(2.6, 3.6, 5):
+        K = 2 * int(round(10 ** x / 2))
+        acq = rng.random(40) < expit(6 * (x - 3.1))
+        _write_cell(tmp_path, {"task": {"K": K, "N": 8}, "train": {"steps": BUDGET, "eval_every": EVAL_EVERY,
+                                                                    "eval_size": 200, "early_stop": "freeze"}},
+                    _grid(np.where(acq, 400.0, np.inf)),
+                    (0.7 + rng.normal(0, 0.02, 40)).astype(np.float32))
+        split = np.where(np.arange(80) % 2 == 0, 0.99, 0.5) + rng.normal(0, 0.01, 80)
+        _write_cell(tmp_path, {"task": {"K": K, "N": 8}, "train": {"steps": BUDGET, "eval_every": EVAL_EVERY,
+                                                                    "eval_size": 200, "early_stop": "off"}},
+                    _grid(np.where(split > 0.9, 400.0, np.inf)), split.astype(np.float32))
+        _write_cell(tmp_path, {"task": {"K": K, "N": 8}, "train": {"steps": BUDGET, "eval_every": EVAL_EVERY,
+                                                                    "eval_size": 200, "lr": 0.05}},
+                    _grid(np.full(120, 400.0)), np.full(120, 0.99, np.float32))
+    rep, _, _ = sweep_report(load_sweep(tmp_path), n_boot=50, rng=np.random.default_rng(0))
+    freeze = next(t for t in rep["thresholds"]
+                  if t["group"]["train.early_stop"] == "freeze" and t["group"]["train.lr"] != 0.05)
+    near = freeze["near_kstar"][0]["bimodality"]["final_icl_acc"]
+    assert near["n"] == 80 and near["bimodal"], near
