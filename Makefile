@@ -16,12 +16,12 @@ $(BIN)/icl-race: pyproject.toml
 demo: $(BIN)/icl-race
 	$(BIN)/icl-race demo
 
-# Two pytest processes: in one process of ~330 tests XLA's CPU compiler segfaulted, reproducibly, at the
-# same late test (tests/test_system.py), which passes in a process of its own; halving the compilations
-# per process avoids it.
+# Two pytest worker processes (pytest-xdist), whole files to each: the tiny runs of the tests keep one core
+# busy at a time, so two workers use CI's two cores. Splitting also keeps XLA's CPU compiler out of trouble:
+# in one process of ~330 tests it segfaulted, reproducibly, at the same late test (tests/test_system.py),
+# which passes in a process of its own (a crashed worker fails its test; xdist says so and goes on).
 test: $(BIN)/icl-race
-	$(BIN)/python -m pytest tests/test_[a-r]*.py
-	$(BIN)/python -m pytest tests/test_[s-z]*.py
+	$(BIN)/python -m pytest -n 2 --dist loadfile tests
 
 bench: $(BIN)/icl-race
 	$(BIN)/icl-race bench
