@@ -52,7 +52,8 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_results(tmp_path, 
         time.sleep(rng.uniform(4.0, 9.0))
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=60)
-        assert not (out / "results.npz").exists() or p.returncode == 0
+        # A kill may land after the commit (the run was quick); results.npz, renamed last, is then whole.
+        assert not (out / "results.npz").exists() or (out / "meta.json").exists()
     p = start_run(RAW, out)
     _, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
