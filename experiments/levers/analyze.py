@@ -1,6 +1,8 @@
 """Summaries of the levers (issue 14 item 4) as printed lines and JSON in experiments/levers/results/.
 
   python experiments/levers/analyze.py beta0 runs/levers/beta0
+  python experiments/levers/analyze.py beta0 runs/levers/adam_kinf_fine --name beta0_adam
+  python experiments/levers/analyze.py pair runs/levers/beta0 runs/levers/adam_kinf_fine --name sgd_vs_adam
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 from icl_race.analysis.memorization import log_t_vs_beta0
 from icl_race.analysis.threshold import percentile_ci
@@ -39,34 +42,75 @@ def beta0(args) -> dict:
         t, b = np.asarray(r["t_icl"], float), np.asarray(r["beta0"], float)[:, 0]
         ok = t > 0
         fit = log_t_vs_beta0(t, b, n_boot=args.boot) if ok.sum() > 2 else None
-        cells.append({"qk_init_scale": cfg["model"]["qk_init_scale"], "N": cfg["task"]["N"], "seeds": int(t.size),
+        cells.append({**_setting(cfg), "N": cfg["task"]["N"], "seeds": int(t.size),
                       "acquired": int(ok.sum()), "beta0_mean": float(b.mean()), "fit": fit,
                       "ln_t_spread": _spread(np.log(t[ok]), args.boot, rng) if ok.any() else None, "beta0_spread": _spread(b, args.boot, rng)})
         pooled_t.append(t)
         pooled_b.append(b)
-    out = {"cells": sorted(cells, key=lambda c: c["qk_init_scale"]),
+    out = {"cells": sorted(cells, key=lambda c: tuple(c[k] for k in SETTING)),
            "pooled": log_t_vs_beta0(np.concatenate(pooled_t), np.concatenate(pooled_b), n_boot=args.boot)}
     for c in out["cells"]:
         f, s, sb = c["fit"], c["ln_t_spread"] or {"sd": float("nan"), "sd_ci": None}, c["beta0_spread"]
         slope = "not fitted (< 3 acquired)" if f is None else f"{f['slope']:.2f} {_ci(f['slope_ci'], '{:.2f}')}"
-        print(f"qk_init_scale {c['qk_init_scale']:g} (N = {c['N']}): acquired {c['acquired']}/{c['seeds']}, mean beta0 "
+        print(f"{_label(c)} (N = {c['N']}): acquired {c['acquired']}/{c['seeds']}, mean beta0 "
               f"{c['beta0_mean']:.3f}; slope of ln t_ICL on beta0 {slope}; sd of ln t_ICL "
               f"{s['sd']:.3f} {_ci(s['sd_ci'])} vs sd of beta0 {sb['sd']:.3f} {_ci(sb['sd_ci'])}")
     p = out["pooled"]
     print(f"pooled: slope {p['slope']:.2f} {_ci(p['slope_ci'], '{:.2f}')} over {p['n']} acquired seeds ({p['censored']} censored, dropped)")
+    return _write(args.name or "beta0", out)
+
+
+def pair(args) -> dict:
+    """The same seeds (same initial weights) under two settings, e.g. SGD and Adam: the Spearman
+    correlation of their t_ICL, per pair of cells, over the seeds both acquired."""
+    def by_setting(d):
+        return {tuple(_setting(cfg).values()): dict(zip(r["seed_ids"].tolist(), r["t_icl"].tolist()))
+                for cfg, r in load_cells(d)}
+    a, b = by_setting(args.dir), by_setting(args.other)
+    out = {"pairs": []}
+    for ka, ta in sorted(a.items()):
+        for kb, tb in sorted(b.items()):
+            seeds = sorted(s for s in ta.keys() & tb.keys() if ta[s] > 0 and tb[s] > 0)
+            rho = stats.spearmanr([ta[s] for s in seeds], [tb[s] for s in seeds]) if len(seeds) > 2 else None
+            row = {"a": dict(zip(SETTING, ka)), "b": dict(zip(SETTING, kb)), "seeds": len(seeds),
+                   "spearman": None if rho is None else float(rho.statistic),
+                   "p": None if rho is None else float(rho.pvalue)}
+            out["pairs"].append(row)
+            if rho is not None:
+                print(f"{_label(row['a'])} vs {_label(row['b'])}: Spearman rho of t_ICL {row['spearman']:.2f} "
+                      f"(p = {row['p']:.2g}) over {len(seeds)} seeds acquired in both")
+    return _write(args.name or "pair", out)
+
+
+SETTING = ("optimizer", "lr", "qk_init_scale")  # what tells a lever's cells apart here
+
+
+def _setting(cfg: dict) -> dict:
+    return {"optimizer": cfg["train"]["optimizer"], "lr": cfg["train"]["lr"], "qk_init_scale": cfg["model"]["qk_init_scale"]}
+
+
+def _label(c: dict) -> str:
+    return f"{c['optimizer']} lr {c['lr']:g}, qk_init_scale {c['qk_init_scale']:g}"
+
+
+def _write(name: str, out: dict) -> dict:
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "beta0.json").write_text(json.dumps(out, indent=1, default=float) + "\n")
-    print(f"wrote {RESULTS / 'beta0.json'}")
+    (RESULTS / f"{name}.json").write_text(json.dumps(out, indent=1, default=float) + "\n")
+    print(f"wrote {RESULTS / name}.json")
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["beta0"])
+    ap.add_argument("what", choices=["beta0", "pair"])
     ap.add_argument("dir")
+    ap.add_argument("other", nargs="?", help="pair: the second directory")
     ap.add_argument("--boot", type=int, default=1000)
+    ap.add_argument("--name", help="results/<name>.json (default: the subcommand's name)")
     args = ap.parse_args()
-    {"beta0": beta0}[args.what](args)
+    if args.what == "pair" and not args.other:
+        ap.error("pair needs two directories")
+    {"beta0": beta0, "pair": pair}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -89,9 +89,14 @@ def sweep_report(sweep: rundir.SweepDir, n_boot: int, rng) -> tuple[dict, str, d
     keys = sorted({k for c in conds for k in c})
     varying = [k for k in keys if len({json.dumps(c.get(k), default=str) for c in conds}) > 1]
     stats = [analyze_cell(c) for c in cells]
-    for s, c in zip(stats, cells):
+    # A cell's label names its variant, K and N; other varying fields (a lever's value) are added so
+    # that the cells of a sweep over, say, train.lr can be told apart in every table.
+    extra = [k for k in varying if k not in {"task.K", "task.N", "task.variant"} | MEASUREMENT_FIELDS]
+    for s, c, cond in zip(stats, cells, conds):
         s["cells"] = c["cells"]
         s["n_duplicate_seeds_dropped"] = c.get("n_duplicates", 0)
+        if extra:
+            s["label"] += f" ({group_label({k: cond.get(k) for k in extra})})"
     figs: dict = {}
     report: dict = {"kind": "sweep", "dir": str(sweep.dir), "n_cells_finished": len(runs), "n_conditions": len(cells),
                     "unfinished": unfinished, "varying_fields": varying, "cells": stats}
