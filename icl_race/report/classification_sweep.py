@@ -28,7 +28,7 @@ MEASUREMENT_FIELDS = {"train.steps", "train.eval_every"}
 # the early stop or looked at it more often, sees the same outcome at least as well: the bimodality
 # nearest K* is read from the one of those cells with the most seeds (e.g. a 64-seed early-stop-off rerun
 # of the K* grid's nearest cell, linked into the same directory).
-OBSERVATION_FIELDS = {"train.eval_every", "train.early_stop", "train.stop_when_all_acquired"}
+OBSERVATION_FIELDS = MEASUREMENT_FIELDS - {"train.steps"} | {"train.early_stop", "train.stop_when_all_acquired"}
 
 
 def discover_cells(sweep: rundir.SweepDir) -> tuple[list[dict], list[dict]]:
@@ -192,7 +192,8 @@ def _best_observed(j: int, cells) -> int:
     """Of the cells that differ from cell j only in OBSERVATION_FIELDS, the one with the most seeds (j on ties)."""
     def physics(i):
         return {k: v for k, v in condition(cells[i]["config"]).items() if k not in OBSERVATION_FIELDS}
-    same = [i for i in range(len(cells)) if physics(i) == physics(j)]
+    target = physics(j)
+    same = [i for i in range(len(cells)) if physics(i) == target]
     return max(same, key=lambda i: (len(cells[i]["t_icl"]), i == j))
 
 
