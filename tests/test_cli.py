@@ -109,6 +109,8 @@ def test_config_digest_names_only_non_defaults_so_new_fields_keep_old_runs(tiny_
     (["task.variant=\"infinite\"", "task.zipf_alpha=1"], "task.zipf_alpha"),
     (["task.epsilon=-1"], "task.epsilon"),
     (["task.epsilon=nan"], "task.epsilon"),
+    (["task.noise_bank=4096"], "task.noise_bank"),  # no noise to draw
+    (["task.epsilon=0.5", "task.noise_bank=-1"], "task.noise_bank"),
     (["task.burstiness=2"], "task.burstiness"),  # N - 1 = 7
     (["task.burstiness=-7"], "task.burstiness"),
     (["task.p_bursty=1.5"], "task.p_bursty"),

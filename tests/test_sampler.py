@@ -209,15 +209,25 @@ def test_bursty_mixture_fraction_and_iid_targets_drawn_independently():
     assert abs(present.mean() - (1 - (19 / 20) ** 8)) < 0.025
 
 
-def test_item_noise_has_the_defined_mean_and_variance_and_spares_the_labels():
+@pytest.mark.parametrize("bank", [0, 4096])
+def test_item_noise_has_the_defined_mean_and_variance_and_spares_the_labels(bank):
     D, eps = 63, 0.75
     x = jnp.broadcast_to(jnp.concatenate([jnp.full(D, 0.5 / np.sqrt(D)), jnp.array([0.0, 1.0])]), (4000, 5, D + 2))
-    noisy = np.asarray(task.item_noise(KEY, x, jnp.float32(eps), D))
+    bank_PxD = task.make_pool(jax.random.key(7), bank, D) if bank else None
+    noisy = np.asarray(task.item_noise(KEY, x, jnp.float32(eps), D, bank_PxD))
     np.testing.assert_array_equal(noisy[..., D:], np.asarray(x[..., D:]))
     items, mu = noisy[..., :D], np.asarray(x[0, 0, :D])
     scale = np.sqrt(1 + eps**2)
-    np.testing.assert_allclose(items.mean(axis=(0, 1)), mu / scale, atol=5 * eps / scale / np.sqrt(D * 20000))
-    # Per-coordinate variance eps^2 / (D (1 + eps^2)), fresh per token (uncorrelated across tokens).
-    np.testing.assert_allclose(items.var(axis=(0, 1)).mean(), eps**2 / (D * scale**2), rtol=0.01)
+    # 20,000 occurrences, and with a bank its P rows' own sample mean and variance, set the tolerances (5 sd).
+    n, inv_P = 20000, 1 / bank if bank else 0.0
+    np.testing.assert_allclose(items.mean(axis=(0, 1)), mu / scale, atol=5 * eps / scale * np.sqrt((1 / n + inv_P) / D))
+    # Per-coordinate variance eps^2 / (D (1 + eps^2)), independent per token (uncorrelated across tokens).
+    np.testing.assert_allclose(items.var(axis=(0, 1)).mean(), eps**2 / (D * scale**2),
+                               rtol=5 * np.sqrt(2 * (1 / n + inv_P) / D))
     corr = np.corrcoef(items[:, 0, 0], items[:, 1, 0])[0, 1]
     assert abs(corr) < 0.05
+    if bank:  # every eta is a bank row, the rows chosen uniformly (chi-square over the 20,000 occurrences)
+        eta_nxD, bank_PxD = ((items * scale - mu) / eps).reshape(-1, D), np.asarray(bank_PxD)
+        rows = np.argmin((bank_PxD**2).sum(1)[None] - 2 * eta_nxD @ bank_PxD.T, axis=1)
+        np.testing.assert_allclose(eta_nxD, bank_PxD[rows], atol=1e-5)
+        assert stats.chisquare(np.bincount(rows, minlength=bank)).pvalue > 1e-3

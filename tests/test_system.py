@@ -140,6 +140,8 @@ def test_item_noise_and_bursts_train_in_every_variant_that_allows_them(variant):
     task_raw = {"variant": variant, "K": 200, "N": 8, "epsilon": 0.5}
     if variant == "standard":
         task_raw |= {"burstiness": 7, "p_bursty": 0.5}
+    if variant == "infinite":
+        task_raw |= {"noise_bank": 4096}
     raw = {"task": task_raw, "model": {"width": 16},
            "train": {"batch_size": 16, "steps": 20, "eval_every": 10, "eval_size": 50}}
     _, _, _, curves, _ = _run(raw)

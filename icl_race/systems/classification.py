@@ -120,6 +120,8 @@ class ClassificationRace:
             # Stored as token rows (task.token_table): items in the first D columns.
             consts["pool"] = task.token_table(task.make_pool(jax.random.key(t.pool_seed), program.pool_size, t.D))
             consts["novel"] = task.token_table(task.make_pool(jax.random.key(t.novel_seed), program.novel_size, t.D))
+        if t.noise_bank:
+            consts["noise"] = task.make_pool(jax.random.key(t.noise_seed), t.noise_bank, t.D)
         if program.zipf:
             consts["cdf"] = task.zipf_cdf(t.zipf_alpha, t.K, program.pool_size)
             consts["novel_cdf"] = task.zipf_cdf(t.zipf_alpha, min(t.K, program.novel_size), program.novel_size)
@@ -178,11 +180,13 @@ class ClassificationRace:
         return task.fresh_sequences(key, B, self.N, self.D, query_in_context)
 
     def _noisy(self, consts, key, batch):
-        """task.epsilon's item noise on every token of a batch, from its own stream of the batch's key."""
+        """task.epsilon's item noise on every token of a batch, from its own stream of the batch's key
+        (fresh, or rows of task.noise_bank's bank)."""
         if not self.item_noise:
             return batch
         x_BxNxE, y_B = batch
-        return task.item_noise(jax.random.fold_in(key, NOISE_KEY), x_BxNxE, consts["epsilon"], self.D), y_B
+        return task.item_noise(jax.random.fold_in(key, NOISE_KEY), x_BxNxE, consts["epsilon"], self.D,
+                               consts.get("noise")), y_B
 
     def train_batch(self, state, consts, key, B):
         if self.variant == "infinite":

@@ -28,6 +28,10 @@ class TaskConfig:
     # Data-distribution levers (README, *Config*; Reddy 2023's bursty generator), in the N&R token format:
     zipf_alpha: float = 0.0  # item k drawn with P(k) ~ (k + 1)^-alpha wherever items are drawn i.i.d.; 0 = uniform
     epsilon: float = 0.0  # every occurrence of an item is (mu_k + epsilon * eta) / sqrt(1 + epsilon^2), fresh eta
+    # With epsilon > 0: P > 0 draws each occurrence's eta as a uniform row of a fixed bank of P N(0, I/D)
+    # vectors (noise_seed) instead of fresh: B N ids instead of B N D Gaussians (README, *Config*).
+    noise_bank: int = 0
+    noise_seed: int = 1000  # fixed key of the noise bank, shared by every seed (as the item pools)
     burstiness: int = 0  # B > 0: training contexts of (N - 1) / B items each repeated B times; 0 = the standard sampler
     p_bursty: float = 1.0  # with burstiness: the fraction of bursty training sequences (the rest i.i.d.)
 
@@ -72,6 +76,8 @@ def validate_task(t: TaskConfig) -> None:
     for name in ("zipf_alpha", "epsilon"):
         v = getattr(t, name)
         check(v >= 0, f"task.{name}", v, "a finite number >= 0")
+    check(t.noise_bank >= 0, "task.noise_bank", t.noise_bank, "an integer in [0, 2^31) (0: fresh noise)")
+    check(t.noise_bank == 0 or t.epsilon > 0, "task.noise_bank", t.noise_bank, "0 unless task.epsilon > 0")
     check(t.zipf_alpha == 0 or t.variant == "standard", "task.zipf_alpha", t.zipf_alpha,
           '0 unless task.variant = "standard"')
     check(t.burstiness >= 0, "task.burstiness", t.burstiness, "an integer >= 0 (0: no bursty sequences)")

@@ -101,17 +101,25 @@ def bursty_ids(key: jax.Array, K: jax.Array, B: int, N: int, burst: int, p_burst
     return jnp.where(jax.random.bernoulli(k_mix, p_bursty, (B, 1)), bursty_BxN, iid_BxN)
 
 
-def noisy_items(key: jax.Array, items_xD: jax.Array, epsilon: jax.Array, scale: float = 1.0) -> jax.Array:
+def noisy_items(key: jax.Array, items_xD: jax.Array, epsilon: jax.Array, scale: float = 1.0,
+                bank_PxD: jax.Array | None = None) -> jax.Array:
     """Every item mu (pool items times `scale`) replaced by (mu + epsilon * scale * eta) / sqrt(1 + epsilon^2),
-    eta ~ N(0, I/D) fresh per occurrence, so items keep their norm."""
+    eta ~ N(0, I/D) independent per occurrence, so items keep their norm: drawn fresh, or as a uniformly
+    chosen row of bank_PxD (make_pool's N(0, I/D) rows), which costs one id per occurrence instead of D
+    Gaussians; two occurrences in a batch of n then share an eta with probability ~ n^2 / 2P."""
     D = items_xD.shape[-1]
-    eta_xD = jax.random.normal(key, items_xD.shape, items_xD.dtype) / jnp.sqrt(D)
+    if bank_PxD is None:
+        eta_xD = jax.random.normal(key, items_xD.shape, items_xD.dtype) / jnp.sqrt(D)
+    else:
+        eta_xD = bank_PxD[jax.random.randint(key, items_xD.shape[:-1], 0, bank_PxD.shape[0])]
     return (items_xD + (epsilon * scale) * eta_xD) / jnp.sqrt(1.0 + epsilon * epsilon)
 
 
-def item_noise(key: jax.Array, x_BxNxE: jax.Array, epsilon: jax.Array, D: int) -> jax.Array:
+def item_noise(key: jax.Array, x_BxNxE: jax.Array, epsilon: jax.Array, D: int,
+               bank_PxD: jax.Array | None = None) -> jax.Array:
     """Every token's item made noisy (`noisy_items`), query included; the label slots are untouched."""
-    return jnp.concatenate([noisy_items(key, x_BxNxE[..., :D], epsilon), x_BxNxE[..., D:]], axis=-1)
+    return jnp.concatenate([noisy_items(key, x_BxNxE[..., :D], epsilon, bank_PxD=bank_PxD), x_BxNxE[..., D:]],
+                           axis=-1)
 
 
 def balanced_ids(key: jax.Array, order_P: jax.Array, K: jax.Array, B: int, N: int) -> jax.Array:
