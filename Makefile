@@ -20,8 +20,9 @@ demo: $(BIN)/icl-race
 # busy at a time, so two workers use CI's two cores. Splitting also keeps XLA's CPU compiler out of trouble:
 # in one process of ~330 tests it segfaulted, reproducibly, at the same late test (tests/test_system.py),
 # which passes in a process of its own (a crashed worker fails its test; xdist says so and goes on).
+# The 20 slowest tests are listed at the end, to keep the suite within its ~10 minutes.
 test: $(BIN)/icl-race
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=20 tests
 
 bench: $(BIN)/icl-race
 	$(BIN)/icl-race bench
