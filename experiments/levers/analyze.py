@@ -3,6 +3,8 @@
   python experiments/levers/analyze.py beta0 runs/levers/beta0
   python experiments/levers/analyze.py beta0 runs/levers/adam_kinf_fine --name beta0_adam
   python experiments/levers/analyze.py pair runs/levers/beta0 runs/levers/adam_kinf_fine --name sgd_vs_adam
+  python experiments/levers/analyze.py race task.zipf_alpha --values 0 1 --mlp runs/regime/mlp_matched \
+      runs/levers/mlp_zipf1 --kinf runs/regime/kinf --N 32 --T 10000 --t-fixed 1200 --name zipf_race
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from icl_race.analysis.memorization import log_t_vs_beta0
+from icl_race.analysis.memorization import budget_at, log_t_vs_beta0, predict_k_star
 from icl_race.analysis.threshold import percentile_ci
 from icl_race.rundir import load_cells
 
@@ -82,6 +84,47 @@ def pair(args) -> dict:
     return _write(args.name or "pair", out)
 
 
+def race(args) -> dict:
+    """(b), (c): the K* the race predicts at one N for each value of a lever, from the MLP-only I_K(T) = C K^nu
+    measured under that value (one --mlp directory per --values entry, I_K at the race's budget T) and the
+    K = infinity median t_ICL of the --kinf cells at that N with that value of the lever (or, for a lever the
+    K = infinity variant cannot take, such as Zipf frequencies, its default value). With --t-fixed, also the
+    K* = (t / C)^(1/nu) for that t, the same for every value: the shift that memorization alone predicts."""
+    section, key = args.field.split(".")
+    value_of = lambda cfg: float(cfg[section].get(key, 0.0))
+    kinf = [(c, r) for d in args.kinf for c, r in load_cells(d) if c["task"]["N"] == args.N]
+    out = {"field": args.field, "N": args.N, "T": args.T, "t_fixed": args.t_fixed, "values": []}
+    for v, mlp_dir in zip(args.values, args.mlp, strict=True):
+        mlp = sorted((c["task"]["K"], budget_at(r["eval_steps"].astype(float), r["c1"], args.T))
+                     for c, r in load_cells(mlp_dir) if r["eval_steps"][-1] >= args.T and value_of(c) == v)
+        same = [(c, r) for c, r in kinf if value_of(c) == v]
+        source = "the same value" if same else "the default (the K = infinity variant has no such lever)"
+        same = same or [(c, r) for c, r in kinf if value_of(c) == 0.0]
+        if len(same) != 1 or not mlp:
+            raise SystemExit(f"{args.field} = {v}: {len(same)} K = infinity cells at N = {args.N} and "
+                             f"{len(mlp)} MLP-only cells reaching T = {args.T} (need 1 and some)")
+        (_, r), = same
+        K, I_by_K = zip(*mlp)
+        times = [np.asarray(r["t_icl"], float)] + ([np.full(64, args.t_fixed)] if args.t_fixed else [])
+        pred = predict_k_star(K, I_by_K, np.full(len(times), args.N), times, float(r["budget"]), args.boot)
+        row = {"value": v, "mlp": mlp_dir, "K": list(K), "nu": pred["nu"], "C": pred["C"], "t_icl_from": source,
+               "kinf": pred["per_N"][0], "fixed": pred["per_N"][1] if args.t_fixed else None}
+        out["values"].append(row)
+    base = out["values"][0]
+    for row in out["values"]:
+        for k in ("kinf", "fixed"):
+            if row[k]:
+                row[k]["shift"] = row[k]["k_star"] / base[k]["k_star"]
+        k, f = row["kinf"], row["fixed"]
+        line = (f"{args.field} = {row['value']:g}: nu {row['nu']:.3f}, C {row['C']:.3g}; K = inf median t_ICL "
+                f"{k['median_t_icl']:.0f} ({row['t_icl_from']}) -> K* {k['k_star']:.0f} {_ci(k['k_star_ci'], '{:.0f}')} "
+                f"(x{k['shift']:.2f})")
+        if f:
+            line += f"; at t = {args.t_fixed:g}: K* {f['k_star']:.0f} {_ci(f['k_star_ci'], '{:.0f}')} (x{f['shift']:.2f})"
+        print(line)
+    return _write(args.name or "race", out)
+
+
 SETTING = ("optimizer", "lr", "qk_init_scale")  # what tells a lever's cells apart here
 
 
@@ -102,15 +145,25 @@ def _write(name: str, out: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["beta0", "pair"])
-    ap.add_argument("dir")
+    ap.add_argument("what", choices=["beta0", "pair", "race"])
+    ap.add_argument("dir", help="beta0, pair: a sweep directory; race: the lever's field, e.g. task.epsilon")
     ap.add_argument("other", nargs="?", help="pair: the second directory")
+    ap.add_argument("--values", type=float, nargs="+", help="race: the lever's values, the default first")
+    ap.add_argument("--mlp", nargs="+", help="race: one MLP-only sweep directory per value")
+    ap.add_argument("--kinf", nargs="+", help="race: K = infinity race sweep directories")
+    ap.add_argument("--N", type=int, default=32, help="race: the N of the prediction")
+    ap.add_argument("--T", type=float, default=10000, help="race: the race's budget, in steps")
+    ap.add_argument("--t-fixed", type=float, help="race: also predict K* for this t_ICL")
     ap.add_argument("--boot", type=int, default=1000)
     ap.add_argument("--name", help="results/<name>.json (default: the subcommand's name)")
     args = ap.parse_args()
     if args.what == "pair" and not args.other:
         ap.error("pair needs two directories")
-    {"beta0": beta0, "pair": pair}[args.what](args)
+    if args.what == "race" and not (args.values and args.mlp and args.kinf):
+        ap.error("race needs --values, --mlp and --kinf")
+    if args.what == "race":
+        args.field = args.dir
+    {"beta0": beta0, "pair": pair, "race": race}[args.what](args)
 
 
 if __name__ == "__main__":
