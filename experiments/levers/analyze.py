@@ -5,6 +5,7 @@
   python experiments/levers/analyze.py pair runs/levers/beta0 runs/levers/adam_kinf_fine --name sgd_vs_adam
   python experiments/levers/analyze.py race task.zipf_alpha --values 0 1 --mlp runs/regime/mlp_matched \
       runs/levers/mlp_zipf1 --kinf runs/regime/kinf --N 32 --T 10000 --t-fixed 1200 --name zipf_race
+  python experiments/levers/analyze.py transience runs/levers/adam_l2 runs/levers/adam_l2_wd
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from scipy import stats
 
 from icl_race.analysis.memorization import budget_at, log_t_vs_beta0, predict_k_star
+from icl_race.analysis.race import summarize_transience
 from icl_race.analysis.threshold import percentile_ci
 from icl_race.rundir import load_cells
 
@@ -125,6 +127,29 @@ def race(args) -> dict:
     return _write(args.name or "race", out)
 
 
+def transience(args) -> dict:
+    """(d): ICL's rise and fall (first evaluation after t_ICL with ICL accuracy < --level) per optimizer and
+    L2 on the attention path (analysis.race.summarize_transience, one optimizer at a time), with the seeds'
+    median final ICL and IWL accuracies."""
+    cells = [c for d in [args.dir, *args.more] for c in load_cells(d)]
+    out = {"level": args.level, "cells": []}
+    for opt in sorted({cfg["train"]["optimizer"] for cfg, _ in cells}):
+        mine = [(cfg, r) for cfg, r in cells if cfg["train"]["optimizer"] == opt]
+        finals = {cfg["train"]["weight_decay_attn"]: (r["icl_acc"][:, -1], r["iwl_acc"][:, -1]) for cfg, r in mine}
+        for row in summarize_transience(mine, level=args.level, n_boot=args.boot)["cells"]:
+            icl, iwl = finals[row["weight_decay_attn"]]
+            row = {"optimizer": opt, "final_icl_acc_median": float(np.median(icl)),
+                   "final_iwl_acc_median": float(np.median(iwl)),
+                   **{k: row[k] for k in ("weight_decay_attn", "seeds", "acquired", "fell", "budget", "rise", "fall")}}
+            out["cells"].append(row)
+            med = lambda d: "not reached" if d["median"] is None else f"{d['median']:.0f} {_ci(d.get('median_ci'), '{:.0f}')}"
+            print(f"{opt}, L2 {row['weight_decay_attn']:g}: acquired {row['acquired']}/{row['seeds']} (KM median "
+                  f"t_ICL {med(row['rise'])}), lost {row['fell']}/{row['acquired']} (KM median fall "
+                  f"{med(row['fall'])}, budget {row['budget']:.0f}); final ICL accuracy {row['final_icl_acc_median']:.2f}, "
+                  f"IWL {row['final_iwl_acc_median']:.2f} (seed medians)")
+    return _write(args.name or "transience", out)
+
+
 SETTING = ("optimizer", "lr", "qk_init_scale")  # what tells a lever's cells apart here
 
 
@@ -145,9 +170,11 @@ def _write(name: str, out: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["beta0", "pair", "race"])
+    ap.add_argument("what", choices=["beta0", "pair", "race", "transience"])
     ap.add_argument("dir", help="beta0, pair: a sweep directory; race: the lever's field, e.g. task.epsilon")
     ap.add_argument("other", nargs="?", help="pair: the second directory")
+    ap.add_argument("more", nargs="*", help="transience: more directories")
+    ap.add_argument("--level", type=float, default=0.9, help="transience: ICL is lost below this accuracy")
     ap.add_argument("--values", type=float, nargs="+", help="race: the lever's values, the default first")
     ap.add_argument("--mlp", nargs="+", help="race: one MLP-only sweep directory per value")
     ap.add_argument("--kinf", nargs="+", help="race: K = infinity race sweep directories")
@@ -163,7 +190,9 @@ def main() -> None:
         ap.error("race needs --values, --mlp and --kinf")
     if args.what == "race":
         args.field = args.dir
-    {"beta0": beta0, "pair": pair, "race": race}[args.what](args)
+    if args.what == "transience":
+        args.more = [args.other, *args.more] if args.other else args.more
+    {"beta0": beta0, "pair": pair, "race": race, "transience": transience}[args.what](args)
 
 
 if __name__ == "__main__":
