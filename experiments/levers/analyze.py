@@ -100,7 +100,7 @@ def race(args) -> dict:
         mlp = sorted((c["task"]["K"], budget_at(r["eval_steps"].astype(float), r["c1"], args.T))
                      for c, r in load_cells(mlp_dir) if r["eval_steps"][-1] >= args.T and value_of(c) == v)
         same = [(c, r) for c, r in kinf if value_of(c) == v]
-        source = "the same value" if same else "the default (the K = infinity variant has no such lever)"
+        source = "the same value" if same else "the lever's default (no K = infinity cell with this value)"
         same = same or [(c, r) for c, r in kinf if value_of(c) == 0.0]
         if len(same) != 1 or not mlp:
             raise SystemExit(f"{args.field} = {v}: {len(same)} K = infinity cells at N = {args.N} and "
@@ -118,9 +118,10 @@ def race(args) -> dict:
             if row[k]:
                 row[k]["shift"] = row[k]["k_star"] / base[k]["k_star"]
         k, f = row["kinf"], row["fixed"]
-        line = (f"{args.field} = {row['value']:g}: nu {row['nu']:.3f}, C {row['C']:.3g}; K = inf median t_ICL "
-                f"{k['median_t_icl']:.0f} ({row['t_icl_from']}) -> K* {k['k_star']:.0f} {_ci(k['k_star_ci'], '{:.0f}')} "
-                f"(x{k['shift']:.2f})")
+        kinf = (f"{k['median_t_icl']:.0f} ({row['t_icl_from']}) -> K* {k['k_star']:.0f} {_ci(k['k_star_ci'], '{:.0f}')} "
+                f"(x{k['shift']:.2f})") if np.isfinite(k["median_t_icl"]) else \
+            f"not reached by the budget ({row['t_icl_from']}) -> no K*"
+        line = f"{args.field} = {row['value']:g}: nu {row['nu']:.3f}, C {row['C']:.3g}; K = inf median t_ICL {kinf}"
         if f:
             line += f"; at t = {args.t_fixed:g}: K* {f['k_star']:.0f} {_ci(f['k_star_ci'], '{:.0f}')} (x{f['shift']:.2f})"
         print(line)
