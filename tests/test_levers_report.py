@@ -10,7 +10,8 @@ from test_report_golden import _cell, _on_grid
 
 def _threshold(group, kstars):
     return {"group": group, "N": sorted(kstars),
-            "acquisition": {N: {"kstar": k, "kstar_ci": [k / 2, k * 2]} for N, k in kstars.items()},
+            # A K* past the grid (here > 10,000) is an extrapolation: not bracketed by the cells.
+            "acquisition": {N: {"kstar": k, "kstar_ci": [k / 2, k * 2], "bracketed": k < 10000} for N, k in kstars.items()},
             "paper_sigmoid": {N: {"kstar": k + 1, "kstar_ci": None} for N, k in kstars.items()}}
 
 
@@ -33,6 +34,8 @@ def test_kstar_per_lever_value_in_numeric_order_per_N():
     assert "t_icl_kinf" not in out
     md = "\n".join(levers.markdown(out))
     assert "## K* per task.zipf_alpha" in md and "| 32 | 10.0 | 11,000 |" in md
+    rows = {line.split(" | ")[1]: line for line in md.splitlines() if line.startswith("| 32 |")}
+    assert rows["10.0"].endswith("| False |") and rows["1.5"].endswith("| True |")  # the unbracketed one is marked
 
 
 def test_t_icl_per_optimizer_and_nothing_for_a_single_group():

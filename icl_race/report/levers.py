@@ -29,6 +29,7 @@ def by_lever(thresholds: list[dict], scalings: list[dict]) -> dict:
     if len(thresholds) > 1:
         out["kstar"] = rows(thresholds, lambda t: t["N"], lambda t, N: {
             "kstar": t["acquisition"][N].get("kstar"), "kstar_ci": t["acquisition"][N].get("kstar_ci"),
+            "bracketed": t["acquisition"][N].get("bracketed"),
             "paper_sigmoid_kstar": t["paper_sigmoid"][N].get("kstar"),
             "paper_sigmoid_kstar_ci": t["paper_sigmoid"][N].get("kstar_ci")})
     if len(scalings) > 1:
@@ -51,9 +52,10 @@ def _table(title: str, table: dict, columns: list[str], cells) -> list[str]:
 def markdown(lever: dict) -> list[str]:
     md = []
     if "kstar" in lever:
-        md += _table("K*", lever["kstar"], ["K* (logistic midpoint)", "95% CI", "paper's sigmoid K*", "95% CI"],
+        # An unbracketed K* (no cell on one side of half the seeds acquiring) is an extrapolation of the fit.
+        md += _table("K*", lever["kstar"], ["K* (logistic midpoint)", "95% CI", "paper's sigmoid K*", "95% CI", "bracketed"],
                      lambda r: [num(r["kstar"]), ci_text(r["kstar_ci"]), num(r["paper_sigmoid_kstar"]),
-                                ci_text(r["paper_sigmoid_kstar_ci"])])
+                                ci_text(r["paper_sigmoid_kstar_ci"]), str(r.get("bracketed", "n/a"))])
     if "t_icl_kinf" in lever:
         md += _table("t_ICL at K = infinity", lever["t_icl_kinf"],
                      ["seeds", "acquired", "KM median t_ICL", "95% CI (bootstrap)"],
