@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from icl_race.analysis.memorization import budget_at, log_t_vs_beta0, predict_k_star
+from icl_race.analysis.memorization import budgets_by_K, log_t_vs_beta0, predict_k_star
 from icl_race.analysis.race import summarize_transience
 from icl_race.analysis.threshold import percentile_ci
 from icl_race.rundir import load_cells
@@ -97,17 +97,16 @@ def race(args) -> dict:
     kinf = [(c, r) for d in args.kinf for c, r in load_cells(d) if c["task"]["N"] == args.N]
     out = {"field": args.field, "N": args.N, "T": args.T, "t_fixed": args.t_fixed, "values": []}
     for v, mlp_dir in zip(args.values, args.mlp, strict=True):
-        mlp = sorted((c["task"]["K"], budget_at(r["eval_steps"].astype(float), r["c1"], args.T))
-                     for c, r in load_cells(mlp_dir) if r["eval_steps"][-1] >= args.T and value_of(c) == v)
+        K, I_by_K = budgets_by_K([(c, r) for c, r in load_cells(mlp_dir) if value_of(c) == v], args.T)
         same = [(c, r) for c, r in kinf if value_of(c) == v]
         source = "the same value" if same else "the lever's default (no K = infinity cell with this value)"
         same = same or [(c, r) for c, r in kinf if value_of(c) == 0.0]
-        if len(same) != 1 or not mlp:
+        if len(same) != 1 or not K:
             raise SystemExit(f"{args.field} = {v}: {len(same)} K = infinity cells at N = {args.N} and "
-                             f"{len(mlp)} MLP-only cells reaching T = {args.T} (need 1 and some)")
+                             f"{len(K)} MLP-only cells reaching T = {args.T} (need 1 and some)")
         (_, r), = same
-        K, I_by_K = zip(*mlp)
-        times = [np.asarray(r["t_icl"], float)] + ([np.full(64, args.t_fixed)] if args.t_fixed else [])
+        # --t-fixed as a cell of seeds that all acquire at t: its KM median is t, with no spread.
+        times = [np.asarray(r["t_icl"], float)] + ([np.full(r["t_icl"].size, args.t_fixed)] if args.t_fixed else [])
         pred = predict_k_star(K, I_by_K, np.full(len(times), args.N), times, float(r["budget"]), args.boot)
         row = {"value": v, "mlp": mlp_dir, "K": list(K), "nu": pred["nu"], "C": pred["C"], "t_icl_from": source,
                "kinf": pred["per_N"][0], "fixed": pred["per_N"][1] if args.t_fixed else None}

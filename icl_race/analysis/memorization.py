@@ -245,14 +245,18 @@ def summarize_minimal(cells, n_boot: int = 1000) -> dict:
     return out
 
 
+def budgets_by_K(mlp_cells, T: float) -> tuple[tuple, tuple]:
+    """(K, per-seed I_K(T)) of the MLP-only cells whose runs reached T, in increasing K."""
+    return tuple(zip(*sorted(((c["task"]["K"], budget_at(r["eval_steps"].astype(float), r["c1"], T))
+                              for c, r in mlp_cells if r["eval_steps"][-1] >= T), key=lambda x: x[0]))) or ((), ())
+
+
 def summarize_race(mlp_cells, kinf_cells, T: float, n_boot: int = 1000, seed: int = 0) -> dict:
     """nu from the MLP-only cells' I_K(T) (T: the race's training budget, in SGD
     steps) and the median t_ICL(N) of K = infinity race cells (e.g. the transformer) give the predicted
     K*(N) (predict_k_star)."""
-    mlp = sorted(((c["task"]["K"], budget_at(r["eval_steps"].astype(float), r["c1"], T))
-                  for c, r in mlp_cells if r["eval_steps"][-1] >= T), key=lambda x: x[0])
     kinf = sorted(((c["task"]["N"], r["t_icl"], float(r["budget"])) for c, r in kinf_cells), key=lambda x: x[0])
-    K, I_by_K = zip(*mlp)
+    K, I_by_K = budgets_by_K(mlp_cells, T)
     N, t_by_N, budgets = zip(*kinf)
     return {"T": T, "K": list(K), "N": list(N),
             **predict_k_star(K, I_by_K, np.array(N), t_by_N, budgets, n_boot, seed=seed)}
