@@ -20,6 +20,7 @@ from scipy import stats
 from icl_race.analysis.memorization import budgets_by_K, log_t_vs_beta0, predict_k_star
 from icl_race.analysis.race import summarize_transience
 from icl_race.analysis.threshold import percentile_ci
+from icl_race.configbase import ConfigError
 from icl_race.rundir import load_cells
 
 RESULTS = Path(__file__).parent / "results"
@@ -192,7 +193,10 @@ def main() -> None:
         args.field = args.dir
     if args.what == "transience":
         args.more = [args.other, *args.more] if args.other else args.more
-    {"beta0": beta0, "pair": pair, "race": race, "transience": transience}[args.what](args)
+    try:
+        {"beta0": beta0, "pair": pair, "race": race, "transience": transience}[args.what](args)
+    except ConfigError as e:  # a missing or unreadable directory: one line, as the CLI says it
+        raise SystemExit(f"error: {e}") from None
 
 
 if __name__ == "__main__":
