@@ -6,6 +6,10 @@
   python experiments/levers/analyze.py race task.zipf_alpha --values 0 1 --mlp runs/regime/mlp_matched \
       runs/levers/mlp_zipf1 --kinf runs/regime/kinf --N 32 --T 10000 --t-fixed 1200 --name zipf_race
   python experiments/levers/analyze.py transience runs/levers/adam_l2 runs/levers/adam_l2_wd
+  python experiments/levers/analyze.py kstar task.epsilon runs/levers/epsilon --counts kstar_epsilon --name kstar_epsilon
+
+kstar keeps every cell's acquired count in its JSON and takes an earlier JSON back (--counts), so K* per
+lever value can grow over sessions whose run directories (git-ignored) are gone.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from scipy import stats
 
 from icl_race.analysis.memorization import budgets_by_K, log_t_vs_beta0, predict_k_star
 from icl_race.analysis.race import summarize_transience
-from icl_race.analysis.threshold import percentile_ci
+from icl_race.analysis.threshold import acquisition_curve, percentile_ci
 from icl_race.configbase import ConfigError
 from icl_race.rundir import load_cells
 
@@ -132,7 +136,7 @@ def transience(args) -> dict:
     """(d): ICL's rise and fall (first evaluation after t_ICL with ICL accuracy < --level) per optimizer and
     L2 on the attention path (analysis.race.summarize_transience, one optimizer at a time), with the seeds'
     median final ICL and IWL accuracies."""
-    cells = [c for d in [args.dir, *args.more] for c in load_cells(d)]
+    cells = [c for d in args.dirs for c in load_cells(d)]
     out = {"level": args.level, "cells": []}
     for opt in sorted({cfg["train"]["optimizer"] for cfg, _ in cells}):
         mine = [(cfg, r) for cfg, r in cells if cfg["train"]["optimizer"] == opt]
@@ -149,6 +153,50 @@ def transience(args) -> dict:
                   f"{med(row['fall'])}, budget {row['budget']:.0f}); final ICL accuracy {row['final_icl_acc_median']:.2f}, "
                   f"IWL {row['final_iwl_acc_median']:.2f} (seed medians)")
     return _write(args.name or "transience", out)
+
+
+def kstar(args) -> dict:
+    """(b), (c): K* per value of a lever at one N, the logistic midpoint of the acquired fraction against
+    log K (analysis.threshold.acquisition_curve, the report's estimator) over the finite-K cells of the
+    directories, together with the per-cell counts of an earlier kstar JSON (--counts) for the (value, K)
+    cells the directories lack. A cell in both must agree: the same config digest trains the same seeds."""
+    section, key = args.field.split(".")
+    rows = {}
+    if args.counts:
+        prior = json.loads((RESULTS / f"{args.counts}.json").read_text())
+        if (prior["field"], prior["N"]) != (args.field, args.N):
+            raise SystemExit(f"--counts {args.counts}: field {prior['field']} at N = {prior['N']}, not "
+                             f"{args.field} at N = {args.N}")
+        rows = {(c["value"], c["K"]): c for c in prior["cells"]}
+    for d in args.dirs:
+        for cfg, r in load_cells(d):
+            task = cfg["task"]
+            if task["N"] != args.N or task.get("variant") == "infinite":
+                continue
+            t = np.asarray(r["t_icl"])
+            cell = {"value": float(cfg[section].get(key, 0.0)), "K": int(task["K"]), "seeds": int(t.size),
+                    "acquired": int((t >= 0).sum()), "budget": int(cfg["train"]["steps"]), "source": str(d)}
+            old = rows.get((cell["value"], cell["K"]))
+            if old and (old["seeds"], old["acquired"]) != (cell["seeds"], cell["acquired"]):
+                raise SystemExit(f"{args.field} = {cell['value']:g}, K = {cell['K']}: {d} has {cell['acquired']}/"
+                                 f"{cell['seeds']} acquired, --counts {args.counts} {old['acquired']}/{old['seeds']}")
+            rows[(cell["value"], cell["K"])] = {**cell, "source": old["source"] if old else cell["source"]}
+    rng = np.random.default_rng(0)
+    out = {"field": args.field, "N": args.N, "cells": [rows[k] for k in sorted(rows)], "kstar": []}
+    for v in sorted({v for v, _ in rows}):
+        cells = [rows[k] for k in sorted(rows) if k[0] == v]
+        fit = acquisition_curve(np.log10([c["K"] for c in cells]),
+                                [np.arange(c["seeds"]) < c["acquired"] for c in cells], n_boot=args.boot, rng=rng)
+        fit.pop("boot_log10_kstar", None)
+        out["kstar"].append({"value": v, **fit})
+        counts = ", ".join(f"{c['acquired']}/{c['seeds']} at {c['K']:,}" for c in cells)
+        if not fit["ok"]:
+            verdict = f"no K* ({fit['reason']})"
+        else:
+            verdict = (f"K* {fit['kstar']:,.0f} {_ci(fit['kstar_ci'], '{:,.0f}')}"
+                       + ("" if fit["bracketed"] else ", not bracketed by the grid: an extrapolation"))
+        print(f"{args.field} = {v:g} (N = {args.N}): {verdict}; acquired {counts}")
+    return _write(args.name or "kstar", out)
 
 
 SETTING = ("optimizer", "lr", "qk_init_scale")  # what tells a lever's cells apart here
@@ -171,30 +219,34 @@ def _write(name: str, out: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["beta0", "pair", "race", "transience"])
-    ap.add_argument("dir", help="beta0, pair: a sweep directory; race: the lever's field, e.g. task.epsilon")
-    ap.add_argument("other", nargs="?", help="pair: the second directory")
-    ap.add_argument("more", nargs="*", help="transience: more directories")
-    ap.add_argument("--level", type=float, default=0.9, help="transience: ICL is lost below this accuracy")
-    ap.add_argument("--values", type=float, nargs="+", help="race: the lever's values, the default first")
-    ap.add_argument("--mlp", nargs="+", help="race: one MLP-only sweep directory per value")
-    ap.add_argument("--kinf", nargs="+", help="race: K = infinity race sweep directories")
-    ap.add_argument("--N", type=int, default=32, help="race: the N of the prediction")
-    ap.add_argument("--T", type=float, default=10000, help="race: the race's budget, in steps")
-    ap.add_argument("--t-fixed", type=float, help="race: also predict K* for this t_ICL")
-    ap.add_argument("--boot", type=int, default=1000)
-    ap.add_argument("--name", help="results/<name>.json (default: the subcommand's name)")
+    sub = ap.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("beta0", help="(a) ln t_ICL against beta0")
+    p.add_argument("dir")
+    p = sub.add_parser("pair", help="Spearman of t_ICL over the same seeds under two settings")
+    p.add_argument("dir")
+    p.add_argument("other")
+    p = sub.add_parser("race", help="(b), (c) the K* that the MLP-only I_K under each lever value predicts")
+    p.add_argument("field", help="the lever, e.g. task.epsilon")
+    p.add_argument("--values", type=float, nargs="+", required=True, help="the lever's values, the default first")
+    p.add_argument("--mlp", nargs="+", required=True, help="one MLP-only sweep directory per value")
+    p.add_argument("--kinf", nargs="+", required=True, help="K = infinity race sweep directories")
+    p.add_argument("--T", type=float, default=10000, help="the race's budget, in steps")
+    p.add_argument("--t-fixed", type=float, help="also predict K* for this t_ICL")
+    p = sub.add_parser("transience", help="(d) ICL's rise and fall per optimizer and L2")
+    p.add_argument("dirs", nargs="+")
+    p.add_argument("--level", type=float, default=0.9, help="ICL is lost below this accuracy")
+    p = sub.add_parser("kstar", help="(b), (c) the measured K* per lever value")
+    p.add_argument("field", help="the lever, e.g. task.epsilon")
+    p.add_argument("dirs", nargs="*", help="sweep directories of finite-K cells")
+    p.add_argument("--counts", help="an earlier kstar result (results/<name>.json) whose cells are kept")
+    for p in sub.choices.values():
+        p.add_argument("--boot", type=int, default=1000)
+        p.add_argument("--name", help="results/<name>.json (default: the subcommand's name)")
+        if p.prog.split()[-1] in ("race", "kstar"):
+            p.add_argument("--N", type=int, default=32, help="the N of the cells")
     args = ap.parse_args()
-    if args.what == "pair" and not args.other:
-        ap.error("pair needs two directories")
-    if args.what == "race" and not (args.values and args.mlp and args.kinf):
-        ap.error("race needs --values, --mlp and --kinf")
-    if args.what == "race":
-        args.field = args.dir
-    if args.what == "transience":
-        args.more = [args.other, *args.more] if args.other else args.more
     try:
-        {"beta0": beta0, "pair": pair, "race": race, "transience": transience}[args.what](args)
+        {"beta0": beta0, "pair": pair, "race": race, "transience": transience, "kstar": kstar}[args.what](args)
     except ConfigError as e:  # a missing or unreadable directory: one line, as the CLI says it
         raise SystemExit(f"error: {e}") from None
 
