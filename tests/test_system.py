@@ -124,6 +124,24 @@ def test_beta0_of_the_minimal_model_is_its_inverse_temperature():
     np.testing.assert_allclose(program.initial_sharpness(params, jax.random.key(3)), 2.0, atol=0.05)
 
 
+def test_zipf_changes_the_training_items_but_not_the_icl_test():
+    # A Zipf ICL test over novel items labelled by id made the output bias score 0.1-0.9 at init; the
+    # test must be the uniform one, the same batch as without the lever for the same key and state.
+    raw = {"task": {"K": 400, "N": 8}, "model": {"width": 16}}
+    program, consts, state = _init_state(raw)
+    zipf, zconsts, _ = _init_state({**raw, "task": {**raw["task"], "zipf_alpha": 1.5}})
+    key = jax.random.key(5)
+    for a, b in zip(program.icl_batch(state, consts, key, 64), zipf.icl_batch(state, zconsts, key, 64)):
+        np.testing.assert_array_equal(a, b)
+    # ...while the training batch does change: its targets concentrate on the frequent ids.
+    x_u, _ = program.train_batch(state, consts, key, 2000)
+    x_z, _ = zipf.train_batch(state, zconsts, key, 2000)
+    pool = np.asarray(consts["pool"])[:, :63]
+    top = lambda x: np.mean(np.linalg.norm(np.asarray(x)[:, -1, :63] - pool[0], axis=-1) < 1e-5)
+    # P(item 0) = 1 / sum_k (k + 1)^-1.5 = 0.39 over K = 400 under Zipf, 1/400 uniform.
+    assert top(x_z) > 0.3 and top(x_u) < 0.02
+
+
 def test_zipf_run_reports_iwl_accuracy_by_band_and_memorizes_frequent_items_first():
     raw = {"task": {"K": 400, "N": 8, "zipf_alpha": 1.5}, "model": {"width": 32},
            "train": {"lr": 0.1, "batch_size": 64, "steps": 400, "eval_every": 100, "eval_size": 1000}}
