@@ -6,6 +6,7 @@
   python experiments/levers/analyze.py race task.zipf_alpha --values 0 1 --mlp runs/regime/mlp_matched \
       runs/levers/mlp_zipf1 --kinf runs/regime/kinf --N 32 --T 10000 --t-fixed 1200 --name zipf_race
   python experiments/levers/analyze.py transience runs/levers/adam_l2 runs/levers/adam_l2_wd
+  python experiments/levers/analyze.py ceiling --epsilon 0 0.5 1
   python experiments/levers/analyze.py kstar task.epsilon runs/levers/epsilon --counts kstar_epsilon --name kstar_epsilon
 
 kstar keeps every cell's acquired count in its JSON and takes an earlier JSON back (--counts), so K* per
@@ -23,6 +24,7 @@ from scipy import stats
 
 from icl_race.analysis.memorization import budgets_by_K, log_t_vs_beta0, predict_k_star
 from icl_race.analysis.race import summarize_transience
+from icl_race.analysis.regime import rise_fraction
 from icl_race.analysis.threshold import acquisition_curve, percentile_ci
 from icl_race.configbase import ConfigError
 from icl_race.rundir import load_cells
@@ -158,7 +160,7 @@ def transience(args) -> dict:
 def kstar(args) -> dict:
     """(b), (c): K* per value of a lever at one N, the logistic midpoint of the acquired fraction against
     log K (analysis.threshold.acquisition_curve, the report's estimator) over the finite-K cells of the
-    directories, together with the per-cell counts of an earlier kstar JSON (--counts) for the (value, K)
+    directories, with each cell's median rise fraction r (analysis.regime) where its seeds are at hand, together with the per-cell counts of an earlier kstar JSON (--counts) for the (value, K)
     cells the directories lack. A cell in both must agree: the same config digest trains the same seeds."""
     section, key = args.field.split(".")
     rows = {}
@@ -174,13 +176,18 @@ def kstar(args) -> dict:
             if task["N"] != args.N or task.get("variant") == "infinite":
                 continue
             t = np.asarray(r["t_icl"])
+            r_S = rise_fraction(t, np.asarray(r["t_icl60"]))
             cell = {"value": float(cfg[section].get(key, 0.0)), "K": int(task["K"]), "seeds": int(t.size),
-                    "acquired": int((t >= 0).sum()), "budget": int(cfg["train"]["steps"]), "source": str(d)}
+                    "acquired": int((t >= 0).sum()), "budget": int(cfg["train"]["steps"]),
+                    "rise_fraction_median": float(np.nanmedian(r_S)) if (t >= 0).any() else None, "source": str(d)}
             old = rows.get((cell["value"], cell["K"]))
             if old and (old["seeds"], old["acquired"]) != (cell["seeds"], cell["acquired"]):
                 raise SystemExit(f"{args.field} = {cell['value']:g}, K = {cell['K']}: {d} has {cell['acquired']}/"
                                  f"{cell['seeds']} acquired, --counts {args.counts} {old['acquired']}/{old['seeds']}")
             rows[(cell["value"], cell["K"])] = {**cell, "source": old["source"] if old else cell["source"]}
+    # The regime check beside each K*: a median rise fraction above the protocol's bound (0.10 at K =
+    # infinity; 0.17-0.25 near K* without a lever) says ICL climbed to the threshold rather than jumped.
+    rise = lambda c: "" if c.get("rise_fraction_median") is None else f" (r {c['rise_fraction_median']:.2f})"
     rng = np.random.default_rng(0)
     out = {"field": args.field, "N": args.N, "cells": [rows[k] for k in sorted(rows)], "kstar": []}
     for v in sorted({v for v, _ in rows}):
@@ -189,7 +196,7 @@ def kstar(args) -> dict:
                                 [np.arange(c["seeds"]) < c["acquired"] for c in cells], n_boot=args.boot, rng=rng)
         fit.pop("boot_log10_kstar", None)
         out["kstar"].append({"value": v, **fit})
-        counts = ", ".join(f"{c['acquired']}/{c['seeds']} at {c['K']:,}" for c in cells)
+        counts = ", ".join(f"{c['acquired']}/{c['seeds']} at {c['K']:,}{rise(c)}" for c in cells)
         if not fit["ok"]:
             verdict = f"no K* ({fit['reason']})"
         else:
@@ -197,6 +204,36 @@ def kstar(args) -> dict:
                        + ("" if fit["bracketed"] else ", not bracketed by the grid: an extrapolation"))
         print(f"{args.field} = {v:g} (N = {args.N}): {verdict}; acquired {counts}")
     return _write(args.name or "kstar", out)
+
+
+def ceiling(args) -> dict:
+    """(c): the ICL accuracy that an ideal copy rule reaches under item noise epsilon, the ceiling the 0.95
+    threshold must fit under. Monte Carlo over sequences built as the task builds them at K = infinity:
+    N - 1 distinct context items mu ~ N(0, I/D), N/2 - 1 of them in the query's class, every occurrence
+    noised as (mu + epsilon eta)/sqrt(1 + epsilon^2), the query a noisy copy of one context item. Rules:
+    the label of the context item nearest the query (inner product), and a softmax attention on those
+    inner products read out as the sign of the attended labels, at its best inverse temperature."""
+    rng = np.random.default_rng(0)
+    D, N, n = args.D, args.N, args.sequences
+    out = {"D": D, "N": N, "sequences": n, "rows": []}
+    for eps in args.epsilon:
+        mu_SxCxD = rng.normal(size=(n, N - 1, D)) / np.sqrt(D)
+        noisy = lambda x: (x + eps * rng.normal(size=x.shape) / np.sqrt(D)) / np.sqrt(1 + eps**2)
+        ctx_SxCxD, q_SxD = noisy(mu_SxCxD), noisy(mu_SxCxD[:, 0])
+        same_SxC = np.zeros((n, N - 1), bool)
+        same_SxC[:, : N // 2] = True  # the copy (column 0) and N/2 - 1 more of the query's class
+        score_SxC = np.einsum("scd,sd->sc", ctx_SxCxD, q_SxD)
+        nearest = float(same_SxC[np.arange(n), score_SxC.argmax(1)].mean())
+        soft = {}
+        for beta in (5, 10, 20, 40, 80, 160):
+            w_SxC = np.exp(beta * (score_SxC - score_SxC.max(1, keepdims=True)))
+            soft[beta] = float(((w_SxC * np.where(same_SxC, 1, -1)).sum(1) > 0).mean())
+        best = max(soft, key=soft.get)
+        out["rows"].append({"epsilon": eps, "nearest": nearest, "soft_best": soft[best], "soft_beta": best,
+                            "copy_found": float((score_SxC.argmax(1) == 0).mean())})
+        print(f"epsilon = {eps:g} (N = {N}, D = {D}): nearest-item rule {nearest:.3f} (copy found in "
+              f"{out['rows'][-1]['copy_found']:.3f}), softmax attention {soft[best]:.3f} at beta {best}")
+    return _write(args.name or "ceiling", out)
 
 
 SETTING = ("optimizer", "lr", "qk_init_scale")  # what tells a lever's cells apart here
@@ -239,14 +276,19 @@ def main() -> None:
     p.add_argument("field", help="the lever, e.g. task.epsilon")
     p.add_argument("dirs", nargs="*", help="sweep directories of finite-K cells")
     p.add_argument("--counts", help="an earlier kstar result (results/<name>.json) whose cells are kept")
+    p = sub.add_parser("ceiling", help="(c) the ICL accuracy an ideal copy rule reaches under item noise")
+    p.add_argument("--epsilon", type=float, nargs="+", default=[0.0, 0.5, 1.0])
+    p.add_argument("--D", type=int, default=63)
+    p.add_argument("--sequences", type=int, default=20000)
     for p in sub.choices.values():
         p.add_argument("--boot", type=int, default=1000)
         p.add_argument("--name", help="results/<name>.json (default: the subcommand's name)")
-        if p.prog.split()[-1] in ("race", "kstar"):
+        if p.prog.split()[-1] in ("race", "kstar", "ceiling"):
             p.add_argument("--N", type=int, default=32, help="the N of the cells")
     args = ap.parse_args()
     try:
-        {"beta0": beta0, "pair": pair, "race": race, "transience": transience, "kstar": kstar}[args.what](args)
+        {"beta0": beta0, "pair": pair, "race": race, "transience": transience, "kstar": kstar,
+         "ceiling": ceiling}[args.what](args)
     except ConfigError as e:  # a missing or unreadable directory: one line, as the CLI says it
         raise SystemExit(f"error: {e}") from None
 
