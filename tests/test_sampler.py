@@ -84,11 +84,13 @@ def test_bank_sequences_are_fresh_sequences_over_a_fixed_bank():
     P, B, N = 256, 4000, 16
     bank = np.asarray(task.make_pool(KEY, P, 63))
     x, y = task.bank_sequences(jax.random.key(3), task.token_table(jnp.asarray(bank)), B, N, query_in_context=True)
-    items, labels = np.asarray(x[..., :63]), np.asarray(x[..., 63:])
-    # Every item is a bank row, ids uniform over the bank.
-    dist = np.linalg.norm(items[:, :, None] - bank[None, None], axis=-1)
-    ids = np.argmin(dist, axis=-1)
-    assert np.allclose(dist.min(axis=-1), 0, atol=1e-6)
+    items, labels = np.asarray(x[..., :63], np.float64), np.asarray(x[..., 63:])
+    # Every item is a bank row, ids uniform over the bank. Squared distances as |a|^2 + |b|^2 - 2 a.b in
+    # float64 (rounding ~1e-16 here), not a (B, N, P, 63) difference array of 4 GB.
+    bank64 = bank.astype(np.float64)
+    d2 = (items**2).sum(-1)[..., None] + (bank64**2).sum(-1) - 2 * items @ bank64.T
+    ids = np.argmin(d2, axis=-1)
+    assert np.all(np.abs(d2.min(axis=-1)) < 1e-12)  # distance < 1e-6, as an exact copy gives
     assert stats.chisquare(np.bincount(ids[:, :-1].ravel(), minlength=P)).pvalue > 1e-3
     # The query copies a context item and carries its label (when that vector is not repeated).
     match = ids[:, :-1] == ids[:, -1:]
