@@ -137,24 +137,41 @@ def race(args) -> dict:
 def transience(args) -> dict:
     """(d): ICL's rise and fall (first evaluation after t_ICL with ICL accuracy < --level) per optimizer and
     L2 on the attention path (analysis.race.summarize_transience, one optimizer at a time), with the seeds'
-    median final ICL and IWL accuracies."""
+    median final ICL and IWL accuracies. A fall by that rule may be a one-evaluation dip, so also: the
+    acquired seeds that stay below --level for --lasting consecutive evaluations (a lasting loss), and
+    those that end the run below it."""
     cells = [c for d in args.dirs for c in load_cells(d)]
-    out = {"level": args.level, "cells": []}
+    out = {"level": args.level, "lasting": args.lasting, "cells": []}
     for opt in sorted({cfg["train"]["optimizer"] for cfg, _ in cells}):
         mine = [(cfg, r) for cfg, r in cells if cfg["train"]["optimizer"] == opt]
-        finals = {cfg["train"]["weight_decay_attn"]: (r["icl_acc"][:, -1], r["iwl_acc"][:, -1]) for cfg, r in mine}
+        by_wd = {cfg["train"]["weight_decay_attn"]: r for cfg, r in mine}
         for row in summarize_transience(mine, level=args.level, n_boot=args.boot)["cells"]:
-            icl, iwl = finals[row["weight_decay_attn"]]
-            row = {"optimizer": opt, "final_icl_acc_median": float(np.median(icl)),
-                   "final_iwl_acc_median": float(np.median(iwl)),
+            r = by_wd[row["weight_decay_attn"]]
+            acquired = r["t_icl"] >= 0
+            after_SxT = (r["eval_steps"][None, :] > r["t_icl"][:, None]) & acquired[:, None]
+            below_SxT = after_SxT & (r["icl_acc"] < args.level)
+            row = {"optimizer": opt, "final_icl_acc_median": float(np.median(r["icl_acc"][:, -1])),
+                   "final_iwl_acc_median": float(np.median(r["iwl_acc"][:, -1])),
+                   "lost_lasting": int((_longest_run(below_SxT) >= args.lasting).sum()),
+                   "ended_below": int((acquired & (r["icl_acc"][:, -1] < args.level)).sum()),
                    **{k: row[k] for k in ("weight_decay_attn", "seeds", "acquired", "fell", "budget", "rise", "fall")}}
             out["cells"].append(row)
             med = lambda d: "not reached" if d["median"] is None else f"{d['median']:.0f} {_ci(d.get('median_ci'), '{:.0f}')}"
             print(f"{opt}, L2 {row['weight_decay_attn']:g}: acquired {row['acquired']}/{row['seeds']} (KM median "
-                  f"t_ICL {med(row['rise'])}), lost {row['fell']}/{row['acquired']} (KM median fall "
-                  f"{med(row['fall'])}, budget {row['budget']:.0f}); final ICL accuracy {row['final_icl_acc_median']:.2f}, "
-                  f"IWL {row['final_iwl_acc_median']:.2f} (seed medians)")
+                  f"t_ICL {med(row['rise'])}), fell {row['fell']}/{row['acquired']} (KM median fall "
+                  f"{med(row['fall'])}, budget {row['budget']:.0f}), lost for >= {args.lasting} evaluations "
+                  f"{row['lost_lasting']}, ended below {args.level:g} {row['ended_below']}; final ICL accuracy "
+                  f"{row['final_icl_acc_median']:.2f}, IWL {row['final_iwl_acc_median']:.2f} (seed medians)")
     return _write(args.name or "transience", out)
+
+
+def _longest_run(mask_SxT: np.ndarray) -> np.ndarray:
+    """The longest run of consecutive True per row."""
+    longest, run = np.zeros(mask_SxT.shape[0], int), np.zeros(mask_SxT.shape[0], int)
+    for col in mask_SxT.T:
+        run = np.where(col, run + 1, 0)
+        longest = np.maximum(longest, run)
+    return longest
 
 
 def kstar(args) -> dict:
@@ -272,6 +289,7 @@ def main() -> None:
     p = sub.add_parser("transience", help="(d) ICL's rise and fall per optimizer and L2")
     p.add_argument("dirs", nargs="+")
     p.add_argument("--level", type=float, default=0.9, help="ICL is lost below this accuracy")
+    p.add_argument("--lasting", type=int, default=10, help="a lasting loss: this many evaluations in a row below --level")
     p = sub.add_parser("kstar", help="(b), (c) the measured K* per lever value")
     p.add_argument("field", help="the lever, e.g. task.epsilon")
     p.add_argument("dirs", nargs="*", help="sweep directories of finite-K cells")
