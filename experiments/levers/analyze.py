@@ -7,6 +7,7 @@
       runs/levers/mlp_zipf1 --kinf runs/regime/kinf --N 32 --T 10000 --t-fixed 1200 --name zipf_race
   python experiments/levers/analyze.py transience runs/levers/adam_l2 runs/levers/adam_l2_wd
   python experiments/levers/analyze.py ceiling --epsilon 0 0.5 1
+  python experiments/levers/analyze.py collapse runs/levers/epsilon_kinf_long --name collapse_eps1
   python experiments/levers/analyze.py kstar task.epsilon runs/levers/epsilon --counts kstar_epsilon --name kstar_epsilon
 
 kstar keeps every cell's acquired count in its JSON and takes an earlier JSON back (--counts), so K* per
@@ -177,8 +178,9 @@ def _longest_run(mask_SxT: np.ndarray) -> np.ndarray:
 def kstar(args) -> dict:
     """(b), (c): K* per value of a lever at one N, the logistic midpoint of the acquired fraction against
     log K (analysis.threshold.acquisition_curve, the report's estimator) over the finite-K cells of the
-    directories, with each cell's median rise fraction r (analysis.regime) where its seeds are at hand, together with the per-cell counts of an earlier kstar JSON (--counts) for the (value, K)
-    cells the directories lack. A cell in both must agree: the same config digest trains the same seeds."""
+    directories, with each cell's median rise fraction r (analysis.regime) where its seeds are at hand,
+    together with the per-cell counts of an earlier kstar JSON (--counts) for the (value, K) cells the
+    directories lack. A cell in both must agree: the same config digest trains the same seeds."""
     section, key = args.field.split(".")
     rows = {}
     if args.counts:
@@ -226,8 +228,8 @@ def kstar(args) -> dict:
 def ceiling(args) -> dict:
     """(c): the ICL accuracy that an ideal copy rule reaches under item noise epsilon, the ceiling the 0.95
     threshold must fit under. Monte Carlo over sequences built as the task builds them at K = infinity:
-    N - 1 distinct context items mu ~ N(0, I/D), N/2 - 1 of them in the query's class, every occurrence
-    noised as (mu + epsilon eta)/sqrt(1 + epsilon^2), the query a noisy copy of one context item. Rules:
+    N - 1 distinct context items mu ~ N(0, I/D) with i.i.d. labels, every occurrence noised as
+    (mu + epsilon eta)/sqrt(1 + epsilon^2), the query a noisy copy of one context item. Rules:
     the label of the context item nearest the query (inner product), and a softmax attention on those
     inner products read out as the sign of the attended labels, at its best inverse temperature."""
     rng = np.random.default_rng(0)
@@ -237,8 +239,8 @@ def ceiling(args) -> dict:
         mu_SxCxD = rng.normal(size=(n, N - 1, D)) / np.sqrt(D)
         noisy = lambda x: (x + eps * rng.normal(size=x.shape) / np.sqrt(D)) / np.sqrt(1 + eps**2)
         ctx_SxCxD, q_SxD = noisy(mu_SxCxD), noisy(mu_SxCxD[:, 0])
-        same_SxC = np.zeros((n, N - 1), bool)
-        same_SxC[:, : N // 2] = True  # the copy (column 0) and N/2 - 1 more of the query's class
+        same_SxC = rng.random((n, N - 1)) < 0.5  # whether each item's label is the query's...
+        same_SxC[:, 0] = True  # ...which its copy's (column 0) is
         score_SxC = np.einsum("scd,sd->sc", ctx_SxCxD, q_SxD)
         nearest = float(same_SxC[np.arange(n), score_SxC.argmax(1)].mean())
         soft = {}
@@ -251,6 +253,47 @@ def ceiling(args) -> dict:
         print(f"epsilon = {eps:g} (N = {N}, D = {D}): nearest-item rule {nearest:.3f} (copy found in "
               f"{out['rows'][-1]['copy_found']:.3f}), softmax attention {soft[best]:.3f} at beta {best}")
     return _write(args.name or "ceiling", out)
+
+
+def collapse(args) -> dict:
+    """(c): what a run's network looks like along its training, one seed of a finished cell retrained alone
+    (the same trajectory as inside its ensemble, to float tolerance): at each of --at steps the ICL accuracy
+    and training loss, the spread of the query's attention logits over its context, the fraction of each
+    MLP layer's ReLUs active on a training batch, and the mean |logit|. Written for epsilon = 1 at K =
+    infinity, where ICL rose and then the training loss went back to ln 2 with nothing to memorize."""
+    import jax
+    import jax.numpy as jnp
+
+    from icl_race import config
+    from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys, train as train_ensemble
+    from icl_race.systems import build
+
+    (cfg, _), = load_cells(args.dir)
+    cfg["ensemble"] |= {"seeds": 1, "block": 1, "devices": 0}
+    program, consts = build(config.from_dict(cfg))
+    carry = init_ensemble(program, Layout(1), seed_keys(cfg["ensemble"]["root_seed"], np.array([args.seed])), consts)
+    period = int(np.gcd.reduce(args.at))
+    out, done = {"dir": args.dir, "seed": args.seed, "rows": []}, 0
+    for stop in args.at:
+        carry, curves, _ = train_ensemble(program, consts, carry, layout=Layout(1), steps=stop, eval_every=period,
+                                          evals_per_chunk=1, start_step=done)
+        done = stop
+        params = jax.tree.map(lambda a: a[0], carry["state"]["params"])
+        m = program.model.bind(params)
+        x_BxNxE, _ = program.train_batch({"params": params}, consts, jax.random.key(stop), 512)
+        h_BxNxE = m.ln(x_BxNxE)
+        z_BxE = h_BxNxE[:, -1] + m.attn.query(h_BxNxE)
+        h1_BxW = jax.nn.relu(m.mlp.fc1(z_BxE))
+        h2_BxW = jax.nn.relu(m.mlp.fc2(h1_BxW))
+        row = {"step": stop, "icl_acc": float(curves["icl_acc"][0, -1]), "train_loss": float(curves["train_loss"][0, -1]),
+               "score_spread": float(jnp.std(m.attn.query_scores(h_BxNxE), -1).mean()),
+               "relu_active_fc1": float((h1_BxW > 0).mean()), "relu_active_fc2": float((h2_BxW > 0).mean()),
+               "logit_abs": float(jnp.abs(m.mlp.fc3(h2_BxW)).mean())}
+        out["rows"].append(row)
+        print(f"step {stop}: ICL accuracy {row['icl_acc']:.3f}, training loss {row['train_loss']:.3f}; attention "
+              f"logit spread {row['score_spread']:.1f}; ReLUs active {row['relu_active_fc1']:.2f} (layer 1), "
+              f"{row['relu_active_fc2']:.2f} (layer 2); mean |logit| {row['logit_abs']:.3f}")
+    return _write(args.name or "collapse", out)
 
 
 SETTING = ("optimizer", "lr", "qk_init_scale")  # what tells a lever's cells apart here
@@ -298,6 +341,10 @@ def main() -> None:
     p.add_argument("--epsilon", type=float, nargs="+", default=[0.0, 0.5, 1.0])
     p.add_argument("--D", type=int, default=63)
     p.add_argument("--sequences", type=int, default=20000)
+    p = sub.add_parser("collapse", help="(c) one seed of a cell retrained alone, its network inspected along the way")
+    p.add_argument("dir", help="a sweep directory with one cell")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--at", type=int, nargs="+", default=[3000, 6000, 9000, 12000, 18000, 24000, 30000])
     for p in sub.choices.values():
         p.add_argument("--boot", type=int, default=1000)
         p.add_argument("--name", help="results/<name>.json (default: the subcommand's name)")
@@ -306,7 +353,7 @@ def main() -> None:
     args = ap.parse_args()
     try:
         {"beta0": beta0, "pair": pair, "race": race, "transience": transience, "kstar": kstar,
-         "ceiling": ceiling}[args.what](args)
+         "ceiling": ceiling, "collapse": collapse}[args.what](args)
     except ConfigError as e:  # a missing or unreadable directory: one line, as the CLI says it
         raise SystemExit(f"error: {e}") from None
 
