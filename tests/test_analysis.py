@@ -161,6 +161,13 @@ def test_median_t_icl_vs_N_linear_and_curved(power):
         assert q[0] > 0  # curvature detected: not a straight line
 
 
+def test_median_vs_N_needs_two_distinct_N_not_two_cells():
+    # Two cells of one N (its seeds split by ensemble.first_seed) made the report fail on a missing slope.
+    t = [np.array([100.0, 120, 140]), np.array([110.0, 130, 150])]
+    fit = th.median_vs_N(np.array([32, 32]), t, [np.ones(3, bool)] * 2, n_boot=50)
+    assert not fit["ok"] and "linear" not in fit and [p["median"] for p in fit["per_N"]] == [120.0, 130.0]
+
+
 def test_fraction_difference_and_verdicts():
     rng = np.random.default_rng(1)
     n = np.full(6, 200)

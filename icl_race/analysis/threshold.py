@@ -230,7 +230,8 @@ def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarra
     ok = np.isfinite(med)
     out = {"per_N": per_n, "confidence": confidence, "n_boot": n_boot,
            "excluded_N": [int(v) for v in N[~ok]]}
-    if ok.sum() < 2:
+    # Distinct values: cells that split one N's seeds (ensemble.first_seed) give no slope between them.
+    if np.unique(N[ok]).size < 2:
         return out | {"ok": False, "reason": "needs a reached median at >= 2 values of N"}
     Nk, mk, bk = N[ok], med[ok], boot[ok]
     out |= {"ok": True, "linear": power_law_slope(Nk, mk, bk, confidence)}
