@@ -268,24 +268,32 @@ def collapse(args) -> dict:
     from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys, train as train_ensemble
     from icl_race.systems import build
 
-    (cfg, _), = load_cells(args.dir)
+    cells = load_cells(args.dir)
+    if len(cells) != 1:
+        raise SystemExit(f"error: {args.dir}: collapse needs a directory with one finished cell, found {len(cells)}")
+    (cfg, _), = cells
     cfg["ensemble"] |= {"seeds": 1, "block": 1, "devices": 0}
     program, consts = build(config.from_dict(cfg))
     carry = init_ensemble(program, Layout(1), seed_keys(cfg["ensemble"]["root_seed"], np.array([args.seed])), consts)
-    period = int(np.gcd.reduce(args.at))
-    out, done = {"dir": args.dir, "seed": args.seed, "rows": []}, 0
-    for stop in args.at:
-        carry, curves, _ = train_ensemble(program, consts, carry, layout=Layout(1), steps=stop, eval_every=period,
-                                          evals_per_chunk=1, start_step=done)
-        done = stop
-        params = jax.tree.map(lambda a: a[0], carry["state"]["params"])
+    kept = {}  # step -> the seed's parameters, copied before the next chunk donates the carry
+
+    def keep(p):
+        if p.step in args.at:
+            kept[p.step] = jax.device_get(jax.tree.map(lambda a: a[0], p.carry["state"]["params"]))
+
+    _, curves, steps = train_ensemble(program, consts, carry, layout=Layout(1), steps=max(args.at),
+                                      eval_every=int(np.gcd.reduce(args.at)), evals_per_chunk=1, on_chunk=keep)
+    out = {"dir": args.dir, "seed": args.seed, "rows": []}
+    for stop, params in sorted(kept.items()):
+        i = int(np.searchsorted(steps, stop))
+        # The forward pass spelled out (unfolded LayerNorm), for the hidden activations the model's
+        # __call__ does not return.
         m = program.model.bind(params)
         x_BxNxE, _ = program.train_batch({"params": params}, consts, jax.random.key(stop), 512)
         h_BxNxE = m.ln(x_BxNxE)
-        z_BxE = h_BxNxE[:, -1] + m.attn.query(h_BxNxE)
-        h1_BxW = jax.nn.relu(m.mlp.fc1(z_BxE))
+        h1_BxW = jax.nn.relu(m.mlp.fc1(h_BxNxE[:, -1] + m.attn.query(h_BxNxE)))
         h2_BxW = jax.nn.relu(m.mlp.fc2(h1_BxW))
-        row = {"step": stop, "icl_acc": float(curves["icl_acc"][0, -1]), "train_loss": float(curves["train_loss"][0, -1]),
+        row = {"step": stop, "icl_acc": float(curves["icl_acc"][0, i]), "train_loss": float(curves["train_loss"][0, i]),
                "score_spread": float(jnp.std(m.attn.query_scores(h_BxNxE), -1).mean()),
                "relu_active_fc1": float((h1_BxW > 0).mean()), "relu_active_fc2": float((h2_BxW > 0).mean()),
                "logit_abs": float(jnp.abs(m.mlp.fc3(h2_BxW)).mean())}
