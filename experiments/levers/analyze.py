@@ -184,7 +184,10 @@ def kstar(args) -> dict:
     section, key = args.field.split(".")
     rows = {}
     if args.counts:
-        prior = json.loads((RESULTS / f"{args.counts}.json").read_text())
+        path = RESULTS / f"{args.counts}.json"
+        if not path.is_file():
+            raise SystemExit(f"error: --counts {args.counts}: no {path}")
+        prior = json.loads(path.read_text())
         if (prior["field"], prior["N"]) != (args.field, args.N):
             raise SystemExit(f"--counts {args.counts}: field {prior['field']} at N = {prior['N']}, not "
                              f"{args.field} at N = {args.N}")
