@@ -17,9 +17,11 @@ demo: $(BIN)/icl-race
 	$(BIN)/icl-race demo
 
 # Two pytest worker processes (pytest-xdist), whole files to each: the tiny runs of the tests keep one core
-# busy at a time, so two workers use CI's two cores. Splitting also keeps XLA's CPU compiler out of trouble:
-# in one process of ~330 tests it segfaulted, reproducibly, at the same late test (tests/test_system.py),
-# which passes in a process of its own (a crashed worker fails its test; xdist says so and goes on).
+# busy at a time, so two workers use CI's two cores (that is why two remain). The one-process crash that
+# splitting once also avoided (a segfault in XLA's CPU compiler at about the 290th test) came with resident
+# memory growing ~44 MB per compiled program, never released: tests/conftest.py now drops JAX's compilation
+# caches after each test module, which keeps a process flat (benchmarks/RESULTS.md, issue 23). A crashed
+# worker would fail its test; xdist says so and goes on.
 # The 20 slowest tests are listed at the end, to keep the suite within its ~10 minutes.
 test: $(BIN)/icl-race
 	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=20 tests

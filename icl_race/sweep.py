@@ -257,8 +257,11 @@ def run_cell(cfg_dict: dict, out: str) -> str:
 
 
 def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True) -> None:
+    import jax
+
     from icl_race.runner import execute
 
+    last_program = None
     for i, cell in enumerate(sweep.cells, 1):
         where = ", ".join(f"{k}={v}" for k, v in cell.values.items()) or "(single cell)"
         st = status(out, cell)
@@ -266,6 +269,13 @@ def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True) -> None
             log(f"[{i}/{len(sweep.cells)}] {where}: done, skipped")
             continue
         log(f"[{i}/{len(sweep.cells)}] {where}: {'resuming' if st == 'partial' else 'running'} -> {cell_dir(out, cell)}")
+        # jit keeps every compiled program for the life of the process: ~44 MB per cell of a new shape,
+        # never released (benchmarks/compile_memory.py). A cell of another program drops the last one's,
+        # so the worker's memory stays flat over any number of shapes; cells of one program (a K or lr
+        # axis) still share its compilation.
+        if last_program is not None and _program(cell.cfg) != last_program:
+            jax.clear_caches()
+        last_program = _program(cell.cfg)
         try:
             execute(cell.cfg, cell_dir(out, cell), progress=progress, log=log)
         except rundir.Locked:
@@ -342,3 +352,10 @@ def _shape(cfg: Config) -> tuple:
     return json.dumps([task, d["model"], d["train"]["batch_size"], d["train"]["optimizer"], d["ensemble"]["block"]],
                       sort_keys=True)
 
+
+def _program(cfg: Config) -> tuple:
+    """What decides which programs a cell compiles: its step's shape and the static sizes of its chunks
+    and evaluations (the values the engine traces, K, lr, decays..., are left out)."""
+    tr = cfg.to_dict()["train"]
+    return _shape(cfg), json.dumps({k: tr.get(k) for k in ("steps", "eval_every", "evals_per_chunk", "eval_size",
+                                                           "eval_batch", "eval_spacing")}, sort_keys=True)

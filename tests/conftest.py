@@ -30,3 +30,12 @@ def tiny_raw():
         "train": {"lr": 0.1, "batch_size": 64, "steps": 800, "eval_every": 50, "eval_size": 200},
         "ensemble": {"seeds": 4},
     }
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _drop_compilations_after_each_module():
+    """jit keeps every compiled program for the life of the process, ~44 MB a new shape, never released
+    (benchmarks/compile_memory.py); a worker running hundreds of tests of distinct shapes grew by GBs.
+    Dropping them between modules bounds it (programs are rarely shared across modules)."""
+    yield
+    jax.clear_caches()

@@ -36,30 +36,35 @@ class HandWrittenSGD(ClassificationRace):
         return {**state, "params": params}, loss
 
 
-def _train(program, consts, cfg, seed_ids, block):
+def _train(program, consts, cfg, seed_ids, block, stop_event=None):
     ids = padded_seed_ids(np.asarray(seed_ids), Layout(block))
     carry = init_ensemble(program, Layout(block), seed_keys(0, ids), consts)
     tr = cfg.train
     carry, curves, _ = train(program, consts, carry, layout=Layout(block), steps=tr.steps, eval_every=tr.eval_every,
-                             evals_per_chunk=tr.evals_per_chunk)
+                             evals_per_chunk=tr.evals_per_chunk, live_seeds=len(seed_ids), stop_event=stop_event)
     n = len(seed_ids)
     return jax.device_get(carry["t_first"]["icl"])[:n], {k: v[:n] for k, v in curves.items()}
 
 
 def test_sgd_is_the_hand_written_coupled_sgd_bit_for_bit_on_the_demo_config():
     # lr 0.1 through the ICL transition: any rounding difference would grow into different curves. The
-    # demo preset at N = 8, K = 1000 (its setting before it moved into the abrupt regime), where both
-    # seeds acquire ICL within 600 steps.
-    cfg = config.load(DEMO, ["train.steps=600", "ensemble.seeds=2", "task.N=8", "task.K=1000", "train.eval_size=500",
+    # demo preset at N = 8, K = 1000 (its setting before it moved into the abrupt regime). Where the
+    # transitions fall is one machine's rounding (on one CPU both seeds acquired by step 600, on another
+    # seed 0 had not), so the run does not ask for them by a fixed step: it stops once both seeds have
+    # acquired ICL, within a budget of 4,000 steps (both acquire by 600 on the machine this was written
+    # on: a margin of over 6x), and the comparison needs only that the curves pass through a transition.
+    cfg = config.load(DEMO, ["train.steps=4000", "ensemble.seeds=2", "task.N=8", "task.K=1000", "train.eval_size=500",
                                   "train.eval_batch=256"])
     program, consts = build(cfg)
     oracle = HandWrittenSGD(**{f.name: getattr(program, f.name) for f in dataclasses.fields(program)})
-    t_new, curves_new = _train(program, consts, cfg, np.arange(2), block=2)
-    t_old, curves_old = _train(oracle, consts, cfg, np.arange(2), block=2)
+    t_new, curves_new = _train(program, consts, cfg, np.arange(2), block=2, stop_event="icl")
+    t_old, curves_old = _train(oracle, consts, cfg, np.arange(2), block=2, stop_event="icl")
     np.testing.assert_array_equal(t_new, t_old)
     for name in curves_old:
         np.testing.assert_array_equal(curves_new[name], curves_old[name], err_msg=name)
-    assert np.all(t_new >= 0), "the comparison should run through ICL transitions"
+    icl = curves_new["icl_acc"]
+    assert np.any((icl[:, 0] < 0.6) & (icl.max(axis=1) > 0.95)), \
+        f"the comparison should run through an ICL transition: ICL accuracy {icl[:, 0]} -> {icl.max(axis=1)}"
 
 
 def _two_steps(optimizer, **train_kw):
