@@ -1,0 +1,125 @@
+"""What each seed of a classification run did: persistent, transient, censored or diverged.
+
+    persistent  acquired ICL (t_ICL >= 0) and never lost it for good within what was evaluated
+    transient   acquired, then a lasting fall: `lasting` consecutive evaluations after t_ICL with ICL
+                accuracy below `level` (the rule of experiments/levers/analyze.py transience: level 0.9,
+                10 evaluations); the fall time is the first evaluation of the first such stretch
+    censored    never acquired within what the run observed
+    diverged    a non-finite loss; excluded from every other statistic, counted here
+
+A seed's curve may end in NaN (a seed retired before the run's end holds NaN after its retirement): its
+final accuracy is its last finite evaluation, and a stretch below `level` that runs into the NaN tail
+counts with the evaluations it has. A fall shorter than `lasting` at the end of the curve is not (yet)
+lasting: such a seed stays persistent, and `ended_below` counts it. Pure numpy; no jax.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from icl_race.analysis import survival as sv
+
+CLASSES = ("persistent", "transient", "censored", "diverged")
+LEVEL = 0.9
+LASTING = 10
+
+
+def last_finite(values_SxT: np.ndarray) -> np.ndarray:
+    """Each row's last finite value (NaN for a row with none, or no columns)."""
+    v = np.asarray(values_SxT, float)
+    if v.ndim != 2 or v.shape[1] == 0:
+        return np.full(v.shape[0] if v.ndim else 0, np.nan)
+    finite = np.isfinite(v)
+    idx = v.shape[1] - 1 - np.argmax(finite[:, ::-1], axis=1)
+    out = v[np.arange(v.shape[0]), idx]
+    return np.where(finite.any(axis=1), out, np.nan)
+
+
+def lasting_fall(icl_acc_SxT: np.ndarray, steps_T: np.ndarray, t_icl_S: np.ndarray, level: float = LEVEL,
+                 lasting: int = LASTING) -> np.ndarray:
+    """Per seed, the step of the first evaluation after t_ICL that starts `lasting` consecutive
+    evaluations below `level`; -1 when there is none (or the seed never acquired)."""
+    acc = np.asarray(icl_acc_SxT, float)
+    steps = np.asarray(steps_T)
+    t = np.asarray(t_icl_S)
+    S = t.size
+    fall = np.full(S, -1, np.int64)
+    if acc.ndim != 2 or acc.shape[1] == 0:
+        return fall
+    below_SxT = (steps[None, :] > t[:, None]) & (t[:, None] >= 0) & (acc < level)  # NaN < level is False
+    run_S, start_S = np.zeros(S, int), np.zeros(S, int)
+    for j in range(acc.shape[1]):
+        start_S = np.where(below_SxT[:, j] & (run_S == 0), j, start_S)
+        run_S = np.where(below_SxT[:, j], run_S + 1, 0)
+        hit = (run_S >= lasting) & (fall < 0)
+        fall = np.where(hit, steps[start_S], fall)
+    return fall
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcomes:
+    """Every seed's class (over all seeds, diverged included) and the per-class summaries."""
+
+    level: float
+    lasting: int
+    classes_S: np.ndarray  # [S] str, one of CLASSES
+    fall_S: np.ndarray  # [S] step of the lasting fall, -1 = none
+    final_icl_S: np.ndarray  # [S] last finite ICL accuracy
+    final_iwl_S: np.ndarray  # [S] last finite IWL accuracy
+    ended_below: int  # persistent seeds whose last evaluation is below `level` (a fall shorter than `lasting`)
+
+    def count(self, name: str) -> int:
+        return int(np.sum(self.classes_S == name))
+
+    def counts(self) -> dict:
+        """Each class's count with its Wilson 95% CI as a fraction of all seeds."""
+        n = int(self.classes_S.size)
+        return {c: {"k": self.count(c), "n": n, "fraction": self.count(c) / n if n else float("nan"),
+                    "ci": list(sv.proportion_ci(self.count(c), n)), "ci_method": "Wilson score 95%"}
+                for c in CLASSES}
+
+    def sentence(self) -> str:
+        """One line: what the seeds did."""
+        parts = [f"{self.count(c)} {c}" for c in CLASSES if self.count(c) or c != "diverged"]
+        return (f"{', '.join(parts)} of {self.classes_S.size} seeds (transient: ICL below {self.level:g} for "
+                f">= {self.lasting} evaluations after t_ICL)")
+
+
+def classify(t_icl_S: np.ndarray, diverged_S: np.ndarray, icl_acc_SxT: np.ndarray, iwl_acc_SxT: np.ndarray,
+             steps_T: np.ndarray, level: float = LEVEL, lasting: int = LASTING) -> Outcomes:
+    """Outcomes of all S seeds (arrays over every seed, diverged ones included)."""
+    t = np.asarray(t_icl_S, np.int64)
+    div = np.asarray(diverged_S, bool)
+    fall = np.where(div, -1, lasting_fall(icl_acc_SxT, steps_T, t, level, lasting))
+    classes = np.where(div, "diverged", np.where(t < 0, "censored", np.where(fall >= 0, "transient", "persistent")))
+    final_icl, final_iwl = last_finite(icl_acc_SxT), last_finite(iwl_acc_SxT)
+    ended_below = int(np.sum((classes == "persistent") & (final_icl < level)))
+    return Outcomes(level, lasting, classes.astype(str), fall, final_icl, final_iwl, ended_below)
+
+
+def fall_survival(o: Outcomes, t_icl_S: np.ndarray, censor_at: float) -> dict | None:
+    """Kaplan-Meier of the time from t_ICL to the lasting fall over the acquired seeds (persistent ones
+    censored at `censor_at` - t_ICL); None without an acquired seed."""
+    acq = np.isin(o.classes_S, ("persistent", "transient"))
+    if not acq.any():
+        return None
+    t = np.asarray(t_icl_S, float)[acq]
+    fell = o.classes_S[acq] == "transient"
+    times = np.where(fell, o.fall_S[acq] - t, float(censor_at) - t)
+    return sv.kaplan_meier(np.maximum(times, 1.0), fell)
+
+
+def class_summary(o: Outcomes) -> dict:
+    """Per class: n, median and range of the final ICL and IWL accuracies."""
+    out = {}
+    for c in CLASSES[:3]:
+        m = o.classes_S == c
+        row = {"n": int(m.sum())}
+        for name, v in (("final_icl_acc", o.final_icl_S[m]), ("final_iwl_acc", o.final_iwl_S[m])):
+            v = v[np.isfinite(v)]
+            row[name] = ({"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
+                         if v.size else None)
+        out[c] = row
+    return out
