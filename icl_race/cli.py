@@ -139,6 +139,10 @@ def _summary(out: Path) -> str:
         start = level_event(min(levels))
         r = float(np.nanmedian(rise_fraction(run.t(), run.t(start))))
         line += f"; rise fraction (t_icl - t_{start}) / t_icl median {r:.2f}"
+    if stop == "icl" and {"icl_acc", "iwl_acc"} <= run.curves.keys():
+        from icl_race.analysis.outcome import classify
+
+        line += "\n" + classify(t, run.diverged, run.curves["icl_acc"], run.curves["iwl_acc"], run.eval_steps).sentence()
     return line + f"\nhistogram: {out / f't_{stop}_hist.png'}"
 
 

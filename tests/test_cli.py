@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -187,6 +188,9 @@ def test_demo_sweep_report_and_hist_on_tiny_directories(tmp_path, capsys):
     assert main(["demo", "--out", str(demo), "--seeds", "2", *TINY_SET]) == 0
     out = capsys.readouterr().out
     assert "ICL acquired in" in out and "/2 seeds" in out and f"histogram: {demo / 't_icl_hist.png'}" in out
+    # the second line: every seed's outcome, the counts adding up to the seeds
+    counts = re.search(r"(\d+) persistent, (\d+) transient, (\d+) censored(?:, (\d+) diverged)? of 2 seeds", out)
+    assert counts and sum(int(c or 0) for c in counts.groups()) == 2, out
     assert json.loads((demo / "meta.json").read_text())["config"]["train"]["steps"] == 100
     spec = tmp_path / "sweep.toml"
     spec.write_text('[ensemble]\nseeds = 2\n[grid]\n"task.K" = [200, 400]\n')
