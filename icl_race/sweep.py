@@ -356,6 +356,5 @@ def _shape(cfg: Config) -> tuple:
 def _program(cfg: Config) -> tuple:
     """What decides which programs a cell compiles: its step's shape and the static sizes of its chunks
     and evaluations (the values the engine traces, K, lr, decays..., are left out)."""
-    tr = cfg.to_dict()["train"]
-    return _shape(cfg), json.dumps({k: tr.get(k) for k in ("steps", "eval_every", "evals_per_chunk", "eval_size",
-                                                           "eval_batch", "eval_spacing")}, sort_keys=True)
+    tr = cfg.train
+    return _shape(cfg), tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_size, tr.eval_batch, tr.eval_spacing
