@@ -169,6 +169,7 @@ def _sweep(args) -> int:
 
     spec = sweep.load(args.sweep, args.overrides)
     out = _out_dir(args.out)
+    sweep.refuse_links(out, spec)
     if args.dry_run:
         sweep.dry_run(out, spec, measure=not args.no_measure)
         return 0

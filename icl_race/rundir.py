@@ -46,6 +46,11 @@ from icl_race.config import Config, ConfigError
 
 CONFIG, RESULTS, META, LOCK, CHECKPOINTS = "config.json", "results.npz", "meta.json", ".lock", "checkpoints"
 SCALARS = ("steps_run", "budget")
+# Every name icl-race writes, moves or deletes inside a run directory (the histograms and damaged-*
+# folders are matched by pattern in `refuse_links`), and inside a sweep directory.
+RUN_NAMES = (CONFIG, RESULTS, META, LOCK, CHECKPOINTS, f"{CHECKPOINTS}.damaged", "figures", "report.md",
+             "report.json")
+SWEEP_NAMES = ("cells", "sweep.toml", "summary.csv", "submitit", "figures", "report.md", "report.json")
 
 # Called with the name of each step of `finish` right after it: a test kills the run there.
 fault_hook: Callable[[str], None] | None = None
@@ -66,13 +71,32 @@ class DamagedFileError(ConfigError):
 # ---- writing ---------------------------------------------------------------------------------------
 
 
+def refuse_links(d: Path, names=RUN_NAMES) -> None:
+    """Refuse a directory where a path icl-race would write through is a symbolic link (or, for
+    checkpoints/, not a directory): a link would lead the write, the move or orbax's checkpoints out of
+    the directory. Checked before any work, so a refused directory is left exactly as it is."""
+    d = Path(d)
+    found = [d / n for n in names] + sorted(d.glob("t_*_hist.png")) + sorted(d.glob("damaged-*"))
+    found += sorted(d.glob(".*.tmp*"))
+    for path in found:
+        if path.is_symlink():
+            raise RunDirError(f"{path}: is a symbolic link; icl-race writes only inside {d}, never through a link: "
+                              "remove it (or choose another directory)")
+    ckpts = d / CHECKPOINTS
+    if ckpts.exists() and not ckpts.is_dir():
+        raise RunDirError(f"{ckpts}: is not a directory; move it aside (checkpoints are written there)")
+
+
 def _tmp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
 
 
 def _write_synced(path: Path, data: bytes) -> None:
+    path.unlink(missing_ok=True)  # a temporary name is ours: one left behind (or planted as a link) goes
     try:
-        with open(path, "wb") as f:
+        # O_EXCL | O_NOFOLLOW: the file is created here, never reached through a link.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with open(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -176,6 +200,12 @@ def stored_config(d: Path) -> Config | None:
                           "choose another directory") from None
 
 
+def differing_fields(a: dict, b: dict) -> list[str]:
+    """`section.field` of every field whose value differs between two config dicts (one absent counts)."""
+    return sorted(f"{s}.{k}" for s in set(a) | set(b) for k in set(a.get(s) or {}) | set(b.get(s) or {})
+                  if (a.get(s) or {}).get(k) != (b.get(s) or {}).get(k))
+
+
 def check(cfg: Config, d: Path) -> bool:
     """True if `d` already holds this config's finished run (nothing to do); raises if it holds a
     different run. Reads only: a refused directory is left untouched."""
@@ -186,10 +216,8 @@ def check(cfg: Config, d: Path) -> bool:
             raise RunDirError(f"--out {d}: directory is not empty and holds no icl-race run; choose another")
         return False
     if stored != cfg:
-        old, new = stored.to_dict(), cfg.to_dict()
-        changed = [f"{s}.{k}" for s in new for k in set(old[s]) | set(new[s]) if old[s].get(k) != new[s].get(k)]
         raise RunDirError(f"--out {d}: holds a run with a different config (differs in "
-                          f"{', '.join(sorted(changed))}); choose another directory")
+                          f"{', '.join(differing_fields(stored.to_dict(), cfg.to_dict()))}); choose another directory")
     return is_done(d)
 
 
@@ -229,7 +257,12 @@ def set_aside_final_files(d: Path) -> Path:
 def lock(d: Path):
     """An exclusive lock on the run directory, held for the whole run; the kernel drops it when the
     process dies, even by SIGKILL, so a stale lock never blocks a resume."""
-    fd = os.open(Path(d) / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(Path(d) / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        if Path(d, LOCK).is_symlink():  # ELOOP: refused like any link (refuse_links says the same first)
+            raise RunDirError(f"{Path(d) / LOCK}: is a symbolic link; remove it") from None
+        raise
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -388,24 +421,82 @@ class Run:
                 "budget": np.int64(self.budget), "n_diverged": int((~keep).sum())}
 
 
+def _bad(d: Path, name: str, what: str) -> DamagedFileError:
+    return DamagedFileError(f"{Path(d) / RESULTS}: array {name}: {what}; not results icl-race wrote "
+                            "(rerun with --redo to set the run aside and train it again)")
+
+
+def _integers(a: np.ndarray) -> bool:
+    return a.dtype.kind in "iu"
+
+
+def check_results(d: Path, res: dict[str, np.ndarray]) -> None:
+    """results.npz's arrays against the layout the runner writes: per-seed arrays [S], curves
+    [S, T, ...] over the T evaluation steps, integer event steps in [-1, budget], boolean masks. A
+    crafted or damaged file is a DamagedFileError naming the array, never a wrong statistic."""
+    events = [k for k in res if k.startswith("t_")]
+    if not events or "eval_steps" not in res:
+        raise DamagedFileError(f"{Path(d) / RESULTS}: missing t_<event> or eval_steps")
+    anchor = "seed_ids" if "seed_ids" in res else events[0]  # the seed count every per-seed array follows
+    if res[anchor].ndim != 1 or res[anchor].size == 0:
+        raise _bad(d, anchor, f"shape {res[anchor].shape}, expected one value per seed")
+    S = res[anchor].shape[0]
+    steps = res["eval_steps"]
+    if not _integers(steps) or steps.ndim != 1 or steps.size == 0 or np.any(np.diff(steps) <= 0) or steps[0] < 0:
+        raise _bad(d, "eval_steps", f"{steps.dtype} {steps.shape}, expected increasing steps >= 0, at least one")
+    for name in SCALARS:
+        if name in res and (res[name].shape != () or not _integers(res[name]) or res[name] < 0):
+            raise _bad(d, name, f"{res[name].dtype} {res[name].shape}, expected one integer >= 0")
+    budget = int(res["budget"]) if "budget" in res else int(steps[-1])
+    for name, a in res.items():
+        if name in SCALARS or name == "eval_steps":
+            continue
+        per_seed = name.startswith("t_") or name in ("seed_ids", "diverged")
+        if a.shape[: 1 if per_seed else 2] != ((S,) if per_seed else (S, steps.size)) or (per_seed and a.ndim != 1):
+            want = f"[{S}]" if per_seed else f"[{S}, {steps.size}, ...]"
+            raise _bad(d, name, f"shape {a.shape}, expected {want} ({S} seeds, {steps.size} evaluations)")
+        if name.startswith("t_") and (not _integers(a) or np.any(a < -1) or np.any(a > budget)):
+            raise _bad(d, name, f"expected integer steps in [-1, {budget:,}] (-1 = not reached)")
+        if name == "seed_ids" and not _integers(a):
+            raise _bad(d, name, f"dtype {a.dtype}, expected integers")
+        if name == "diverged" and a.dtype != bool:
+            raise _bad(d, name, f"dtype {a.dtype}, expected booleans")
+        if not per_seed and a.dtype.kind not in "fiub":
+            raise _bad(d, name, f"dtype {a.dtype}, expected numbers")
+
+
+def check_provenance(d: Path, cfg: dict, meta: dict | None) -> None:
+    """The results were computed from this config.json: meta.json, written in the same commit, holds
+    the config they came from. An edited config.json would relabel them: a DamagedFileError naming the
+    fields that differ."""
+    if not meta or not isinstance(meta.get("config"), dict):
+        return  # hand-made or old directories without one: nothing to compare
+    made = with_defaults(meta["config"])
+    if made != cfg:
+        changed = differing_fields(made, cfg)
+        raise DamagedFileError(f"{Path(d) / CONFIG}: no longer the config the results were computed from (meta.json "
+                               f"differs in {', '.join(changed) or 'its sections'}); restore it, or rerun with --redo "
+                               "to set the results aside and train again")
+
+
 def load_run(d: Path) -> Run:
-    """A run directory with config.json and results.npz (meta.json is read when there)."""
+    """A run directory with config.json and results.npz (meta.json is read when there), checked as data
+    (`check_results`, `check_provenance`): what it returns is what the run computed."""
     d = Path(d)
     cfg = read_config(d)
     res = read_results(d)
     meta = read_meta(d)
+    check_results(d, res)
+    check_provenance(d, cfg, meta)
     events = {k[2:]: np.asarray(v) for k, v in res.items() if k.startswith("t_")}
-    if not events or "eval_steps" not in res:
-        raise ConfigError(f"{d}/results.npz: missing t_<event> or eval_steps")
     S = next(iter(events.values())).shape[0]
     steps = np.asarray(res["eval_steps"])
     # steps_run and budget are absent only from hand-made directories: the last evaluation stands in.
-    last = int(steps[-1]) if steps.size else 0
-    budget = int(res.get("budget", last))
+    budget = int(res.get("budget", steps[-1]))
     steps_run = int(res.get("steps_run", budget))
     headline = (meta or {}).get("stop_event") or ("icl" if "icl" in events else next(iter(events)))
-    if headline not in events:
-        raise ConfigError(f"{d}/results.npz: missing t_{headline}")
+    if not isinstance(headline, str) or headline not in events:
+        raise DamagedFileError(f"{d}/results.npz: missing t_{str(headline)[:80]} (meta.json's stop_event)")
     fixed = {"seed_ids", "diverged", "eval_steps", *SCALARS, *(f"t_{e}" for e in events)}
     return Run(dir=d, config=cfg, seed_ids=np.asarray(res.get("seed_ids", np.arange(S))), times=events,
                headline=headline, diverged=np.asarray(res.get("diverged", np.zeros(S, bool)), bool),
@@ -458,8 +549,11 @@ def _grid_fields(spec: str | None, configs: list[dict]) -> list[str]:
         if spec is None:
             return _varying(configs)
         table = tomllib.loads(spec)
-        return [*table.get("grid", {}), *table.get("zip", {})]
-    except tomllib.TOMLDecodeError:
+        axes = [table.get("grid", {}), table.get("zip", {})]
+        if not all(isinstance(a, dict) for a in axes):  # refused by `icl-race sweep`; here, not a reason to fail
+            return _varying(configs)
+        return [*axes[0], *axes[1]]
+    except (tomllib.TOMLDecodeError, RecursionError):
         return _varying(configs)
 
 

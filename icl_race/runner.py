@@ -193,6 +193,22 @@ def _check_state_layout(out: Path, program, consts, state, step: int) -> None:
             f"{out / rundir.CHECKPOINTS} aside to start the run over")
 
 
+def _check_provenance(out: Path, cfg: Config, meta: dict) -> None:
+    """A checkpoint resumes only the config it was written for: one of another config (config.json
+    edited between the kill and the rerun) would continue another run under this one's name. Refused in
+    one line, naming the fields that differ when the checkpoint stores its config (written since)."""
+    digest = meta.get("config_digest")
+    if digest == cfg.digest():
+        return
+    stored = meta.get("config")
+    fields = rundir.differing_fields(rundir.with_defaults(stored), cfg.to_dict()) if isinstance(stored, dict) else []
+    changed = f": it differs in {', '.join(fields)}" if fields else ""
+    raise rundir.RunDirError(
+        f"--out {out}: the checkpoint at step {int(meta.get('step', 0)):,} was written for another config (digest {str(digest)[:16]}, this "
+        f"config's {cfg.digest()}){changed}; rerun with the config it was written for, or move "
+        f"{out / rundir.CHECKPOINTS} aside to start this one over")
+
+
 def _repad(tree, padded: int, live: int):
     """A checkpoint saved with another padding (another device count): keep the live seeds and pad
     with copies of the first one, which are discarded like any padding seed."""
@@ -265,7 +281,7 @@ def _finished_results(out: Path, redo: bool, log) -> dict | None:
     """The results of a finished run; None when they (or its meta.json) are damaged and `redo` asks to
     train again (the damaged files are moved aside first, never deleted)."""
     try:
-        rundir.read_meta(out)
+        rundir.load_run(out)  # read as data: the schema and config.json against meta.json
         return rundir.read_results(out)
     except rundir.DamagedFileError as e:
         if not redo:
@@ -283,6 +299,7 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
     checkpoint when it holds this config's unfinished run. Damaged results are an error, or with
     `redo` are moved aside and the run is trained again."""
     out = Path(out)
+    rundir.refuse_links(out)
     if rundir.check(cfg, out) and not redo:
         results = _finished_results(out, redo, log)
         log(f"{out}: results for this config already exist; nothing to do")
@@ -342,6 +359,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     padded_ids = padded_seed_ids(seed_ids, layout)
     if restored:
         tree, meta = restored
+        _check_provenance(out, cfg, meta)
         _check_state_layout(out, program, consts, tree["carry"]["state"], meta["step"])
         tree = _repad(tree, len(padded_ids), e.seeds)
         carry, start, history = _device_carry(tree["carry"]), meta["step"], (tree["curves"], tree["eval_steps"])
@@ -364,7 +382,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         if ckpt and p.step < tr.steps and (p.chunks_done % tr.checkpoint_every == 0 or stopping):
             curves, steps_seen = concat_history(p.history, p.eval_steps)
             ckpt.save(p.step, {"carry": _host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
-                      {"config_digest": cfg.digest()})
+                      {"config_digest": cfg.digest(), "config": cfg.to_dict()})
             saved[0] = p.step
         if stopping:
             check_stop(p.step, saved[0])

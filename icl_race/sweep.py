@@ -190,6 +190,14 @@ def cell_dir(out: Path, cell: Cell) -> Path:
     return Path(out) / "cells" / cell.name
 
 
+def refuse_links(out: Path, sweep: Sweep) -> None:
+    """Refuse a sweep directory where a path it writes (its own files, cells/, a cell) is a symbolic
+    link, before any cell starts; each cell's run checks its own files again (rundir.refuse_links)."""
+    rundir.refuse_links(out, (*rundir.SWEEP_NAMES, *(f"cells/{c.name}" for c in sweep.cells)))
+    for cell in sweep.cells:
+        rundir.refuse_links(cell_dir(out, cell))
+
+
 def status(out: Path, cell: Cell) -> str:
     return rundir.cell_status(cell_dir(out, cell))
 

@@ -58,6 +58,7 @@ def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str
     relative to DIR."""
     d = Path(d)
     kind = _check_dir(d)
+    rundir.refuse_links(d, rundir.SWEEP_NAMES if kind == "sweep" else rundir.RUN_NAMES)
     rng = np.random.default_rng(seed)
     fn, found = _part(d, kind, f"{kind}_report", "report")
     report, md, figs = fn(found, n_boot, rng)
