@@ -19,8 +19,12 @@ redoing the tail from the checkpoints, or the whole run when there are none.
 Reading: `load(DIR)` gives a `Run` (one run directory) or a `SweepDir` (a directory with cells/), also
 as `icl_race.load`. Padding seeds (the ensemble rounded up to a multiple of ensemble.block) never reach
 results.npz, so a `Run` holds live seeds only; `diverged` masks the seeds the statistics exclude.
-A file that cannot be read back (truncated, garbage, not UTF-8) is a `DamagedFileError` naming it;
+A file that cannot be read back (truncated, garbage, not UTF-8), results.npz arrays that are not the
+layout the runner writes (`check_results`) and a config.json that is no longer the config in meta.json
+(`check_provenance`) are each a `DamagedFileError` naming the file and the array or fields;
 `icl-race run --redo` sets a finished run's damaged final files aside (`set_aside_final_files`).
+Nothing is written through a symbolic link: `refuse_links` checks every name icl-race writes before any
+work, and temporary files and the lock are opened with O_NOFOLLOW.
 """
 
 from __future__ import annotations

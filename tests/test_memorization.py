@@ -154,6 +154,8 @@ MEM_RAW = {
 
 
 def test_mlp_only_memorizes_a_tiny_K(tmp_path):
+    # Margins measured on this machine kind (2026-12-03): t_memorized 700-850 of the 1,500 allowed, final c1
+    # 0.008-0.011 (< 0.05), c1's mean falls at 93% of evaluations (> 80%), |c1_sym - c1| <= 0.075 (< 0.15).
     res = execute(config.from_dict(MEM_RAW), tmp_path / "run", progress=False)
     assert {"c1", "c2", "c3", "c1_sym", "c2_sym", "c3_sym", "iwl_acc", "iwl_loss", "t_memorized"} <= set(res)
     assert res["c1"].shape == (4, 30) and np.all(res["iwl_acc"][:, -1] == 1.0)

@@ -57,14 +57,16 @@ def test_report_of_a_sweep_shows_the_runs_levels_and_times(tmp_path):
     for cell in rep["cells"]:
         res = np.load(out / "cells" / cell["cell"] / "results.npz")
         np.testing.assert_allclose(cell["levels"], levels, rtol=1e-15)
+        full = cell["values"]["train.steps"] == 3000  # RAW itself: every seed passes every event (the test above)
         for event in ("m1", "m2", "converged"):
             st, t = cell["transitions"][event], res[f"t_{event}"]
             assert st["t_steps"] == t.tolist() and st["censored"] == int(np.sum(t < 0))
-            if st["censored"] == 0:  # Kaplan-Meier without censoring: the lower median, in tau
+            if full:  # Kaplan-Meier without censoring: the lower median, in tau
+                assert st["censored"] == 0
                 assert st["km_median_tau"] == pytest.approx(np.sort(t)[(t.size - 1) // 2] * 0.5)
-        dwell = (res["t_m2"] - res["t_m1"]) * 0.5
-        if np.all(dwell >= 0) and np.all(res["t_m1"] >= 0):
-            assert cell["dwell"][1]["median_tau"] == pytest.approx(np.median(dwell))
+        if full:
+            dwell = (res["t_m2"] - res["t_m1"]) * 0.5
+            assert np.all(dwell > 0) and cell["dwell"][1]["median_tau"] == pytest.approx(np.median(dwell))
     short = rep["cells"][0]["transitions"]["m2"]
     assert short["censored"] > 0 and short["censored_at_tau"] == 150.0  # 300 steps of 0.5 tau
     figures = set(rep["figures"])
@@ -127,6 +129,7 @@ def test_attn_s_heads_follow_eq21_in_a_tiny_run(tmp_path):
     execute(config.from_dict(raw), tmp_path / "run", progress=False)
     assert main(["report", str(tmp_path / "run")]) == 0
     rep = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert len(rep["eq21"]["matches"]) == 2  # D = 2 transitions: the loop below may not pass vacuously
     for rows in rep["eq21"]["matches"]:
         fresh = [r["rel_err"] for r in rows if not r["grown_before"]]
         assert len(fresh) >= 7 and max(np.abs(fresh)) < 0.05 and abs(np.median(fresh)) < 0.02, fresh
