@@ -1,0 +1,41 @@
+"""Every TOML under experiments/ still loads: a run config through the config loader (bases resolved), a
+sweep file expanded to its cells and dry-run without measuring or training, so a change to a field or
+its validation that breaks a study's config fails here, named by its path."""
+
+import io
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from icl_race import config, sweep
+
+ROOT = Path(__file__).parents[1]
+TOMLS = sorted(p.relative_to(ROOT) for p in (ROOT / "experiments").rglob("*.toml"))
+
+
+def _is_sweep(path: Path) -> bool:
+    """Only sweep files take `base =` (a single-cell variant of another config is a sweep of one cell)."""
+    table = tomllib.loads(path.read_text())
+    return bool({"grid", "zip", "base"} & set(table))
+
+
+def test_every_study_has_its_configs_here():
+    assert len(TOMLS) >= 80 and {p.parts[1] for p in TOMLS if len(p.parts) > 2} >= {
+        "cpu", "levers", "linear_attention", "memorization", "race", "regime"}
+
+
+@pytest.mark.parametrize("rel", TOMLS, ids=[str(p) for p in TOMLS])
+def test_an_experiment_config_loads_and_its_sweep_expands(rel, tmp_path):
+    path = ROOT / rel
+    if not _is_sweep(path):
+        cfg = config.load(path)
+        assert cfg.train.steps > 0, rel
+        return
+    spec = sweep.load(path)
+    assert spec.cells, f"{rel}: a sweep of no cells"
+    assert len({c.name for c in spec.cells}) == len(spec.cells), f"{rel}: two cells share a directory"
+    out = io.StringIO()
+    sweep.dry_run(tmp_path / "out", spec, measure=False, stream=out)
+    assert f"{len(spec.cells)} cells in" in out.getvalue(), rel
+    assert not (tmp_path / "out").exists(), "a dry run writes nothing"
