@@ -69,9 +69,9 @@ def main(args) -> int:
     try:
         sizes = [int(s) for s in args.seeds.split(",")]
     except ValueError:
-        raise config.ConfigError(f"--seeds {args.seeds!r}: expected comma-separated integers >= 1") from None
+        raise config.ConfigError(f"--seeds {config.short(args.seeds)}: expected comma-separated integers >= 1") from None
     if not sizes or min(sizes) < 1:
-        raise config.ConfigError(f"--seeds {args.seeds!r}: expected comma-separated integers >= 1")
+        raise config.ConfigError(f"--seeds {config.short(args.seeds)}: expected comma-separated integers >= 1")
     if args.block is not None and any(s % args.block for s in sizes):
         raise config.ConfigError(f"--block {args.block}: must divide every --seeds size ({args.seeds})")
     cfg = config.from_dict(config.apply_overrides({}, args.overrides))

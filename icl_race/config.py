@@ -18,10 +18,11 @@ from typing import Any
 
 from icl_race import systems
 from icl_race.configbase import (MATMUL_PRECISIONS, OPTIMIZERS, Config, ConfigError, EnsembleConfig, TrainConfig,
-                                 check)
+                                 check, name_of, short)
 
 __all__ = ["Config", "ConfigError", "EnsembleConfig", "TrainConfig", "MATMUL_PRECISIONS", "OPTIMIZERS", "INDEX_MAX",
-           "KEY_MAX", "field_names", "from_dict", "apply_overrides", "read_toml", "load", "validate"]
+           "KEY_MAX", "as_float", "field_names", "name_of", "short", "from_dict", "apply_overrides", "read_toml", "load",
+           "validate"]
 
 SECTIONS = ("task", "model", "train", "ensemble")
 SHARED = {"train": TrainConfig, "ensemble": EnsembleConfig}
@@ -58,34 +59,45 @@ def _integer_range(name: str) -> tuple[int, int, str]:
     return -INDEX_MAX - 1, INDEX_MAX, "what an int32 size, step or index holds"
 
 
+def as_float(value: Any) -> float | None:
+    """A TOML number as a finite float, or None for anything else: a bool, a string, inf or nan, an
+    integer beyond a float's range (TOML integers are unbounded: math.isfinite(10**400) raises)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        f = float(value)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def _coerce(name: str, value: Any, default: Any) -> Any:
     """Convert a TOML value to the type of the field's default, or fail naming the field. Integers
     and numbers are checked here for every field of every section (finite, and for integers within
     what the engine holds), so a field added later is covered without a validator of its own."""
     kind = type(default)
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"{name} = {value!r}: expected true or false")
+        raise ConfigError(f"{name} = {short(value)}: expected true or false")
     if kind is int:
-        if not number or not math.isfinite(value) or value != int(value):
-            raise ConfigError(f"{name} = {value!r}: expected an integer")
+        whole = isinstance(value, int) and not isinstance(value, bool)  # any size: the range says more
+        if not whole and (as_float(value) is None or value != int(value)):
+            raise ConfigError(f"{name} = {short(value)}: expected an integer")
         lo, hi, what = _integer_range(name)
         if not lo <= int(value) <= hi:
-            raise ConfigError(f"{name} = {value!r}: out of range: must be in [{lo}, {hi}] ({what})")
+            raise ConfigError(f"{name} = {short(value)}: out of range: must be in [{lo}, {hi}] ({what})")
         return int(value)
     if kind is float:
-        if not number or not math.isfinite(value):
-            raise ConfigError(f"{name} = {value!r}: expected a finite number")
-        return float(value)
+        if as_float(value) is None:
+            raise ConfigError(f"{name} = {short(value)}: expected a finite number")
+        return as_float(value)
     if kind is tuple:
-        if not isinstance(value, (list, tuple)) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
-            raise ConfigError(f"{name} = {value!r}: expected a list of finite numbers")
-        return tuple(float(v) for v in value)
+        if not isinstance(value, (list, tuple)) or any(as_float(v) is None for v in value):
+            raise ConfigError(f"{name} = {short(value)}: expected a list of finite numbers")
+        return tuple(as_float(v) for v in value)
     if not isinstance(value, str):
-        raise ConfigError(f"{name} = {value!r}: expected a string")
+        raise ConfigError(f"{name} = {short(value)}: expected a string")
     return value
 
 
@@ -93,7 +105,7 @@ def from_dict(raw: dict[str, Any]) -> Config:
     sections = {}
     for sec, value in raw.items():
         if sec not in SECTIONS:
-            raise ConfigError(f"unknown section [{sec}]: allowed sections are {', '.join(SECTIONS)}")
+            raise ConfigError(f"unknown section [{name_of(sec)}]: allowed sections are {', '.join(SECTIONS)}")
         if not isinstance(value, dict):
             raise ConfigError(f"{sec}: expected a table [{sec}]")
     for sec in SECTIONS:
@@ -103,17 +115,43 @@ def from_dict(raw: dict[str, Any]) -> Config:
         names = {f.name for f in dataclasses.fields(cls)}
         for key in given:
             if key not in names:
-                raise ConfigError(f"unknown key {sec}.{key}: allowed keys are {', '.join(sorted(names))}")
+                raise ConfigError(f"unknown key {sec}.{name_of(key)}: allowed keys are {', '.join(sorted(names))}")
         sections[sec] = cls(**{k: _coerce(f"{sec}.{k}", v, getattr(defaults, k)) for k, v in given.items()})
     cfg = Config(**sections)
     validate(cfg)
     return cfg
 
 
-def _parse_value(text: str) -> Any:
+MAX_DEPTH = 8  # arrays and tables a config may nest (a grid of lists needs 4); deeper ones are refused
+# before any code walks them recursively (deepcopy, repr, ==)
+
+
+def _depth(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:  # iterative: the point is not to recurse
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            stack += [(c, d + 1) for c in (v.values() if isinstance(v, dict) else v)]
+    return deepest
+
+
+def _loads(text: str, where: str) -> dict[str, Any]:
+    """tomllib.loads, refusing (naming `where`) arrays or tables nested beyond MAX_DEPTH: tomllib
+    itself recurses, so a few hundred levels are a RecursionError there."""
+    try:
+        raw = tomllib.loads(text)
+    except RecursionError:
+        raw = None
+    if raw is None or _depth(raw) > MAX_DEPTH:
+        raise ConfigError(f"{where}: arrays or tables nested more than {MAX_DEPTH} deep")
+    return raw
+
+
+def _parse_value(text: str, where: str) -> Any:
     """A --set value is a TOML value; a bare word that is not one is taken as a string."""
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        return _loads(f"v = {text}", where)["v"]
     except tomllib.TOMLDecodeError:
         return text
 
@@ -124,11 +162,11 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         key, sep, text = item.partition("=")
         sec, dot, name = key.strip().partition(".")
         if not sep or not dot or not name:
-            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. task.K=1000")
+            raise ConfigError(f"--set {short(item)}: expected section.key=value, e.g. task.K=1000")
         raw.setdefault(sec, {})
         if not isinstance(raw[sec], dict):
-            raise ConfigError(f"{sec}: expected a table [{sec}]")
-        raw[sec][name] = _parse_value(text.strip())
+            raise ConfigError(f"{name_of(sec)}: expected a table [{name_of(sec)}]")
+        raw[sec][name] = _parse_value(text.strip(), f"--set {name_of(sec)}.{name_of(name)}")
     return raw
 
 
@@ -140,7 +178,7 @@ def read_toml(path: str | Path, what: str = "config file") -> dict[str, Any]:
         raise ConfigError(f"{what} {str(path)!r} not found" if not path.exists()
                           else f"{what} {str(path)!r} is not a file")
     try:
-        return tomllib.loads(path.read_bytes().decode("utf-8"))
+        return _loads(path.read_bytes().decode("utf-8"), str(path))
     except OSError as e:
         raise ConfigError(f"{what} {str(path)!r} cannot be read ({e.strerror or e})") from None
     except UnicodeDecodeError as e:

@@ -22,10 +22,28 @@ class ConfigError(ValueError):
     """A config value is missing, unknown or out of range; str() is a one-line message."""
 
 
+SHOWN = 80  # the most characters of a value an error message quotes
+
+
+def short(value: Any) -> str:
+    """repr(value) for an error message, cut to about SHOWN characters: a 1 MB string or a list nested
+    a thousand deep stays one short line."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return "<a value nested too deeply to show>"
+    return text if len(text) <= SHOWN else f"{text[:SHOWN - 20]}... ({len(text):,} characters)"
+
+
+def name_of(key: Any) -> str:
+    """A key or field name for an error message: as it is when printable and short, else short()."""
+    return key if isinstance(key, str) and key.isprintable() and len(key) <= SHOWN else short(key)
+
+
 def check(ok: bool, name: str, value: Any, allowed: str) -> None:
     """Refuse a field's value in one line: `NAME = VALUE: must be ALLOWED`."""
     if not ok:
-        raise ConfigError(f"{name} = {value!r}: must be {allowed}")
+        raise ConfigError(f"{name} = {short(value)}: must be {allowed}")
 
 
 MATMUL_PRECISIONS = ("default", "highest", "tensorfloat32", "bfloat16")

@@ -42,6 +42,7 @@ import numpy as np
 
 from icl_race import config, rundir, systems
 from icl_race.config import Config, ConfigError
+from icl_race.configbase import name_of, short
 from icl_race.runner import hms
 
 
@@ -65,9 +66,16 @@ class Sweep:
         return [*self.raw["grid"], *self.raw.get("zip", {})]
 
 
-def _merge(base: dict, top: dict) -> dict:
+def _merge(base: dict, top: dict, base_path: Path) -> dict:
+    """`top`'s tables updated onto `base`'s, key by key; a section that is a table in one file and a
+    value in the other is refused, naming the base (which of the two was meant is not ours to guess)."""
     out = copy.deepcopy(base)
     for sec, table in top.items():
+        if sec in out and isinstance(out[sec], dict) != isinstance(table, dict):
+            said = [f"[{name_of(sec)}] a table" if isinstance(v, dict) else f"{name_of(sec)} = {short(v)}"
+                    for v in (out[sec], table)]
+            raise ConfigError(f"{base_path}: {said[0]} here, {said[1]} in the file based on it; a section is "
+                              "a table in both or in neither")
         out.setdefault(sec, {}).update(table) if isinstance(table, dict) else out.__setitem__(sec, table)
     return out
 
@@ -82,8 +90,8 @@ def _resolve(path: Path, what: str, chain: tuple[Path, ...] = ()) -> dict:
     if base is None:
         return raw
     if not isinstance(base, str):
-        raise ConfigError(f"{path}: base = {base!r}: expected a path to a config TOML")
-    return _merge(_resolve(path.parent / base, "config file", (*chain, path.resolve())), raw)
+        raise ConfigError(f"{path}: base = {short(base)}: expected a path to a config TOML")
+    return _merge(_resolve(path.parent / base, "config file", (*chain, path.resolve())), raw, path.parent / base)
 
 
 def load(path: str | Path, overrides: list[str] = ()) -> Sweep:
@@ -100,12 +108,14 @@ def _check_fields(table, name: str) -> None:
     for field, values in table.items():
         sec, _, key = field.partition(".")
         if sec not in config.SECTIONS or key not in config.field_names(sec):
-            raise ConfigError(f"{name} field {field!r}: not a config field (section.key, e.g. \"task.K\")")
+            raise ConfigError(f"{name} field {short(field)}: not a config field (section.key, e.g. \"task.K\")")
         if not isinstance(values, list) or not values:
-            raise ConfigError(f"{name} field {field!r}: expected a non-empty list of values")
-        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+            raise ConfigError(f"{name} field {short(field)}: expected a non-empty list of values")
+        # Same value and type: true == 1 in Python, but true is a value of its own for the field to refuse.
+        twice = next((v for i, v in enumerate(values) if any(v == w and type(v) is type(w) for w in values[:i])),
+                     None)
         if name == "grid" and twice is not None:  # a [zip] column may repeat a value in other rows
-            raise ConfigError(f"grid field {field!r}: the value {twice!r} is listed twice (one cell each)")
+            raise ConfigError(f"grid field {short(field)}: the value {short(twice)} is listed twice (one cell each)")
 
 
 def _pool_K(raw: dict):
@@ -128,7 +138,7 @@ def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
         raise ConfigError("[zip]: every field needs a list of the same length "
                           f"(got {', '.join(f'{k}: {len(v)}' for k, v in zipped.items())})")
     if set(grid) & set(zipped):
-        raise ConfigError(f"{sorted(set(grid) & set(zipped))[0]!r}: in both [grid] and [zip]")
+        raise ConfigError(f"{short(sorted(set(grid) & set(zipped))[0])}: in both [grid] and [zip]")
     rows = list(zip(*zipped.values())) if zipped else [()]
     combos = [g + z for g in (itertools.product(*grid.values()) if grid else [()]) for z in rows]
     swept = [*grid, *zipped]
@@ -141,8 +151,7 @@ def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
         raws.append(cell)
     # One compilation for every K: a common pool size, unless the spec chose one.
     # A K that is not an integer is left for the cell's validation to name.
-    ks = [k for c in raws for k in [_pool_K(c)]
-          if isinstance(k, (int, float)) and not isinstance(k, bool) and math.isfinite(k)]
+    ks = [k for c in raws for k in [_pool_K(c)] if config.as_float(k) is not None]
     if "task.K" in swept and "K_max" not in raw.get("task", {}) and "task.K_max" not in swept and ks:
         for c in raws:
             c.setdefault("task", {})["K_max"] = int(max(ks))
@@ -152,8 +161,8 @@ def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
         try:
             cells.append(Cell(values, config.from_dict(cell_raw)))
         except ConfigError as e:
-            where = ", ".join(f"{k}={v}" for k, v in values.items())
-            raise ConfigError(f"cell {where}: {e}") from None
+            where = ", ".join(f"{k}={short(v)}" for k, v in values.items())
+            raise ConfigError(f"cell {where}: {e}" if where else str(e)) from None  # a one-cell sweep: no values
     seen = {}
     for cell in cells:
         other = seen.setdefault(cell.name, cell)

@@ -13,11 +13,12 @@ def set_args(raw: dict) -> list[str]:
 
 
 def start_run(raw: dict, out: Path, hook: str = "") -> subprocess.Popen:
-    """Starts `icl-race run` of `raw` into `out` (on an empty base file beside it); `hook` is Python run
-    first in that process, e.g. to install a fault or a signal."""
+    """Starts `icl-race run` of `raw` into `out` (on an empty base file beside it) through the command's
+    own entry (`icl_race.__main__`); `hook` is Python run first in that process, e.g. to install a
+    fault or a signal."""
     base = out.parent / "base.toml"
     base.touch()
-    code = (f"{hook}\nimport sys\nfrom icl_race.cli import main\n"
+    code = (f"{hook}\nimport sys\nfrom icl_race.__main__ import main\n"
             f"sys.exit(main(['run', {str(base)!r}, '--out', {str(out)!r}, '--quiet'] + {set_args(raw)!r}))")
     return subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "JAX_PLATFORMS": "cpu"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

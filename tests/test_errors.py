@@ -102,6 +102,26 @@ CASES = [
     ("sweep file not UTF-8", lambda t, f: ["sweep", _write(t / "s.toml", b"\xff[grid]\n")], 2, "s.toml"),
     ("sweep --out is a file", lambda t, f: ["sweep", _sweep_file(t, '"task.K" = [500]'), "--out",
                                             _write(t / "file", "x")], 2, "--out"),
+    # values no config holds: integers beyond any float, nesting beyond what is read recursively, a base
+    # whose section is not a table, a grid that is not a table, a boolean in a numeric grid
+    *[(f"run --set {s[:24]}", lambda t, f, s=s: [RUN, _write(t / "c.toml", TINY), "--set", s], 2, s.partition("=")[0])
+      for s in [f"task.K={'9' * 400}", f"train.lr={'9' * 400}", f"train.icl_levels=[{'9' * 400}]", "train.lr=1e400",
+                f"task.K={'[' * 3000}1{']' * 3000}"]],
+    *[(f"run config {name}", lambda t, f, body=body: [RUN, _write(t / "c.toml", TINY + "\n[train]\n" + body)], 2,
+       "c.toml") for name, body in [("500 nested inline tables", "x = " + "{a = " * 500 + "1" + "}" * 500),
+                                    ("5000 nested arrays", "x = " + "[" * 5000 + "1" + "]" * 5000)]],
+    *[(f"sweep grid {name}", lambda t, f, g=g: ["sweep", _sweep_file(t, g), "--dry-run"], 2, text)
+      for name, g, text in [("400-digit K", f'"task.K" = [{"9" * 400}]', "task.K"),
+                            ("true among integers", '"task.K" = [true, 1]', "task.K = True: expected an integer"),
+                            ("nested 5000 deep", '"task.K" = ' + "[" * 5000 + "1" + "]" * 5000, "sweep.toml")]],
+    ("sweep grid = 5", lambda t, f: ["sweep", _write(t / "sweep.toml", "grid = 5\n" + TINY)], 2, "[grid]: expected a table"),
+    ("sweep base with task = 'x'", lambda t, f: ["sweep", _write(t / "s.toml", 'base = "b.toml"\n' + TINY + '[grid]\n"task.K" = [500]'),
+                                                 (_write(t / "b.toml", 'task = "x"\n'), "")[1]][:2], 2, "b.toml: task = 'x' here"),
+    ("sweep task = 'x' on a base with [task]", lambda t, f: ["sweep", _write(t / "s.toml", 'base = "b.toml"\ntask = "x"\n[grid]\n'
+                                                             '"task.K" = [500]'), (_write(t / "b.toml", TINY), "")[1]][:2],
+     2, "b.toml: [task] a table here, task = 'x'"),
+    ("run a 1 MB string", lambda t, f: [RUN, _write(t / "c.toml", TINY.replace("[task]", "[task]\nvariant = '" + "a" * 10**6 + "'"))],
+     2, "(1,000,002 characters): must be one of"),
     # report and hist on damaged or missing directories
     *[(f"{cmd} results {name}", lambda t, f, cmd=cmd, dmg=dmg: [cmd, _finished_copy(f, t, dmg)], 2, "results.npz")
       for cmd in ("report", "hist") for name, dmg in [("truncated", b"half"), ("garbage", os.urandom(300)),
@@ -127,7 +147,8 @@ def test_error_is_one_line_with_its_exit_code_and_nothing_is_created(argv, code,
     capsys.readouterr()
     assert main(argv) == code
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and text in err, err
+    assert len(err.splitlines()) == 1 and text in err, err[:2000]
+    assert len(err) < 600, f"a short line quotes at most ~80 characters of a value: {err[:2000]}"
     assert _tree(tmp_path) == before, "nothing may be created or changed"
     assert compile_stats.snapshot()[0] == compiles, "refused before any work: nothing compiled"
 

@@ -17,6 +17,7 @@ FORBIDDEN = [
     ("icl_race.analysis", "icl_race.rundir"), ("icl_race.analysis", "matplotlib"),
     ("icl_race", "icl_race.cli"),
 ]
+ENTRY = "icl_race.__main__"  # the console script's target (a signal handler, then cli): the one importer of cli
 
 
 def _module_name(path: Path) -> str:
@@ -56,7 +57,7 @@ def _under(name: str, prefix: str) -> bool:
 
 def violations(graph: dict[str, set[str]]) -> list[str]:
     return sorted(f"{a} imports {b}" for a, deps in graph.items() for b in deps for pa, pb in FORBIDDEN
-                  if _under(a, pa) and _under(b, pb) and a != pb)
+                  if _under(a, pa) and _under(b, pb) and a != pb and (a, b) != (ENTRY, "icl_race.cli"))
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:

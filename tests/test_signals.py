@@ -82,3 +82,17 @@ def test_a_second_ctrl_c_exits_at_once_even_inside_a_long_chunk(tmp_path):
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130 and err.strip().splitlines() == [
         "icl-race: interrupted again: exiting at once; rerun the same command to resume from the last checkpoint"], err
+
+
+def test_sigterm_during_the_imports_is_one_line_and_exit_143(tmp_path):
+    """Before a run installs its own handling: the signal arrives while jax is being imported (from
+    an import hook, a known moment), and the command's entry turns it into one line."""
+    out = tmp_path / "run"
+    hook = ("import os, signal, sys\nclass AtJax:\n    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'jax':\n            os.kill(os.getpid(), signal.SIGTERM)\n\n"
+            "sys.meta_path.insert(0, AtJax())")
+    p = start_run(RAW, out, hook)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 143 and err.strip().splitlines() == [
+        "icl-race: stopped by SIGTERM; finished work is kept, rerun the command to go on"], err
+    assert not (out / "results.npz").exists() and _tmp_left(out) == []

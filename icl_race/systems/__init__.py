@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
-from icl_race.configbase import Config, ConfigError, System, resolve
+from icl_race.configbase import Config, ConfigError, System, resolve, short
 from icl_race.systems import classification_spec, linear_attention_spec, memorization_spec, minimal_spec
 
 SYSTEMS: list[System] = [classification_spec.SYSTEM, minimal_spec.SYSTEM, linear_attention_spec.SYSTEM,
@@ -44,12 +44,12 @@ def model_kinds(task_kind: str) -> list[str]:
 def lookup(task_kind: str, model_kind: str | None = None) -> System:
     """The system of a task kind and a model kind (None: the task's default model)."""
     if task_kind not in task_kinds():
-        raise ConfigError(f"task.kind = {task_kind!r}: must be one of {', '.join(map(repr, task_kinds()))}")
+        raise ConfigError(f"task.kind = {short(task_kind)}: must be one of {', '.join(map(repr, task_kinds()))}")
     allowed = model_kinds(task_kind)
     kind = allowed[0] if model_kind is None else model_kind
     if kind not in allowed:
-        raise ConfigError(f"model.kind = {kind!r}: must be one of {', '.join(map(repr, allowed))} "
-                          f"with task.kind = {task_kind!r}")
+        raise ConfigError(f"model.kind = {short(kind)}: must be one of {', '.join(map(repr, allowed))} "
+                          f"with task.kind = {short(task_kind)}")
     return next(s for s in SYSTEMS if s.task_kind == task_kind and kind in s.model_kinds)
 
 
