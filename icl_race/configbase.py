@@ -95,6 +95,11 @@ class EnsembleConfig:
     # ensemble is padded with extra seeds to a multiple of it. On a GPU raise it (256-1024) for speed.
     block: int = 16
     devices: int = 0  # local devices to split the seeds over; 0 = all of them
+    # Retire at chunk boundaries the seeds whose results can no longer change (frozen by the early stop
+    # with every event recorded, diverged; engine.ensemble.retired): the live ones are packed into fewer
+    # blocks of the same width, so results are bit-identical and a run pays for the live seeds only.
+    # A retired seed's curves hold its last evaluated value, from results.npz's retired_at[S] on.
+    retire: bool = True
 
 
 @dataclass(frozen=True)

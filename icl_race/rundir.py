@@ -371,6 +371,9 @@ class Run:
     times: dict[str, np.ndarray]  # event -> [S] first-passage step, -1 = not reached (censored)
     headline: str  # the event the run is summarised by (the system's stop event): t_<headline>
     diverged: np.ndarray  # [S] bool
+    # [S] the step of a retired seed's last evaluation (ensemble.retire: its curves hold that value
+    # after it), -1 for a seed evaluated to the end (and for every seed of a run written without it)
+    retired_at: np.ndarray
     eval_steps: np.ndarray  # [T]
     curves: dict[str, np.ndarray]  # probe -> [S, T, ...]
     budget: int
@@ -455,11 +458,12 @@ def check_results(d: Path, res: dict[str, np.ndarray]) -> None:
     for name, a in res.items():
         if name in SCALARS or name == "eval_steps":
             continue
-        per_seed = name.startswith("t_") or name in ("seed_ids", "diverged")
+        per_seed = name.startswith("t_") or name in ("seed_ids", "diverged", "retired_at")
         if a.shape[: 1 if per_seed else 2] != ((S,) if per_seed else (S, steps.size)) or (per_seed and a.ndim != 1):
             want = f"[{S}]" if per_seed else f"[{S}, {steps.size}, ...]"
             raise _bad(d, name, f"shape {a.shape}, expected {want} ({S} seeds, {steps.size} evaluations)")
-        if name.startswith("t_") and (not _integers(a) or np.any(a < -1) or np.any(a > budget)):
+        steps_or_unset = name.startswith("t_") or name == "retired_at"
+        if steps_or_unset and (not _integers(a) or np.any(a < -1) or np.any(a > budget)):
             raise _bad(d, name, f"expected integer steps in [-1, {budget:,}] (-1 = not reached)")
         if name == "seed_ids" and not _integers(a):
             raise _bad(d, name, f"dtype {a.dtype}, expected integers")
@@ -501,9 +505,10 @@ def load_run(d: Path) -> Run:
     headline = (meta or {}).get("stop_event") or ("icl" if "icl" in events else next(iter(events)))
     if not isinstance(headline, str) or headline not in events:
         raise DamagedFileError(f"{d}/results.npz: missing t_{str(headline)[:80]} (meta.json's stop_event)")
-    fixed = {"seed_ids", "diverged", "eval_steps", *SCALARS, *(f"t_{e}" for e in events)}
+    fixed = {"seed_ids", "diverged", "retired_at", "eval_steps", *SCALARS, *(f"t_{e}" for e in events)}
     return Run(dir=d, config=cfg, seed_ids=np.asarray(res.get("seed_ids", np.arange(S))), times=events,
                headline=headline, diverged=np.asarray(res.get("diverged", np.zeros(S, bool)), bool),
+               retired_at=np.asarray(res.get("retired_at", np.full(S, -1)), np.int64),
                eval_steps=steps, curves={k: v for k, v in res.items() if k not in fixed}, budget=budget,
                steps_run=steps_run, meta=meta)
 

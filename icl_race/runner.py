@@ -75,6 +75,7 @@ class ProgressBar:
         bar = "#" * int(24 * frac) + "-" * (24 - int(24 * frac))
         line = (f"[{bar}] step {p.step:,}/{p.steps:,} | {rate:,.0f} seed-steps/s | "
                 f"{self.label} {acquired}/{p.seeds} ({acquired / p.seeds:.0%}) | "
+                + (f"{p.chunk_seeds} live | " if p.chunk_seeds < p.seeds else "") +
                 f"{hms(now - self.start)} elapsed, <= {hms(left)} left")
         done = p.step >= p.steps or acquired == p.seeds
         if self.tty:
@@ -334,8 +335,8 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     import jax
 
     from icl_race.engine import compile_stats
-    from icl_race.engine.ensemble import (DIVERGED, concat_history, init_ensemble, padded_seed_ids,
-                                          seed_keys, train)
+    from icl_race.engine.ensemble import (DIVERGED, chunk_plan, concat_history, init_ensemble, padded_seed_ids,
+                                          retirement_steps, seed_keys, train)
     from icl_race.engine.sharding import place, seed_mesh
     from icl_race.analysis.survival import censor_time
     from icl_race.plots import histogram, png_bytes
@@ -374,8 +375,10 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     bar = ProgressBar(stop) if progress else None
 
     saved = [start]  # the step of the newest checkpoint
+    computed = [0]  # seed-steps this process computed (fewer than seeds x steps when seeds retire)
 
     def on_chunk(p):
+        computed[0] += p.chunk_seeds * p.chunk_steps
         if bar:
             bar(p)
         stopping = p.step < tr.steps and _signals_received
@@ -392,7 +395,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         carry, curves, eval_steps = train(
             program, consts, carry, layout=layout, steps=tr.steps, eval_every=tr.eval_every,
             evals_per_chunk=tr.evals_per_chunk, spacing=tr.eval_spacing, live_seeds=e.seeds, start_step=start,
-            history=history,
+            history=history, retire=e.retire,
             stop_event=stop if tr.stop_when_all_acquired else None, on_chunk=on_chunk)
     finally:
         if ckpt:
@@ -415,6 +418,9 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         "steps_run": np.int64(steps_run),
         "budget": np.int64(tr.steps),
     }
+    if e.retire:
+        results["retired_at"] = retirement_steps(program, t_first, chunk_plan(tr.steps, tr.eval_every,
+                                                 tr.evals_per_chunk, tr.eval_spacing), steps_run)
     t_kept = results[f"t_{stop}"][~results["diverged"]]
     fig = histogram(t_kept, censor_time(tr.steps, steps_run, bool(np.any(t_kept < 0))),
                     title=f"t_{stop}, {systems.of(cfg).describe(cfg)}, {e.seeds} seeds", xlabel=f"t_{stop} (steps)")
@@ -432,6 +438,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         "run_seconds": round(run_s, 3),
         "resumed_from_step": start or None,
         "seed_steps_per_s": round(e.seeds * (steps_run - start) / trained_s, 1),
+        "seed_steps_computed": computed[0],
         "steps_run": steps_run,
         "seeds": e.seeds,
         "stop_event": stop,

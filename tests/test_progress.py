@@ -12,7 +12,7 @@ def test_progress_line_gives_elapsed_and_time_left_from_the_post_compile_rate():
     times = iter([0.0, 12.0, 14.0, 30.0])  # construction; chunk 1 ends at 12 s (compiling); then 2 s per chunk
     out = io.StringIO()
     bar = ProgressBar("icl", stream=out, every=0.0, clock=lambda: next(times))
-    chunk = dict(steps=1000, seeds=4, chunk_steps=100, chunk_seconds=2.0)
+    chunk = dict(steps=1000, seeds=4, chunk_seeds=4, chunk_steps=100, chunk_seconds=2.0)
     bar(SimpleNamespace(step=100, t_first={"icl": np.array([-1, -1, -1, -1])}, **chunk))
     bar(SimpleNamespace(step=200, t_first={"icl": np.array([100, -1, -1, -1])}, **chunk))
     bar(SimpleNamespace(step=300, t_first={"icl": np.array([100, 300, -1, -1])}, **chunk))

@@ -167,6 +167,61 @@ def run_chunk(program, layout: Layout, eval_every: int, n_evals: int, carry, con
     return on_each_device(fn, carry, consts, t0)
 
 
+@jax.jit
+def _take(carry, idx_U):
+    """The seeds idx_U of a carry (an index past the end reads the last seed: a filler, never written back)."""
+    return jax.tree.map(lambda a: a.at[idx_U].get(mode="clip"), carry)
+
+
+@functools.partial(jax.jit, donate_argnums=0)
+def _put(carry, idx_U, part):
+    """carry with the seeds idx_U replaced by part's; indices past the end (fillers) are dropped."""
+    return jax.tree.map(lambda a, p: a.at[idx_U].set(p, mode="drop"), carry, part)
+
+
+def retired(program, t_first: dict[str, np.ndarray], live_seeds: int) -> np.ndarray:
+    """Per seed of the carry, whether its results can no longer change, so that it leaves the
+    computation: a seed frozen by the early stop once every event has fired (its state no longer
+    changes and no first passage is left to record), a diverged seed (frozen since its divergence:
+    its later evaluations are of NaN weights), and the padding beyond `live_seeds`."""
+    done = np.asarray(t_first[DIVERGED]) >= 0
+    if program.freeze_event:  # the freeze event is one of the events, so "all fired" implies frozen
+        done |= np.all([np.asarray(t_first[e]) >= 0 for e in program.event_names], axis=0)
+    done[live_seeds:] = True
+    return done
+
+
+def blocks_of(live_L: np.ndarray, unit: int, end: int) -> list[np.ndarray]:
+    """The live seeds' indices in blocks of exactly `unit` (the vmap width that makes a seed's
+    rounding its own); the last block is filled up with the index `end` (one past the carry), which
+    _take reads as the last seed and _put drops."""
+    filled = np.concatenate([live_L, np.full(-len(live_L) % unit, end)]).astype(np.int32)
+    return [filled[i:i + unit] for i in range(0, len(filled), unit)]
+
+
+def run_live(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, live_L: np.ndarray):
+    """run_chunk for the live seeds only: they are packed into blocks of the same width, each block
+    runs the one-block program (one compilation whatever the number of live seeds), and its seeds
+    are written back into the full carry. Metrics come back as {name: [S, n_evals]} on the host,
+    NaN for a seed that did not run (`train` holds its last evaluated value there)."""
+    S = jax.tree.leaves(carry)[0].shape[0]
+    sharding = jax.tree.leaves(carry)[0].sharding
+    parts = []
+    for idx_U in blocks_of(live_L, layout.unit, S):
+        block = _take(carry, idx_U)
+        if len(sharding.device_set) > 1:  # each device takes one block of the `unit` seeds
+            block = jax.device_put(block, sharding)
+        block, metrics = run_chunk(program, layout, eval_every, n_evals, block, consts, t0)
+        carry = _put(carry, idx_U, block)
+        parts.append((idx_U, metrics))
+    full = {}
+    for idx_U, metrics in parts:
+        real = idx_U < S
+        for k, v in jax.device_get(metrics).items():
+            full.setdefault(k, np.full((S, *v.shape[1:]), np.nan, v.dtype))[idx_U[real]] = v[real]
+    return carry, full
+
+
 @functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
 def steps_on_device(program, block: int, n_steps: int, carry, consts, t0):
     """Training steps only, no evaluation, on one device: what `icl-race bench` times."""
@@ -180,10 +235,11 @@ class Progress:
     step: int
     steps: int
     seeds: int
-    t_first: dict[str, np.ndarray]  # live seeds only
+    t_first: dict[str, np.ndarray]  # the run's seeds only (not the padding)
     chunk_seconds: float
     chunk_steps: int
     chunks_done: int
+    chunk_seeds: int  # the run's seeds computed in the chunk (all of them, or the live ones when retiring)
     carry: Any  # the device carry: copy what you need now, the next chunk donates it
     history: list[dict[str, np.ndarray]]
     eval_steps: list[np.ndarray]
@@ -219,18 +275,50 @@ def chunk_plan(steps: int, eval_every: int, evals_per_chunk: int, spacing: str =
     return plan
 
 
+def _hold(metrics: dict[str, np.ndarray], live_L: np.ndarray, previous: dict[str, np.ndarray] | None) -> None:
+    """A retired seed's curves hold its last evaluated value (its state is frozen, so that is what a
+    new evaluation would estimate, up to the probe's sampling noise); `retirement_steps` says from
+    when. Padding, retired from the start, stays NaN."""
+    if previous is None:
+        return
+    held = np.ones(next(iter(metrics.values())).shape[0], bool)
+    held[live_L] = False
+    for k, v in metrics.items():
+        v[held] = previous[k][held, -1:]
+
+
+def retirement_steps(program, t_first: dict[str, np.ndarray], plan: list[tuple[int, int, int]],
+                     steps_run: int) -> np.ndarray:
+    """Per seed, the step of the last evaluation a run with retirement made of it (the end of the
+    chunk in which it became `retired`; its curves hold that value after), -1 for a seed evaluated
+    to the run's last step: a pure function of the first passages and the chunk plan."""
+    seeds = len(t_first[DIVERGED])
+    done = retired(program, t_first, seeds)
+    since = np.where(np.asarray(t_first[DIVERGED]) >= 0, t_first[DIVERGED],
+                     np.max([np.asarray(t_first[e]) for e in program.event_names], axis=0))
+    ends = np.array([t0 + period * n for t0, period, n in plan])
+    at = ends[np.minimum(np.searchsorted(ends, since), len(ends) - 1)]
+    return np.where(done & (at < steps_run), at, -1).astype(np.int64)
+
+
 def train(program, consts, carry, *, layout: Layout, steps: int, eval_every: int, evals_per_chunk: int,
           spacing: str = "linear", live_seeds: int | None = None, stop_event: str | None = None,
           start_step: int = 0, history: tuple[dict[str, np.ndarray], np.ndarray] | None = None,
+          retire: bool = False,
           on_chunk: Callable[[Progress], None] | None = None) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
     """The host loop: the chunks of `chunk_plan` until the step budget, or until every live seed has
     fired `stop_event` (or diverged).
 
     Only the first `live_seeds` seeds (default all) count for the stop test and progress; the rest
-    are padding. To resume, pass the checkpointed carry, `start_step` (a chunk boundary of the plan)
-    and `history` (curves, eval steps): a resumed run computes exactly what an uninterrupted one does.
-    Returns (carry, curves {metric: [S, T]}, eval_steps [T]). The host sees one small summary per
-    chunk; nothing crosses to the host inside one.
+    are padding. With `retire`, each chunk computes only the seeds whose results can still change
+    (`retired`: decided at the chunk boundary from the first passages alone), packed into blocks of
+    the same width (`run_live`), so a seed's results are bit-identical to a run without retirement
+    and a run pays for Σ min(t_i, budget) rather than S × the slowest seed; a retired seed's curves
+    are NaN from its retirement on. To resume, pass the checkpointed carry, `start_step` (a chunk
+    boundary of the plan) and `history` (curves, eval steps): a resumed run computes exactly what an
+    uninterrupted one does (the retired set is a function of the carry). Returns (carry, curves
+    {metric: [S, T]}, eval_steps [T]). The host sees one small summary per chunk; nothing crosses
+    to the host inside one.
     """
     hist = [history[0]] if history and history[1].size else []
     steps_seen = [history[1]] if history and history[1].size else []
@@ -241,14 +329,24 @@ def train(program, consts, carry, *, layout: Layout, steps: int, eval_every: int
         raise ValueError(f"start_step {start_step} is not a chunk boundary")
     chunks = 0
     for t, period, n in (chunk for chunk in plan if chunk[0] >= start_step):
-        if _finished(live(carry["t_first"]), stop_event):
+        t_first = jax.device_get(carry["t_first"])
+        if _finished({e: v[:seeds] for e, v in t_first.items()}, stop_event):
             break
         tic = time.perf_counter()
-        carry, metrics = run_chunk(program, layout, period, n, carry, consts, jnp.int32(t))
+        if retire:
+            live_L = np.flatnonzero(~retired(program, t_first, seeds))
+            if live_L.size:
+                carry, metrics = run_live(program, layout, period, n, carry, consts, jnp.int32(t), live_L)
+                _hold(metrics, live_L, hist[-1] if hist else None)
+            else:  # every seed has its final results: the curves hold them to the budget, nothing is computed
+                metrics = {k: np.repeat(v[:, -1:], n, axis=1) for k, v in hist[-1].items()}
+        else:
+            live_L = np.arange(seeds)
+            carry, metrics = run_chunk(program, layout, period, n, carry, consts, jnp.int32(t))
         hist.append(jax.device_get(metrics))
         steps_seen.append(t + period * np.arange(1, n + 1))
         chunks += 1
         if on_chunk:
             on_chunk(Progress(t + period * n, steps, seeds, live(carry["t_first"]), time.perf_counter() - tic,
-                              n * period, chunks, carry, hist, steps_seen))
+                              n * period, chunks, len(live_L), carry, hist, steps_seen))
     return (carry, *concat_history(hist, steps_seen))

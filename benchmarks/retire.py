@@ -1,0 +1,116 @@
+"""Retirement's gain (ensemble.retire), side by side in one process, on cells the science uses.
+
+    .venv/bin/python benchmarks/retire.py [--case NAME ...] [--out FILE]
+
+Each case is a config (a path under experiments/ and --set overrides) trained twice through
+`runner.execute`, retirement off then on, into fresh directories; the two results must be identical
+(every t_<event>, steps_run, and each curve up to the seed's `retired_at`), and the script prints:
+
+- predicted, seeds: S * T_run / sum_i min(t_i, T_run), t_i = the step after which seed i's results
+  can no longer change (`retired_at`, the end of the chunk in which it froze with every event recorded
+  or diverged): the most retirement can save;
+- predicted, blocks: the same at the engine's granularity, live seeds rounded up to whole blocks of
+  `ensemble.block` per chunk (what a run with that block can save);
+- the wall times (compilation counted, as a user pays it; each mode compiles its own programs) and
+  their ratio, and the compile seconds of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from icl_race import config, rundir  # noqa: E402
+from icl_race.engine.ensemble import chunk_plan  # noqa: E402
+from icl_race.runner import device_description, execute  # noqa: E402
+
+EXP = HERE.parent / "experiments"
+FREEZE = ["train.early_stop=\"freeze\""]
+# name: (config file, overrides)
+CASES = {
+    "demo-freeze": (EXP / "demo.toml", FREEZE),
+    "demo-freeze-block4": (EXP / "demo.toml", [*FREEZE, "ensemble.block=4"]),
+    "kstar_N32-K4525-block4": (EXP / "regime" / "base.toml",
+                               ["task.N=32", "task.K=4525", "train.steps=10000", "train.eval_every=50",
+                                "train.eval_batch=32", "ensemble.block=4"]),
+}
+
+
+def predicted(run: rundir.Run, cfg: config.Config) -> tuple[float, float]:
+    """(seed-level, block-level) work ratios of the run with retirement off over on."""
+    tr, S, unit = cfg.train, len(run.seed_ids), cfg.ensemble.block
+    T = run.steps_run
+    done = np.where(run.retired_at >= 0, run.retired_at, T)
+    seeds = S * T / done.sum()
+    plan = [c for c in chunk_plan(tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_spacing) if c[0] < T]
+    live = [int(np.sum(done > t0)) for t0, _, _ in plan]
+    full = math.ceil(S / unit) * unit * T
+    blocks = full / sum(math.ceil(n / unit) * unit * p * k for n, (_, p, k) in zip(live, plan))
+    return seeds, blocks
+
+
+def same_results(off: rundir.Run, on: rundir.Run) -> None:
+    assert off.steps_run == on.steps_run and np.array_equal(off.eval_steps, on.eval_steps)
+    for e in off.times:
+        assert np.array_equal(off.times[e], on.times[e]), e
+    for s, at in enumerate(on.retired_at):
+        upto = on.eval_steps <= at if at >= 0 else np.ones(on.eval_steps.size, bool)
+        for k, c in off.curves.items():
+            assert np.array_equal(c[s, upto], on.curves[k][s, upto], equal_nan=True), (k, s)
+
+
+def measure(name: str, root: Path) -> dict:
+    path, sets = CASES[name]
+    row = {"case": name, "config": str(path.relative_to(HERE.parent)), "set": sets}
+    runs = {}
+    for retire in (False, True):
+        cfg = config.load(path, [*sets, f"ensemble.retire={str(retire).lower()}"])
+        tic = time.perf_counter()
+        execute(cfg, root / f"{name}-{retire}", progress=False, log=lambda m: None)
+        wall = time.perf_counter() - tic
+        runs[retire] = rundir.load_run(root / f"{name}-{retire}")
+        meta = runs[retire].meta
+        row[f"wall_s_{'on' if retire else 'off'}"] = round(wall, 1)
+        row[f"compile_s_{'on' if retire else 'off'}"] = meta["compile_seconds"]
+        print(f"{name}: retire={retire} {wall:.1f} s ({meta['compile_seconds']:.1f} s compiling)", file=sys.stderr,
+              flush=True)
+    same_results(runs[False], runs[True])
+    seeds, blocks = predicted(runs[True], cfg)
+    run = runs[True]
+    return {**row, "seeds": len(run.seed_ids), "block": cfg.ensemble.block, "steps_run": run.steps_run,
+            "retired": int(np.sum(run.retired_at >= 0)), "predicted_seeds": round(seeds, 2),
+            "predicted_blocks": round(blocks, 2), "gain": round(row["wall_s_off"] / row["wall_s_on"], 2),
+            "identical": True}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", action="append", choices=sorted(CASES), help="default: every case")
+    ap.add_argument("--out", default=str(HERE / "results-retire.json"))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="icl-race-retire-") as tmp:
+        rows = [measure(name, Path(tmp)) for name in args.case or CASES]
+    print(f"device {device_description()}")
+    print("| case | S | block | steps run | retired | predicted (seeds) | predicted (blocks) | wall off s | "
+          "wall on s | gain | compile off / on s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['case']} | {r['seeds']} | {r['block']} | {r['steps_run']:,} | {r['retired']} | "
+              f"{r['predicted_seeds']:.2f} | {r['predicted_blocks']:.2f} | {r['wall_s_off']:.1f} | {r['wall_s_on']:.1f} | "
+              f"{r['gain']:.2f} | {r['compile_s_off']:.1f} / {r['compile_s_on']:.1f} |")
+    Path(args.out).write_text(json.dumps({"device": device_description(), "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

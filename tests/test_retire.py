@@ -1,0 +1,162 @@
+"""Retirement (ensemble.retire): seeds whose results can no longer change leave the computation at
+chunk boundaries, and every seed's results stay exactly what a run without retirement gives."""
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from icl_race import config
+from icl_race.engine import compile_stats
+from icl_race.engine.ensemble import (DIVERGED, Layout, blocks_of, chunk_plan, init_ensemble, padded_seed_ids,
+                                      retired, retirement_steps, seed_keys, train)
+from icl_race.systems import build
+
+EVAL_EVERY = 10
+
+
+@dataclass(frozen=True)
+class Staggered:
+    """A toy program whose seeds cross the thresholds at different, known evaluations: seed s reads
+    the accuracy trace shifted by `lag` = its key's draw in 0..7, so it fires "hit" (> 0.5) at
+    evaluation 3 + lag and "high" (> 0.9) at 5 + lag."""
+
+    freeze_event: str | None = "high"
+    event_names = ("hit", "high")
+    confirm = ()
+
+    def init(self, key, consts):
+        return {"updates": jnp.int32(0), "lag": jax.random.randint(key, (), 0, 8)}
+
+    def step(self, state, consts, key):
+        return {**state, "updates": state["updates"] + 1}, jnp.float32(0)
+
+    def probe(self, state, consts, key):
+        i = jnp.maximum(state["updates"] // EVAL_EVERY - 1 - state["lag"], 0)
+        return {"acc": consts["trace"][i] + 0.001 * jax.random.uniform(key)}  # a fresh draw per evaluation
+
+    def events(self, probes, consts):
+        return {"hit": probes["acc"] > 0.5, "high": probes["acc"] > 0.9}
+
+
+TRACE = {"trace": jnp.asarray([0.0, 0.2, 0.4, 0.6, 0.8, 0.95] + [0.97] * 30, jnp.float32)}
+PLAN = dict(steps=200, eval_every=EVAL_EVERY, evals_per_chunk=2)
+
+
+def _staggered(seeds=10, block=4, retire=True, **kw):
+    layout = Layout(block)
+    carry = init_ensemble(Staggered(), layout, seed_keys(0, padded_seed_ids(np.arange(seeds), layout)), TRACE)
+    live = []
+    carry, curves, steps = train(Staggered(), TRACE, carry, layout=layout, live_seeds=seeds, retire=retire,
+                                 on_chunk=lambda p: live.append(p.chunk_seeds), **PLAN, **kw)
+    t_first = {k: np.asarray(v)[:seeds] for k, v in jax.device_get(carry["t_first"]).items()}
+    return t_first, {k: v[:seeds] for k, v in curves.items()}, steps, live
+
+
+def test_blocks_keep_their_width_and_fillers_point_past_the_end():
+    blocks = blocks_of(np.array([0, 3, 5, 6, 9]), 4, 12)
+    assert [b.tolist() for b in blocks] == [[0, 3, 5, 6], [9, 12, 12, 12]]
+    assert blocks_of(np.array([], np.int64), 4, 12) == []
+
+
+def test_a_seed_retires_once_frozen_with_every_event_fired_or_diverged():
+    program = Staggered()
+    t_first = {"hit": np.array([30, 30, -1, 40, -1]), "high": np.array([50, -1, -1, -1, -1]),
+               DIVERGED: np.array([-1, -1, 70, -1, -1])}
+    # seed 0 frozen with both events; 1 has "hit" only (still trains); 2 diverged; 3, 4 live; 4 is padding
+    np.testing.assert_array_equal(retired(program, t_first, live_seeds=4), [True, False, True, False, True])
+    # without the early stop nothing freezes, so only divergence (and padding) retires
+    np.testing.assert_array_equal(retired(Staggered(freeze_event=None), t_first, 4), [False, False, True, False, True])
+    plan = chunk_plan(100, 10, 2)  # chunks end at 20, 40, 60, 80, 100
+    np.testing.assert_array_equal(retirement_steps(program, {k: v[:4] for k, v in t_first.items()}, plan, 100),
+                                  [60, -1, 80, -1])
+    assert retirement_steps(program, {k: v[:1] for k, v in t_first.items()}, plan, 60)[0] == -1  # ran to its end
+
+
+def test_retired_seeds_leave_and_their_results_are_unchanged():
+    t_on, curves_on, steps_on, live = _staggered(retire=True)
+    t_off, curves_off, steps_off, full = _staggered(retire=False)
+    assert full == [10] * len(full) and live[0] == 10 and live[-1] < live[0], live
+    assert sorted(live, reverse=True) == live, "seeds only leave"
+    for k in t_off:
+        np.testing.assert_array_equal(t_on[k], t_off[k], err_msg=k)
+    at = retirement_steps(Staggered(), t_on, chunk_plan(**PLAN), int(steps_on[-1]))
+    assert np.sum(at >= 0) >= 5 and len(set(at[at >= 0].tolist())) > 1, at
+    np.testing.assert_array_equal(steps_on, steps_off)
+    for s in range(10):
+        evaluated = steps_on <= at[s] if at[s] >= 0 else np.ones(steps_on.size, bool)
+        np.testing.assert_array_equal(curves_on["acc"][s, evaluated], curves_off["acc"][s, evaluated])
+        # after its retirement a seed's curve holds its last evaluated value
+        np.testing.assert_array_equal(curves_on["acc"][s, ~evaluated], curves_on["acc"][s, evaluated][-1])
+
+
+def test_once_every_seed_retired_the_run_goes_on_to_its_budget_computing_nothing():
+    _, curves, steps, live = _staggered(seeds=4)
+    assert steps[-1] == PLAN["steps"] and curves["acc"].shape == (4, steps.size)
+    assert live[-1] == 0 and live[0] == 4, live
+
+
+def test_resumed_after_retirements_equals_uninterrupted():
+    layout, seeds = Layout(4), 10
+    fresh = lambda: init_ensemble(Staggered(), layout, seed_keys(0, padded_seed_ids(np.arange(seeds), layout)), TRACE)
+    kw = dict(layout=layout, live_seeds=seeds, retire=True, **PLAN)
+    saved = {}
+    _, curves, steps = train(Staggered(), TRACE, fresh(), **kw,
+                             on_chunk=lambda p: saved.setdefault(p.chunks_done, (jax.device_get(p.carry), p.step,
+                                                                                 p.chunk_seeds)))
+    carry, at, live = saved[5]
+    assert live < seeds, "the resume point should come after some seeds retired"
+    history = ({k: v[:, :10] for k, v in curves.items()}, steps[:10])
+    carry, resumed, resumed_steps = train(Staggered(), TRACE, carry, start_step=at, history=history, **kw)
+    np.testing.assert_array_equal(resumed_steps, steps)
+    for k in curves:
+        np.testing.assert_array_equal(resumed[k], curves[k], err_msg=k)
+
+
+def test_one_compilation_whatever_the_number_of_live_seeds():
+    _staggered(seeds=12, retire=True)  # compiles the one-block chunk, _take and _put
+    before, _ = compile_stats.snapshot()
+    _, _, _, live = _staggered(seeds=12, retire=True)
+    assert len(set(live)) >= 3, live  # three or more live counts, one program
+    assert compile_stats.snapshot()[0] == before
+
+
+def test_a_real_seed_is_bit_identical_alone_in_64_and_among_retiring_neighbours(tiny_raw):
+    """The classification race at lr 0.1 amplifies a rounding difference of 1e-8 into another t_ICL:
+    with the early stop on, seeds freeze at different times and retire, and the packing into fewer
+    blocks must not change the rounding of the seeds left."""
+    raw = {**tiny_raw, "train": {**tiny_raw["train"], "early_stop": "freeze", "stop_threshold": 0.9,
+                                 "icl_threshold": 0.9, "icl_levels": [0.6], "steps": 1500, "evals_per_chunk": 2,
+                                 "stop_when_all_acquired": False}}
+    cfg = config.from_dict(raw)
+    program, consts = build(cfg)
+    tr = cfg.train
+
+    def run(ids, retire):
+        layout = Layout(8)
+        carry = init_ensemble(program, layout, seed_keys(0, padded_seed_ids(np.asarray(ids), layout)), consts)
+        live = []
+        carry, curves, steps = train(program, consts, carry, layout=layout, steps=tr.steps, eval_every=tr.eval_every,
+                                     evals_per_chunk=tr.evals_per_chunk, live_seeds=len(ids), retire=retire,
+                                     on_chunk=lambda p: live.append(p.chunk_seeds))
+        n = len(ids)
+        return ({k: np.asarray(v)[:n] for k, v in jax.device_get(carry["t_first"]).items()},
+                {k: v[:n] for k, v in curves.items()}, steps, live)
+
+    t_off, curves_off, steps, _ = run(np.arange(24), retire=False)
+    t_on, curves_on, _, live = run(np.arange(24), retire=True)
+    at = retirement_steps(program, t_on, chunk_plan(tr.steps, tr.eval_every, tr.evals_per_chunk), int(steps[-1]))
+    assert live[-1] <= 16 and np.sum(at >= 0) >= 8, (live, at)  # whole blocks left the computation
+    for k in t_off:
+        np.testing.assert_array_equal(t_on[k], t_off[k], err_msg=k)
+    for s in range(24):
+        evaluated = steps <= at[s] if at[s] >= 0 else np.ones(steps.size, bool)
+        for k in curves_off:
+            np.testing.assert_array_equal(curves_on[k][s, evaluated], curves_off[k][s, evaluated], err_msg=k)
+    late = int(np.argmax(np.where(at >= 0, -1, t_on["icl"])))  # a seed still training after others retired
+    t_alone, curves_alone, _, _ = run([late], retire=True)
+    for k in t_off:
+        assert t_alone[k][0] == t_off[k][late], k
+    for k in curves_off:
+        np.testing.assert_array_equal(curves_alone[k][0], curves_on[k][late], err_msg=k)
