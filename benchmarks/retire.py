@@ -40,9 +40,13 @@ FREEZE = ["train.early_stop=\"freeze\""]
 CASES = {
     "demo-freeze": (EXP / "demo.toml", FREEZE),
     "demo-freeze-block4": (EXP / "demo.toml", [*FREEZE, "ensemble.block=4"]),
-    "kstar_N32-K4525-block4": (EXP / "regime" / "base.toml",
-                               ["task.N=32", "task.K=4525", "train.steps=10000", "train.eval_every=50",
-                                "train.eval_batch=32", "ensemble.block=4"]),
+    # kstar_N32.toml's cells at block 4: above K* (every seed acquires, the run stops at the last t_ICL)
+    # and at the cell nearest K* (some seeds never acquire, so the run goes to its budget)
+    **{f"kstar_N32-K{K}-block4": (EXP / "regime" / "base.toml",
+                                  ["task.N=32", f"task.K={K}", "train.steps=10000", "train.eval_every=50",
+                                   "train.eval_batch=32", "ensemble.block=4"]) for K in (4525, 2263)},
+    # nothing retires (early stop off): the one-block programs looped on the host against lax.map
+    "demo-block4-no-freeze-1000": (EXP / "demo.toml", ["ensemble.block=4", "train.steps=1000"]),
 }
 
 
@@ -99,7 +103,8 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "results-retire.json"))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="icl-race-retire-") as tmp:
-        rows = [measure(name, Path(tmp)) for name in args.case or CASES]
+        args.case = args.case or list(CASES)
+        rows = [measure(name, Path(tmp)) for name in args.case]
     print(f"device {device_description()}")
     print("| case | S | block | steps run | retired | predicted (seeds) | predicted (blocks) | wall off s | "
           "wall on s | gain | compile off / on s |")
@@ -108,7 +113,9 @@ def main() -> int:
         print(f"| {r['case']} | {r['seeds']} | {r['block']} | {r['steps_run']:,} | {r['retired']} | "
               f"{r['predicted_seeds']:.2f} | {r['predicted_blocks']:.2f} | {r['wall_s_off']:.1f} | {r['wall_s_on']:.1f} | "
               f"{r['gain']:.2f} | {r['compile_s_off']:.1f} / {r['compile_s_on']:.1f} |")
-    Path(args.out).write_text(json.dumps({"device": device_description(), "rows": rows}, indent=1) + "\n")
+    out = Path(args.out)  # rows of other cases measured before are kept
+    kept = [r for r in (json.loads(out.read_text())["rows"] if out.exists() else []) if r["case"] not in args.case]
+    out.write_text(json.dumps({"device": device_description(), "rows": kept + rows}, indent=1) + "\n")
     return 0
 
 
