@@ -89,9 +89,9 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
             raise ConfigError(f"{name} = {short(value)}: out of range: must be in [{lo}, {hi}] ({what})")
         return int(value)
     if kind is float:
-        if as_float(value) is None:
+        if (number := as_float(value)) is None:
             raise ConfigError(f"{name} = {short(value)}: expected a finite number")
-        return as_float(value)
+        return number
     if kind is tuple:
         if not isinstance(value, (list, tuple)) or any(as_float(v) is None for v in value):
             raise ConfigError(f"{name} = {short(value)}: expected a list of finite numbers")

@@ -41,8 +41,7 @@ from typing import Any
 import numpy as np
 
 from icl_race import config, rundir, systems
-from icl_race.config import Config, ConfigError
-from icl_race.configbase import name_of, short
+from icl_race.config import Config, ConfigError, name_of, short
 from icl_race.runner import hms
 
 

@@ -323,30 +323,32 @@ def train(program, consts, carry, *, layout: Layout, steps: int, eval_every: int
     hist = [history[0]] if history and history[1].size else []
     steps_seen = [history[1]] if history and history[1].size else []
     seeds = live_seeds or jax.tree.leaves(carry)[0].shape[0]
-    live = lambda tf: {e: v[:seeds] for e, v in jax.device_get(tf).items()}
+    own = lambda tf: {e: v[:seeds] for e, v in tf.items()}  # the run's seeds, not the padding
     plan = chunk_plan(steps, eval_every, evals_per_chunk, spacing)
     if start_step not in [t0 for t0, _, _ in plan] + [steps]:
         raise ValueError(f"start_step {start_step} is not a chunk boundary")
     chunks = 0
+    t_first = jax.device_get(carry["t_first"])  # on the host once per chunk: the stop test, retirement, progress
     for t, period, n in (chunk for chunk in plan if chunk[0] >= start_step):
-        t_first = jax.device_get(carry["t_first"])
-        if _finished({e: v[:seeds] for e, v in t_first.items()}, stop_event):
+        if _finished(own(t_first), stop_event):
             break
         tic = time.perf_counter()
+        computed = seeds
         if retire:
             live_L = np.flatnonzero(~retired(program, t_first, seeds))
+            computed = live_L.size
             if live_L.size:
                 carry, metrics = run_live(program, layout, period, n, carry, consts, jnp.int32(t), live_L)
                 _hold(metrics, live_L, hist[-1] if hist else None)
             else:  # every seed has its final results: the curves hold them to the budget, nothing is computed
                 metrics = {k: np.repeat(v[:, -1:], n, axis=1) for k, v in hist[-1].items()}
         else:
-            live_L = np.arange(seeds)
             carry, metrics = run_chunk(program, layout, period, n, carry, consts, jnp.int32(t))
         hist.append(jax.device_get(metrics))
         steps_seen.append(t + period * np.arange(1, n + 1))
         chunks += 1
+        t_first = jax.device_get(carry["t_first"])
         if on_chunk:
-            on_chunk(Progress(t + period * n, steps, seeds, live(carry["t_first"]), time.perf_counter() - tic,
-                              n * period, chunks, len(live_L), carry, hist, steps_seen))
+            on_chunk(Progress(t + period * n, steps, seeds, own(t_first), time.perf_counter() - tic,
+                              n * period, chunks, computed, carry, hist, steps_seen))
     return (carry, *concat_history(hist, steps_seen))
