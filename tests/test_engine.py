@@ -245,3 +245,24 @@ def test_every_system_gives_a_seed_the_same_trajectory_alone_and_in_an_ensemble(
     for k, c in curves_one.items():
         np.testing.assert_array_equal(c[0], curves_all[k][5], err_msg=k)
     assert any(not np.array_equal(c[0], c[1]) for c in curves_all.values()), "seeds should differ"
+
+
+def test_a_shorter_last_chunk_compiles_no_program_of_its_own(tiny_raw):
+    """Issue 24 item 4: chunks of 2, 2 and 1 evaluations run in one chunk program (the number of
+    periods is traced), so a run whose last chunk is shorter compiles what one of equal chunks does,
+    and its metrics have one column per evaluation."""
+
+    def compiles(steps):
+        cfg = _tiny(tiny_raw, steps=steps, eval_every=10, evals_per_chunk=2)
+        program, consts = build(cfg)
+        layout = Layout(2)
+        carry = init_ensemble(program, layout, seed_keys(0, np.arange(2)), consts)
+        jax.clear_caches()
+        before = compile_stats.snapshot()[0]
+        _, curves, steps_seen = train(program, consts, carry, layout=layout, steps=steps, eval_every=10,
+                                      evals_per_chunk=2)
+        assert curves["icl_acc"].shape == (2, steps // 10) and not np.isnan(curves["icl_acc"]).any()
+        np.testing.assert_array_equal(steps_seen, np.arange(10, steps + 1, 10))
+        return compile_stats.snapshot()[0] - before
+
+    assert compiles(50) == compiles(40)

@@ -33,7 +33,8 @@ def test_estimate_bounds_what_xla_allocates_for_the_chunk(name):
                               evals=10, checkpoints=False, on_cpu=False)
         keys = jax.eval_shape(lambda: jax.vmap(jax.random.key)(jnp.arange(block)))
         carry = jax.eval_shape(lambda k, c: init_on_device(program, block, k, c), keys, consts)
-        xla = chunk_on_device.lower(program, block, 10, 2, carry, consts, jnp.int32(0)).compile().memory_analysis()
+        xla = chunk_on_device.lower(program, block, 10, 2, carry, consts, jnp.int32(0),
+                                    jnp.int32(2)).compile().memory_analysis()
     measured = xla.argument_size_in_bytes + xla.temp_size_in_bytes
     assert measured <= est.device <= 4 * measured, (name, est.parts(), measured)
 

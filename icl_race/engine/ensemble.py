@@ -148,23 +148,35 @@ def _period(program, eval_every, consts, carry, t0):
     return {**carry, "t_first": t_first}, {"train_loss": jnp.mean(losses), **probes}
 
 
-def _chunk_one_seed(program, eval_every, n_evals, consts, carry, t0):
-    def body(c, i):
-        return _period(program, eval_every, consts, c, t0 + i * eval_every)
+def _chunk_one_seed(program, eval_every, capacity, consts, carry, t0, n):
+    """The first n of `capacity` evaluation periods (n traced: one program serves every chunk length of a
+    run, the last shorter chunk included). The predicate is not batched, so under vmap it stays a cond:
+    a skipped period costs nothing, and its metrics are NaN."""
+    shapes = jax.eval_shape(lambda c: _period(program, eval_every, consts, c, t0)[1], carry)
 
-    return jax.lax.scan(body, carry, jnp.arange(n_evals))
+    def body(c, i):
+        return jax.lax.cond(
+            i < n, lambda c: _period(program, eval_every, consts, c, t0 + i * eval_every),
+            lambda c: (c, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)), c)
+
+    return jax.lax.scan(body, carry, jnp.arange(capacity))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2, 3), donate_argnums=4)
-def chunk_on_device(program, block: int, eval_every: int, n_evals: int, carry, consts, t0):
-    one_seed = functools.partial(_chunk_one_seed, program, eval_every, n_evals)
-    return _over_seeds(one_seed, block, consts, carry, t0)
+def chunk_on_device(program, block: int, eval_every: int, capacity: int, carry, consts, t0, n):
+    one_seed = functools.partial(_chunk_one_seed, program, eval_every, capacity)
+    return _over_seeds(one_seed, block, consts, carry, t0, n)
 
 
-def run_chunk(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0):
-    """n_evals evaluation periods for the whole ensemble; metrics come back as {name: [S, n_evals]}."""
-    fn = functools.partial(chunk_on_device, program, layout.block, eval_every, n_evals)
-    return on_each_device(fn, carry, consts, t0)
+def run_chunk(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0,
+              capacity: int | None = None):
+    """n_evals evaluation periods for the whole ensemble, in the program of `capacity` periods (default
+    n_evals; `train` passes the run's evals_per_chunk, so that its last, shorter chunk compiles nothing
+    new). Metrics come back on the host as {name: [S, n_evals]}."""
+    capacity = capacity or n_evals
+    fn = functools.partial(chunk_on_device, program, layout.block, eval_every, capacity)
+    carry, metrics = on_each_device(fn, carry, consts, t0, jax.device_put(np.int32(n_evals)))
+    return carry, {k: v[:, :n_evals] for k, v in jax.device_get(metrics).items()}
 
 
 @jax.jit
@@ -199,7 +211,8 @@ def blocks_of(live_L: np.ndarray, unit: int, end: int) -> list[np.ndarray]:
     return [filled[i:i + unit] for i in range(0, len(filled), unit)]
 
 
-def run_live(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, live_L: np.ndarray):
+def run_live(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, live_L: np.ndarray,
+             capacity: int | None = None):
     """run_chunk for the live seeds only: they are packed into blocks of the same width, each block
     runs the one-block program (one compilation whatever the number of live seeds), and its seeds
     are written back into the full carry. Metrics come back as {name: [S, n_evals]} on the host,
@@ -211,13 +224,13 @@ def run_live(program, layout: Layout, eval_every: int, n_evals: int, carry, cons
         block = _take(carry, idx_U)
         if len(sharding.device_set) > 1:  # each device takes one block of the `unit` seeds
             block = jax.device_put(block, sharding)
-        block, metrics = run_chunk(program, layout, eval_every, n_evals, block, consts, t0)
+        block, metrics = run_chunk(program, layout, eval_every, n_evals, block, consts, t0, capacity)
         carry = _put(carry, idx_U, block)
         parts.append((idx_U, metrics))
     full = {}
     for idx_U, metrics in parts:
         real = idx_U < S
-        for k, v in jax.device_get(metrics).items():
+        for k, v in metrics.items():
             full.setdefault(k, np.full((S, *v.shape[1:]), np.nan, v.dtype))[idx_U[real]] = v[real]
     return carry, full
 
@@ -263,7 +276,8 @@ def chunk_plan(steps: int, eval_every: int, evals_per_chunk: int, spacing: str =
     power-law tails such as c1(t) need, at a cost in steps that stays proportional to the budget).
     Each period is a static shape, so a log-spaced run compiles one program per distinct period.
     `steps` is a multiple of eval_every; the last chunk is shortened (and the very last period cut
-    to what remains) so that the budget is met exactly."""
+    to what remains) so that the budget is met exactly. A shorter chunk runs in the program of
+    evals_per_chunk periods (`run_chunk`'s capacity): a linear run compiles one chunk program."""
     plan, t, c = [], 0, 0
     while t < steps:
         period = eval_every * 2**c if spacing == "log" else eval_every
@@ -314,7 +328,7 @@ def train(program, consts, carry, *, layout: Layout, steps: int, eval_every: int
     (`retired`: decided at the chunk boundary from the first passages alone), packed into blocks of
     the same width (`run_live`), so a seed's results are bit-identical to a run without retirement
     and a run pays for Σ min(t_i, budget) rather than S × the slowest seed; a retired seed's curves
-    are NaN from its retirement on. To resume, pass the checkpointed carry, `start_step` (a chunk
+    hold their last evaluated value from its retirement on (`_hold`). To resume, pass the checkpointed carry, `start_step` (a chunk
     boundary of the plan) and `history` (curves, eval steps): a resumed run computes exactly what an
     uninterrupted one does (the retired set is a function of the carry). Returns (carry, curves
     {metric: [S, T]}, eval_steps [T]). The host sees one small summary per chunk; nothing crosses
@@ -338,13 +352,14 @@ def train(program, consts, carry, *, layout: Layout, steps: int, eval_every: int
             live_L = np.flatnonzero(~retired(program, t_first, seeds))
             computed = live_L.size
             if live_L.size:
-                carry, metrics = run_live(program, layout, period, n, carry, consts, jnp.int32(t), live_L)
+                carry, metrics = run_live(program, layout, period, n, carry, consts, jnp.int32(t), live_L,
+                                          evals_per_chunk)
                 _hold(metrics, live_L, hist[-1] if hist else None)
             else:  # every seed has its final results: the curves hold them to the budget, nothing is computed
                 metrics = {k: np.repeat(v[:, -1:], n, axis=1) for k, v in hist[-1].items()}
         else:
-            carry, metrics = run_chunk(program, layout, period, n, carry, consts, jnp.int32(t))
-        hist.append(jax.device_get(metrics))
+            carry, metrics = run_chunk(program, layout, period, n, carry, consts, jnp.int32(t), evals_per_chunk)
+        hist.append(metrics)
         steps_seen.append(t + period * np.arange(1, n + 1))
         chunks += 1
         t_first = jax.device_get(carry["t_first"])
