@@ -168,14 +168,19 @@ def chunk_on_device(program, block: int, eval_every: int, capacity: int, carry, 
     return _over_seeds(one_seed, block, consts, carry, t0, n)
 
 
+def _dispatch(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, capacity: int | None):
+    """Dispatch n_evals periods in the program of `capacity` (default n_evals) periods, without waiting:
+    metrics stay on the device, `capacity` columns, of which the first n_evals are the chunk's."""
+    fn = functools.partial(chunk_on_device, program, layout.block, eval_every, capacity or n_evals)
+    return on_each_device(fn, carry, consts, t0, jax.device_put(np.int32(n_evals)))
+
+
 def run_chunk(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0,
               capacity: int | None = None):
     """n_evals evaluation periods for the whole ensemble, in the program of `capacity` periods (default
     n_evals; `train` passes the run's evals_per_chunk, so that its last, shorter chunk compiles nothing
     new). Metrics come back on the host as {name: [S, n_evals]}."""
-    capacity = capacity or n_evals
-    fn = functools.partial(chunk_on_device, program, layout.block, eval_every, capacity)
-    carry, metrics = on_each_device(fn, carry, consts, t0, jax.device_put(np.int32(n_evals)))
+    carry, metrics = _dispatch(program, layout, eval_every, n_evals, carry, consts, t0, capacity)
     return carry, {k: v[:, :n_evals] for k, v in jax.device_get(metrics).items()}
 
 
@@ -224,14 +229,15 @@ def run_live(program, layout: Layout, eval_every: int, n_evals: int, carry, cons
         block = _take(carry, idx_U)
         if len(sharding.device_set) > 1:  # each device takes one block of the `unit` seeds
             block = jax.device_put(block, sharding)
-        block, metrics = run_chunk(program, layout, eval_every, n_evals, block, consts, t0, capacity)
+        # Dispatched, not fetched: the blocks queue on the device, the metrics are read after the last.
+        block, metrics = _dispatch(program, layout, eval_every, n_evals, block, consts, t0, capacity)
         carry = _put(carry, idx_U, block)
         parts.append((idx_U, metrics))
     full = {}
     for idx_U, metrics in parts:
         real = idx_U < S
-        for k, v in metrics.items():
-            full.setdefault(k, np.full((S, *v.shape[1:]), np.nan, v.dtype))[idx_U[real]] = v[real]
+        for k, v in jax.device_get(metrics).items():
+            full.setdefault(k, np.full((S, n_evals, *v.shape[2:]), np.nan, v.dtype))[idx_U[real]] = v[real, :n_evals]
     return carry, full
 
 
@@ -328,8 +334,8 @@ def train(program, consts, carry, *, layout: Layout, steps: int, eval_every: int
     (`retired`: decided at the chunk boundary from the first passages alone), packed into blocks of
     the same width (`run_live`), so a seed's results are bit-identical to a run without retirement
     and a run pays for Σ min(t_i, budget) rather than S × the slowest seed; a retired seed's curves
-    hold their last evaluated value from its retirement on (`_hold`). To resume, pass the checkpointed carry, `start_step` (a chunk
-    boundary of the plan) and `history` (curves, eval steps): a resumed run computes exactly what an
+    hold their last evaluated value from its retirement on (`_hold`). To resume, pass the checkpointed
+    carry, `start_step` (a chunk boundary of the plan) and `history` (curves, eval steps): a resumed run computes exactly what an
     uninterrupted one does (the retired set is a function of the carry). Returns (carry, curves
     {metric: [S, T]}, eval_steps [T]). The host sees one small summary per chunk; nothing crosses
     to the host inside one.
