@@ -168,7 +168,8 @@ def chunk_on_device(program, block: int, eval_every: int, capacity: int, carry, 
     return _over_seeds(one_seed, block, consts, carry, t0, n)
 
 
-def _dispatch(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, capacity: int | None):
+def _dispatch(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0,
+              capacity: int | None):
     """Dispatch n_evals periods in the program of `capacity` (default n_evals) periods, without waiting:
     metrics stay on the device, `capacity` columns, of which the first n_evals are the chunk's."""
     fn = functools.partial(chunk_on_device, program, layout.block, eval_every, capacity or n_evals)
