@@ -66,10 +66,11 @@ def test_a_second_ctrl_c_exits_at_once_even_inside_a_long_chunk(tmp_path):
     out = tmp_path / "run"
     marker = tmp_path / "in_chunk"
     # The second chunk takes 10 minutes: only the second signal can end the process soon.
-    hook = ("import time, pathlib, icl_race.engine.ensemble as e\n_run = e.run_chunk\nn = [0]\n"
-            "def run_chunk(*a, **k):\n    r = _run(*a, **k)\n    n[0] += 1\n"
+    # The hook wraps the one-device chunk program, which every chunk runs (with retirement or without).
+    hook = ("import time, pathlib, icl_race.engine.ensemble as e\n_run = e.chunk_on_device\nn = [0]\n"
+            "def chunk_on_device(*a, **k):\n    r = _run(*a, **k)\n    n[0] += 1\n"
             f"    if n[0] == 2:\n        pathlib.Path({str(marker)!r}).touch()\n        time.sleep(600)\n"
-            "    return r\ne.run_chunk = run_chunk")
+            "    return r\ne.chunk_on_device = chunk_on_device")
     p = start_run(RAW, out, hook)
     deadline = time.time() + 240
     while not marker.exists() and time.time() < deadline and p.poll() is None:
