@@ -10,6 +10,8 @@ with --debug or ICL_RACE_DEBUG=1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
 from importlib import resources
@@ -77,7 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--dry-run", action="store_true",
                        help="list the cells, which are done, and the projected wall time; run nothing")
     sweep.add_argument("--no-measure", action="store_true",
-                       help="with --dry-run: do not time a few steps for shapes that no finished cell measured")
+                       help="with --dry-run: list the cells without measuring their programs (no projection)")
+    sweep.add_argument("--json", action="store_true",
+                       help="with --dry-run: print the cells and the projection as JSON (schema: README, Outputs)")
     sweep.add_argument("--executor", choices=("local", "slurm", "submitit-local"), default="local",
                        help="local: cells one after another in this process (default); slurm: one job array "
                             "through submitit; submitit-local: the same job array as local subprocesses")
@@ -171,7 +175,8 @@ def _sweep(args) -> int:
     out = _out_dir(args.out)
     sweep.refuse_links(out, spec)
     if args.dry_run:
-        sweep.dry_run(out, spec, measure=not args.no_measure)
+        plan = sweep.dry_run(out, spec, measure=not args.no_measure, executor=args.executor)
+        print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else plan.text())
         return 0
     from icl_race.runner import check_memory
 

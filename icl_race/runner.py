@@ -340,12 +340,14 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
     from icl_race.engine.sharding import place, seed_mesh
     from icl_race.analysis.survival import censor_time
     from icl_race.plots import histogram, png_bytes
-    from icl_race import systems
+    from icl_race import compile_cache, systems
 
+    compile_cache.setup()
     rundir.write_config(out, cfg)
     e, tr = cfg.ensemble, cfg.train
     seed_ids = np.arange(e.first_seed, e.first_seed + e.seeds, dtype=np.int64)
     compiles0, compile_s0 = compile_stats.snapshot()
+    hits0 = compile_stats.cache_hits()
     tic = time.perf_counter()
     program, consts = systems.build(cfg)
 
@@ -435,6 +437,7 @@ def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
         "device": device_description(),
         "compiles": compiles,
         "compile_seconds": round(compile_s, 3),
+        "compile_cache_hits": compile_stats.cache_hits() - hits0,  # of `compiles`, loaded from the persistent cache
         "run_seconds": round(run_s, 3),
         "resumed_from_step": start or None,
         "seed_steps_per_s": round(e.seeds * (steps_run - start) / trained_s, 1),

@@ -323,42 +323,70 @@ def run_submitit(out: Path, sweep: Sweep, cluster: str | None, params: dict, wai
         log(f"rerun the same `icl-race sweep` command afterwards to write {Path(out) / 'summary.csv'}")
 
 
-def dry_run(out: Path, sweep: Sweep, measure: bool = True, stream=None) -> float:
-    """List the cells with their state and a projected wall time; returns the projected seconds.
+@dataclasses.dataclass(frozen=True)
+class CellPlan:
+    name: str
+    status: str  # done, partial, pending
+    values: dict[str, Any]
+    seconds: float | None  # upper bound on the rest of its run; None: not measured (or nothing left)
 
-    The rate comes from finished cells of the same shape (meta.json's seed_steps_per_s) or, failing
-    that, from a short measurement of the training step (no evaluation), so it is an estimate."""
-    stream = stream or sys.stdout
-    rates: dict[tuple, float] = {}
-    for cell in sweep.cells:
-        if status(out, cell) == "done":
-            rates.setdefault(_shape(cell.cfg), rundir.read_meta(cell_dir(out, cell))["seed_steps_per_s"])
-    print(f"{len(sweep.cells)} cells in {out}", file=stream)
-    total = 0.0
-    unknown = 0
-    for cell in sweep.cells:
-        st = status(out, cell)
-        key = _shape(cell.cfg)
-        if st != "done" and key not in rates and measure:
-            from icl_race.bench import measure as bench_measure
 
-            e = cell.cfg.ensemble
-            rates[key] = bench_measure(cell.cfg, seeds=min(e.block, e.seeds), steps=2, repeats=1)["seed_steps_per_s"]
-        seconds = 0.0
+@dataclasses.dataclass(frozen=True)
+class DryRun:
+    """A sweep's cells, their state and an upper bound on the wall time of the rest (`icl_race.cost`)."""
+
+    out: str
+    executor: str
+    cells: list[CellPlan]
+    seconds: float  # summed over the cells that were measured
+    unmeasured: int  # cells left to run whose shape was not measured (--no-measure)
+
+    def text(self) -> str:
+        lines = [f"{len(self.cells)} cells in {self.out}"]
+        for c in self.cells:
+            eta = "" if c.status == "done" else ("  not measured" if c.seconds is None else f"  <= {hms(c.seconds)}")
+            lines.append(f"  {c.name}  {c.status:8s} {', '.join(f'{k}={v}' for k, v in c.values.items())}{eta}")
+        done = sum(c.status == "done" for c in self.cells)
+        note = f" (+{self.unmeasured} cells not measured)" if self.unmeasured else ""
+        how = ("cells one after another in one process, each program compiled once" if self.executor == "local"
+               else "summed over the cells, each a process of its own that compiles its programs")
+        lines.append(f"{done}/{len(self.cells)} done; projected wall time for the rest <= {hms(self.seconds)}{note} "
+                     f"({how}; compilation, evaluation and checkpoints measured on this machine's programs; "
+                     "early stops and retirement make it shorter)")
+        return "\n".join(lines)
+
+
+def dry_run(out: Path, sweep: Sweep, measure: bool = True, executor: str = "local") -> DryRun:
+    """The cells with their state and an upper bound on the rest's wall time, writing nothing.
+
+    Each program's costs are measured once (`cost.measure`: one block through its own programs, on this
+    machine) and projected over each unfinished cell's plan from its checkpoint (`cost.project`). With
+    the local executor a cell of the program the previous cell ran pays no compilation (the sweep keeps
+    it; see run_local); with the others every cell is a fresh process and pays it."""
+    from icl_race import cost
+
+    costs: dict[tuple, cost.Cost] = {}
+    cells, total, unmeasured, last_program = [], 0.0, 0, None
+    for cell in sweep.cells:
+        st, key, seconds = status(out, cell), _program(cell.cfg), None
         if st != "done":
-            padded = math.ceil(cell.cfg.ensemble.seeds / cell.cfg.ensemble.block) * cell.cfg.ensemble.block
-            left = cell.cfg.train.steps - checkpoint_step(out, cell)
-            seconds = padded * left / rates[key] if key in rates else math.nan
-        unknown += math.isnan(seconds)
-        total += 0.0 if math.isnan(seconds) else seconds
-        where = ", ".join(f"{k}={v}" for k, v in cell.values.items())
-        eta = "" if st == "done" else ("  unknown" if math.isnan(seconds) else f"  <= {hms(seconds)}")
-        print(f"  {cell.name}  {st:8s} {where}{eta}", file=stream)
-    done = sum(status(out, c) == "done" for c in sweep.cells)
-    note = f" (+{unknown} cells of unknown rate)" if unknown else ""
-    print(f"{done}/{len(sweep.cells)} done; projected wall time for the rest <= {hms(total)}{note} "
-          "(the full budget at the measured training rate; early stops make it shorter)", file=stream)
-    return total
+            if key not in costs and measure:
+                costs[key] = cost.measure(cell.cfg)
+            if key in costs:
+                seconds = cost.project(cell.cfg, costs[key], checkpoint_step(out, cell),
+                                       compiled=executor == "local" and key == last_program, shards=_shards(cell.cfg))
+                total += seconds
+            else:
+                unmeasured += 1
+            last_program = key
+        cells.append(CellPlan(cell.name, st, dict(cell.values), seconds))
+    return DryRun(str(out), executor, cells, total, unmeasured)
+
+
+def _shards(cfg: Config) -> int:
+    from icl_race.engine.sharding import local_device_count
+
+    return cfg.ensemble.devices or local_device_count()
 
 
 def _shape(cfg: Config) -> tuple:

@@ -1,6 +1,8 @@
 """Counts XLA compilations and their seconds through jax's monitoring events.
 
-Used for `meta.json`'s compile seconds and by tests that assert one compilation serves many cells.
+Used for `meta.json`'s compile seconds and by tests that assert one compilation serves many cells. A
+program loaded from the persistent compilation cache (icl_race/compile_cache.py) counts as a
+compilation whose seconds are the load's, and also as a cache hit.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ _EVENTS = (
     "/jax/core/compile/backend_compile_duration",
 )
 _lock = threading.Lock()
-_totals = {"compiles": 0, "seconds": 0.0}
+_HIT = "/jax/compilation_cache/cache_hits"
+_totals = {"compiles": 0, "seconds": 0.0, "hits": 0}
 
 
 def _listener(event: str, duration: float, **_) -> None:
@@ -25,10 +28,23 @@ def _listener(event: str, duration: float, **_) -> None:
             _totals["compiles"] += event == _EVENTS[-1]
 
 
+def _hit_listener(event: str, **_) -> None:
+    if event == _HIT:
+        with _lock:
+            _totals["hits"] += 1
+
+
 monitoring.register_event_duration_secs_listener(_listener)
+monitoring.register_event_listener(_hit_listener)
 
 
 def snapshot() -> tuple[int, float]:
     """(backend compilations so far, seconds spent tracing, lowering and compiling so far)."""
     with _lock:
         return _totals["compiles"], _totals["seconds"]
+
+
+def cache_hits() -> int:
+    """Programs loaded from the persistent compilation cache so far (each also counts as a compilation)."""
+    with _lock:
+        return _totals["hits"]

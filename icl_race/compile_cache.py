@@ -1,0 +1,82 @@
+"""JAX's persistent compilation cache, on by default in a per-user directory.
+
+Compilation is most of a small cell's wall time (42 of 44 s in a sweep cell of issue 24), and every
+process compiles again: a second `make demo`, each submitit cell, each rerun. With the cache, a process
+loads a program that an earlier one compiled (the same executable, so the same results).
+
+    ICL_RACE_COMPILE_CACHE unset   $XDG_CACHE_HOME/icl-race/jax-<host> (default ~/.cache/...)
+    ICL_RACE_COMPILE_CACHE=off     no persistent cache (also 0, false, no, none)
+    ICL_RACE_COMPILE_CACHE=PATH    PATH/jax-<host>
+
+JAX's own JAX_COMPILATION_CACHE_DIR, when set, wins (so do the tests' settings): this module then
+changes nothing.
+
+Why the <host> part. XLA compiles a CPU program for the CPU it runs on, and JAX's cache key names the
+platform, not the CPU's instruction set: a home directory shared by the nodes of a cluster could hand a
+program built for one node's CPU to another node (an illegal instruction, or other rounding). So each
+kind of host gets its own directory, named by a hash of the machine type and the CPU's model and flags.
+The directory is made private (0700): JAX's cache is code that the process runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from pathlib import Path
+
+ENV = "ICL_RACE_COMPILE_CACHE"
+OFF = {"off", "0", "false", "no", "none"}
+# Programs that compile in less than this are compiled again rather than stored: a small program loads
+# no faster than it compiles (JAX's default is 1 s).
+MIN_COMPILE_SECONDS = 0.5
+
+_state: dict[str, Path | None] = {}
+
+
+def host_tag() -> str:
+    """What a compiled CPU program depends on: the machine type and the CPU's model and flags."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:  # one line of each kind: every core repeats them
+            cpu = "".join(sorted({line for line in f if line.startswith(("model name", "flags", "Features", "CPU part"))}))
+    except OSError:
+        cpu = platform.processor()
+    digest = hashlib.sha256(f"{platform.machine()}\n{cpu}".encode()).hexdigest()[:12]
+    return f"jax-{platform.machine()}-{digest}"
+
+
+def directory(env: dict[str, str] | None = None) -> Path | None:
+    """The cache directory this process would use, or None when it is off (or left to JAX's own setting)."""
+    env = os.environ if env is None else env
+    if env.get("JAX_COMPILATION_CACHE_DIR"):
+        return None
+    value = env.get(ENV)
+    if value is not None and value.strip().lower() in OFF | {""}:
+        return None
+    base = Path(value).expanduser() if value else Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "icl-race"
+    return base / host_tag()
+
+
+def setup() -> Path | None:
+    """Turn the cache on for this process (idempotent; call before the first compilation). Returns the
+    directory, or None when it is off. A directory that cannot be made leaves the cache off: a run never
+    fails for want of a cache."""
+    if "dir" in _state:
+        return _state["dir"]
+    import jax
+
+    path = directory()
+    if path is not None and not jax.config.jax_compilation_cache_dir:
+        try:
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError:
+            path = None
+        else:
+            jax.config.update("jax_compilation_cache_dir", str(path))
+            if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+                jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    else:
+        path = None
+    _state["dir"] = path
+    return path
