@@ -66,6 +66,20 @@ def histogram(t: np.ndarray, censor_at: float, median: float | None = None, medi
     return fig
 
 
+def km_step(ax, km: dict, color, label: str, band_label: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """A Kaplan-Meier curve (`analysis.survival.kaplan_meier`'s dict) as a step from S = 1 with its
+    band (labelled in the legend unless several curves share one axis); returns the drawn (x, S)."""
+    t = np.asarray(km["t"], float)
+    x = np.concatenate([[t[0] * 0.8], t])
+    s = np.concatenate([[1.0], km["survival"]])
+    lo = np.concatenate([[1.0], km["low"]])
+    hi = np.concatenate([[1.0], km["high"]])
+    ax.step(x, s, where="post", color=color, lw=2, label=label)
+    ax.fill_between(x, lo, hi, step="post", color=color, alpha=0.2,
+                    label=f"{km['confidence']:.0%} band" if band_label else None)
+    return x, s
+
+
 def colors(n):
     cmap = plt.get_cmap("viridis")
     return [cmap(v) for v in np.linspace(0.0, 0.85, max(n, 1))]
