@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 
 from icl_race import rundir, runset
-from icl_race.analysis.outcome import last_finite, of_results
 from icl_race.config import ConfigError
 
 EXTRA = "export"
@@ -69,6 +68,10 @@ def cell_values(rs: runset.RunSet) -> list[dict[str, Any]]:
 
 def seed_columns(run: rundir.Run, cell: dict[str, Any]) -> dict[str, np.ndarray]:
     """The seed table's columns for one run (every live seed, diverged ones included), as numpy arrays."""
+    # Here, not at the top: the command line imports this module for FORMATS, and scipy (under
+    # analysis) would cost `icl-race --help` a second.
+    from icl_race.analysis.outcome import last_finite, of_results
+
     S = run.seed_ids.size
     cols = {"run": np.full(S, str(run.dir)), **{f: np.full(S, v) for f, v in cell.items()},
             "seed": run.seed_ids, "diverged": run.diverged, "retired_at": run.retired_at}
