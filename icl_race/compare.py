@@ -87,6 +87,12 @@ def label(c: Comparison, i: int) -> str:
     return f"{c.groups[i].name}: {', '.join(shown)}" if shown else c.groups[i].name
 
 
+def _ratio(p: PairStats) -> str:
+    if p.ratio.ratio is None:
+        return "n/a (a median not reached)"
+    return f"{num(p.ratio.ratio, '{:.3g}')} {ci_text(p.ratio.ci, '{:.3g}', 'n/a')}"
+
+
 def markdown(c: Comparison) -> str:
     conf = f"{c.groups[0].km['confidence']:.0%}"
     out = [f"# Comparison of t_{c.event} over {len(c.groups)} runs", "",
@@ -96,13 +102,14 @@ def markdown(c: Comparison) -> str:
            "|---|---|---:|---:|---:|---|---:|---|"]
     for g in c.groups:
         outcomes = ", ".join(f"{k} {v}" for k, v in g.outcomes.items()) if g.outcomes is not None else "n/a"
-        out.append(f"| {g.name} | `{g.dir}` | {g.n} | {g.reached} | {g.censor_at:,} | {num(g.km['median'])} {ci_text(g.km['median_ci'])} | {g.diverged} "
+        median = "not reached" if g.km["median"] is None else f"{num(g.km['median'])} {ci_text(g.km['median_ci'])}"
+        out.append(f"| {g.name} | `{g.dir}` | {g.n} | {g.reached} | {g.censor_at:,} | {median} | {g.diverged} "
                    f"| {outcomes} |")
     out += ["", f"| vs A | median ratio [{conf} CI] | replicates without a ratio | log-rank p (statistic) |",
             "|---|---|---:|---|"]
     for g, p in zip(c.groups[1:], c.versus_first):
         stat = "n/a" if p.logrank.statistic is None else f"{p.logrank.statistic:.3g}"
-        out.append(f"| {g.name} / A | {num(p.ratio.ratio, '{:.3g}')} {ci_text(p.ratio.ci, '{:.3g}', 'n/a')} "
+        out.append(f"| {g.name} / A | {_ratio(p)} "
                    f"| {p.ratio.undefined} of {p.ratio.n_boot} | {p_value(p.logrank.p)} ({stat}) |")
     first = c.versus_first[0]
     out += ["", f"Median ratio: the group's Kaplan-Meier median over A's; CI: {first.ratio.method}; {c.n_boot} "
@@ -122,9 +129,9 @@ def summary(c: Comparison) -> str:
     """One line per group against the reference, for the terminal."""
     lines = []
     for i, (g, p) in enumerate(zip(c.groups[1:], c.versus_first), start=1):
-        diff = ", ".join(c.differences) or "no config field"
-        lines.append(f"{label(c, i)} vs A: t_{c.event} median ratio {num(p.ratio.ratio, '{:.3g}')} "
-                     f"{ci_text(p.ratio.ci, '{:.3g}', 'n/a')}, log-rank p {p_value(p.logrank.p)}; differ in {diff}")
+        diff = ", ".join(f for f, v in c.differences.items() if v[i] != v[0])
+        lines.append(f"{label(c, i)} vs A: t_{c.event} median ratio {_ratio(p)}, log-rank p {p_value(p.logrank.p)}; "
+                     f"{f'differ in {diff}' if diff else 'same config'}")
     return "\n".join(lines)
 
 
