@@ -1,10 +1,11 @@
 """Figures: data in, matplotlib Figure out (Agg backend; nothing is shown or saved here).
 
 __init__        the censored histogram (one, used by the run's histogram, the reports and their panels),
-                PNG bytes, shared colours
+                one Kaplan-Meier step with its band, PNG bytes, shared colours
 classification  the classification reports' figures (survival, bimodality, K*, t_ICL vs N, ...)
 regression      the linear-regression reports' figures (loss staircases, transition times, Eq. 21 heads)
 race            the race analyses' figures (transience, loss relation, independence ablation)
+compare         `icl-race compare`'s overlaid Kaplan-Meier curves
 """
 
 from __future__ import annotations
