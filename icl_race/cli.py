@@ -1,4 +1,4 @@
-"""`icl-race` command line: run, demo, sweep, bench, report, hist.
+"""`icl-race` command line: run, demo, sweep, bench, report, hist, export, compare.
 
 Heavy imports (jax, matplotlib) happen inside the commands, so `--help` and input errors are instant.
 Exit codes: 0 success; 2 bad input (a config field, a path, a damaged input file: one line on stderr
@@ -21,6 +21,7 @@ import numpy as np
 
 from icl_race import config
 from icl_race.config import ConfigError
+from icl_race.export import FORMATS
 from icl_race.runner import Interrupted, RunError
 
 
@@ -119,6 +120,29 @@ def _parser() -> argparse.ArgumentParser:
                                       "fraction with CI (one summary line per cell for a sweep).")
     hist.add_argument("dir", help="a run directory (results.npz) or a sweep directory (cells/)")
     hist.add_argument("--bins", type=_positive_int, default=12, help="histogram bins (default 12)")
+
+    export = sub.add_parser("export", help="per-seed table and curves of runs or sweeps, for notebooks",
+                            description="Write OUT/seeds.<ext> (one row per seed: the values that tell the runs "
+                                        "apart, seed id, every event time with its censoring, outcome class, "
+                                        "final values) and OUT/curves.<ext> (every probe per evaluation as an "
+                                        "xarray Dataset over run, seed and step). Needs the optional extra: "
+                                        "pip install 'icl-race[export]'.")
+    export.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or sweep directories (finished cells)")
+    export.add_argument("--format", choices=tuple(FORMATS), default="csv",
+                        help="csv (default), parquet or netcdf (the Dataset itself; HDF5 through h5netcdf)")
+    export.add_argument("--out", required=True, help="directory for seeds.<ext> and curves.<ext> (created)")
+
+    compare = sub.add_parser("compare", help="Kaplan-Meier comparison of two or more runs",
+                             description="Overlaid Kaplan-Meier curves with bands, each run's median against the "
+                                         "first's (ratio with a seed-bootstrap CI), the log-rank test, outcome "
+                                         "counts and the config fields that differ: OUT/compare.md, "
+                                         "OUT/compare.json, OUT/figures/km.png|pdf.")
+    compare.add_argument("dirs", nargs="+", metavar="DIR",
+                         help="two or more run directories (a sweep's cells/<name> too); the first is the reference")
+    compare.add_argument("--out", required=True, help="directory for the comparison (created)")
+    compare.add_argument("--event", help="the event whose time is compared (default: the first run's headline, e.g. icl)")
+    compare.add_argument("--boot", type=_positive_int, default=2000, help="bootstrap replicates (default 2000)")
+    compare.add_argument("--seed", type=int, default=0, help="root of the bootstrap's SeedSequence (default 0)")
     return p
 
 
@@ -227,6 +251,23 @@ def main(argv: list[str] | None = None) -> int:
             n_fig = sum(f.endswith(".png") for f in written)
             print(f"{Path(args.dir) / 'report.md'} (and report.json; {n_fig} figures as PNG and PDF in "
                   f"{Path(args.dir) / 'figures'})")
+            return 0
+        if args.command == "export":
+            from icl_race.export import export
+
+            out = _out_dir(args.out)
+            done = export(args.dirs, args.format, out)
+            for why in done.skipped:
+                print(f"icl-race: skipped {why}", file=sys.stderr)
+            print(f"{', '.join(str(out / f) for f in done.files)} ({done.runs} runs, {done.seeds} seeds)")
+            return 0
+        if args.command == "compare":
+            from icl_race.compare import compare, summary, write
+
+            out = _out_dir(args.out)
+            c = compare(args.dirs, event=args.event, n_boot=args.boot, seed=args.seed)
+            written = write(c, out)
+            print(f"{summary(c)}\n{out / written[0]} (and {', '.join(written[1:])})")
             return 0
         if args.command == "hist":
             from icl_race.report import hist_text

@@ -167,7 +167,7 @@ def test_bench_times_both_layouts_and_rejects_a_block_that_does_not_divide(capsy
 
 
 COMMANDS = {"run": "--set", "demo": "--seeds", "sweep": "--dry-run", "bench": "--block", "report": "--boot",
-            "hist": "--bins"}
+            "hist": "--bins", "export": "--format", "compare": "--boot"}
 
 
 @pytest.mark.parametrize("command, option", COMMANDS.items())

@@ -7,6 +7,8 @@ regression    linear-attention transition times, dwells, the escaping heads agai
 memorization  the MLP-only memorization kinetics (c1 tail, I_K(T), nu) and the minimal model's t_ICL
 race          the transformer-side claims: loss relation, transience under L2, independence of the sub-circuits
 regime        is ICL acquired abruptly: rise fraction, plateau, first passages over the ICL levels
+outcome       each seed's class: persistent, transient, censored, diverged
+compare       runs against a reference: KM median ratio with a seed-bootstrap CI, log-rank
 
 Convention everywhere: a first-passage time < 0 means "not reached while the run observed it", i.e.
 right-censored at the censoring time (`survival.censor_time`); such seeds are kept, never dropped.

@@ -99,6 +99,15 @@ def classify(t_icl_S: np.ndarray, diverged_S: np.ndarray, icl_acc_SxT: np.ndarra
     return Outcomes(level, lasting, classes.astype(str), fall, final_icl, final_iwl, ended_below)
 
 
+def of_results(times: dict[str, np.ndarray], diverged_S: np.ndarray, curves: dict[str, np.ndarray],
+               steps_T: np.ndarray) -> Outcomes | None:
+    """`classify` on a run's arrays (every seed; event -> t[S], probe -> [S, T]); None for a system
+    without an ICL event and ICL/IWL accuracy curves (the classes are about acquiring ICL)."""
+    if "icl" not in times or not {"icl_acc", "iwl_acc"} <= curves.keys():
+        return None
+    return classify(times["icl"], diverged_S, curves["icl_acc"], curves["iwl_acc"], steps_T)
+
+
 def fall_survival(o: Outcomes, t_icl_S: np.ndarray, censor_at: float) -> dict | None:
     """Kaplan-Meier of the time from t_ICL to the lasting fall over the acquired seeds (persistent ones
     censored at `censor_at` - t_ICL); None without an acquired seed."""

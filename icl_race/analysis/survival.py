@@ -19,6 +19,7 @@ multiples of the evaluation period, so every t_ICL is rounded up to the next eva
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -40,6 +41,13 @@ def censored_times(t_icl: np.ndarray, censor_at: float) -> tuple[np.ndarray, np.
     t = np.asarray(t_icl)
     observed = t >= 0
     return np.where(observed, t, censor_at).astype(float), observed
+
+
+def censored_data(times: np.ndarray, observed: np.ndarray) -> stats.CensoredData:
+    """(times, observed) as scipy's right-censored sample."""
+    times = np.asarray(times, float)
+    observed = np.asarray(observed, bool)
+    return stats.CensoredData(uncensored=times[observed], right=times[~observed])
 
 
 def _z(confidence: float) -> float:
@@ -86,8 +94,7 @@ def kaplan_meier(times: np.ndarray, observed: np.ndarray, confidence: float = 0.
     n = int(times.size)
     if n == 0:
         raise ValueError("Kaplan-Meier needs at least one seed")
-    data = stats.CensoredData(uncensored=times[observed], right=times[~observed])
-    res = stats.ecdf(data)
+    res = stats.ecdf(censored_data(times, observed))
     q = np.asarray(res.sf.quantiles, float)
     s = np.asarray(res.sf.probabilities, float)
     with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -115,6 +122,24 @@ def kaplan_meier(times: np.ndarray, observed: np.ndarray, confidence: float = 0.
         "median_ci": [first_below(lo), first_below(hi)],
         "last_time": float(times.max()),
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class LogRank:
+    """Two-sided log-rank test of equal survival in two censored samples; statistic and p are None when
+    neither sample has an event (nothing to compare: scipy's statistic is 0/0 there)."""
+
+    statistic: float | None
+    p: float | None
+    method: str = "log-rank, two-sided (scipy.stats.logrank on scipy.stats.CensoredData)"
+
+
+def logrank(times_a: np.ndarray, observed_a: np.ndarray, times_b: np.ndarray, observed_b: np.ndarray) -> LogRank:
+    """The log-rank test of two samples of (times, observed), each censored seed at its censoring time."""
+    if not (np.any(observed_a) or np.any(observed_b)):
+        return LogRank(None, None)
+    res = stats.logrank(censored_data(times_a, observed_a), censored_data(times_b, observed_b))
+    return LogRank(float(res.statistic), float(res.pvalue))
 
 
 def proportion_ci(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

@@ -1,10 +1,11 @@
 """Figures: data in, matplotlib Figure out (Agg backend; nothing is shown or saved here).
 
 __init__        the censored histogram (one, used by the run's histogram, the reports and their panels),
-                PNG bytes, shared colours
+                one Kaplan-Meier step with its band, PNG bytes, shared colours
 classification  the classification reports' figures (survival, bimodality, K*, t_ICL vs N, ...)
 regression      the linear-regression reports' figures (loss staircases, transition times, Eq. 21 heads)
 race            the race analyses' figures (transience, loss relation, independence ablation)
+compare         `icl-race compare`'s overlaid Kaplan-Meier curves
 """
 
 from __future__ import annotations
@@ -64,6 +65,20 @@ def histogram(t: np.ndarray, censor_at: float, median: float | None = None, medi
     if ax.get_legend_handles_labels()[0]:  # nothing to label when every seed diverged
         ax.legend(frameon=False, fontsize=8)
     return fig
+
+
+def km_step(ax, km: dict, color, label: str, band_label: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """A Kaplan-Meier curve (`analysis.survival.kaplan_meier`'s dict) as a step from S = 1 with its
+    band (labelled in the legend unless several curves share one axis); returns the drawn (x, S)."""
+    t = np.asarray(km["t"], float)
+    x = np.concatenate([[t[0] * 0.8], t])
+    s = np.concatenate([[1.0], km["survival"]])
+    lo = np.concatenate([[1.0], km["low"]])
+    hi = np.concatenate([[1.0], km["high"]])
+    ax.step(x, s, where="post", color=color, lw=2, label=label)
+    ax.fill_between(x, lo, hi, step="post", color=color, alpha=0.2,
+                    label=f"{km['confidence']:.0%} band" if band_label else None)
+    return x, s
 
 
 def colors(n):

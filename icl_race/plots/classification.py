@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from icl_race.analysis.survival import lognormal_sf, pareto_sf
-from icl_race.plots import CENSORED, censored_histogram, colors, histogram, slope_ci_text
+from icl_race.plots import CENSORED, censored_histogram, colors, histogram, km_step, slope_ci_text
 
 def t_icl_histogram(t_icl: np.ndarray, censor_at: float, median: float | None = None,
                     median_ci: list | None = None, title: str = "") -> plt.Figure:
@@ -20,14 +20,8 @@ def t_icl_histogram(t_icl: np.ndarray, censor_at: float, median: float | None = 
 def survival_curve(km: dict, lognormal: dict | None = None, tail: dict | None = None, title: str = "") -> plt.Figure:
     """Kaplan-Meier S(t) = P(t_ICL > t) with its 95% band, and the fitted lognormal / power-law tail."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
-    t = np.asarray(km["t"], float)
-    if t.size:
-        x = np.concatenate([[t[0] * 0.8], t])
-        s = np.concatenate([[1.0], km["survival"]])
-        lo = np.concatenate([[1.0], km["low"]])
-        hi = np.concatenate([[1.0], km["high"]])
-        ax.step(x, s, where="post", color="tab:blue", lw=2, label="Kaplan-Meier")
-        ax.fill_between(x, lo, hi, step="post", color="tab:blue", alpha=0.2, label=f"{km['confidence']:.0%} band")
+    if np.asarray(km["t"]).size:
+        x, s = km_step(ax, km, "tab:blue", "Kaplan-Meier")
         grid = np.geomspace(x[0], km["last_time"], 200)
         if lognormal and lognormal.get("ok"):
             ax.plot(grid, lognormal_sf(grid, lognormal["mu"], lognormal["sigma"]), color="tab:orange", ls="--",

@@ -1,0 +1,151 @@
+"""Two or more unrelated runs (or sweep cells) side by side: `icl-race compare DIR DIR... --out OUT`.
+
+    compare(DIRS)  ->  Comparison: per run (group A, B, ...) the Kaplan-Meier curve of one event's time
+                       with its band, median, seed counts and outcome classes; every later group against
+                       A (the reference): the median ratio with its bootstrap CI and the log-rank test
+                       (`analysis.compare`); the config fields whose values differ, with each run's value
+    write(c, OUT)  ->  OUT/compare.md, OUT/compare.json, OUT/figures/km.png and .pdf
+
+Statistics in `analysis/`, the figure in `plots/compare.py`, rendering here; imports no jax.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import string
+from pathlib import Path
+
+from icl_race import rundir, runset
+from icl_race.analysis.compare import PairStats, compare_to_reference
+from icl_race.analysis.outcome import CLASSES, of_results
+from icl_race.analysis.survival import kaplan_meier
+from icl_race.config import ConfigError
+from icl_race.report.format import ci_text, jsonable, num, p_value, save_figure
+
+N_BOOT = 2000
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    name: str  # A, B, ...: the order of the directories given
+    dir: Path
+    n: int  # kept (not diverged) seeds, those the statistics use
+    diverged: int
+    reached: int
+    censor_at: int  # when the unreached seeds stopped being observed (`Run.censor_at`)
+    km: dict  # `analysis.survival.kaplan_meier`
+    outcomes: dict[str, int] | None  # `analysis.outcome` classes (about ICL); None for other systems
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    event: str
+    groups: list[Group]
+    versus_first: list[PairStats]  # groups[1:] each against groups[0]
+    differences: dict[str, list]  # section.field -> its value in each group
+    n_boot: int
+    seed: int
+
+
+def _group(name: str, run: rundir.Run, event: str) -> Group:
+    times, observed = run.censored(event)
+    if times.size == 0:
+        raise ConfigError(f"{run.dir}: no seed to compare (all {run.diverged.size} diverged)")
+    o = of_results(run.times, run.diverged, run.curves, run.eval_steps)
+    return Group(name, run.dir, int(times.size), int(run.diverged.sum()), int(observed.sum()),
+                 run.censor_at(event), kaplan_meier(times, observed),
+                 None if o is None else {c: o.count(c) for c in CLASSES})
+
+
+def compare(dirs: list[str | Path], event: str | None = None, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
+    """Read and compare the runs in `dirs` (the first is the reference); `event` defaults to the first
+    run's headline. Every refusal is a one-line ConfigError, before anything is computed."""
+    if len(dirs) < 2:
+        raise ConfigError("compare needs at least two run directories")
+    if len(dirs) > len(string.ascii_uppercase):
+        raise ConfigError(f"compare takes at most {len(string.ascii_uppercase)} run directories, got {len(dirs)}")
+    runs = runset.load(list(dirs), sweeps=False).runs
+    event = event or runs[0].headline
+    for r in runs:
+        if event not in r.times:
+            raise ConfigError(f"{r.dir}: no event {event!r} (its events: {', '.join(r.times)})")
+    groups = [_group(name, r, event) for name, r in zip(string.ascii_uppercase, runs)]
+    pairs = compare_to_reference([r.censored(event) for r in runs], n_boot, seed)
+    fields = runset.differing([r.config for r in runs])
+    return Comparison(event, groups, pairs, {f: [runset.value(r.config, f) for r in runs] for f in fields},
+                      n_boot, seed)
+
+
+def _value(v) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def label(c: Comparison, i: int) -> str:
+    """'B: train.lr=0.05': a group's name with its values of the first few differing fields."""
+    shown = [f"{f}={_value(v[i])}" for f, v in list(c.differences.items())[:3]]
+    return f"{c.groups[i].name}: {', '.join(shown)}" if shown else c.groups[i].name
+
+
+def _ratio(p: PairStats) -> str:
+    if p.ratio.ratio is None:
+        return "n/a (a median not reached)"
+    return f"{num(p.ratio.ratio, '{:.3g}')} {ci_text(p.ratio.ci, '{:.3g}', 'n/a')}"
+
+
+def markdown(c: Comparison) -> str:
+    conf = f"{c.groups[0].km['confidence']:.0%}"
+    out = [f"# Comparison of t_{c.event} over {len(c.groups)} runs", "",
+           f"Reference: A. Times to `{c.event}` of the kept (not diverged) seeds; a seed that never reached it "
+           "is censored when its run stopped observing it.", "",
+           f"| group | directory | seeds | reached | censored at | KM median [{conf} CI] | diverged | ICL outcomes |",
+           "|---|---|---:|---:|---:|---|---:|---|"]
+    for g in c.groups:
+        outcomes = ", ".join(f"{k} {v}" for k, v in g.outcomes.items()) if g.outcomes is not None else "n/a"
+        median = "not reached" if g.km["median"] is None else f"{num(g.km['median'])} {ci_text(g.km['median_ci'])}"
+        out.append(f"| {g.name} | `{g.dir}` | {g.n} | {g.reached} | {g.censor_at:,} | {median} | {g.diverged} "
+                   f"| {outcomes} |")
+    out += ["", f"| vs A | median ratio [{conf} CI] | replicates without a ratio | log-rank p (statistic) |",
+            "|---|---|---:|---|"]
+    for g, p in zip(c.groups[1:], c.versus_first):
+        stat = "n/a" if p.logrank.statistic is None else f"{p.logrank.statistic:.3g}"
+        out.append(f"| {g.name} / A | {_ratio(p)} "
+                   f"| {p.ratio.undefined} of {p.ratio.n_boot} | {p_value(p.logrank.p)} ({stat}) |")
+    first = c.versus_first[0]
+    out += ["", f"Median ratio: the group's Kaplan-Meier median over A's; CI: {first.ratio.method}; {c.n_boot} "
+                f"replicates from numpy SeedSequence({c.seed}) (one child per group); replicates where a "
+                "resample's median is not reached have no ratio and are left out of the CI. "
+                f"Log-rank: {first.logrank.method}.", ""]
+    if c.differences:
+        out += ["## Config differences", "", f"| field | {' | '.join(g.name for g in c.groups)} |",
+                f"|---|{'---|' * len(c.groups)}"]
+        out += [f"| `{f}` | {' | '.join(f'`{_value(v)}`' for v in vals)} |" for f, vals in c.differences.items()]
+    else:
+        out += ["The configs are identical (every field, defaults included)."]
+    return "\n".join(out + ["", "Figure: figures/km.png (and .pdf)", ""])
+
+
+def summary(c: Comparison) -> str:
+    """One line per group against the reference, for the terminal."""
+    lines = []
+    for i, (g, p) in enumerate(zip(c.groups[1:], c.versus_first), start=1):
+        diff = ", ".join(f for f, v in c.differences.items() if v[i] != v[0])
+        lines.append(f"{label(c, i)} vs A: t_{c.event} median ratio {_ratio(p)}, log-rank p {p_value(p.logrank.p)}; "
+                     f"{f'differ in {diff}' if diff else 'same config'}")
+    return "\n".join(lines)
+
+
+def write(c: Comparison, out: str | Path) -> list[str]:
+    """OUT/compare.md, OUT/compare.json and the figure; returns the paths written, relative to OUT."""
+    from icl_race import __version__
+    from icl_race.plots.compare import km_overlay
+
+    out = Path(out)
+    fig = km_overlay([g.km for g in c.groups], [label(c, i) for i in range(len(c.groups))],
+                     [g.censor_at for g in c.groups], c.event)
+    out.mkdir(parents=True, exist_ok=True)
+    written = save_figure(fig, out / "figures", "km")
+    record = jsonable(dataclasses.asdict(c)) | {"icl_race_version": __version__, "figures": written}
+    rundir.atomic_write(out / "compare.json", (json.dumps(record, indent=1, allow_nan=False) + "\n").encode())
+    rundir.atomic_write(out / "compare.md", markdown(c).encode())
+    return ["compare.md", "compare.json", *written]

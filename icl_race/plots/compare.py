@@ -1,0 +1,28 @@
+"""The comparison's figure: data in, matplotlib Figure out."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from icl_race.plots import km_step
+
+# Qualitative colours: the groups are unordered, unlike the viridis ramp of a swept value.
+_COLORS = plt.get_cmap("tab10").colors
+
+
+def km_overlay(kms: list[dict], labels: list[str], censor_at: list[float], event: str) -> plt.Figure:
+    """The groups' Kaplan-Meier curves of `event`'s time, each with its pointwise band and a dotted line
+    where its observation ended, on one log-time axis."""
+    fig, ax = plt.subplots(figsize=(7.0, 4.2), layout="constrained")
+    for i, (km, label, end) in enumerate(zip(kms, labels, censor_at)):
+        color = _COLORS[i % len(_COLORS)]
+        km_step(ax, km, color, f"{label} (n={km['n']})", band_label=False)
+        ax.axvline(end, color=color, ls=":", lw=1)
+    ax.axhline(0.5, color="black", lw=0.5, alpha=0.5)
+    ax.set_xscale("log")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("SGD steps (log scale); dotted: end of observation")
+    ax.set_ylabel(f"P(t_{event} > t)")
+    ax.set_title(f"Kaplan-Meier survival of t_{event} (shaded: {kms[0]['confidence']:.0%} pointwise bands)")
+    ax.legend(frameon=False, fontsize=8)
+    return fig
