@@ -347,6 +347,9 @@ class DryRun:
             eta = "" if c.status == "done" else ("  not measured" if c.seconds is None else f"  <= {hms(c.seconds)}")
             lines.append(f"  {c.name}  {c.status:8s} {', '.join(f'{k}={v}' for k, v in c.values.items())}{eta}")
         done = sum(c.status == "done" for c in self.cells)
+        if self.unmeasured == len(self.cells) - done:
+            lines.append(f"{done}/{len(self.cells)} done; no projection (not measured)")
+            return "\n".join(lines)
         note = f" (+{self.unmeasured} cells not measured)" if self.unmeasured else ""
         how = ("cells one after another in one process, each program compiled once" if self.executor == "local"
                else "summed over the cells, each a process of its own that compiles its programs")
