@@ -1,4 +1,4 @@
-"""`icl-race` command line: run, demo, sweep, bench, report, hist, export, compare.
+"""`icl-race` command line: run, demo, sweep, bench, report, hist, export, compare, analyze.
 
 Heavy imports (jax, matplotlib) happen inside the commands, so `--help` and input errors are instant.
 Exit codes: 0 success; 2 bad input (a config field, a path, a damaged input file: one line on stderr
@@ -132,6 +132,19 @@ def _parser() -> argparse.ArgumentParser:
                         help="csv (default), parquet or netcdf (the Dataset itself; HDF5 through h5netcdf)")
     export.add_argument("--out", required=True, help="directory for seeds.<ext> and curves.<ext> (created)")
 
+    analyze = sub.add_parser("analyze", help="a study's analysis of run or sweep directories",
+                             description="Run the analysis SUBCOMMAND of STUDY (icl_race/studies/<study>.py) on "
+                                         "run or sweep directories: print its table and write its JSON to "
+                                         "experiments/<study>/results/<subcommand>.json (or --out). "
+                                         "Studies: scale (lr: the lr rescaling and the bridge lr of one width).")
+    analyze.add_argument("study", help="the study, e.g. scale")
+    analyze.add_argument("subcommand", help="the study's analysis, e.g. lr")
+    analyze.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or sweep directories (finished cells)")
+    analyze.add_argument("--out", help="JSON file to write (default experiments/<study>/results/<subcommand>.json)")
+    analyze.add_argument("--json", action="store_true", help="print the JSON instead of the table")
+    analyze.add_argument("--boot", type=_positive_int, default=2000, help="bootstrap replicates (default 2000)")
+    analyze.add_argument("--seed", type=int, default=0, help="root of the bootstrap's SeedSequence (default 0)")
+
     compare = sub.add_parser("compare", help="Kaplan-Meier comparison of two or more runs",
                              description="Overlaid Kaplan-Meier curves with bands, each run's median against the "
                                          "first's (ratio with a seed-bootstrap CI), the log-rank test, outcome "
@@ -260,6 +273,12 @@ def main(argv: list[str] | None = None) -> int:
             for why in done.skipped:
                 print(f"icl-race: skipped {why}", file=sys.stderr)
             print(f"{', '.join(str(out / f) for f in done.files)} ({done.runs} runs, {done.seeds} seeds)")
+            return 0
+        if args.command == "analyze":
+            from icl_race import studies
+
+            result, written = studies.run(args.study, args.subcommand, args.dirs, args.out, args.boot, args.seed)
+            print(json.dumps(dataclasses.asdict(result), indent=1) if args.json else f"{result.text()}\n{written}")
             return 0
         if args.command == "compare":
             from icl_race.compare import compare, summary, write

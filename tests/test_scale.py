@@ -1,0 +1,48 @@
+"""The scale bridge's lr analysis (icl_race/analysis/scale.py) on samples with known answers."""
+
+import numpy as np
+
+from icl_race.analysis.scale import lr_bridge
+
+LRS = [0.1, 0.03, 0.01]
+
+
+def _sample(lr, scale=150.0, n=32, seed=0):
+    """t_ICL = scale / lr x lognormal(0, 0.2) per seed; the rise starts at 0.95 t_ICL (rise fraction 0.05)."""
+    t = np.round(scale / lr * np.exp(np.random.default_rng(seed).normal(0, 0.2, n))).astype(int)
+    return t, np.round(0.95 * t).astype(int)
+
+
+def _bridge(scales=(150, 150, 150), diverged_at_01=0, collapsed_at_01=0):
+    t, start = zip(*[_sample(lr, s, seed=i) for i, (lr, s) in enumerate(zip(LRS, scales))])
+    div = [np.arange(32) < (diverged_at_01 if lr == 0.1 else 0) for lr in LRS]
+    col = [np.arange(32) < (collapsed_at_01 if lr == 0.1 else 0) for lr in LRS]
+    return lr_bridge(np.array(LRS), list(t), list(start), [1e9] * 3, div, col, width=512, n_boot=500)
+
+
+def test_the_same_gradient_flow_time_makes_the_largest_lr_the_bridge():
+    b = _bridge()
+    assert b.bridge_lr == 0.1 and b.reference_lr == 0.01 and [c.lr for c in b.cells] == LRS
+    for c in b.cells:
+        assert c.agrees and c.stable and c.acquired == 32
+        assert abs(c.t_lr - 150) < 20, c.t_lr  # the lognormal's median is 150 lr-units
+        lo, hi = c.t_lr_ci
+        assert lo < c.t_lr < hi
+        assert abs(c.rise - 0.05) < 0.002
+    assert b.cells[-1].ratio == 1.0
+
+
+def test_a_faster_clock_at_the_largest_lr_or_an_unstable_one_moves_the_bridge_down():
+    assert _bridge(scales=(300, 150, 150)).bridge_lr == 0.03  # lr 0.1 takes twice the lr-time: CI excludes 1
+    assert _bridge(diverged_at_01=1).bridge_lr == 0.03
+    b = _bridge(collapsed_at_01=2)
+    assert b.bridge_lr == 0.03 and b.cells[0].collapsed == 2 and not b.cells[0].stable
+
+
+def test_an_lr_s_numbers_do_not_depend_on_the_other_lrs():
+    full = _bridge()
+    t, start = _sample(0.03, seed=1)
+    t_ref, start_ref = _sample(0.01, seed=2)
+    two = lr_bridge(np.array([0.01, 0.03]), [t_ref, t], [start_ref, start], [1e9] * 2, [np.zeros(32, bool)] * 2,
+                    [np.zeros(32, bool)] * 2, n_boot=500)
+    assert two.cells[0] == full.cells[1] and two.cells[1] == full.cells[2]
