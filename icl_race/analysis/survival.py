@@ -117,6 +117,19 @@ def kaplan_meier(times: np.ndarray, observed: np.ndarray, confidence: float = 0.
     }
 
 
+def logrank(times1: np.ndarray, observed1: np.ndarray, times2: np.ndarray, observed2: np.ndarray) -> dict:
+    """Log-rank test of two censored samples having the same survival (scipy.stats.logrank, two-sided);
+    p None when either sample is empty or neither has an event."""
+    a, b = (stats.CensoredData(uncensored=np.asarray(t, float)[np.asarray(o, bool)],
+                               right=np.asarray(t, float)[~np.asarray(o, bool)])
+            for t, o in ((times1, observed1), (times2, observed2)))
+    n1, n2 = int(np.size(times1)), int(np.size(times2))
+    if not n1 or not n2 or not (np.any(observed1) or np.any(observed2)):
+        return {"statistic": None, "p": None, "n": [n1, n2], "method": "log-rank (scipy.stats.logrank)"}
+    r = stats.logrank(a, b)
+    return {"statistic": float(r.statistic), "p": float(r.pvalue), "n": [n1, n2], "method": "log-rank (scipy.stats.logrank)"}
+
+
 def proportion_ci(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for k successes in n trials (nan, nan for n = 0)."""
     if n == 0:
