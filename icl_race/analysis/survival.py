@@ -103,6 +103,8 @@ def kaplan_meier(times: np.ndarray, observed: np.ndarray, confidence: float = 0.
         idx = np.nonzero(curve <= 0.5 + 1e-12)[0]
         return float(q[idx[0]]) if idx.size else None
 
+    cens_t, cens_n = np.unique(times[~observed], return_counts=True)
+
     return {
         "n": n,
         "acquired": int(observed.sum()),
@@ -114,6 +116,8 @@ def kaplan_meier(times: np.ndarray, observed: np.ndarray, confidence: float = 0.
         "median": first_below(s),
         "median_ci": [first_below(lo), first_below(hi)],
         "last_time": float(times.max()),
+        "at_risk": [int(np.sum(times >= v)) for v in q],  # seeds not yet past each time of `t`
+        "censored_t": cens_t.tolist(), "censored_n": cens_n.tolist(),  # where the censored seeds leave
     }
 
 
