@@ -9,6 +9,10 @@ from icl_race.report import cell_text, classification_run, classification_sweep,
 from icl_race.report.cell import analyze
 from icl_race.report.draws import Draws
 
+# What `hist --json` gives of each cell of a sweep, beside its summary line.
+HIST_FIELDS = ("label", "variant", "K", "N", "n_seeds", "n_diverged", "acquired", "censor_at", "kaplan_meier",
+               "never_acquired", "outcomes")
+
 run_report = classification_run.run_report
 hist_text = classification_run.hist_text
 hist_record = classification_run.hist_record
@@ -26,10 +30,6 @@ def sweep_hist_record(sweep: rundir.SweepDir) -> dict:
     cells = sorted((analyze(s, tails=False) for s in samples), key=lambda c: (c.variant, c.N or 0, c.K or 0))
     return {"kind": "sweep_hist", "dir": str(sweep.dir), "n_cells_finished": len(samples), "unfinished": unfinished,
             "cells": [{"summary": cell_text.summary_line(c), **{k: getattr(c, k) for k in HIST_FIELDS}} for c in cells]}
-
-
-HIST_FIELDS = ("label", "variant", "K", "N", "n_seeds", "n_diverged", "acquired", "censor_at", "kaplan_meier",
-               "never_acquired", "outcomes")
 
 
 def sweep_hist_text(sweep: rundir.SweepDir) -> str:

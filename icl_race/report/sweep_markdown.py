@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from icl_race.analysis import regime as rg
 from icl_race.analysis.outcome import CLASSES
+from icl_race.analysis.survival import proportion_ci
 from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
 from icl_race.report import levers
@@ -133,8 +134,6 @@ def markdown(rep: SweepReport, figs: dict) -> str:
 
 
 def _wilson(k, n) -> dict:
-    from icl_race.analysis.survival import proportion_ci
-
     cis = [proportion_ci(a, b) for a, b in zip(k, n)]
     return {"p": k / n, "lo": [c[0] for c in cis], "hi": [c[1] for c in cis]}
 
