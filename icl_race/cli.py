@@ -108,11 +108,14 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="statistics report of a run or sweep directory",
                             description="Write DIR/report.md, DIR/report.json and DIR/figures/*.png|pdf: "
                                         "t_ICL distribution with censored seeds (Kaplan-Meier), tail fits, "
-                                        "bimodality; for a sweep also K*(N), t_ICL vs N and balanced vs "
-                                        "standard contexts, each with CIs and beside the paper's values.")
+                                        "every seed's outcome, bimodality; for a sweep also K*(N), t_ICL vs N "
+                                        "and balanced vs standard contexts, each with CIs and beside the "
+                                        "paper's values.")
     report.add_argument("dir", help="a run directory (results.npz) or a sweep directory (cells/)")
     report.add_argument("--boot", type=_positive_int, default=2000, help="bootstrap replicates (default 2000)")
     report.add_argument("--seed", type=int, default=0, help="seed of the bootstrap generator (default 0)")
+    report.add_argument("--json", action="store_true",
+                        help="print report.json (docs/report-json.md) instead of where the files are")
 
     hist = sub.add_parser("hist", help="terminal histogram of t_ICL and a summary line",
                           description="Print a text histogram of t_ICL on log bins with the never-acquired "
@@ -120,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "fraction with CI (one summary line per cell for a sweep).")
     hist.add_argument("dir", help="a run directory (results.npz) or a sweep directory (cells/)")
     hist.add_argument("--bins", type=_positive_int, default=12, help="histogram bins (default 12)")
+    hist.add_argument("--json", action="store_true", help="print the bins and statistics as JSON (docs/report-json.md)")
 
     export = sub.add_parser("export", help="per-seed table and curves of runs or sweeps, for notebooks",
                             description="Write OUT/seeds.<ext> (one row per seed: the values that tell the runs "
@@ -261,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
             from icl_race.report import write_report
 
             written = write_report(args.dir, n_boot=args.boot, seed=args.seed)
+            if args.json:
+                print((Path(args.dir) / "report.json").read_text(), end="")
+                return 0
             n_fig = sum(f.endswith(".png") for f in written)
             print(f"{Path(args.dir) / 'report.md'} (and report.json; {n_fig} figures as PNG and PDF in "
                   f"{Path(args.dir) / 'figures'})")
@@ -289,6 +296,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{summary(c)}\n{out / written[0]} (and {', '.join(written[1:])})")
             return 0
         if args.command == "hist":
+            if args.json:
+                from icl_race.report import hist_json
+
+                print(json.dumps(hist_json(args.dir, bins=args.bins), indent=1, allow_nan=False))
+                return 0
             from icl_race.report import hist_text
 
             print(hist_text(args.dir, bins=args.bins))

@@ -171,8 +171,10 @@ class System:
     program: Any  # a class with from_config(cfg) -> (program, consts): the engine's five-function protocol
     describe: Callable[[Config], str]  # the run's one-line description in the progress header
     needs_x64: Callable[[Config], bool] = never  # whether a run is built and trained under jax.enable_x64
-    # A module with any of run_report(run, n_boot, rng), sweep_report(sweep, n_boot, rng) -> (report dict,
-    # markdown, {name: Figure}), hist_text(run, bins), sweep_hist_text(sweep) -> str; or None with no_report.
+    # A module with any of run_report(run, draws), sweep_report(sweep, draws) -> (report dict, markdown,
+    # {name: Figure}) (draws: report.draws.Draws, the bootstrap's seed and size), hist_text(run, bins),
+    # sweep_hist_text(sweep) -> str, hist_record(run, bins), sweep_hist_record(sweep) -> dict (`hist --json`);
+    # or None with no_report.
     report: Any = None
     no_report: str = ""  # why there is no report (one line), when report is None
     # The item-pool size K a sweep cell needs from its raw [task] table, or None: cells sweeping task.K

@@ -87,6 +87,22 @@ def test_bimodal_mixture_detected_and_unimodal_sample_not():
     assert not u["bimodal"] and u["dip_p"] > 0.05 and u["bc"] < bm.BC_UNIFORM and u["mixture"]["delta_bic"] < 0
 
 
+def test_agreement_of_the_three_bimodality_statistics_and_power():
+    rng = np.random.default_rng(11)
+    two = np.r_[rng.normal(0, 0.3, 120), rng.normal(3, 0.3, 80)]
+    assert bm.summarize(two)["agreement"] == "bimodal" and not bm.summarize(two)["underpowered"]
+    assert bm.summarize(rng.normal(0, 1, 200))["agreement"] == "unimodal"
+    # A mass at one end and a tail (a demo's final accuracies: most seeds near 1, a few at chance): the dip
+    # test keeps unimodality on this many values while BC and Delta BIC favour two modes.
+    skewed = np.r_[1 - rng.exponential(0.005, 26), rng.uniform(0.48, 0.62, 6)]
+    st = bm.summarize(skewed)
+    assert st["dip_p"] > 0.05 and st["bc"] > bm.BC_UNIFORM and st["mixture"]["delta_bic"] > 0
+    assert st["agreement"] == "disagree" and not st["bimodal"]
+    few = bm.summarize(two[::20])  # 10 values
+    assert few["n"] == 10 and few["underpowered"]
+    assert bm.summarize(two[:3])["agreement"] is None  # too few for any test
+
+
 def test_grid_ties_do_not_fake_bimodality():
     # t_ICL lives on the evaluation grid; dequantizing spreads each value over its evaluation period
     rng = np.random.default_rng(3)
@@ -123,6 +139,28 @@ def test_paper_sigmoid_recovers_midpoint_on_final_accuracy():
     acc = [np.where(o, 0.99, 0.5) + rng.normal(0, 0.01, o.size) for o in _acquisition_cells(rng, x, 3.6)]
     fit = th.paper_sigmoid(x, acc, n_boot=60, rng=rng)
     assert fit["ok"] and _inside(fit["log10_kstar_ci"], 3.6) and abs(fit["b"] - 3.6) < 0.1
+
+
+def test_paper_sigmoid_needs_five_K_spanning_the_transition():
+    rng = np.random.default_rng(9)
+    x = np.array([2.5, 3.0, 3.5, 4.0, 4.5])
+    acc = [np.where(o, 0.99, 0.5) + rng.normal(0, 0.01, o.size) for o in _acquisition_cells(rng, x, 3.5)]
+    assert th.paper_sigmoid(x, acc, n_boot=20, rng=rng)["ok"]
+    four = th.paper_sigmoid(x[:4], acc[:4], n_boot=20, rng=rng)
+    assert not four["ok"] and four["reason"] == "needs >= 5 values of K to fit 4 parameters (has 4)"
+    above = th.paper_sigmoid(x, [a * 0 + 0.99 for a in acc], n_boot=20, rng=rng)  # every cell past the rise
+    assert not above["ok"] and "do not span the transition" in above["reason"]
+
+
+def test_logrank_of_equal_and_of_shifted_samples():
+    rng = np.random.default_rng(4)
+    t = np.exp(rng.normal(7, 0.3, 60))
+    obs = t < 1500
+    same = sv.logrank(np.minimum(t, 1500), obs, np.minimum(t, 1500), obs)
+    assert same.statistic == pytest.approx(0, abs=1e-12) and same.p == pytest.approx(1) and same.n == (60, 60)
+    later = sv.logrank(t, np.ones(60, bool), 2 * t, np.ones(60, bool))
+    assert later.p < 1e-6 and later.method.startswith("log-rank")
+    assert sv.logrank(t, np.ones(60, bool), [], []).p is None
 
 
 def test_kstar_power_law_slope_recovered():

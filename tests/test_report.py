@@ -10,7 +10,8 @@ from scipy.special import expit
 from icl_race import config
 from icl_race.cli import main
 from icl_race.report import hist_text, write_report
-from icl_race.report.classification_sweep import sweep_report
+from icl_race.report.classification import sweep_report
+from icl_race.report.draws import Draws
 from icl_race.rundir import load_sweep
 
 BUDGET, EVAL_EVERY = 4000, 50
@@ -32,7 +33,7 @@ def real_run(tmp_path_factory):
 def test_report_on_a_tiny_real_run_writes_every_file(real_run, capsys):
     assert main(["report", str(real_run), "--boot", "200"]) == 0
     assert "report.md" in capsys.readouterr().out
-    for name in ("t_icl_hist", "survival", "bimodality", "trajectories"):
+    for name in ("t_icl_hist", "survival", "bimodality", "trajectories", "curves"):
         assert (real_run / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
         assert (real_run / "figures" / f"{name}.pdf").read_bytes()[:5] == b"%PDF-", name
     rep = json.loads((real_run / "report.json").read_text())
@@ -41,15 +42,25 @@ def test_report_on_a_tiny_real_run_writes_every_file(real_run, capsys):
     assert rep["kind"] == "run" and cell["n_seeds"] == res["t_icl"].size
     assert cell["acquired"] == int(np.sum(res["t_icl"] >= 0))
     assert cell["never_acquired"]["k"] == int(np.sum(res["t_icl"] < 0))
-    assert len(rep["figures"]) == 8 and len(rep["paper_comparisons"]) == 4
+    assert len(rep["figures"]) == 10 and len(rep["paper_comparisons"]) == 4
+    counts = rep["cell"]["outcomes"]["counts"]
+    assert sum(c["k"] for c in counts.values()) == res["t_icl"].size  # every seed has one outcome
+    assert counts["censored"]["k"] == int(np.sum(res["t_icl"] < 0))
     md = (real_run / "report.md").read_text()
     for text in ("Kaplan-Meier median t_ICL", "never acquired", "Beside the paper", "figures/survival.png",
-                 "dip test p", "not measured in this directory"):
+                 "dip test p", "not measured in this directory", "## Outcomes", "Wilson score", "figures/curves.png"):
         assert text in md, text
+
+    assert main(["report", str(real_run), "--boot", "200", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == rep | {"icl_race_version": rep["icl_race_version"]}
 
     assert main(["hist", str(real_run)]) == 0
     out = capsys.readouterr().out
     assert "never (> 800)" in out and f"n={res['t_icl'].size} seeds" in out and "KM median t_ICL" in out
+    assert main(["hist", str(real_run), "--json"]) == 0
+    h = json.loads(capsys.readouterr().out)
+    assert h["schema"] == rep["schema"] and h["kind"] == "hist" and h["summary"] in out
+    assert sum(b["count"] for b in h["bins"]) + h["never_acquired"] == res["t_icl"].size
 
 
 def test_bad_directories_exit_2_with_one_line(tmp_path, capsys):
@@ -164,7 +175,7 @@ def test_sweep_report_recovers_slope_median_scaling_and_balanced_effect(sweep_di
 
 
 def test_old_cells_without_newer_fields_pool_with_new_ones(tmp_path):
-    from icl_race.report.classification_sweep import condition as _condition
+    from icl_race.report.sample import condition as _condition
     from icl_race.rundir import read_config
 
     full = config.from_dict({"task": {"K": 1000, "N": 8}}).to_dict()
@@ -196,7 +207,7 @@ def test_bimodality_near_kstar_is_read_from_the_best_observed_rerun_of_that_cell
         _write_cell(tmp_path, {"task": {"K": K, "N": 8}, "train": {"steps": BUDGET, "eval_every": EVAL_EVERY,
                                                                     "eval_size": 200, "lr": 0.05}},
                     _grid(np.full(120, 400.0)), np.full(120, 0.99, np.float32))
-    rep, _, _ = sweep_report(load_sweep(tmp_path), n_boot=50, rng=np.random.default_rng(0))
+    rep, _, _ = sweep_report(load_sweep(tmp_path), Draws(0, 50))
     freeze = next(t for t in rep["thresholds"]
                   if t["group"]["train.early_stop"] == "freeze" and t["group"]["train.lr"] != 0.05)
     near = freeze["near_kstar"][0]["bimodality"]["final_icl_acc"]

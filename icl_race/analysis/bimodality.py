@@ -10,7 +10,11 @@
                two components (> 10: strong). Component standard deviations are floored at 10% of the
                sample's, so a component cannot collapse onto a pile of tied values (t_ICL takes values
                on the evaluation grid) and fake a mode.
-The verdict `bimodal` is the dip test's (p < 0.05); BC and BIC are reported beside it.
+The verdict `bimodal` is the dip test's (p < 0.05); BC and BIC are reported beside it, and `agreement`
+says whether the three point the same way ("bimodal", "unimodal") or not ("disagree"): a dip test that
+keeps unimodality while BC and Delta BIC both favour two modes is a disagreement, not a "not bimodal".
+On fewer than MIN_N values the dip test has little power (it misses even well-separated modes about
+half the time at n = 10): such a sample is flagged `underpowered`.
 
 Values on a grid (t_ICL is a multiple of the evaluation period, an accuracy a multiple of 1/eval_size)
 have ties, which make the dip test reject unimodality spuriously. `dequantize` spreads each value
@@ -26,6 +30,7 @@ import numpy as np
 from scipy import stats
 
 BC_UNIFORM = 5.0 / 9.0
+MIN_N = 20  # below this a dip test has too little power for a verdict
 
 
 def dequantize(x: np.ndarray, step, seed: int = 0) -> np.ndarray:
@@ -118,10 +123,14 @@ def summarize(x: np.ndarray, alpha: float = 0.05) -> dict:
     dip = dip_test(x)
     bc = bimodality_coefficient(x)
     mix = gaussian_mixture(x)
+    votes = [v for v in (None if dip["p"] is None else dip["p"] < alpha, None if bc is None else bc > BC_UNIFORM,
+                         None if mix["delta_bic"] is None else mix["delta_bic"] > 0) if v is not None]
     return {
         "n": int(x.size),
         "dip": dip["dip"], "dip_p": dip["p"],
         "bc": bc, "bc_above_5_9": None if bc is None else bool(bc > BC_UNIFORM),
         "mixture": mix,
         "bimodal": None if dip["p"] is None else bool(dip["p"] < alpha),
+        "agreement": None if dip["p"] is None else "bimodal" if all(votes) else "unimodal" if not any(votes) else "disagree",
+        "underpowered": bool(x.size < MIN_N),
     }

@@ -27,6 +27,7 @@ import math
 import numpy as np
 from scipy import optimize, stats
 
+from icl_race.analysis.outcome import last_finite
 from icl_race.analysis.threshold import percentile_ci
 
 # (a, b): the plateau is read over [t_start (1 + a), t_start (1 + b)]. With r <= RISE_BOUND the jump
@@ -93,7 +94,7 @@ def summarize(t_thr_S, t_start_S, acc_SxT, eval_steps_T, threshold: float, n_boo
     r = rise_fraction(t_thr, t_start_S)
     h = plateau_height(acc, eval_steps_T, t_start_S)
     acquired = t_thr >= 0
-    final = acc[:, -1] if acc.shape[1] else np.full(acc.shape[0], np.nan)
+    final = last_finite(acc)  # a retired seed's curve ends in NaN: its last evaluation is its final accuracy
     risen = np.isfinite(h)
     return {
         "rise_fraction": _median_ci(r, n_boot, confidence, rng),

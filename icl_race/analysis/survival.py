@@ -110,6 +110,8 @@ def kaplan_meier(times: np.ndarray, observed: np.ndarray, confidence: float = 0.
         idx = np.nonzero(curve <= 0.5 + 1e-12)[0]
         return float(q[idx[0]]) if idx.size else None
 
+    cens_t, cens_n = np.unique(times[~observed], return_counts=True)
+
     return {
         "n": n,
         "acquired": int(observed.sum()),
@@ -121,25 +123,29 @@ def kaplan_meier(times: np.ndarray, observed: np.ndarray, confidence: float = 0.
         "median": first_below(s),
         "median_ci": [first_below(lo), first_below(hi)],
         "last_time": float(times.max()),
+        "at_risk": [int(np.sum(times >= v)) for v in q],  # seeds not yet past each time of `t`
+        "censored_t": cens_t.tolist(), "censored_n": cens_n.tolist(),  # where the censored seeds leave
     }
 
 
 @dataclasses.dataclass(frozen=True)
 class LogRank:
     """Two-sided log-rank test of equal survival in two censored samples; statistic and p are None when
-    neither sample has an event (nothing to compare: scipy's statistic is 0/0 there)."""
+    a sample is empty or neither has an event (nothing to compare: scipy's statistic is 0/0 there)."""
 
     statistic: float | None
     p: float | None
+    n: tuple[int, int]  # seeds in each sample
     method: str = "log-rank, two-sided (scipy.stats.logrank on scipy.stats.CensoredData)"
 
 
 def logrank(times_a: np.ndarray, observed_a: np.ndarray, times_b: np.ndarray, observed_b: np.ndarray) -> LogRank:
     """The log-rank test of two samples of (times, observed), each censored seed at its censoring time."""
-    if not (np.any(observed_a) or np.any(observed_b)):
-        return LogRank(None, None)
+    n = (int(np.size(times_a)), int(np.size(times_b)))
+    if not all(n) or not (np.any(observed_a) or np.any(observed_b)):
+        return LogRank(None, None, n)
     res = stats.logrank(censored_data(times_a, observed_a), censored_data(times_b, observed_b))
-    return LogRank(float(res.statistic), float(res.pvalue))
+    return LogRank(float(res.statistic), float(res.pvalue), n)
 
 
 def proportion_ci(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

@@ -10,7 +10,10 @@ Estimators (x = log10 K throughout):
   paper_sigmoid       the reference's estimator (analysis.py:246-331): least squares of every seed's
                       final ICL accuracy on f(x) = d / (1 + exp(-a (x - b))) + c, scipy curve_fit
                       "dogbox", bounds a in [-1, 100], c in [0, 1], d in [0, 100], b in [2, 5] widened to
-                      the swept range of x; K* = 10^b. CI: the same seed bootstrap.
+                      the swept range of x; K* = 10^b. CI: the same seed bootstrap. Fitted only with
+                      >= MIN_K_SIGMOID values of K spanning the transition (a cell's mean final accuracy
+                      below MID_ACCURACY and one above): four parameters from fewer points, or from
+                      points on one side of the rise, are not determined by the data.
   kstar_slope         least-squares slope of log10 K* on log10 N; CI: the slope of every bootstrap
                       replicate (the cells of different N hold different seeds, so their replicates
                       are independent and are paired column by column).
@@ -33,6 +36,8 @@ from scipy.special import expit
 from icl_race.analysis.survival import km_median, proportion_ci
 
 RIDGE = 1e-3
+MIN_K_SIGMOID = 5
+MID_ACCURACY = 0.75  # halfway between chance (two labels) and perfect ICL accuracy
 
 
 def percentile_ci(samples: np.ndarray, confidence: float) -> list[float | None]:
@@ -156,18 +161,23 @@ def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], n_boot: int = 200,
     acc = [np.asarray(a, float) for a in acc]
     keep = np.array([a.size > 0 for a in acc])
     x_cells, acc = x_cells[keep], [a for a, k in zip(acc, keep) if k]
-    if x_cells.size < 2 or np.unique(x_cells).size < 2:
-        return {"ok": False, "reason": "needs >= 2 values of K"}
+    n_K = int(np.unique(x_cells).size)
+    if n_K < MIN_K_SIGMOID:
+        return {"ok": False, "reason": f"needs >= {MIN_K_SIGMOID} values of K to fit 4 parameters (has {n_K})"}
+    means = np.array([a.mean() for a in acc])
+    if not (means.min() < MID_ACCURACY < means.max()):
+        return {"ok": False, "reason": f"the cells do not span the transition (no K with mean final accuracy on "
+                                       f"each side of {MID_ACCURACY})"}
     b_bounds = (min(2.0, float(x_cells.min())), max(5.0, float(x_cells.max())))
     n = np.array([a.size for a in acc], float)
-    popt = _fit_sigmoid4(x_cells, np.array([a.mean() for a in acc]), n, b_bounds)
+    popt = _fit_sigmoid4(x_cells, means, n, b_bounds)
     if popt is None:
         return {"ok": False, "reason": "curve_fit did not converge"}
     # seed bootstrap within cells: the means of resampled cells
-    means = np.stack([a[rng.integers(0, a.size, (n_boot, a.size))].mean(1) for a in acc], 1)  # [B, C]
+    boot_means = np.stack([a[rng.integers(0, a.size, (n_boot, a.size))].mean(1) for a in acc], 1)  # [B, C]
     boots = np.full(n_boot, np.nan)
     for i in range(n_boot):
-        pb = _fit_sigmoid4(x_cells, means[i], n, b_bounds, p0=popt)  # warm start from the point estimate
+        pb = _fit_sigmoid4(x_cells, boot_means[i], n, b_bounds, p0=popt)  # warm start from the point estimate
         if pb is not None:
             boots[i] = pb[1]
     ci = percentile_ci(boots, confidence)
@@ -175,7 +185,7 @@ def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], n_boot: int = 200,
     return {"ok": True, "a": float(popt[0]), "b": float(popt[1]), "c": float(popt[2]), "d": float(popt[3]),
             "kstar": float(10 ** popt[1]), "log10_kstar": float(popt[1]), "log10_kstar_ci": ci,
             "kstar_ci": [None if v is None else 10 ** v for v in ci], "b_bounds": list(b_bounds),
-            "at_bound": at_bound, "n_boot": n_boot, "confidence": confidence,
+            "at_bound": at_bound, "n_boot": n_boot, "confidence": confidence, "n_K": n_K,
             "boot_failed": int(np.sum(~np.isfinite(boots))), "boot_log10_kstar": boots}
 
 

@@ -29,31 +29,38 @@ def log_edges(values: np.ndarray, bins: int | None = None) -> np.ndarray:
     return np.geomspace(lo / 1.08, hi * 1.08, nb + 1)
 
 
-def censored_histogram(ax, t: np.ndarray, censor_at: float, bins: int | None = None, legend: bool = True) -> None:
-    """First-passage times on log-spaced bins; seeds that never reached the event (t < 0) as a grey bar
-    past the censoring time, which is dotted."""
+def censored_histogram(ax, never_ax, t: np.ndarray, censor_at: float, bins: int | None = None) -> None:
+    """First-passage times on log-spaced bins in `ax`, with the censoring time (the budget, or where the
+    run stopped) as a dotted line in the legend; seeds that never reached the event (t < 0) as one bar in
+    `never_ax`, a narrow panel of its own beside it (sharing the count axis), so that the bar is not read
+    as a time on the numeric axis."""
     t = np.asarray(t)
     hit = t[t >= 0].astype(float)
     n_cens = int(np.sum(t < 0))
     ax.set_xscale("log")
-    right = float(censor_at) * 1.25
     if hit.size:
-        edges = log_edges(hit, bins)
-        ax.hist(hit, bins=edges, color="tab:blue", edgecolor="white", label=f"reached ({hit.size})")
-        right = max(right, edges[-1] * 1.25)
-    if n_cens:
-        ax.bar(right, n_cens, width=right * 0.25, color=CENSORED, align="center",
-               label=f"not reached by {int(censor_at):,} steps ({n_cens})")
-        if legend:
-            ax.text(right, n_cens, "never", ha="center", va="bottom", fontsize=8, color=CENSORED)
-    ax.axvline(censor_at, color=CENSORED, ls=":", lw=1)
+        ax.hist(hit, bins=log_edges(hit, bins), color="tab:blue", edgecolor="white", label=f"reached ({hit.size})")
+    ax.axvline(censor_at, color=CENSORED, ls=":", lw=1, label=f"censored at {int(censor_at):,} steps")
+    never_ax.bar([0], [n_cens], width=0.6, color=CENSORED, label=f"never ({n_cens})")
+    never_ax.set_xticks([0], [f"never\n(> {int(censor_at):,})"], fontsize=7)
+    never_ax.set_xlim(-0.6, 0.6)
+    never_ax.tick_params(axis="y", labelleft=False)
+
+
+def histogram_axes(fig, spec=None):
+    """(ax, never_ax): a wide panel for the times and a narrow one for the never-reached bar, sharing y."""
+    grid = (spec.subgridspec(1, 2, width_ratios=[7, 1], wspace=0.03) if spec is not None
+            else fig.add_gridspec(1, 2, width_ratios=[7, 1], wspace=0.03))
+    ax = fig.add_subplot(grid[0])
+    return ax, fig.add_subplot(grid[1], sharey=ax)
 
 
 def histogram(t: np.ndarray, censor_at: float, median: float | None = None, median_ci: list | None = None,
               title: str = "", xlabel: str = "t_ICL (SGD steps, log scale)") -> plt.Figure:
     """`censored_histogram` as a figure, with the Kaplan-Meier median and its CI as a line and a band."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
-    censored_histogram(ax, t, censor_at)
+    fig = plt.figure(figsize=(6.8, 4.0), layout="constrained")
+    ax, never_ax = histogram_axes(fig)
+    censored_histogram(ax, never_ax, t, censor_at)
     if median is not None:
         ax.axvline(median, color="black", lw=1.5, label=f"KM median {median:,.0f}")
         if median_ci and median_ci[0] is not None:
@@ -61,9 +68,8 @@ def histogram(t: np.ndarray, censor_at: float, median: float | None = None, medi
             ax.axvspan(median_ci[0], hi, color="black", alpha=0.1, label="95% CI of the median")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("seeds")
-    ax.set_title(title or f"over {np.asarray(t).size} seeds")
-    if ax.get_legend_handles_labels()[0]:  # nothing to label when every seed diverged
-        ax.legend(frameon=False, fontsize=8)
+    fig.suptitle(title or f"over {np.asarray(t).size} seeds")
+    ax.legend(frameon=False, fontsize=8)
     return fig
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from icl_race.analysis.survival import lognormal_sf, pareto_sf
-from icl_race.plots import CENSORED, censored_histogram, colors, histogram, km_step, slope_ci_text
+from icl_race.plots import CENSORED, censored_histogram, colors, histogram, histogram_axes, km_step, slope_ci_text
 
 def t_icl_histogram(t_icl: np.ndarray, censor_at: float, median: float | None = None,
                     median_ci: list | None = None, title: str = "") -> plt.Figure:
@@ -17,11 +18,26 @@ def t_icl_histogram(t_icl: np.ndarray, censor_at: float, median: float | None = 
     return histogram(t_icl, censor_at, median, median_ci, title=title or f"t_ICL over {np.asarray(t_icl).size} seeds")
 
 
-def survival_curve(km: dict, lognormal: dict | None = None, tail: dict | None = None, title: str = "") -> plt.Figure:
-    """Kaplan-Meier S(t) = P(t_ICL > t) with its 95% band, and the fitted lognormal / power-law tail."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
-    if np.asarray(km["t"]).size:
+def _at_risk(km: dict, x: float) -> int:
+    """Seeds still at risk just before time x (censored seeds at x are still there)."""
+    t = np.asarray(km["t"], float)
+    later = np.nonzero(t >= x)[0]
+    return int(km["at_risk"][later[0]]) if later.size else 0
+
+
+def survival_curve(km: dict, lognormal: dict | None = None, tail: dict | None = None, title: str = "",
+                   xlabel: str = "SGD steps (log scale)", ylabel: str = "P(ICL not yet acquired)") -> plt.Figure:
+    """Kaplan-Meier S(t) with its 95% band, ticks where seeds were censored, the numbers at risk under the
+    axis, and the fitted lognormal / power-law tail when given."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.3), layout="constrained")
+    t = np.asarray(km["t"], float)
+    if t.size:
         x, s = km_step(ax, km, "tab:blue", "Kaplan-Meier")
+        ct = np.asarray(km["censored_t"], float)
+        if ct.size:
+            s_at = s[np.searchsorted(x, ct, side="right") - 1]
+            ax.plot(ct, s_at, "|", color="black", ms=10, mew=1.5,
+                    label=f"censored ({sum(km['censored_n'])} seeds)")
         grid = np.geomspace(x[0], km["last_time"], 200)
         if lognormal and lognormal.get("ok"):
             ax.plot(grid, lognormal_sf(grid, lognormal["mu"], lognormal["sigma"]), color="tab:orange", ls="--",
@@ -32,36 +48,76 @@ def survival_curve(km: dict, lognormal: dict | None = None, tail: dict | None = 
             # tail fits are conditional on t >= xmin: scale them by the KM survival there
             ax.plot(g, s_at * pareto_sf(g, tail["power_law"]["alpha"], tail["xmin"]), color="tab:red", ls="-.",
                     label=f"power-law tail (alpha={tail['power_law']['alpha']:.2f}, xmin={tail['xmin']:,.0f})")
-    ax.axvline(km["last_time"], color=CENSORED, ls=":", lw=1, label="end of observation")
     ax.axhline(0.5, color="black", lw=0.5, alpha=0.5)
     ax.set_xscale("log")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("SGD steps (log scale)")
-    ax.set_ylabel("P(ICL not yet acquired)")
-    ax.set_title(title or "Kaplan-Meier survival of t_ICL")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title or "Kaplan-Meier survival")
     ax.legend(frameon=False, fontsize=8)
+    if t.size:  # numbers at risk at five log-spaced times, as a row under the axis
+        ax.xaxis.labelpad = 18
+        for v in np.geomspace(t[0], km["last_time"], 5):
+            ax.annotate(f"{_at_risk(km, v)}", (v, 0), xycoords=("data", "axes fraction"), xytext=(0, -30),
+                        textcoords="offset points", ha="center", fontsize=7, color="dimgray")
+        ax.annotate("at risk", (0, 0), xycoords="axes fraction", xytext=(-8, -30), textcoords="offset points",
+                    ha="right", fontsize=7, color="dimgray")
     return fig
 
 
+OUTCOME_COLORS = {"persistent": "tab:blue", "transient": "tab:red", "censored": "tab:gray"}
+
+
 def trajectories(eval_steps: np.ndarray, icl_acc: np.ndarray, iwl_acc: np.ndarray, threshold: float | None = None,
-                 max_lines: int = 200, title: str = "") -> plt.Figure:
-    """ICL and IWL test accuracy against steps: a thin line per seed (at most max_lines) and the median."""
+                 max_lines: int = 200, title: str = "", classes: np.ndarray | None = None) -> plt.Figure:
+    """ICL and IWL test accuracy against steps: a thin line per seed (at most max_lines), coloured by the
+    seed's outcome when `classes` is given (analysis.outcome: persistent, transient, censored), and the
+    median of each outcome."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained", sharey=True)
     steps = np.asarray(eval_steps)
-    for ax, acc, name, color in ((axes[0], icl_acc, "ICL (novel items)", "tab:blue"),
-                                 (axes[1], iwl_acc, "IWL (training items)", "tab:green")):
-        acc = np.asarray(acc, float)
-        for row in acc[:max_lines]:
-            ax.plot(steps, row, color=color, lw=0.5, alpha=max(0.08, min(0.5, 8 / max(len(acc), 1))))
-        if acc.size:
-            ax.plot(steps, np.median(acc, 0), color="black", lw=2, label=f"median of {len(acc)} seeds")
+    icl_acc, iwl_acc = np.asarray(icl_acc, float), np.asarray(iwl_acc, float)
+    classes = np.full(len(icl_acc), "all seeds") if classes is None else np.asarray(classes)
+    groups = [(c, OUTCOME_COLORS.get(c, "tab:blue")) for c in (*OUTCOME_COLORS, "all seeds") if np.any(classes == c)]
+    for ax, acc, name in ((axes[0], icl_acc, "ICL accuracy (novel items)"), (axes[1], iwl_acc, "IWL accuracy (training items)")):
+        alpha = max(0.08, min(0.5, 8 / max(len(acc), 1)))
+        for c, color in groups:
+            rows = acc[classes == c]
+            for row in rows[:max_lines]:
+                ax.plot(steps, row, color=color, lw=0.5, alpha=alpha)
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a retired seed's NaN tail
+                ax.plot(steps, np.nanmedian(rows, 0), color=color, lw=2, label=f"{c}: median of {len(rows)}")
         if threshold is not None and name.startswith("ICL"):
-            ax.axhline(threshold, color="tab:red", ls=":", lw=1, label=f"threshold {threshold}")
+            ax.axhline(threshold, color="black", ls=":", lw=1, label=f"threshold {threshold}")
         ax.set_title(name)
         ax.set_xlabel("SGD steps")
+        ax.set_ylabel("test accuracy")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(frameon=False, fontsize=8, loc="lower right")
-    axes[0].set_ylabel("accuracy")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def recorded_curves(eval_steps: np.ndarray, curves: dict[str, np.ndarray], title: str = "") -> plt.Figure:
+    """One panel per recorded curve (losses, c-statistics): the median over seeds and the interquartile band."""
+    n = len(curves)
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), layout="constrained", squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    steps = np.asarray(eval_steps)
+    for ax, (name, v) in zip(axes.flat, curves.items()):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            q1, med, q3 = np.nanpercentile(np.asarray(v, float), [25, 50, 75], axis=0)
+        ax.fill_between(steps, q1, q3, color="tab:blue", alpha=0.25, lw=0, label="25-75%")
+        ax.plot(steps, med, color="tab:blue", lw=1.5, label=f"median of {len(v)} seeds")
+        ax.set_xlabel("SGD steps")
+        ax.set_ylabel(name)
+        ax.set_title(name, fontsize=9)
+        ax.legend(frameon=False, fontsize=7)
     if title:
         fig.suptitle(title)
     return fig
@@ -88,7 +144,8 @@ def bimodality(log_t: np.ndarray, log_t_stats: dict, final_acc: np.ndarray, acc_
         if st.get("dip_p") is None:
             return "too few seeds"
         db = st["mixture"].get("delta_bic")
-        return f"dip p={st['dip_p']:.3g}, BC={st['bc']:.2f}, dBIC={db:.1f}"
+        text = f"dip p={st['dip_p']:.3g}, BC={st['bc']:.2f}, dBIC={'n/a' if db is None else f'{db:.1f}'}"
+        return text + (f" (n = {st['n']}: underpowered)" if st.get("underpowered") else "")
 
     for ax, x, st, xl in ((axes[0], log_t, log_t_stats, "log10 t_ICL (acquired seeds)"),
                           (axes[1], final_acc, acc_stats, "final ICL accuracy (all seeds)")):
@@ -245,18 +302,19 @@ def balanced_vs_standard(rows: list[tuple[int, list, list[tuple[str, dict, dict]
 
 
 def small_histograms(items: list[tuple[str, np.ndarray, float]], title: str = "") -> plt.Figure:
-    """One small censored histogram per (label, t_icl, censor_at)."""
+    """One small censored histogram per (label, t_icl, censor_at), each with its never-acquired bar apart."""
     n = max(len(items), 1)
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.8 * rows), layout="constrained", squeeze=False)
-    for ax in axes.flat[len(items):]:
-        ax.set_visible(False)
-    for ax, (label, t, c) in zip(axes.flat, items):
+    fig = plt.figure(figsize=(3.8 * cols, 2.9 * rows), layout="constrained")
+    specs = fig.add_gridspec(rows, cols)
+    for k, (label, t, c) in enumerate(items):
+        ax, never_ax = histogram_axes(fig, specs[k // cols, k % cols])
         t = np.asarray(t)
-        censored_histogram(ax, t, c, bins=12, legend=False)
+        censored_histogram(ax, never_ax, t, c, bins=12)
         ax.set_title(f"{label}\n{int(np.sum(t >= 0))} acquired, {int(np.sum(t < 0))} censored", fontsize=8)
-        ax.set_xlabel("t_ICL (steps)", fontsize=8)
+        ax.set_xlabel("t_ICL (steps, log scale)", fontsize=8)
+        ax.set_ylabel("seeds", fontsize=8)
         ax.tick_params(labelsize=7)
     if title:
         fig.suptitle(title)

@@ -1,7 +1,12 @@
 """Statistics reports of a run or sweep directory, and the `hist` terminal view.
 
-    write_report(DIR)  ->  DIR/report.md, DIR/report.json, DIR/figures/<name>.png and .pdf
+    write_report(DIR)  ->  DIR/report.md, DIR/report.json, DIR/figures/<name>.png and .pdf (`report --json`
+                           then prints report.json)
     hist_text(DIR)     ->  a text histogram of the headline time with the censored count, and a summary line
+    hist_json(DIR)     ->  the same as data (`hist --json`)
+
+The JSON of both is described in docs/report-json.md. A report's bootstraps draw from one
+`SeedSequence` (--seed), each section from its own named child (`draws.Draws`).
 
 Each system's report is the module its registration names (`icl_race.systems`: classification for the
 race and the minimal model, regression for linear attention; memorization has none and says so),
@@ -14,11 +19,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from icl_race import rundir, systems
 from icl_race.config import ConfigError
 from icl_race.configbase import System, resolve
+from icl_race.report.draws import Draws
 from icl_race.report.format import jsonable, save_figure
 
 N_BOOT = 2000
@@ -53,22 +57,25 @@ def _part(d: Path, kind: str, name: str, what: str):
     return fn, (rundir.load_run(d) if kind == "run" else rundir.load_sweep(d))
 
 
+SCHEMA = "icl-race/report/1"  # docs/report-json.md; raised when a key changes meaning or goes away
+
+
 def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str]:
     """Write DIR/report.md, DIR/report.json and DIR/figures/*.png|pdf; returns the written paths
     relative to DIR."""
     d = Path(d)
     kind = _check_dir(d)
     rundir.refuse_links(d, rundir.SWEEP_NAMES if kind == "sweep" else rundir.RUN_NAMES)
-    rng = np.random.default_rng(seed)
     fn, found = _part(d, kind, f"{kind}_report", "report")
-    report, md, figs = fn(found, n_boot, rng)
+    report, md, figs = fn(found, Draws(seed, n_boot))
     from icl_race import __version__
 
     written = []
     for name, fig in figs.items():
         written += save_figure(fig, d / "figures", name)
-    report |= {"icl_race_version": __version__, "n_boot": n_boot, "seed": seed, "figures": written}
-    rundir.atomic_write(d / "report.json", (json.dumps(jsonable(report), indent=1, allow_nan=False) + "\n").encode())
+    report = jsonable({"schema": SCHEMA, **report, "icl_race_version": __version__, "n_boot": n_boot, "seed": seed,
+                       "figures": written})
+    rundir.atomic_write(d / "report.json", (json.dumps(report, indent=1, allow_nan=False) + "\n").encode())
     rundir.atomic_write(d / "report.md", md.encode())
     return ["report.md", "report.json", *written]
 
@@ -82,3 +89,11 @@ def hist_text(d: str | Path, bins: int = 12) -> str:
         return fn(found, bins)
     fn, found = _part(d, kind, "sweep_hist_text", "hist view")
     return fn(found)
+
+
+def hist_json(d: str | Path, bins: int = 12) -> dict:
+    """The `hist` view of a run or sweep directory as data (docs/report-json.md)."""
+    d = Path(d)
+    kind = _check_dir(d)
+    fn, found = _part(d, kind, "hist_record" if kind == "run" else "sweep_hist_record", "hist view")
+    return jsonable({"schema": SCHEMA, **(fn(found, bins) if kind == "run" else fn(found))})

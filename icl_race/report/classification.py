@@ -1,23 +1,38 @@
 """The classification race's report (the `report` of systems/classification_spec.py and minimal_spec.py):
-a run's report and `hist` view from `classification_run`, a sweep's from `classification_sweep`."""
+a run's report and `hist` view from `classification_run`, a sweep's computed by `classification_sweep`
+and rendered by `sweep_markdown`."""
 
 from __future__ import annotations
 
 from icl_race import rundir
-from icl_race.report import classification_run, classification_sweep
+from icl_race.report import cell_text, classification_run, classification_sweep, sweep_markdown
+from icl_race.report.cell import analyze
+from icl_race.report.draws import Draws
+
+# What `hist --json` gives of each cell of a sweep, beside its summary line.
+HIST_FIELDS = ("label", "variant", "K", "N", "n_seeds", "n_diverged", "acquired", "censor_at", "kaplan_meier",
+               "never_acquired", "outcomes")
+
+run_report = classification_run.run_report
+hist_text = classification_run.hist_text
+hist_record = classification_run.hist_record
 
 
-def run_report(run: rundir.Run, n_boot: int, rng) -> tuple[dict, str, dict]:
-    return classification_run.run_report(classification_run.run_dict(run), n_boot, rng)
+def sweep_report(sweep: rundir.SweepDir, draws: Draws) -> tuple[dict, str, dict]:
+    rep = classification_sweep.compute(sweep, draws)
+    figs = sweep_markdown.figures(rep)
+    return rep.to_json(), sweep_markdown.markdown(rep, figs), figs
 
 
-def sweep_report(sweep: rundir.SweepDir, n_boot: int, rng) -> tuple[dict, str, dict]:
-    return classification_sweep.sweep_report(sweep, n_boot, rng)
-
-
-def hist_text(run: rundir.Run, bins: int) -> str:
-    return classification_run.hist_text(run, bins)
+def sweep_hist_record(sweep: rundir.SweepDir) -> dict:
+    """One summary per finished condition of a sweep."""
+    samples, unfinished = classification_sweep.discover(sweep)
+    cells = sorted((analyze(s, tails=False) for s in samples), key=lambda c: (c.variant, c.N or 0, c.K or 0))
+    return {"kind": "sweep_hist", "dir": str(sweep.dir), "n_cells_finished": len(samples), "unfinished": unfinished,
+            "cells": [{"summary": cell_text.summary_line(c), **{k: getattr(c, k) for k in HIST_FIELDS}} for c in cells]}
 
 
 def sweep_hist_text(sweep: rundir.SweepDir) -> str:
-    return classification_sweep.hist_text(sweep)
+    h = sweep_hist_record(sweep)
+    return "\n".join([f"sweep {sweep.dir}: {h['n_cells_finished']} finished cells, {len(h['unfinished'])} unfinished"]
+                     + [c["summary"] for c in h["cells"]])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 import re
@@ -44,6 +45,8 @@ def pct(v) -> str:
 
 
 def jsonable(obj):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return jsonable(dataclasses.asdict(obj))
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items() if not str(k).startswith("boot_")}
     if isinstance(obj, (list, tuple)):

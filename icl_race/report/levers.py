@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from icl_race.report.format import ci_text, num
+from icl_race.analysis.survival import logrank
+from icl_race.report.format import ci_text, num, p_value
 
 
 def _order(value) -> tuple:
@@ -15,10 +16,12 @@ def _order(value) -> tuple:
     return (0, value, "") if number else (1, 0, str(value))
 
 
-def by_lever(thresholds: list[dict], scalings: list[dict]) -> dict:
+def by_lever(thresholds: list[dict], scalings: list[dict], times: dict | None = None) -> dict:
     """K* and the K = infinity median t_ICL side by side across the groups of a sweep, keyed by the
     fields that tell the groups apart (a swept lever: task.zipf_alpha, train.optimizer, ...), so one
-    table reads K* per lever value the way K* per N is read. Empty unless two or more groups differ."""
+    table reads K* per lever value the way K* per N is read. Empty unless two or more groups differ.
+    `times` maps (the group as sorted JSON, N) to that cell's censored (times, observed): each t_ICL row
+    then carries a log-rank test against the first row of its N (the lever's first value)."""
     def rows(entries, Ns, value):
         fields = sorted({k for e in entries for k in e["group"]
                          if len({json.dumps(x["group"].get(k), default=str) for x in entries}) > 1})
@@ -37,7 +40,20 @@ def by_lever(thresholds: list[dict], scalings: list[dict]) -> dict:
             p = next(p for p in sc["median_vs_N"]["per_N"] if p["N"] == N)
             return {"median_t_icl": p["median"], "median_t_icl_ci": p["median_ci"], "acquired": p["acquired"], "n": p["n"]}
         out["t_icl_kinf"] = rows(scalings, lambda sc: [p["N"] for p in sc["median_vs_N"]["per_N"]], median)
+        if times is not None:
+            _logrank_against_first(out["t_icl_kinf"]["rows"], scalings, times)
     return out
+
+
+def _logrank_against_first(rows: list[dict], scalings: list[dict], times: dict) -> None:
+    """Each row's log-rank test of t_ICL against the first row of the same N (None for that first row)."""
+    group = {json.dumps({k: sc["group"].get(k) for k in rows[0]["lever"]}, sort_keys=True, default=str):
+             json.dumps(sc["group"], sort_keys=True, default=str) for sc in scalings} if rows else {}
+    first: dict = {}
+    for r in rows:
+        key = (group[json.dumps(r["lever"], sort_keys=True, default=str)], r["N"])
+        ref = first.setdefault(r["N"], key)
+        r["logrank_vs_first"] = None if ref == key else logrank(*times[ref], *times[key])
 
 
 def _table(title: str, table: dict, columns: list[str], cells) -> list[str]:
@@ -53,11 +69,14 @@ def markdown(lever: dict) -> list[str]:
     md = []
     if "kstar" in lever:
         # An unbracketed K* (no cell on one side of half the seeds acquiring) is an extrapolation of the fit.
-        md += _table("K*", lever["kstar"], ["K* (logistic midpoint)", "95% CI", "paper's sigmoid K*", "95% CI", "bracketed"],
+        boot = "95% CI (bootstrap percentile)"
+        md += _table("K*", lever["kstar"], ["K* (logistic midpoint)", boot, "paper's sigmoid K*", boot, "bracketed"],
                      lambda r: [num(r["kstar"]), ci_text(r["kstar_ci"]), num(r["paper_sigmoid_kstar"]),
                                 ci_text(r["paper_sigmoid_kstar_ci"]), str(r.get("bracketed", "n/a"))])
     if "t_icl_kinf" in lever:
         md += _table("t_ICL at K = infinity", lever["t_icl_kinf"],
-                     ["seeds", "acquired", "KM median t_ICL", "95% CI (bootstrap)"],
-                     lambda r: [str(r["n"]), str(r["acquired"]), num(r["median_t_icl"]), ci_text(r["median_t_icl_ci"])])
+                     ["seeds", "acquired", "KM median t_ICL", "95% CI (bootstrap percentile)",
+                      "log-rank p vs the first row of its N"],
+                     lambda r: [str(r["n"]), str(r["acquired"]), num(r["median_t_icl"]), ci_text(r["median_t_icl_ci"]),
+                                "-" if r.get("logrank_vs_first") is None else p_value(r["logrank_vs_first"].p)])
     return md

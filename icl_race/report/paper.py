@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from icl_race import config
+from icl_race.analysis.bimodality import MIN_N
 from icl_race.report.format import ci_text, num, p_eq, pct
 
 PAPER = {
@@ -15,7 +16,6 @@ PAPER = {
     "kstar_N100_order": 1e4,  # [inferred] from the paper's grid choices
     "balanced_metric_threshold": 0.75,  # Fig 6E title: fraction of runs with ICL accuracy > 0.75
 }
-MIN_SEEDS_BIMODALITY = 20  # below this a dip test has too little power for a verdict
 # Fields that do not change what a cell measures: cells that differ only in them are pooled.
 IGNORED_FIELDS = {"ensemble.seeds", "ensemble.first_seed", "ensemble.root_seed", "ensemble.block",
                   "train.evals_per_chunk", "task.K_max", "train.eval_batch"}
@@ -34,7 +34,22 @@ def paper_differences(cfg: dict) -> list[str]:
             if k in ref and k not in skip and ours[k] != ref[k]]
 
 
-def run_comparisons(cell: dict) -> list[dict]:
+def bimodality_verdict(samples: list[dict]) -> str:
+    """The paper's bimodality claim against final-accuracy samples: agrees or disagrees only where the dip
+    test, BC and Delta BIC agree on enough seeds; a split between them is said, not voted away."""
+    known = [st for st in samples if st["agreement"] is not None and st["n"] >= MIN_N]
+    if not known:
+        return f"not measured in this directory (fewer than {MIN_N} seeds: underpowered)"
+    split = sum(st["agreement"] == "disagree" for st in known)
+    if split:
+        return (f"inconclusive (in {split} of {len(known)} cells the dip test and BC / Delta BIC disagree)"
+                if len(known) > 1 else "inconclusive (the dip test and BC / Delta BIC disagree)")
+    two = sum(st["agreement"] == "bimodal" for st in known)
+    return ("agrees" if two == len(known) else "disagrees (no bimodality detected)" if not two else
+            f"mixed ({two} of {len(known)} cells bimodal)")
+
+
+def run_comparisons(cell) -> list[dict]:
     rows = [
         {"claim": "log K* vs log N slope (Fig 6A)", "paper": "1.41 measured [secondary]; 1/nu = 1.43 predicted",
          "icl_race": "needs a sweep over K and N", "verdict": "not measured in this directory"},
@@ -44,31 +59,27 @@ def run_comparisons(cell: dict) -> list[dict]:
          "icl_race": "needs balanced and standard cells at the same K", "verdict": "not measured in this directory"},
     ]
     bim = {"claim": "bimodal outcomes near K* (Fig 6C, N = 100, K = 9666)", "paper": "bimodal histogram, no statistic"}
-    if not cell.get("ok") or cell.get("variant") == "infinite":
+    if not cell.ok or cell.variant == "infinite":
         bim |= {"icl_race": "not a finite-K cell", "verdict": "not measured in this directory"}
     else:
-        b = cell["bimodality"]
+        b = cell.bimodality
         st = b["final_icl_acc"]
-        txt = (f"final ICL accuracy: dip p {p_eq(st['dip_p'])}, BC = {num(st['bc'], '{:.2f}')}; "
-               f"log10 t_ICL of acquired seeds: dip p {p_eq(b['log10_t_acquired']['dip_p'])}; "
-               f"acquired {pct(cell['acquired_fraction'])}")
-        if not b["near_threshold"]:
-            verdict = "not measured in this directory (this cell is not near the threshold)"
-        elif st["bimodal"] is None or st["n"] < MIN_SEEDS_BIMODALITY:
-            verdict = f"not measured in this directory (fewer than {MIN_SEEDS_BIMODALITY} seeds)"
-        else:
-            verdict = "agrees" if st["bimodal"] else "disagrees (no bimodality detected)"
+        txt = (f"final ICL accuracy: dip p {p_eq(st['dip_p'])}, BC = {num(st['bc'], '{:.2f}')}, Delta BIC = "
+               f"{num((st['mixture'] or {}).get('delta_bic'), '{:.1f}')}; log10 t_ICL of acquired seeds: dip p "
+               f"{p_eq(b['log10_t_acquired']['dip_p'])}; acquired {pct(cell.acquired_fraction)}")
+        verdict = ("not measured in this directory (this cell is not near the threshold)" if not b["near_threshold"]
+                   else bimodality_verdict([st]))
         bim |= {"icl_race": txt, "verdict": verdict}
     rows.insert(2, bim)
     return rows
 
 
-def sweep_comparisons(rep: dict) -> list[dict]:
+def sweep_comparisons(rep) -> list[dict]:
     from icl_race.analysis.threshold import interval_verdict, sign_verdict
 
     rows = []
     # The paper's K*, bimodality and slope numbers are for standard contexts: compare those groups only.
-    standard = [t for t in rep["thresholds"] if t.get("variant") == "standard"]
+    standard = [t for t in rep.thresholds if t.get("variant") == "standard"]
     slopes = [t for t in standard if t["kstar_slope"].get("ok")]
     if not slopes:
         for name, val in (("measured", "1.41 [secondary]"), ("predicted", "1/nu = 1.43")):
@@ -105,7 +116,7 @@ def sweep_comparisons(rep: dict) -> list[dict]:
                      "icl_race": f"{a['kstar']:,.0f} {ci_text(a['kstar_ci'])} ({t['label']})",
                      "verdict": v + " (order of magnitude: CI overlaps 10^3.5-10^4.5)"})
     # t_ICL vs N
-    meds = [s for s in rep["t_icl_vs_N"] if s["median_vs_N"].get("ok")]
+    meds = [s for s in rep.t_icl_vs_N if s["median_vs_N"].get("ok")]
     if not meds:
         rows.append({"claim": "median t_ICL linear in N at K = infinity (Fig 6B)", "paper": "linear fit of medians (no CI)",
                      "icl_race": "needs K = infinity cells at >= 2 values of N", "verdict": "not measured in this directory"})
@@ -142,24 +153,17 @@ def sweep_comparisons(rep: dict) -> list[dict]:
                      "verdict": f"not measured in the regime (N in the abrupt regime: {_regime_Ns(rep)})"})
     else:
         pick = [p for p in nears if p[1]["N"] == 100] or nears
-        parts, flags = [], []
-        for t, n in pick:
-            st = n["bimodality"]["final_icl_acc"]
-            parts.append(f"N={n['N']}, K={n['K']:,}: final-accuracy dip p {p_eq(st['dip_p'])}, "
-                         f"BC = {num(st['bc'], '{:.2f}')}, acquired {pct(n['acquired_fraction'])}")
-            flags.append(st["bimodal"])
-        known = [f for f, (t, n) in zip(flags, pick)
-                 if f is not None and n["bimodality"]["final_icl_acc"]["n"] >= MIN_SEEDS_BIMODALITY]
-        verdict = (f"not measured in this directory (fewer than {MIN_SEEDS_BIMODALITY} seeds)" if not known else
-                   "agrees" if all(known) else "disagrees (no bimodality detected)" if not any(known) else
-                   f"mixed ({sum(known)} of {len(known)} cells bimodal)")
+        parts = [f"N={n['N']}, K={n['K']:,}: final-accuracy dip p {p_eq(st['dip_p'])}, BC = {num(st['bc'], '{:.2f}')}, "
+                 f"acquired {pct(n['acquired_fraction'])}"
+                 for st, n in ((n["bimodality"]["final_icl_acc"], n) for _, n in pick)]
         rows.append({"claim": "bimodal outcomes near K* (Fig 6C, N = 100, K = 9666)", "paper": "bimodal histogram, no statistic",
-                     "icl_race": "; ".join(parts), "verdict": _rule_verdict(rep) or verdict})
+                     "icl_race": "; ".join(parts),
+                     "verdict": _rule_verdict(rep) or bimodality_verdict([n["bimodality"]["final_icl_acc"] for _, n in pick])})
     # balanced
-    if not rep["balanced_vs_standard"]:
+    if not rep.balanced_vs_standard:
         rows.append({"claim": "balanced contexts reduce ICL (Fig 6E)", "paper": "fewer runs with ICL accuracy > 0.75",
                      "icl_race": "needs balanced and standard cells at the same K", "verdict": "not measured in this directory"})
-    for b in rep["balanced_vs_standard"]:
+    for b in rep.balanced_vs_standard:
         a = b["acc_above_0.75"]
         q = b["acquired"]
         rows.append({"claim": "balanced contexts reduce ICL (Fig 6E)", "paper": "fewer runs with ICL accuracy > 0.75",
@@ -171,12 +175,12 @@ def sweep_comparisons(rep: dict) -> list[dict]:
 
 
 def _regime_Ns(rep: dict) -> str:
-    return ", ".join(str(r["N"]) for r in rep.get("regime", []) if r["abrupt"]) or "none"
+    return ", ".join(str(r["N"]) for r in rep.regime if r["abrupt"]) or "none"
 
 
 def _rule_verdict(rep: dict) -> str | None:
     """A verdict that replaces the comparison when the cells do not use the paper's acquisition rule."""
-    if all(r["paper_rule"] for r in rep.get("regime", [])):
+    if all(r["paper_rule"] for r in rep.regime):
         return None
     return "not comparable (acquisition rule differs from the paper's: the first evaluation above 0.95)"
 
@@ -201,8 +205,17 @@ def methods_markdown() -> list[str]:
             "choice of xmin), censored MLE; compared with a lognormal truncated at xmin by Vuong's likelihood ratio.",
             "- Bimodality: values are first spread uniformly over their grid cell (t_ICL over its evaluation period, "
             "accuracy over 1/eval_size) so that ties do not fake modes; Hartigan's dip test (diptest package), "
-            "bimodality coefficient, 1- vs 2-Gaussian mixture BIC (sds floored at 10% of the sample's).",
+            "bimodality coefficient, 1- vs 2-Gaussian mixture BIC (sds floored at 10% of the sample's). A verdict "
+            "is given where the three agree; where they do not, the report says which points where. Fewer than "
+            f"{MIN_N} values are underpowered for the dip test.",
+            "- Outcomes (`analysis/outcome.py`): persistent, transient (ICL below 0.9 for >= 10 consecutive "
+            "evaluations after t_ICL), censored, diverged; counts with Wilson intervals; the time from t_ICL to the "
+            "fall by Kaplan-Meier, persistent seeds censored at the end. Final accuracy = a seed's last finite "
+            "evaluation.",
             "- Sweeps: logistic fit of the acquired fraction vs log10 K (K* = midpoint), the paper's 4-parameter "
-            "sigmoid on final ICL accuracy, bootstrap CIs resampling seeds within cells.", ""]
+            "sigmoid on final ICL accuracy (only with >= 5 values of K spanning the transition), bootstrap "
+            "percentile CIs resampling seeds within cells; two t_ICL distributions are compared by a log-rank test "
+            "(scipy.stats.logrank). Each bootstrap draws from its own child of one SeedSequence (`--seed`), named by "
+            "its section and the cells it resamples, so adding or reordering a section changes no other number.", ""]
 
 

@@ -2,8 +2,8 @@
 "linear_regression"), called by `icl_race.report.write_report`, which writes what this returns. The statistics are in
 `icl_race.analysis.regression`, the figures in `icl_race.plots.regression`.
 
-    run_report(run, n_boot, rng)      -> (report dict, report.md text, {figure name: Figure}) for one run
-    sweep_report(sweep, n_boot, rng)  -> the same for a sweep directory (cells/<digest>/, each a run directory)
+    run_report(run, draws)      -> (report dict, report.md text, {figure name: Figure}) for one run
+    sweep_report(sweep, draws)  -> the same for a sweep directory (cells/<digest>/, each a run directory)
 
 What a run reports: the theory plateau levels L(M_0) … L(M_D) of Eq. 19 for the run's spectrum and N
 (`icl_race.theory.linear_attention.plateau_losses`; with rank-R heads the conspicuous ones are m a multiple
@@ -137,8 +137,8 @@ def eq21_markdown(eq21: dict) -> list[str]:
 
 # ---- entry points -------------------------------------------------------------------------------------
 
-def run_report(found: rundir.Run, n_boot: int, rng) -> tuple[dict, str, dict]:
-    """The report of one run (no resampled statistics here: n_boot and rng are not used)."""
+def run_report(found: rundir.Run, draws) -> tuple[dict, str, dict]:
+    """The report of one run (no resampled statistics here: the draws are not used)."""
     run = run_dict(found)
     d = found.dir
     st = analyze(run)
@@ -156,7 +156,7 @@ def _value(cfg: dict, field: str):
     return cfg.get(sec, {}).get(key)
 
 
-def sweep_report(sweep: rundir.SweepDir, n_boot: int, rng) -> tuple[dict, str, dict]:
+def sweep_report(sweep: rundir.SweepDir, draws) -> tuple[dict, str, dict]:
     """Every finished cell as in run_report, a table of the cells side by side, one panel of loss
     curves per cell and the cells' median losses overlaid. Cells are labelled by the grid's fields
     (sweep.toml) and ordered by their values."""

@@ -1,0 +1,161 @@
+"""A classification condition's seeds as one typed record, built once from `icl_race.load`'s `Run`.
+
+    Sample.of(run)   every per-seed array of the run (all seeds, diverged ones included and flagged), the
+                     censoring time and the few config values the statistics use, read from the typed config
+    pool(samples)    samples of the same condition (cells that differ only in seeds or blocking) as one
+
+Every statistic reads the kept (not diverged) seeds through the properties; `outcomes` counts the
+diverged ones. Nothing here re-reads a config default: `Run.cfg` is the resolved, validated `Config`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+
+import numpy as np
+
+from icl_race import rundir
+from icl_race.analysis import outcome as oc
+from icl_race.analysis import regime as rg
+from icl_race.analysis.race import first_passage
+from icl_race.config import Config, ConfigError
+from icl_race.report.paper import IGNORED_FIELDS, flat
+
+REQUIRED = ("icl_acc", "iwl_acc")
+# Per-seed arrays: what pooling concatenates and deduplicates.
+PER_SEED = ("seed_ids", "root_seeds", "diverged", "t_icl", "t_start", "icl_acc", "iwl_acc", "final_icl_ref_acc")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Sample:
+    cells: tuple[str, ...]  # the run directory's name, or the pooled cells' names
+    config: dict  # the resolved config, as stored (the paper's differences, the condition)
+    cfg: Config
+    seed_ids: np.ndarray  # [S]
+    root_seeds: np.ndarray  # [S]
+    diverged: np.ndarray  # [S] bool
+    t_icl: np.ndarray  # [S] first passage over the ICL threshold, -1 = censored
+    t_start: np.ndarray  # [S] first passage over the lowest ICL level (the regime's start)
+    eval_steps: np.ndarray  # [T]
+    icl_acc: np.ndarray  # [S, T]
+    iwl_acc: np.ndarray  # [S, T]
+    final_icl_ref_acc: np.ndarray | None  # [S] balanced runs: the reference's ICL test
+    censor_at: int
+    budget: int
+    steps_run: int
+    n_duplicates: int = 0  # seeds dropped by pooling: the same (root seed, seed id) in two cells
+
+    @classmethod
+    def of(cls, run: rundir.Run) -> Sample:
+        missing = [k for k in REQUIRED if k not in run.curves] + ([] if "icl" in run.times else ["t_icl"])
+        if missing:
+            raise ConfigError(f"{run.dir}/results.npz: missing {', '.join(missing)}")
+        cfg = run.cfg
+        icl = np.asarray(run.curves["icl_acc"], float)
+        level = min(cfg.train.icl_levels) if cfg.train.icl_levels else 0.6
+        start = rg.level_event(level)
+        # Runs written before the levels were recorded: the same first passage read off the stored curve
+        # (equal to the device's, tests/test_regime.py).
+        t_start = run.times[start] if start in run.times else first_passage(icl, run.eval_steps, level)
+        ref = run.curves.get("icl_ref_acc")
+        return cls(cells=(run.dir.name,), config=run.config, cfg=cfg, seed_ids=np.asarray(run.seed_ids),
+                   root_seeds=np.full(run.seed_ids.size, cfg.ensemble.root_seed), diverged=np.asarray(run.diverged, bool),
+                   t_icl=np.asarray(run.times["icl"], np.int64), t_start=np.asarray(t_start, np.int64),
+                   eval_steps=np.asarray(run.eval_steps), icl_acc=icl, iwl_acc=np.asarray(run.curves["iwl_acc"], float),
+                   final_icl_ref_acc=(oc.last_finite(np.asarray(ref, float)) if ref is not None and ref.ndim == 2
+                                      and ref.shape[1] else None),
+                   censor_at=run.censor_at("icl"), budget=run.budget, steps_run=run.steps_run)
+
+    # ---- what the statistics read -------------------------------------------------------------------
+    @property
+    def kept(self) -> np.ndarray:
+        return ~self.diverged
+
+    @property
+    def t(self) -> np.ndarray:
+        """t_ICL of the kept seeds (-1 = censored)."""
+        return self.t_icl[self.kept]
+
+    @functools.cached_property
+    def final_icl(self) -> np.ndarray:
+        """Each kept seed's last finite ICL accuracy (a retired seed's curve ends in NaN)."""
+        return oc.last_finite(self.icl_acc[self.kept])
+
+    @functools.cached_property
+    def outcomes(self) -> oc.Outcomes:
+        """Every seed's outcome (diverged ones counted apart)."""
+        return oc.classify(self.t_icl, self.diverged, self.icl_acc, self.iwl_acc, self.eval_steps)
+
+    @property
+    def n_seeds(self) -> int:
+        return int(self.kept.sum())
+
+    @property
+    def n_diverged(self) -> int:
+        return int(self.diverged.sum())
+
+    @property
+    def variant(self) -> str:
+        return self.cfg.task.variant
+
+    @property
+    def K(self) -> int | None:
+        return None if self.variant == "infinite" else self.cfg.task.K
+
+    @property
+    def N(self) -> int:
+        return self.cfg.task.N
+
+    @property
+    def start_level(self) -> float:
+        return min(self.cfg.train.icl_levels) if self.cfg.train.icl_levels else 0.6
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant} K={'inf' if self.K is None else self.K} N={self.N}"
+
+    @property
+    def paper_rule(self) -> bool:
+        """The paper's acquisition rule: t_ICL = the first evaluation above 0.95 (a single look). Its
+        early stop at 0.99 does not move that first passage; it matters for final accuracies only."""
+        return self.cfg.train.icl_threshold == 0.95 and self.cfg.train.icl_confirm == 1
+
+    def condition(self) -> dict:
+        return condition(self.config)
+
+
+def condition(cfg: dict) -> dict:
+    """The fields that say what a cell measures (not its seeds or blocking): equal conditions pool."""
+    f = {k: v for k, v in flat(cfg).items() if k not in IGNORED_FIELDS}
+    if f.get("task.variant") == "infinite":
+        f.pop("task.K", None)
+    return f
+
+
+def _merge(a: Sample, b: Sample) -> Sample:
+    # The same seed (root_seed, seed id) run twice, e.g. K = infinity cells that differ only in the unused
+    # task.K, is one sample, not two: keep its first copy.
+    seen = set(zip(a.root_seeds.tolist(), a.seed_ids.tolist()))
+    new = np.array([(r, s) not in seen for r, s in zip(b.root_seeds.tolist(), b.seed_ids.tolist())], bool)
+    both = {k: (None if getattr(a, k) is None or getattr(b, k) is None
+                else np.concatenate([getattr(a, k), getattr(b, k)[new]])) for k in PER_SEED}
+    return dataclasses.replace(a, cells=a.cells + b.cells, n_duplicates=a.n_duplicates + b.n_duplicates
+                               + int((~new).sum()), **both)
+
+
+def pool(samples: list[Sample]) -> list[Sample]:
+    """Samples with the same condition pooled (in the order of their first cell); two that were censored
+    at different times or evaluated on grids of different lengths stay apart."""
+    merged: dict[str, Sample] = {}
+    for s in samples:
+        key = json.dumps(s.condition(), sort_keys=True, default=str)
+        m = merged.get(key)
+        if m is None:
+            merged[key] = s
+        elif m.censor_at != s.censor_at or m.eval_steps.shape != s.eval_steps.shape:
+            merged[key + s.cells[0]] = s  # not poolable: kept apart
+        else:
+            merged[key] = _merge(m, s)
+    return list(merged.values())

@@ -1,0 +1,171 @@
+"""A classification `SweepReport` rendered: report.md section by section (one short function each) and
+its figures. Nothing here computes a statistic."""
+
+from __future__ import annotations
+
+from icl_race.analysis import regime as rg
+from icl_race.analysis.outcome import CLASSES
+from icl_race.analysis.survival import proportion_ci
+from icl_race.plots import classification as F
+from icl_race.report import cell_text as T
+from icl_race.report import levers
+from icl_race.report.classification_sweep import SweepReport
+from icl_race.report.format import ci_text, num, p_value, pct, slug
+from icl_race.report.paper import PAPER, comparison_markdown, methods_markdown
+from icl_race.report.sweep_sections import BALANCED_METRICS
+
+
+def _header(rep: SweepReport) -> list[str]:
+    md = [f"# icl-race sweep report: {rep.dir}", "",
+          f"{rep.n_cells_finished} finished cells pooled into {len(rep.cells)} conditions; "
+          f"{len(rep.unfinished)} unfinished (skipped). Varying fields: {', '.join(rep.varying_fields) or 'none'}.", ""]
+    if rep.differences_from_paper_settings:
+        md += ["Every cell differs from the paper's settings in: " + ", ".join(rep.differences_from_paper_settings)
+               + ". Absolute numbers are therefore not comparable with the paper's; shapes and scalings are.", ""]
+    return md
+
+
+def _regime(rep: SweepReport) -> list[str]:
+    if not rep.regime:
+        return []
+    md = ["## Regime per N", "",
+          f"Abrupt = median rise fraction r <= {rg.RISE_BOUND} and the first rise reaching the threshold (median "
+          "plateau above it), judged at K = infinity (else the largest K, a proxy). Verdicts beside the paper use "
+          "only the N in the regime. Intervals: bootstrap percentile over seeds.", "",
+          "| N | judged on | rise fraction r (95% CI) | plateau (95% CI) | plateau above threshold | abrupt |",
+          "|---|---|---|---|---|---|"]
+    for r in rep.regime:
+        reach = r["plateau_reaches_threshold"]
+        md.append(f"| {r['N']} | {r['cell']} ({r['source']}) | {T.ci_cell(r['rise_fraction'])} | {T.ci_cell(r['plateau'])} | "
+                  f"{'-' if reach is None else pct(reach)} | {({True: 'yes', False: 'no', None: '-'})[r['abrupt']]} |")
+    return md + [""]
+
+
+def _sigmoid_cells(s: dict) -> list[str]:
+    return [num(s.get("kstar")), ci_text(s.get("kstar_ci"))] if s.get("ok") else ["-", f"not fitted: {s['reason']}"]
+
+
+def _threshold(t: dict, figures: set) -> list[str]:
+    tag = slug(t["label"])
+    md = [f"## Threshold K*: {t['label']}", "",
+          "| N | K* (logistic midpoint) | 95% CI (bootstrap percentile) | paper's sigmoid K* | 95% CI (bootstrap "
+          "percentile) | cells | bracketed |", "|---|---|---|---|---|---|---|"]
+    for N in t["N"]:
+        a = t["acquisition"][N]
+        md.append(f"| {N} | {num(a.get('kstar'))} | {ci_text(a.get('kstar_ci'))} | "
+                  f"{' | '.join(_sigmoid_cells(t['paper_sigmoid'][N]))} | {len(a['cells'])} | {a.get('bracketed', 'n/a')} |")
+    sl = t["kstar_slope"]
+    if sl.get("ok"):
+        m1 = t["kstar_slope_N_minus_1"]
+        md += ["", f"Slope of log10 K* on log10 N: **{sl['slope']:.3f}** {ci_text(sl.get('slope_ci'), '{:.3f}')} "
+                   f"(bootstrap percentile, {sl.get('boot_used', 0)} replicates used); against log10(N - 1): "
+                   f"{m1['slope']:.3f} {ci_text(m1.get('slope_ci'), '{:.3f}')}."]
+    md += ["", f"![acquisition vs K](figures/acquisition_vs_K__{tag}.png)", ""]
+    md += [f"![{name}](figures/{name}.png)\n" for name in (f"kstar_vs_N__{tag}", f"heatmap__{tag}", f"near_kstar__{tag}")
+           if name in figures]
+    if t["near_kstar"]:
+        md += [("Bimodality in the cell nearest K* for each N (or, of the cells that differ from it only in "
+                "the early stop or the evaluation period, the one with the most seeds):"), ""] + T.BIMODALITY_HEADER
+        for n in t["near_kstar"]:
+            md.append(T.bimod_row(f"N={n['N']} K={n['K']:,}: final ICL accuracy", n["bimodality"]["final_icl_acc"]))
+            md.append(T.bimod_row(f"N={n['N']} K={n['K']:,}: log10 t_ICL (acquired)", n["bimodality"]["log10_t_acquired"]))
+        md.append("")
+    return md
+
+
+def _scaling(s: dict) -> list[str]:
+    m = s["median_vs_N"]
+    md = [f"## t_ICL vs N at K = infinity: {s['label']}", "",
+          "| N | seeds | acquired | KM median t_ICL | 95% CI (bootstrap percentile) |", "|---|---|---|---|---|"]
+    md += [f"| {p['N']} | {p['n']} | {p['acquired']} | {num(p['median'])} | {ci_text(p['median_ci'])} |" for p in m["per_N"]]
+    if m.get("ok"):
+        lin, ll = m["linear"], m["loglog"]
+        md += ["", f"Linear fit: median = {lin['intercept']:,.0f} {ci_text(lin.get('intercept_ci'))} + "
+                   f"{lin['slope']:,.1f} {ci_text(lin.get('slope_ci'), '{:,.1f}')} N; log-log exponent "
+                   f"{ll['slope']:.3f} {ci_text(ll.get('slope_ci'), '{:.3f}')} (bootstrap percentile)."]
+    return md + ["", f"![t_ICL vs N](figures/t_icl_vs_N__{slug(s['label'])}.png)", ""]
+
+
+def _balanced(b: dict) -> list[str]:
+    md = [f"## Balanced vs standard contexts: {b['label']}", "",
+          "| N | K | standard: acc > 0.75 | balanced: acc > 0.75 | difference (95% CI, bootstrap percentile) | "
+          "standard: acquired | balanced: acquired | t_ICL log-rank p |", "|---|---|---|---|---|---|---|---|"]
+    a, q = b["acc_above_0.75"], b["acquired"]
+    for j, (N, K) in enumerate(zip(b["N"], b["K"])):
+        pc = a["per_cell"][j]
+        md.append(f"| {N} | {K:,} | {pc['p1']:.2f} | {pc['p2']:.2f} | {pc['diff']:+.2f} {ci_text(pc['diff_ci'], '{:+.2f}')} | "
+                  f"{q['per_cell'][j]['p1']:.2f} | {q['per_cell'][j]['p2']:.2f} | {p_value(b['t_icl_logrank'][j].p)} |")
+    if "balanced_reference_icl_test_above_0.75" in b:
+        md += ["", "Balanced cells on the reference's ICL test (novel items labelled by the training map), fraction "
+                   "> 0.75: " + ", ".join(f"{v:.2f}" for v in b["balanced_reference_icl_test_above_0.75"]) + "."]
+    return md + ["", f"![balanced vs standard](figures/balanced_vs_standard__{slug(b['label'])}.png)", ""]
+
+
+def _cells(rep: SweepReport) -> list[str]:
+    md = ["## Cells", "",
+          "| cell | seeds | diverged | acquired | never acquired (95% CI, Wilson) | KM median t_ICL (95% CI) | "
+          + " | ".join(CLASSES[:3]) + " | dip p, final acc | dip p, log t_ICL | rise fraction r | plateau |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in sorted(rep.cells, key=lambda c: (c.variant, c.N or 0, c.K or 0)):
+        counts = " | ".join(str(c.outcomes["counts"][k]["k"]) for k in CLASSES[:3])
+        if not c.ok:
+            md.append(f"| {c.label} | {c.n_seeds} | {c.n_diverged} | - | - | - | {counts} | - | - | - | - |")
+            continue
+        b = c.bimodality
+        md.append(f"| {c.label} | {c.n_seeds} | {c.n_diverged} | {c.acquired} | {T.never_text(c)} | {T.median_text(c)} | "
+                  f"{counts} | {p_value(b['final_icl_acc']['dip_p'])} | {p_value(b['log10_t_acquired']['dip_p'])} | "
+                  f"{num(c.regime['rise_fraction']['median'], '{:.2f}')} | {num(c.regime['plateau']['median'], '{:.2f}')} |")
+    if rep.unfinished:
+        md += ["", "Unfinished or unreadable cells (skipped):", ""]
+        md += [f"- `{u['cell']}` {u.get('label', '')}: {u['reason']}" for u in rep.unfinished]
+    return md + [""]
+
+
+def markdown(rep: SweepReport, figs: dict) -> str:
+    md = _header(rep) + comparison_markdown(rep.paper_comparisons) + _regime(rep)
+    for t in rep.thresholds:
+        md += _threshold(t, set(figs))
+    md += levers.markdown(rep.by_lever)
+    for s in rep.t_icl_vs_N:
+        md += _scaling(s)
+    for b in rep.balanced_vs_standard:
+        md += _balanced(b)
+    return "\n".join(md + _cells(rep) + methods_markdown()) + "\n"
+
+
+def _wilson(k, n) -> dict:
+    cis = [proportion_ci(a, b) for a, b in zip(k, n)]
+    return {"p": k / n, "lo": [c[0] for c in cis], "hi": [c[1] for c in cis]}
+
+
+def figures(rep: SweepReport) -> dict:
+    figs, samples = {}, rep.samples
+    for t in rep.thresholds:
+        tag, label = slug(t["label"]), t["label"]
+        figs[f"acquisition_vs_K__{tag}"] = F.acquisition_vs_K(t["acquisition"], title=f"Acquisition vs K ({label})")
+        ok_N = [N for N in t["N"] if t["acquisition"][N].get("ok")]
+        if len(ok_N) >= 2:
+            figs[f"kstar_vs_N__{tag}"] = F.kstar_vs_N(
+                ok_N, [t["acquisition"][N]["b"] for N in ok_N], [t["acquisition"][N]["log10_kstar_ci"] for N in ok_N],
+                t["kstar_slope"], ref_slope=PAPER["kstar_slope_predicted"], title=f"K*(N) ({label})")
+        h = t["heatmap"]
+        figs[f"heatmap__{tag}"] = F.acquisition_heatmap(h["K"], h["N"], h["fraction"], title=f"Acquisition fraction ({label})")
+        if t["near_kstar"]:
+            figs[f"near_kstar__{tag}"] = F.small_histograms(
+                [(f"N={n['N']}, K={n['K']:,}", samples[n["cell_index"]].t, samples[n["cell_index"]].censor_at)
+                 for n in t["near_kstar"]], title=f"t_ICL in the cell nearest K* ({label})")
+    for s in rep.t_icl_vs_N:
+        idx = s["cell_index"]
+        figs[f"t_icl_vs_N__{slug(s['label'])}"] = F.t_icl_vs_N(
+            [samples[i].N for i in idx], [samples[i].t for i in idx], [samples[i].censor_at for i in idx],
+            s["median_vs_N"], title=f"t_ICL vs N at K = infinity ({s['label']})")
+    for b in rep.balanced_vs_standard:
+        rows = []
+        for N in sorted(set(b["N"])):
+            sel = [j for j, n_ in enumerate(b["N"]) if n_ == N]
+            panels = [(ylabel, _wilson(b[m]["standard"]["k"][sel], b[m]["standard"]["n"][sel]),
+                       _wilson(b[m]["balanced"]["k"][sel], b[m]["balanced"]["n"][sel])) for m, ylabel in BALANCED_METRICS]
+            rows.append((N, [b["K"][j] for j in sel], panels))
+        figs[f"balanced_vs_standard__{slug(b['label'])}"] = F.balanced_vs_standard(
+            rows, title=f"Balanced vs standard contexts ({b['label']})")
+    return figs

@@ -1,0 +1,116 @@
+"""Two sections of a classification sweep's report, computed: the threshold K* of a group of finite-K
+cells, and balanced minus standard contexts. Each draws from its own named child of the report's
+SeedSequence. Results are the analysis' dicts; indices (`cell_index`) point into the report's cells."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from icl_race.analysis import threshold as th
+from icl_race.analysis.survival import censored_times, logrank
+from icl_race.report.cell import CellStats
+from icl_race.report.draws import Draws
+from icl_race.report.sample import Sample
+
+N_BOOT_SIGMOID = 200
+# A cell that trained the same model on the same task for the same budget, but let the race run on past
+# the early stop or looked at it more often, sees the same outcome at least as well: the bimodality
+# nearest K* is read from the one of those cells with the most seeds (e.g. a 64-seed early-stop-off rerun
+# of the K* grid's nearest cell, linked into the same directory).
+OBSERVATION_FIELDS = {"train.eval_every", "train.early_stop", "train.stop_when_all_acquired"}
+
+
+def group_label(fields: dict) -> str:
+    return ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in sorted(fields.items())) or "all cells"
+
+
+def best_observed(j: int, conds: list[dict], n_seeds: list[int]) -> int:
+    """Of the cells that differ from cell j only in OBSERVATION_FIELDS, the one with the most seeds (j on ties)."""
+    def physics(i):
+        return {k: v for k, v in conds[i].items() if k not in OBSERVATION_FIELDS}
+
+    target = physics(j)
+    return max((i for i in range(len(conds)) if physics(i) == target), key=lambda i: (n_seeds[i], i == j))
+
+
+def logrank_of(a: Sample, b: Sample) -> dict:
+    """Log-rank test of two cells' t_ICL distributions, each censored at its own time."""
+    return logrank(*censored_times(a.t, a.censor_at), *censored_times(b.t, b.censor_at))
+
+
+def _slope(Ns: list, fits: dict, log_N) -> dict:
+    ok = [N for N in Ns if fits[N].get("ok")]
+    return th.power_law_slope(log_N(np.array(ok, float)), np.array([fits[N]["b"] for N in ok]),
+                              np.stack([fits[N]["boot_log10_kstar"] for N in ok]) if ok else None)
+
+
+def threshold(gfields: dict, idx: list[int], samples: list[Sample], stats: list[CellStats], draws: Draws,
+              best) -> dict:
+    """K* per N of one group of finite-K cells (logistic midpoint; the paper's sigmoid where it is
+    determined), the slope of log K* on log N, the heatmap and the cells nearest K* (`best(j)`: the
+    best-observed rerun of cell j)."""
+    label = group_label(gfields) if gfields else "finite K"
+    Ns = sorted({samples[i].N for i in idx})
+    curves, sigmoids, near = {}, {}, []
+    for N in Ns:
+        sub = sorted((i for i in idx if samples[i].N == N), key=lambda i: samples[i].K)
+        x = np.log10([samples[i].K for i in sub])
+        cells = [c for i in sub for c in samples[i].cells]
+        curves[N] = th.acquisition_curve(x, [samples[i].t >= 0 for i in sub], n_boot=draws.n_boot,
+                                         rng=draws.rng("acquisition", *cells))
+        curves[N]["ci_method"] = "bootstrap percentile, seeds resampled within cells"
+        sigmoids[N] = th.paper_sigmoid(x, [samples[i].final_icl for i in sub], n_boot=min(draws.n_boot, N_BOOT_SIGMOID),
+                                       rng=draws.rng("paper_sigmoid", *cells))
+        if curves[N].get("ok"):
+            j = best(sub[int(np.argmin(np.abs(x - curves[N]["b"])))])
+            near.append({"N": N, "K": samples[j].K, "cell": stats[j].label, "bimodality": stats[j].bimodality,
+                         "acquired_fraction": stats[j].acquired_fraction, "cell_index": j})
+    Ks = sorted({samples[i].K for i in idx})
+    grid = np.full((len(Ns), len(Ks)), np.nan)
+    for i in idx:
+        grid[Ns.index(samples[i].N), Ks.index(samples[i].K)] = stats[i].acquired_fraction
+    variants = {samples[i].variant for i in idx}
+    return {"group": gfields, "label": label, "variant": variants.pop() if len(variants) == 1 else "mixed",
+            "N": Ns, "acquisition": curves, "paper_sigmoid": sigmoids, "kstar_slope": _slope(Ns, curves, np.log10),
+            "kstar_slope_N_minus_1": _slope(Ns, curves, lambda n: np.log10(n - 1)),
+            "kstar_slope_paper_sigmoid": _slope(Ns, sigmoids, np.log10), "near_kstar": near,
+            "heatmap": {"K": Ks, "N": Ns, "fraction": grid}}
+
+
+BALANCED_METRICS = (("acc_above_0.75", "fraction with final ICL accuracy > 0.75"),
+                    ("acquired", "fraction acquiring ICL within the budget"))
+
+
+def _counts(stats: list[CellStats], ids: list[int], metric: str) -> tuple[np.ndarray, np.ndarray]:
+    if metric == "acquired":
+        return np.array([stats[i].acquired for i in ids]), np.array([stats[i].n_seeds for i in ids])
+    return (np.array([stats[i].final_icl_acc["above_0.75"] for i in ids]),
+            np.array([stats[i].final_icl_acc["n"] for i in ids]))
+
+
+def balanced(gfields: dict, idx: list[int], conds: list[dict], samples: list[Sample], stats: list[CellStats],
+             draws: Draws) -> dict | None:
+    """Balanced minus standard contexts over the (N, K) cells of a group that have both, with a log-rank
+    test of the two t_ICL distributions per cell; None without such a pair."""
+    table: dict[tuple, int] = {}
+    for i in idx:
+        table.setdefault((conds[i]["task.N"], conds[i]["task.K"], conds[i]["task.variant"]), i)
+    pairs = sorted({(N, K) for N, K, _ in table if (N, K, "standard") in table and (N, K, "balanced") in table})
+    if not pairs:
+        return None
+    label = group_label(gfields) if gfields else "all"
+    si = [table[(N, K, "standard")] for N, K in pairs]
+    bi = [table[(N, K, "balanced")] for N, K in pairs]
+    entry = {"group": gfields, "label": label, "N": [N for N, _ in pairs], "K": [K for _, K in pairs],
+             "ci_method": "bootstrap percentile, binomial resampling of each cell",
+             "t_icl_logrank": [logrank_of(samples[s], samples[b]) for s, b in zip(si, bi)]}
+    for metric, _ in BALANCED_METRICS:
+        ks, ns = _counts(stats, si, metric)
+        kb, nb = _counts(stats, bi, metric)
+        entry[metric] = th.fraction_difference(ks, ns, kb, nb, n_boot=draws.n_boot,
+                                               rng=draws.rng(metric, *(c for i in si + bi for c in samples[i].cells))) | {
+            "standard": {"k": ks, "n": ns}, "balanced": {"k": kb, "n": nb}}
+    ref = [stats[i].final_icl_ref_acc for i in bi]
+    if all(ref):
+        entry["balanced_reference_icl_test_above_0.75"] = [r["above_0.75"] / r["n"] for r in ref]
+    return entry

@@ -1,0 +1,97 @@
+"""The report's typed records and per-section draws: a section's numbers do not move when another section
+is added, every seed's outcome is reported with its Wilson interval, statistics say what they rest on."""
+
+import json
+
+import numpy as np
+
+from icl_race import config
+from icl_race.cli import main
+from icl_race.report import classification_sweep, write_report
+from icl_race.report.draws import Draws
+from icl_race.report.sample import Sample, pool
+from icl_race.rundir import load_run, load_sweep
+from test_report_golden import BUDGET, EVAL_EVERY, _cell, _on_grid
+
+
+def _standard_cells(d, rng, Ks=(200, 500, 1000, 2000, 5000), Ns=(8, 16)):
+    for N in Ns:
+        for K in Ks:
+            p = 1 / (1 + np.exp(-5 * (np.log10(K) - (1.5 + 1.2 * np.log10(N)))))
+            acq = rng.random(24) < p
+            cfg = {"task": {"K": K, "N": N}}
+            _cell(d / "cells" / config.from_dict(cfg).digest(), cfg, _on_grid(np.where(acq, 300.0, np.inf)),
+                  np.where(acq, 0.99, 0.5 + rng.normal(0, 0.02, 24)).astype(np.float32))
+
+
+def test_a_section_keeps_its_numbers_when_another_section_is_added(tmp_path):
+    d = tmp_path / "sweep"
+    _standard_cells(d, np.random.default_rng(3))
+    before = classification_sweep.compute(load_sweep(d), Draws(0, 50)).to_json()
+    for N in (8, 16):  # K = infinity cells: a t_ICL vs N section now comes with its own draws
+        cfg = {"task": {"variant": "infinite", "N": N}}
+        _cell(d / "cells" / config.from_dict(cfg).digest(), cfg, _on_grid(np.full(20, 40.0 * N)), np.full(20, 0.99))
+    after = classification_sweep.compute(load_sweep(d), Draws(0, 50)).to_json()
+    assert len(before["t_icl_vs_N"]) == 0 and len(after["t_icl_vs_N"]) == 1
+    for key in ("acquisition", "paper_sigmoid", "kstar_slope"):
+        a = json.dumps(before["thresholds"][0][key], default=str)
+        assert a == json.dumps(after["thresholds"][0][key], default=str), key
+    other = classification_sweep.compute(load_sweep(d), Draws(1, 50)).to_json()  # another --seed does move them
+    assert other["thresholds"][0]["acquisition"][8]["log10_kstar_ci"] != after["thresholds"][0]["acquisition"][8]["log10_kstar_ci"]
+
+
+def test_the_paper_sigmoid_is_refused_on_four_values_of_K_and_the_report_says_why(tmp_path):
+    d = tmp_path / "sweep"
+    _standard_cells(d, np.random.default_rng(3), Ks=(200, 500, 1000, 2000), Ns=(8,))
+    write_report(d, n_boot=20)
+    md = (d / "report.md").read_text()
+    assert "not fitted: needs >= 5 values of K to fit 4 parameters (has 4)" in md
+
+
+STEPS = np.arange(EVAL_EVERY, BUDGET + 1, EVAL_EVERY)  # 40 evaluations
+
+
+def _run_with_known_outcomes(d):
+    """Seeds 0-2 persistent (acquire at 300), seed 3 transient (acquires at 300, below 0.9 from step 1000
+    on), seed 4 censored."""
+    cfg = config.from_dict({"task": {"K": 1000, "N": 8}, "train": {"steps": BUDGET, "eval_every": EVAL_EVERY}})
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg.to_dict()))
+    icl = np.where(STEPS >= 300, 0.99, 0.5)[None].repeat(5, 0)
+    icl[3, STEPS >= 1000] = 0.55
+    icl[4] = 0.5
+    t = np.array([300, 300, 300, 300, -1])
+    np.savez(d / "results.npz", seed_ids=np.arange(5), t_icl=t, t_converged=t, eval_steps=STEPS, icl_acc=icl,
+             iwl_acc=1.4 - icl, steps_run=np.int64(BUDGET), budget=np.int64(BUDGET), diverged=np.zeros(5, bool))
+
+
+def test_every_seeds_outcome_with_its_wilson_interval_and_fall_time(tmp_path, capsys):
+    d = tmp_path / "run"
+    _run_with_known_outcomes(d)
+    assert main(["report", str(d), "--boot", "20", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    o = rep["cell"]["outcomes"]
+    assert {k: v["k"] for k, v in o["counts"].items()} == {"persistent": 3, "transient": 1, "censored": 1, "diverged": 0}
+    fall = o["fall_after_t_icl"]  # fell at 1,000, acquired at 300: 3 of the 4 acquired seeds left
+    assert fall["t"][0] == 700 and fall["survival"][0] == 0.75 and fall["acquired"] == 1
+    assert o["by_class"]["transient"]["final_icl_acc"]["median"] == 0.55
+    md = (d / "report.md").read_text()
+    assert "| transient | 1/5 = 20.0% [3.6%, 62.4%] | 0.55 (0.55-0.55) | 0.85 (0.85-0.85) |" in md  # Wilson 1 of 5
+    assert "underpowered (n = 5 < 20)" in md and "figures/trajectories.png" in md
+    assert "Outcome: 3 persistent, 1 transient, 1 censored of 5 seeds" in md
+
+
+def test_pooling_keeps_one_copy_of_a_seed_run_twice(tmp_path):
+    for name in ("a", "b"):
+        _run_with_known_outcomes(tmp_path / name)
+    samples = pool([Sample.of(load_run(tmp_path / n)) for n in ("a", "b")])
+    assert len(samples) == 1 and samples[0].n_seeds == 5 and samples[0].n_duplicates == 5
+    assert samples[0].cells == ("a", "b")
+
+
+def test_bad_input_to_json_commands_is_one_line_and_writes_nothing(tmp_path, capsys):
+    for argv in (["report", str(tmp_path / "missing"), "--json"], ["hist", str(tmp_path), "--json"]):
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith("icl-race: error:") and captured.err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
