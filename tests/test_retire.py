@@ -160,3 +160,27 @@ def test_a_real_seed_is_bit_identical_alone_in_64_and_among_retiring_neighbours(
         assert t_alone[k][0] == t_off[k][late], k
     for k in curves_off:
         np.testing.assert_array_equal(curves_alone[k][0], curves_on[k][late], err_msg=k)
+
+
+def test_freezing_at_acquisition_leaves_every_first_passage_up_to_t_icl_unchanged(tiny_raw):
+    """The K*-grid setting (train.stop_threshold = train.icl_threshold): a seed freezes, and so retires, at
+    its t_ICL instead of at the paper's 0.99. Up to that evaluation its training is the same, so its
+    t_ICL and the rise's first passages are those of the 0.99 run: what K* (the acquired fraction) and
+    the t_ICL distribution read is unchanged, only the curves after t_ICL are no longer computed."""
+    def run(stop_threshold):
+        raw = {**tiny_raw, "train": {**tiny_raw["train"], "early_stop": "freeze", "stop_threshold": stop_threshold,
+                                     "icl_threshold": 0.9, "icl_levels": [0.6, 0.75], "steps": 1200,
+                                     "evals_per_chunk": 2, "stop_when_all_acquired": False}}
+        cfg = config.from_dict(raw)
+        program, consts = build(cfg)
+        layout = Layout(8)
+        carry = init_ensemble(program, layout, seed_keys(0, np.arange(8)), consts)
+        carry, _, _ = train(program, consts, carry, layout=layout, steps=cfg.train.steps,
+                            eval_every=cfg.train.eval_every, evals_per_chunk=2, retire=True)
+        return jax.device_get(carry["t_first"])
+
+    at_099, at_090 = run(0.99), run(0.9)
+    assert np.sum(at_099["icl"] >= 0) >= 4, at_099["icl"]  # enough seeds acquire for the test to mean something
+    for e in ("icl", "icl60", "icl75"):
+        np.testing.assert_array_equal(at_090[e], at_099[e], err_msg=e)
+    np.testing.assert_array_equal(at_090["converged"], at_090["icl"])  # frozen at acquisition
