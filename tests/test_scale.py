@@ -46,3 +46,31 @@ def test_an_lr_s_numbers_do_not_depend_on_the_other_lrs():
     two = lr_bridge(np.array([0.01, 0.03]), [t_ref, t], [start_ref, start], [1e9] * 2, [np.zeros(32, bool)] * 2,
                     [np.zeros(32, bool)] * 2, n_boot=500)
     assert two.cells[0] == full.cells[1] and two.cells[1] == full.cells[2]
+
+
+def test_analyze_scale_lr_on_two_tiny_k_infinity_runs(tmp_path, capsys):
+    """The command end to end: two runs of one width at two lrs give one table row per lr, the JSON
+    written where asked; bad input is one line, exit 2, nothing written."""
+    import json
+
+    from icl_race import config
+    from icl_race.cli import main
+    from icl_race.runner import execute
+
+    raw = {"task": {"variant": "infinite", "N": 8}, "model": {"width": 32},
+           "train": {"batch_size": 64, "steps": 300, "eval_every": 50, "eval_size": 100, "icl_levels": [0.6]},
+           "ensemble": {"seeds": 4, "block": 4}}
+    for lr in (0.1, 0.05):
+        execute(config.from_dict({**raw, "train": {**raw["train"], "lr": lr}}), tmp_path / f"lr{lr}", progress=False,
+                log=lambda m: None)
+    out = tmp_path / "results" / "lr.json"
+    assert main(["analyze", "scale", "lr", str(tmp_path / "lr0.1"), str(tmp_path / "lr0.05"), "--out", str(out),
+                 "--boot", "50"]) == 0
+    text = capsys.readouterr().out
+    assert "| 0.1 | 4 |" in text and "| 0.05 | 4 |" in text and "bridge lr" in text
+    result = json.loads(out.read_text())["result"]
+    assert [c["lr"] for c in result["cells"]] == [0.1, 0.05] and result["reference_lr"] == 0.05
+    bad = tmp_path / "bad.json"
+    assert main(["analyze", "scale", "lr", str(tmp_path / "lr0.1"), "--out", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs runs at >= 2 values of train.lr" in err[0] and not bad.exists()
