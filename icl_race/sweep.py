@@ -42,7 +42,7 @@ import numpy as np
 
 from icl_race import config, rundir, systems
 from icl_race.config import Config, ConfigError, name_of, short
-from icl_race.runner import hms
+from icl_race.progress import hms
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from icl_race.runner import ProgressBar
+from icl_race.progress import ProgressBar
 
 
 def test_progress_line_gives_elapsed_and_time_left_from_the_post_compile_rate():
