@@ -90,7 +90,7 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
         try:
             with precision(cfg), stop_on_signals() as stop:
                 prepared = prepare(cfg, out, log)
-                bar = ProgressBar(prepared.program.stop_event) if progress else None
+                bar = ProgressBar(prepared.program.stop_event, plan=_plan(cfg)) if progress else None
                 return commit(out, prepared, train_phase(prepared, stop, bar))
         except CheckpointError as e:
             raise RunError(f"{e}: rerun the same command to resume from it" if e.last_good is not None
