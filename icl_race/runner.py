@@ -120,9 +120,9 @@ def _finished_results(out: Path, redo: bool, log) -> dict | None:
 def prepare(cfg: Config, out: Path, log) -> Prepared:
     """config.json (first), the program, and the carry: restored from the newest intact checkpoint of
     this config, else fresh."""
+    from icl_race import systems
     from icl_race.engine.ensemble import padded_seed_ids
     from icl_race.engine.sharding import place
-    from icl_race import systems
 
     rundir.write_config(out, cfg)
     since = _counters()
