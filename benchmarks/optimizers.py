@@ -21,7 +21,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from icl_race import config  # noqa: E402
 from icl_race.bench import measure  # noqa: E402
-from icl_race.runner import device_description, versions  # noqa: E402
+from icl_race.provenance import device_description, versions  # noqa: E402
 
 OPTIMIZERS = config.OPTIMIZERS
 # (name, task/model overrides, seeds, block): the paper's step one seed at a time (the fast CPU layout),

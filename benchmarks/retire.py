@@ -40,7 +40,8 @@ import jax  # noqa: E402
 
 from icl_race import config, rundir  # noqa: E402
 from icl_race.engine.ensemble import chunk_plan  # noqa: E402
-from icl_race.runner import device_description, execute  # noqa: E402
+from icl_race.provenance import device_description  # noqa: E402
+from icl_race.runner import execute  # noqa: E402
 
 EXP = HERE.parent / "experiments"
 FREEZE = ["train.early_stop=\"freeze\""]

@@ -8,7 +8,7 @@ import sys
 
 
 class _Stopped(BaseException):
-    """SIGTERM outside a run's chunks (a run turns it into `runner.Interrupted` at a chunk boundary)."""
+    """SIGTERM outside a run's chunks (a run turns it into `signals.Interrupted` at a chunk boundary)."""
 
 
 def _stop(signum, frame):

@@ -72,7 +72,7 @@ def measure_program(program, consts, seeds: int, steps: int, repeats: int, block
 
 
 def main(args) -> int:
-    from icl_race.runner import device_description, versions
+    from icl_race.provenance import provenance
 
     try:
         sizes = [int(s) for s in args.seeds.split(",")]
@@ -84,11 +84,10 @@ def main(args) -> int:
         raise config.ConfigError(f"--block {args.block}: must divide every --seeds size ({args.seeds})")
     cfg = config.from_dict(config.apply_overrides({}, args.overrides))
     header = {
-        "device": device_description(),
+        **provenance(),
         "config": {"N": cfg.task.N, "K": cfg.task.K, "variant": cfg.task.variant, "batch_size": cfg.train.batch_size,
                    "width": cfg.model.width, "layers": cfg.model.layers, "optimizer": cfg.train.optimizer},
         "steps_per_repeat": args.steps,
-        "versions": versions(),
     }
     if not args.json:
         print(f"device {header['device']}; {header['config']}")

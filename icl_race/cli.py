@@ -22,7 +22,8 @@ import numpy as np
 from icl_race import config
 from icl_race.config import ConfigError
 from icl_race.export import FORMATS
-from icl_race.runner import Interrupted, RunError
+from icl_race.runner import RunError
+from icl_race.signals import Interrupted
 
 
 def _positive_int(text: str) -> int:
@@ -231,7 +232,7 @@ def _sweep(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     sweep.store_spec(out, spec, log)
     if args.executor == "local":
-        from icl_race.runner import stop_on_signals
+        from icl_race.signals import stop_on_signals
 
         with stop_on_signals():  # a signal between two cells stops the sweep too
             sweep.run_local(out, spec, log=log, progress=not args.quiet)

@@ -1,165 +1,301 @@
-"""One run into one directory: config -> ensemble training -> the run directory (icl_race/rundir.py,
-which owns its layout and writes every file). A rerun of the same config does nothing when the run is
-done and resumes from the newest intact checkpoint when it is not.
+"""One run into one directory, in three phases under the directory's lock (`execute`):
+
+    prepare(cfg, out)          -> Prepared  the program, and the ensemble's carry: fresh, or restored from
+                                            the newest intact checkpoint (a rerun resumes)
+    train_phase(prepared, ...) -> Trained   the chunks, with the progress line, the checkpoints and the
+                                            stop test between them
+    commit(out, prepared, trained)          the results arrays, meta.json and the histogram, committed by
+                                            rundir.finish
+
+A rerun of the same config does nothing when the run is done. `start_fresh`, `train_phase` and
+`results_arrays` are also what icl_race/retrain.py trains chosen seeds with, writing nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import platform
-import signal
-import subprocess
-import sys
-import threading
+import dataclasses
 import time
-from importlib import metadata
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from icl_race import rundir
 from icl_race.config import Config, ConfigError
-
-
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for pkg in ("icl-race", "jax", "jaxlib", "flax", "numpy", "scipy", "matplotlib"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
-
-
-def git_commit() -> str | None:
-    try:
-        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                           text=True, timeout=5)
-        return r.stdout.strip() if r.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def device_description() -> str:
-    import jax
-
-    devs = jax.devices()
-    return f"{len(devs)} x {devs[0].platform}:{devs[0].device_kind}"
-
-
-class ProgressBar:
-    """One line per chunk: progress, seed-steps/s, the fraction of seeds that have reached the headline
-    event, the time elapsed and an estimate of the time left. Redrawn in place on a terminal; on a pipe,
-    a line at most every `every` seconds (and the last). The estimate is the steps left at the training
-    rate since the first chunk (which carries the compilation); an early stop only shortens it."""
-
-    def __init__(self, event: str = "icl", stream=sys.stderr, every: float = 10.0, clock=time.monotonic):
-        self.event, self.stream, self.every, self.clock, self.last = event, stream, every, clock, -1e9
-        self.label = "ICL acquired" if event == "icl" else event
-        self.tty = stream.isatty()
-        self.start = clock()
-        self.first: tuple[float, int] | None = None  # (time, step) at the end of the first chunk
-
-    def __call__(self, p) -> None:
-        now = self.clock()
-        frac = p.step / p.steps
-        acquired = int(np.sum(p.t_first[self.event] >= 0))
-        rate = p.seeds * p.chunk_steps / max(p.chunk_seconds, 1e-9)
-        if self.first is None:
-            self.first = (now, p.step)
-            steps_per_s = p.chunk_steps / max(p.chunk_seconds, 1e-9)
-        else:
-            steps_per_s = (p.step - self.first[1]) / max(now - self.first[0], 1e-9)
-        left = (p.steps - p.step) / max(steps_per_s, 1e-9)
-        bar = "#" * int(24 * frac) + "-" * (24 - int(24 * frac))
-        line = (f"[{bar}] step {p.step:,}/{p.steps:,} | {rate:,.0f} seed-steps/s | "
-                f"{self.label} {acquired}/{p.seeds} ({acquired / p.seeds:.0%}) | "
-                + (f"{p.chunk_seeds} live | " if p.chunk_seeds < p.seeds else "") +
-                f"{hms(now - self.start)} elapsed, <= {hms(left)} left")
-        done = p.step >= p.steps or acquired == p.seeds
-        if self.tty:
-            self.stream.write("\r" + line + ("\n" if done else ""))
-        elif done or now - self.last >= self.every:
-            self.stream.write(line + "\n")
-            self.last = now
-        self.stream.flush()
-
-
-def hms(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
+from icl_race.progress import ProgressBar
+from icl_race.provenance import provenance
+from icl_race.signals import Stop, stop_on_signals
 
 
 class RunError(RuntimeError):
     """The run could not be completed (e.g. a write failed); str() says what and what is intact."""
 
 
-class Interrupted(Exception):
-    """SIGINT or SIGTERM stopped the run at a chunk boundary; str() says how to resume."""
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """What the training starts from."""
 
-    def __init__(self, signum: int, message: str):
-        super().__init__(message)
-        self.signum = signum
+    cfg: Config
+    program: Any
+    consts: Any
+    layout: Any  # engine.ensemble.Layout
+    seed_ids: np.ndarray  # [S] the seeds trained; the carry holds them first, then the padding
+    carry: Any  # the device carry of the padded ensemble
+    start: int  # the step the carry stands at: 0, or the restored checkpoint's
+    history: tuple[dict[str, np.ndarray], np.ndarray] | None  # the curves and evaluation steps up to start
+    checkpointer: Any  # engine.checkpoint.Checkpointer; None without checkpoints
+    since: tuple[float, int, float, int]  # (perf_counter, compiles, compile seconds, cache hits) before the build
 
 
-_signals_received: list[int] | None = None  # while stop_on_signals is active: the signals so far
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    """What the training computed, for the seeds trained only (the padding dropped)."""
+
+    t_first: dict[str, np.ndarray]  # event -> [S] first-passage step, -1 = not reached
+    curves: dict[str, np.ndarray]  # probe -> [S, T, ...]
+    eval_steps: np.ndarray  # [T]
+    seed_steps_computed: int  # by this process (fewer than seeds x steps when seeds retire)
+    run_seconds: float
+    compiles: int
+    compile_seconds: float
+    compile_cache_hits: int  # of `compiles`, loaded from the persistent cache
 
 
-@contextlib.contextmanager
-def stop_on_signals():
-    """SIGINT and SIGTERM ask the run to stop at the next chunk boundary (see `check_stop`); a second
-    one exits at once (exit 128 + signal, the last checkpoint left as it is).
+def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool = False) -> dict:
+    """Train cfg's ensemble and write the run directory; returns the results arrays.
 
-    The second signal is acted on by a thread reading the interpreter's wake-up fd, not by the Python
-    handler: that runs only when the main thread returns from a device computation, which may take a
-    whole chunk. Re-entrant (a sweep holds it across its cells); off the main thread it does nothing."""
-    global _signals_received
-    if _signals_received is not None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    wanted = (signal.SIGINT, signal.SIGTERM)
-    r, w = os.pipe()
-    os.set_blocking(w, False)
+    Skips the work when `out` already holds this config's results; resumes from the newest intact
+    checkpoint when it holds this config's unfinished run. Damaged results are an error, or with
+    `redo` are moved aside and the run is trained again. SIGINT and SIGTERM stop it at the next chunk
+    boundary (icl_race/signals.py: `Interrupted`)."""
+    out = Path(out)
+    rundir.refuse_links(out)
+    if rundir.check(cfg, out) and not redo:
+        results = _finished_results(out, redo, log)
+        log(f"{out}: results for this config already exist; nothing to do")
+        rundir.drop_superseded_checkpoints(out)
+        return results
+    check_memory(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    with rundir.lock(out):
+        # Finished by another process between the check and the lock, or a --redo of intact results.
+        if rundir.check(cfg, out) and (results := _finished_results(out, redo, log)) is not None:
+            return results
+        notice = rundir.repair_notice(out)
+        if notice:
+            log(notice)
+        from icl_race.engine.checkpoint import CheckpointError
+        from icl_race.systems import precision
 
-    def watch():
-        while data := os.read(r, 64):
-            for signum in data:
-                if signum not in wanted:
-                    continue
-                received.append(signum)
-                if len(received) > 1:
-                    os.write(2, b"icl-race: interrupted again: exiting at once; rerun the same command to resume "
-                                b"from the last checkpoint\n")
-                    os._exit(128 + signum)
+        try:
+            with precision(cfg), stop_on_signals() as stop:
+                prepared = prepare(cfg, out, log)
+                bar = ProgressBar(prepared.program.stop_event, plan=_plan(cfg)) if progress else None
+                return commit(out, prepared, train_phase(prepared, stop, bar))
+        except CheckpointError as e:
+            raise RunError(f"{e}: rerun the same command to resume from it" if e.last_good is not None
+                           else f"{e}: a rerun starts from step 0") from e
+        except OSError as e:
+            step = max(rundir.checkpoint_steps(out), default=None)
+            kept = (f"the last good checkpoint is at step {step:,}: rerun the same command to resume from it"
+                    if step is not None else "there is no checkpoint: a rerun starts from step 0")
+            raise RunError(f"cannot write {e.filename or out}: {e.strerror or e}; {kept}") from e
 
-    previous = {s: signal.signal(s, lambda *_: None) for s in wanted}  # the watcher acts on them
-    previous_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-    watcher = threading.Thread(target=watch, name="icl-race-signals", daemon=True)
-    watcher.start()
-    _signals_received = received
+
+def _finished_results(out: Path, redo: bool, log) -> dict | None:
+    """The results of a finished run; None when they (or its meta.json) are damaged and `redo` asks to
+    train again (the damaged files are moved aside first, never deleted)."""
     try:
-        yield
+        rundir.load_run(out)  # read as data: the schema and config.json against meta.json
+        return rundir.read_results(out)
+    except rundir.DamagedFileError as e:
+        if not redo:
+            raise rundir.DamagedFileError(f"{e}; rerun with --redo to train this run again (from its checkpoints "
+                                          "if any, else from the config), keeping the damaged files aside") from None
+    aside = rundir.set_aside_final_files(out)
+    log(f"{out}: damaged results moved to {aside.name}/; training again")
+    return None
+
+
+def prepare(cfg: Config, out: Path, log) -> Prepared:
+    """config.json (first), the program, and the carry: restored from the newest intact checkpoint of
+    this config, else fresh."""
+    from icl_race import compile_cache, systems
+    from icl_race.engine.ensemble import padded_seed_ids
+    from icl_race.engine.sharding import place
+
+    compile_cache.setup()
+    rundir.write_config(out, cfg)
+    since = _counters()
+    program, consts = systems.build(cfg)
+    e = cfg.ensemble
+    seed_ids = np.arange(e.first_seed, e.first_seed + e.seeds, dtype=np.int64)
+    if not cfg.train.checkpoint_every:
+        return start_fresh(cfg, program, consts, seed_ids, since)
+    from icl_race.engine.checkpoint import Checkpointer
+
+    ckpt = Checkpointer(out / rundir.CHECKPOINTS, keep=2)
+    restored = ckpt.restore_latest(report=lambda m: log(f"{out}: {m}"))
+    if not restored:
+        return start_fresh(cfg, program, consts, seed_ids, since, ckpt)
+    tree, meta = restored
+    _check_provenance(out, cfg, meta)
+    _check_state_layout(out, program, consts, tree["carry"]["state"], meta["step"])
+    lay = layout(cfg)
+    tree = _repad(tree, len(padded_seed_ids(seed_ids, lay)), e.seeds)
+    carry, consts = place(_device_carry(tree["carry"]), consts, _mesh(lay))
+    log(f"{out}: resuming from the checkpoint at step {meta['step']:,}")
+    return Prepared(cfg, program, consts, lay, seed_ids, carry, meta["step"], (tree["curves"], tree["eval_steps"]),
+                    ckpt, since)
+
+
+def start_fresh(cfg: Config, program, consts, seed_ids: np.ndarray, since=None, checkpointer=None) -> Prepared:
+    """The carry at step 0 of `seed_ids`, padded to cfg's layout (engine.ensemble.padded_seed_ids): each
+    seed's key is fold_in(root_seed, its id) and its vmap is cfg's block wide, so each seed trains
+    bit-identically to its run, whatever seeds are trained beside it."""
+    from icl_race.engine.ensemble import init_ensemble, padded_seed_ids, seed_keys
+    from icl_race.engine.sharding import place
+
+    lay = layout(cfg)
+    keys, consts = place(seed_keys(cfg.ensemble.root_seed, padded_seed_ids(seed_ids, lay)), consts, _mesh(lay))
+    return Prepared(cfg, program, consts, lay, seed_ids, init_ensemble(program, lay, keys, consts), 0, None,
+                    checkpointer, since or _counters())
+
+
+def train_phase(prep: Prepared, stop: Stop, on_chunk: Callable[[Any], None] | None = None) -> Trained:
+    """The chunks from the prepared carry to the budget (or the early stop), checkpointing every
+    train.checkpoint_every chunks and where a stop signal ends the run; `on_chunk` (the progress line,
+    or a retraining's hook) sees the engine's `Progress` after each chunk."""
+    import jax
+
+    from icl_race.engine.ensemble import concat_history, train
+
+    cfg, ckpt = prep.cfg, prep.checkpointer
+    tr, seeds = cfg.train, len(prep.seed_ids)
+    saved = [prep.start]  # the step of the newest checkpoint
+    computed = [0]  # seed-steps this process computed (fewer than seeds x steps when seeds retire)
+
+    def each_chunk(p):
+        computed[0] += p.chunk_seeds * p.chunk_steps
+        if on_chunk:
+            on_chunk(p)
+        stopping = p.step < tr.steps and stop.requested
+        if ckpt and p.step < tr.steps and (p.chunks_done % tr.checkpoint_every == 0 or stopping):
+            curves, steps_seen = concat_history(p.history, p.eval_steps)
+            ckpt.save(p.step, {"carry": _host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
+                      {"config_digest": cfg.digest(), "config": cfg.to_dict()})
+            saved[0] = p.step
+        if stopping:
+            stop.check(p.step, saved[0])
+
+    stop.check(prep.start, prep.start)  # a signal that arrived before training (or between a sweep's cells)
+    try:
+        carry, curves, eval_steps = train(
+            prep.program, prep.consts, prep.carry, layout=prep.layout, steps=tr.steps, eval_every=tr.eval_every,
+            evals_per_chunk=tr.evals_per_chunk, spacing=tr.eval_spacing, live_seeds=seeds, start_step=prep.start,
+            history=prep.history, retire=cfg.ensemble.retire,
+            stop_event=prep.program.stop_event if tr.stop_when_all_acquired else None, on_chunk=each_chunk)
     finally:
-        _signals_received = None
-        signal.set_wakeup_fd(previous_fd)
-        for s, h in previous.items():
-            signal.signal(s, h)
-        os.close(w)
-        watcher.join()
-        os.close(r)
+        if ckpt:
+            try:
+                ckpt.wait()
+            finally:
+                ckpt.close()
+    now, compiles, compile_s, hits = _counters()
+    return Trained(t_first={k: v[:seeds] for k, v in jax.device_get(carry["t_first"]).items()},
+                   curves={k: v[:seeds] for k, v in curves.items()}, eval_steps=eval_steps,
+                   seed_steps_computed=computed[0], run_seconds=now - prep.since[0], compiles=compiles - prep.since[1],
+                   compile_seconds=compile_s - prep.since[2], compile_cache_hits=hits - prep.since[3])
 
 
-def check_stop(step: int, checkpoint_step: int | None) -> None:
-    """Raise Interrupted if a stop signal arrived; `checkpoint_step` is where a rerun resumes."""
-    if not _signals_received:
-        return
-    signum = _signals_received[0]
-    where = (f"rerun the same command to resume from the checkpoint at step {checkpoint_step:,}"
-             if checkpoint_step else "no checkpoint (train.checkpoint_every = 0 or none yet): a rerun starts "
-             "from step 0")
-    raise Interrupted(signum, f"stopped by {signal.Signals(signum).name} at step {step:,}; {where}")
+def results_arrays(prepared: Prepared, trained: Trained) -> dict[str, np.ndarray]:
+    """results.npz's arrays (rundir/layout.py) of what was trained."""
+    from icl_race.engine.ensemble import DIVERGED, retirement_steps
+
+    program, tr, t_first = prepared.program, prepared.cfg.train, trained.t_first
+    steps_run = int(trained.eval_steps[-1]) if trained.eval_steps.size else 0
+    results = {
+        "seed_ids": prepared.seed_ids,
+        **{f"t_{ev}": t_first[ev].astype(np.int64) for ev in program.event_names},
+        "diverged": t_first[DIVERGED] >= 0,
+        "eval_steps": trained.eval_steps.astype(np.int64),
+        **{k: v.astype(np.float64 if v.dtype == np.float64 else np.float32) for k, v in trained.curves.items()},
+        "steps_run": np.int64(steps_run),
+        "budget": np.int64(tr.steps),
+    }
+    if prepared.cfg.ensemble.retire:
+        results["retired_at"] = retirement_steps(program, t_first, _plan(prepared.cfg), steps_run)
+    return results
+
+
+def commit(out: Path, prepared: Prepared, trained: Trained) -> dict[str, np.ndarray]:
+    """The run's results, meta.json and histogram, committed as one step (rundir.finish); returns the results."""
+    from icl_race import systems
+    from icl_race.analysis.survival import censor_time
+    from icl_race.plots import histogram, png_bytes
+
+    cfg, stop, start = prepared.cfg, prepared.program.stop_event, prepared.start
+    e = cfg.ensemble
+    results = results_arrays(prepared, trained)
+    steps_run = int(results["steps_run"])
+    t_kept = results[f"t_{stop}"][~results["diverged"]]
+    fig = histogram(t_kept, censor_time(cfg.train.steps, steps_run, bool(np.any(t_kept < 0))),
+                    title=f"t_{stop}, {systems.of(cfg).describe(cfg)}, {e.seeds} seeds", xlabel=f"t_{stop} (steps)")
+    hist = png_bytes(fig, dpi=120)
+
+    trained_s = max(trained.run_seconds - trained.compile_seconds, 1e-9)
+    meta = {
+        "config": cfg.to_dict(),
+        "config_digest": cfg.digest(),
+        **provenance(),
+        "compiles": trained.compiles,
+        "compile_seconds": round(trained.compile_seconds, 3),
+        "compile_cache_hits": trained.compile_cache_hits,
+        "run_seconds": round(trained.run_seconds, 3),
+        "resumed_from_step": start or None,
+        "seed_steps_per_s": round(e.seeds * (steps_run - start) / trained_s, 1),
+        "seed_steps_computed": trained.seed_steps_computed,
+        "steps_run": steps_run,
+        "seeds": e.seeds,
+        "stop_event": stop,
+        "acquired": int(np.sum(results[f"t_{stop}"] >= 0)),
+        "diverged": int(np.sum(results["diverged"])),
+    }
+    rundir.finish(out, results, meta, {f"t_{stop}_hist.png": hist})
+    return results
+
+
+def layout(cfg: Config):
+    """The ensemble's layout over the local devices; ensemble.devices beyond them is a ConfigError."""
+    from icl_race.engine.ensemble import Layout
+    from icl_race.engine.sharding import local_device_count
+
+    e, available = cfg.ensemble, local_device_count()
+    if e.devices > available:
+        raise ConfigError(f"ensemble.devices = {e.devices}: must be 0 (all) or <= {available}, the local device count")
+    return Layout(e.block, e.devices or available)
+
+
+def _plan(cfg: Config) -> list[tuple[int, int, int]]:
+    """The run's chunks: (first step, evaluation period, evaluations) each."""
+    from icl_race.engine.ensemble import chunk_plan
+
+    tr = cfg.train
+    return chunk_plan(tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_spacing)
+
+
+def _mesh(lay):
+    """The device mesh the seed axis is split over; None on one device."""
+    from icl_race.engine.sharding import seed_mesh
+
+    return seed_mesh(lay.shards) if lay.shards > 1 else None
+
+
+def _counters() -> tuple[float, int, float, int]:
+    from icl_race.engine import compile_stats
+
+    return (time.perf_counter(), *compile_stats.snapshot(), compile_stats.cache_hits())
 
 
 def _host_carry(carry):
@@ -224,46 +360,23 @@ def _repad(tree, padded: int, live: int):
     return {**tree, "carry": jax.tree.map(fix, tree["carry"]), "curves": jax.tree.map(fix, tree["curves"])}
 
 
-# What to lower when one kind of memory dominates a refused run.
-_STATE_SIZES = "ensemble.seeds (run the seeds in parts with ensemble.first_seed) or the model and task sizes " \
-               "(model.width, task.D, task.K_max)"
-_LOWER = {"seed states": _STATE_SIZES,
-          "shared constants": "the task's sizes (task.K, task.K_max, task.icl_pool, task.D, task.P)",
-          "one block's work": "ensemble.block, train.batch_size, train.eval_size or the sequence and model sizes "
-                              "(task.N, task.D, model.width)",
-          "probe history": "the number of evaluations (train.steps / train.eval_every) or ensemble.seeds",
-          "checkpoint copies": f"{_STATE_SIZES}, or set train.checkpoint_every = 0"}
-
-
-def _layout(cfg: Config):
-    """The ensemble's layout over the local devices; ensemble.devices beyond them is a ConfigError."""
-    from icl_race.engine.ensemble import Layout
-    from icl_race.engine.sharding import local_device_count
-
-    e, available = cfg.ensemble, local_device_count()
-    if e.devices > available:
-        raise ConfigError(f"ensemble.devices = {e.devices}: must be 0 (all) or <= {available}, the local device count")
-    return Layout(e.block, e.devices or available)
-
-
 def check_memory(cfg: Config) -> None:
     """Refuse, before anything is written or allocated, a config whose ensemble cannot fit in the
     device's memory (engine/memory.py: an estimate from the shapes alone)."""
     import jax
 
     from icl_race.engine import memory
-    from icl_race.engine.ensemble import chunk_plan
     from icl_race.systems import build, precision
 
     e, tr = cfg.ensemble, cfg.train
-    layout = _layout(cfg)
-    padded = -(-e.seeds // layout.unit) * layout.unit
+    lay = layout(cfg)
+    padded = -(-e.seeds // lay.unit) * lay.unit
     evals = (tr.steps // tr.eval_every if tr.eval_spacing == "linear"
-             else sum(n for _, _, n in chunk_plan(tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_spacing)))
+             else sum(n for _, _, n in _plan(cfg)))
     device = jax.local_devices()[0]
     with precision(cfg):
         program, consts = memory.abstract_build(lambda: build(cfg))
-        est = memory.estimate(program, consts, seeds_per_device=padded // layout.shards, shards=layout.shards,
+        est = memory.estimate(program, consts, seeds_per_device=padded // lay.shards, shards=lay.shards,
                               block=e.block, total_seeds=e.seeds, evals=evals, checkpoints=tr.checkpoint_every > 0,
                               on_cpu=device.platform == "cpu")
     checks = [(est.parts(), *memory.device_limit(device))]
@@ -278,175 +391,12 @@ def check_memory(cfg: Config) -> None:
                               f"{memory.human(limit)} ({detail}); lower {_LOWER[top]}")
 
 
-def _finished_results(out: Path, redo: bool, log) -> dict | None:
-    """The results of a finished run; None when they (or its meta.json) are damaged and `redo` asks to
-    train again (the damaged files are moved aside first, never deleted)."""
-    try:
-        rundir.load_run(out)  # read as data: the schema and config.json against meta.json
-        return rundir.read_results(out)
-    except rundir.DamagedFileError as e:
-        if not redo:
-            raise rundir.DamagedFileError(f"{e}; rerun with --redo to train this run again (from its checkpoints "
-                                          "if any, else from the config), keeping the damaged files aside") from None
-    aside = rundir.set_aside_final_files(out)
-    log(f"{out}: damaged results moved to {aside.name}/; training again")
-    return None
-
-
-def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool = False) -> dict:
-    """Train cfg's ensemble and write the run directory; returns the results arrays.
-
-    Skips the work when `out` already holds this config's results; resumes from the newest intact
-    checkpoint when it holds this config's unfinished run. Damaged results are an error, or with
-    `redo` are moved aside and the run is trained again."""
-    out = Path(out)
-    rundir.refuse_links(out)
-    if rundir.check(cfg, out) and not redo:
-        results = _finished_results(out, redo, log)
-        log(f"{out}: results for this config already exist; nothing to do")
-        rundir.drop_superseded_checkpoints(out)
-        return results
-    check_memory(cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    with rundir.lock(out):
-        # Finished by another process between the check and the lock, or a --redo of intact results.
-        if rundir.check(cfg, out) and (results := _finished_results(out, redo, log)) is not None:
-            return results
-        notice = rundir.repair_notice(out)
-        if notice:
-            log(notice)
-        from icl_race.engine.checkpoint import CheckpointError
-        from icl_race.systems import precision
-
-        try:
-            with precision(cfg), stop_on_signals():
-                return _execute_locked(cfg, out, progress, log)
-        except CheckpointError as e:
-            raise RunError(f"{e}: rerun the same command to resume from it" if e.last_good is not None
-                           else f"{e}: a rerun starts from step 0") from e
-        except OSError as e:
-            step = max(rundir.checkpoint_steps(out), default=None)
-            kept = (f"the last good checkpoint is at step {step:,}: rerun the same command to resume from it"
-                    if step is not None else "there is no checkpoint: a rerun starts from step 0")
-            raise RunError(f"cannot write {e.filename or out}: {e.strerror or e}; {kept}") from e
-
-
-def _execute_locked(cfg: Config, out: Path, progress: bool, log) -> dict:
-    import jax
-
-    from icl_race.engine import compile_stats
-    from icl_race.engine.ensemble import (DIVERGED, chunk_plan, concat_history, init_ensemble, padded_seed_ids,
-                                          retirement_steps, seed_keys, train)
-    from icl_race.engine.sharding import place, seed_mesh
-    from icl_race.analysis.survival import censor_time
-    from icl_race.plots import histogram, png_bytes
-    from icl_race import compile_cache, systems
-
-    compile_cache.setup()
-    rundir.write_config(out, cfg)
-    e, tr = cfg.ensemble, cfg.train
-    seed_ids = np.arange(e.first_seed, e.first_seed + e.seeds, dtype=np.int64)
-    compiles0, compile_s0 = compile_stats.snapshot()
-    hits0 = compile_stats.cache_hits()
-    tic = time.perf_counter()
-    program, consts = systems.build(cfg)
-
-    ckpt = restored = None
-    if tr.checkpoint_every:
-        from icl_race.engine.checkpoint import Checkpointer
-
-        ckpt = Checkpointer(out / rundir.CHECKPOINTS, keep=2)
-        restored = ckpt.restore_latest(report=lambda m: log(f"{out}: {m}"))
-    layout = _layout(cfg)
-    mesh = seed_mesh(layout.shards) if layout.shards > 1 else None
-    padded_ids = padded_seed_ids(seed_ids, layout)
-    if restored:
-        tree, meta = restored
-        _check_provenance(out, cfg, meta)
-        _check_state_layout(out, program, consts, tree["carry"]["state"], meta["step"])
-        tree = _repad(tree, len(padded_ids), e.seeds)
-        carry, start, history = _device_carry(tree["carry"]), meta["step"], (tree["curves"], tree["eval_steps"])
-        carry, consts = place(carry, consts, mesh)
-        log(f"{out}: resuming from the checkpoint at step {start:,}")
-    else:
-        keys, consts = place(seed_keys(e.root_seed, padded_ids), consts, mesh)
-        carry = init_ensemble(program, layout, keys, consts)
-        start, history = 0, None
-
-    stop = program.stop_event
-    bar = ProgressBar(stop) if progress else None
-
-    saved = [start]  # the step of the newest checkpoint
-    computed = [0]  # seed-steps this process computed (fewer than seeds x steps when seeds retire)
-
-    def on_chunk(p):
-        computed[0] += p.chunk_seeds * p.chunk_steps
-        if bar:
-            bar(p)
-        stopping = p.step < tr.steps and _signals_received
-        if ckpt and p.step < tr.steps and (p.chunks_done % tr.checkpoint_every == 0 or stopping):
-            curves, steps_seen = concat_history(p.history, p.eval_steps)
-            ckpt.save(p.step, {"carry": _host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
-                      {"config_digest": cfg.digest(), "config": cfg.to_dict()})
-            saved[0] = p.step
-        if stopping:
-            check_stop(p.step, saved[0])
-
-    check_stop(start, start)  # a signal that arrived before training (or between a sweep's cells)
-    try:
-        carry, curves, eval_steps = train(
-            program, consts, carry, layout=layout, steps=tr.steps, eval_every=tr.eval_every,
-            evals_per_chunk=tr.evals_per_chunk, spacing=tr.eval_spacing, live_seeds=e.seeds, start_step=start,
-            history=history, retire=e.retire,
-            stop_event=stop if tr.stop_when_all_acquired else None, on_chunk=on_chunk)
-    finally:
-        if ckpt:
-            try:
-                ckpt.wait()
-            finally:
-                ckpt.close()
-    t_first = {k: v[: e.seeds] for k, v in jax.device_get(carry["t_first"]).items()}
-    curves = {k: v[: e.seeds] for k, v in curves.items()}
-    run_s = time.perf_counter() - tic
-    compiles, compile_s = (a - b for a, b in zip(compile_stats.snapshot(), (compiles0, compile_s0)))
-    steps_run = int(eval_steps[-1]) if eval_steps.size else 0
-
-    results = {
-        "seed_ids": seed_ids,
-        **{f"t_{ev}": t_first[ev].astype(np.int64) for ev in program.event_names},
-        "diverged": t_first[DIVERGED] >= 0,
-        "eval_steps": eval_steps.astype(np.int64),
-        **{k: v.astype(np.float64 if v.dtype == np.float64 else np.float32) for k, v in curves.items()},
-        "steps_run": np.int64(steps_run),
-        "budget": np.int64(tr.steps),
-    }
-    if e.retire:
-        results["retired_at"] = retirement_steps(program, t_first, chunk_plan(tr.steps, tr.eval_every,
-                                                 tr.evals_per_chunk, tr.eval_spacing), steps_run)
-    t_kept = results[f"t_{stop}"][~results["diverged"]]
-    fig = histogram(t_kept, censor_time(tr.steps, steps_run, bool(np.any(t_kept < 0))),
-                    title=f"t_{stop}, {systems.of(cfg).describe(cfg)}, {e.seeds} seeds", xlabel=f"t_{stop} (steps)")
-    hist = png_bytes(fig, dpi=120)
-
-    trained_s = max(run_s - compile_s, 1e-9)
-    meta = {
-        "config": cfg.to_dict(),
-        "config_digest": cfg.digest(),
-        "versions": versions(),
-        "git_commit": git_commit(),
-        "device": device_description(),
-        "compiles": compiles,
-        "compile_seconds": round(compile_s, 3),
-        "compile_cache_hits": compile_stats.cache_hits() - hits0,  # of `compiles`, loaded from the persistent cache
-        "run_seconds": round(run_s, 3),
-        "resumed_from_step": start or None,
-        "seed_steps_per_s": round(e.seeds * (steps_run - start) / trained_s, 1),
-        "seed_steps_computed": computed[0],
-        "steps_run": steps_run,
-        "seeds": e.seeds,
-        "stop_event": stop,
-        "acquired": int(np.sum(results[f"t_{stop}"] >= 0)),
-        "diverged": int(np.sum(results["diverged"])),
-    }
-    rundir.finish(out, results, meta, {f"t_{stop}_hist.png": hist})
-    return results
+# What to lower when one kind of memory dominates a refused run.
+_STATE_SIZES = "ensemble.seeds (run the seeds in parts with ensemble.first_seed) or the model and task sizes " \
+               "(model.width, task.D, task.K_max)"
+_LOWER = {"seed states": _STATE_SIZES,
+          "shared constants": "the task's sizes (task.K, task.K_max, task.icl_pool, task.D, task.P)",
+          "one block's work": "ensemble.block, train.batch_size, train.eval_size or the sequence and model sizes "
+                              "(task.N, task.D, model.width)",
+          "probe history": "the number of evaluations (train.steps / train.eval_every) or ensemble.seeds",
+          "checkpoint copies": f"{_STATE_SIZES}, or set train.checkpoint_every = 0"}

@@ -16,7 +16,7 @@ budget and an evaluation period that scale with N; its rows are crossed with the
     "train.steps" = [8000, 32000]
 
 Layout of DIR: sweep.toml (the resolved spec), cells/<config digest>/ (one run directory each, see
-rundir.py), summary.csv (one row per cell, rewritten after every cell). Finished cells are skipped
+rundir/layout.py), summary.csv (one row per cell, rewritten after every cell). Finished cells are skipped
 and partial ones resume from their checkpoints, so rerunning the command is always safe; cells
 locked by another process are left to it, so several workers can share one DIR.
 
@@ -42,7 +42,7 @@ import numpy as np
 
 from icl_race import config, rundir, systems
 from icl_race.config import Config, ConfigError, name_of, short
-from icl_race.runner import hms
+from icl_race.progress import hms
 
 
 @dataclasses.dataclass(frozen=True)

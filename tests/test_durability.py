@@ -114,16 +114,16 @@ def test_diverged_seeds_are_marked(tmp_path):
 
 
 def test_write_error_ends_the_run_with_a_clear_message(tmp_path, monkeypatch, capsys):
-    from icl_race import rundir
+    from icl_race.rundir import write
 
-    real = rundir._write_synced
+    real = write._write_synced
 
     def full_disk(path, data):
         if "results.npz" in path.name:
             raise OSError(28, "No space left on device", str(path))
         real(path, data)
 
-    monkeypatch.setattr(rundir, "_write_synced", full_disk)
+    monkeypatch.setattr(write, "_write_synced", full_disk)
     out = tmp_path / "run"
     (tmp_path / "base.toml").touch()
     args = ["run", str(tmp_path / "base.toml"), "--out", str(out), "--quiet"] + set_args(RAW)

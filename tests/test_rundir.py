@@ -48,12 +48,12 @@ def _kill_at(monkeypatch, step):
         if name == step:
             raise Killed(name)
 
-    monkeypatch.setattr(rundir, "fault_hook", hook)
+    monkeypatch.setattr(rundir.write, "fault_hook", hook)
 
 
 def test_finish_steps_are_the_ones_the_kill_test_covers(tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr(rundir, "fault_hook", seen.append)
+    monkeypatch.setattr(rundir.write, "fault_hook", seen.append)
     execute(CFG, tmp_path / "run", progress=False)
     assert seen == FINISH_STEPS
 
@@ -69,7 +69,7 @@ def test_a_kill_at_any_step_of_the_finish_reruns_to_the_uninterrupted_results(tm
     assert rundir.is_done(out) == committed
     assert committed or rundir.checkpoint_steps(out), "an uncommitted run keeps its checkpoints"
     assert not rundir.half_finished(out)
-    monkeypatch.setattr(rundir, "fault_hook", None)
+    monkeypatch.setattr(rundir.write, "fault_hook", None)
     logs = []
     execute(CFG, out, progress=False, log=logs.append)
     _same(rundir.read_results(out), uninterrupted[1])
@@ -89,7 +89,7 @@ def test_results_without_meta_from_an_older_version_are_redone_from_the_checkpoi
     for tmp in out.glob(".*.tmp*"):
         tmp.unlink()
     assert rundir.half_finished(out) and rundir.cell_status(out) == "partial"
-    monkeypatch.setattr(rundir, "fault_hook", None)
+    monkeypatch.setattr(rundir.write, "fault_hook", None)
     logs = []
     execute(CFG, out, progress=False, log=logs.append)
     assert any("results.npz without meta.json" in m and "checkpoint at step 150" in m for m in logs)
@@ -109,8 +109,8 @@ def test_results_without_meta_and_no_checkpoint_redo_the_run(tmp_path, uninterru
 
 def test_sigkill_between_the_renames_leaves_a_resumable_run(tmp_path, uninterrupted):
     out = tmp_path / "run"
-    kill = ("import os, signal\nfrom icl_race import rundir\n"
-            "rundir.fault_hook = lambda s: s == 'renamed meta.json' and os.kill(os.getpid(), signal.SIGKILL)\n")
+    kill = ("import os, signal\nfrom icl_race.rundir import write\n"
+            "write.fault_hook = lambda s: s == 'renamed meta.json' and os.kill(os.getpid(), signal.SIGKILL)\n")
     code = (f"{kill}import json\nfrom icl_race import config\nfrom icl_race.runner import execute\n"
             f"execute(config.from_dict(json.loads({json.dumps(json.dumps(RAW))})), {str(out)!r}, progress=False)")
     p = subprocess.run([sys.executable, "-c", code], env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300)

@@ -260,35 +260,38 @@ def ceiling(args) -> dict:
 
 def collapse(args) -> dict:
     """(c): what a run's network looks like along its training, one seed of a finished cell retrained alone
-    (the same trajectory as inside its ensemble, to float tolerance): at each of --at steps the ICL accuracy
-    and training loss, the spread of the query's attention logits over its context, the fraction of each
-    MLP layer's ReLUs active on a training batch, and the mean |logit|. Written for epsilon = 1 at K =
-    infinity, where ICL rose and then the training loss went back to ln 2 with nothing to memorize."""
+    (icl_race.retrain) in vmaps of one seed, the fast CPU layout this was first written with, so the same
+    trajectory as inside its ensemble to float tolerance (without the ensemble.block override: exactly
+    its run's, at the cost of a whole block): at each of --at steps the ICL accuracy and training loss,
+    the spread of the query's attention logits over its context, the fraction of each MLP layer's ReLUs
+    active on a training batch, and the mean |logit|. Written for epsilon = 1 at K = infinity, where ICL
+    rose and then the training loss went back to ln 2 with nothing to memorize."""
     import jax
     import jax.numpy as jnp
 
-    from icl_race import config
-    from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys, train as train_ensemble
-    from icl_race.systems import build
+    from icl_race import load, systems
+    from icl_race.retrain import retrain
+    from icl_race.rundir import SweepDir
 
-    cells = load_cells(args.dir)
-    if len(cells) != 1:
-        raise SystemExit(f"error: {args.dir}: collapse needs a directory with one finished cell, found {len(cells)}")
-    (cfg, _), = cells
-    cfg["ensemble"] |= {"seeds": 1, "block": 1, "devices": 0}
-    program, consts = build(config.from_dict(cfg))
-    carry = init_ensemble(program, Layout(1), seed_keys(cfg["ensemble"]["root_seed"], np.array([args.seed])), consts)
+    found = load(args.dir)
+    runs = found.runs if isinstance(found, SweepDir) else [found]
+    if len(runs) != 1:
+        raise SystemExit(f"error: {args.dir}: collapse needs a directory with one finished cell, found {len(runs)}")
     kept = {}  # step -> the seed's parameters, copied before the next chunk donates the carry
 
     def keep(p):
         if p.step in args.at:
             kept[p.step] = jax.device_get(jax.tree.map(lambda a: a[0], p.carry["state"]["params"]))
 
-    _, curves, steps = train_ensemble(program, consts, carry, layout=Layout(1), steps=max(args.at),
-                                      eval_every=int(np.gcd.reduce(args.at)), evals_per_chunk=1, on_chunk=keep)
+    # One evaluation per chunk, at every multiple of the --at steps' gcd, and no early stop: each --at step
+    # is a chunk boundary, where `keep` looks.
+    res = retrain(runs[0].dir, [args.seed], steps=max(args.at), on_chunk=keep,
+                  overrides=["ensemble.block=1", "ensemble.devices=0", f"train.eval_every={np.gcd.reduce(args.at)}",
+                             "train.evals_per_chunk=1", "train.stop_when_all_acquired=false"])
+    program, consts = systems.build(runs[0].cfg)
     out = {"dir": args.dir, "seed": args.seed, "rows": []}
     for stop, params in sorted(kept.items()):
-        i = int(np.searchsorted(steps, stop))
+        i = int(np.searchsorted(res["eval_steps"], stop))
         # The forward pass spelled out (unfolded LayerNorm), for the hidden activations the model's
         # __call__ does not return.
         m = program.model.bind(params)
@@ -296,7 +299,7 @@ def collapse(args) -> dict:
         h_BxNxE = m.ln(x_BxNxE)
         h1_BxW = jax.nn.relu(m.mlp.fc1(h_BxNxE[:, -1] + m.attn.query(h_BxNxE)))
         h2_BxW = jax.nn.relu(m.mlp.fc2(h1_BxW))
-        row = {"step": stop, "icl_acc": float(curves["icl_acc"][0, i]), "train_loss": float(curves["train_loss"][0, i]),
+        row = {"step": stop, "icl_acc": float(res["icl_acc"][0, i]), "train_loss": float(res["train_loss"][0, i]),
                "score_spread": float(jnp.std(m.attn.query_scores(h_BxNxE), -1).mean()),
                "relu_active_fc1": float((h1_BxW > 0).mean()), "relu_active_fc2": float((h2_BxW > 0).mean()),
                "logit_abs": float(jnp.abs(m.mlp.fc3(h2_BxW)).mean())}

@@ -25,7 +25,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.optimize import brentq  # noqa: E402
 
-from icl_race.engine.ensemble import INIT_STREAM, Layout, init_ensemble, seed_keys, train  # noqa: E402
+from icl_race import config  # noqa: E402
+from icl_race.engine.ensemble import INIT_STREAM, seed_keys  # noqa: E402
+from icl_race.retrain import train_seeds  # noqa: E402
 from icl_race.systems.linear_attention import LinearAttentionRegression, gradient_flow  # noqa: E402
 from icl_race.tasks.regression import spectrum  # noqa: E402
 from icl_race.theory import linear_attention as th  # noqa: E402
@@ -36,9 +38,18 @@ GRID = np.concatenate([[0.0], np.geomspace(1e-2, HORIZON, 4000)])
 PLATEAU_FRAC, THRESHOLDS, PRIMARY = 0.05, (0.05, 0.1, 0.2), 0.1
 
 
+def config_of(scale, **train):
+    """The setup as a config: ATTN_S, R = 1, λ_d ∝ d⁻², init scale σ, GD at dt = 0.1 τ/step (train.lr),
+    one seed per vmap; `train` sets further [train] fields."""
+    return config.from_dict({
+        "task": {"kind": "linear_regression", "D": D, "N": N, "spectrum": "power", "alpha": 2.0,
+                 "plateau_frac": PLATEAU_FRAC},
+        "model": {"kind": "attn_s", "heads": H, "rank": 1, "init_scale": scale},
+        "train": {"lr": 0.1, **train}, "ensemble": {"seeds": 1, "block": 1}})
+
+
 def build(scale):
-    return LinearAttentionRegression.build(model="attn_s", D=D, N=N, H=H, R=1, spectrum="power", alpha=2.0,
-                                           init_scale=scale, dt=0.1, plateau_frac=PLATEAU_FRAC)
+    return LinearAttentionRegression.from_config(config_of(scale))
 
 
 def init_params(program, consts, seed):
@@ -245,10 +256,8 @@ def checks(scales):
     flow = analyse_seed(program, consts, 0)
     dt, every = 0.1, 20
     steps = int(np.ceil(1.3 * flow["t_m"][2] / dt / (every * 100))) * every * 100
-    layout = Layout(1)
-    carry = init_ensemble(program, layout, seed_keys(0, np.array([0])), consts)
-    carry, curves, _ = train(program, consts, carry, layout=layout, steps=steps, eval_every=every, evals_per_chunk=100)
-    gd = {m: int(jax.device_get(carry["t_first"][f"m{m}"])[0]) * dt for m in (1, 2)}
+    gd_run = train_seeds(config_of(1e-2, steps=steps, eval_every=every, evals_per_chunk=100), [0])
+    gd = {m: int(gd_run[f"t_m{m}"][0]) * dt for m in (1, 2)}
     out["gd_dt0.1_vs_flow_seed0_scale_0.01"] = {f"t_{m}": {"gd": gd[m], "flow": flow["t_m"][m],
                                                            "grid_resolution": every * dt} for m in (1, 2)}
     return out

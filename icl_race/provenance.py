@@ -1,0 +1,40 @@
+"""Where a number was computed: package versions, the git commit and the devices. One helper, so that a
+run's meta.json and `icl-race bench`'s header say it the same way."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+
+def provenance() -> dict:
+    """{"versions": ..., "git_commit": ..., "device": ...}: the keys meta.json and bench's header carry."""
+    return {"versions": versions(), "git_commit": git_commit(), "device": device_description()}
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("icl-race", "jax", "jaxlib", "flax", "numpy", "scipy", "matplotlib"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def git_commit() -> str | None:
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                           text=True, timeout=5)
+        return r.stdout.strip() if r.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def device_description() -> str:
+    import jax
+
+    devs = jax.devices()
+    return f"{len(devs)} x {devs[0].platform}:{devs[0].device_kind}"

@@ -1,0 +1,203 @@
+"""The run directory written: every file icl-race puts there, and the commit that finishes a run.
+
+Finishing is one commit (`finish`): results, histogram and meta are written to temporary names and
+fsynced, the histogram and meta renamed into place, and results.npz renamed last, so a kill at any
+instant leaves either a finished run (rundir/layout.py: `is_done`) or one that resumes from its
+checkpoints, which are deleted only after the commit. results.npz without meta.json (written by versions
+that renamed results first) is repaired by redoing the tail from the checkpoints, or the whole run when
+there are none (`repair_notice`).
+
+Nothing is written through a symbolic link: `refuse_links` checks every name icl-race writes before any
+work, and temporary files and the lock are opened with O_NOFOLLOW.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from icl_race.config import Config
+from icl_race.rundir.layout import (CHECKPOINTS, CONFIG, LOCK, META, RESULTS, RUN_NAMES, Locked, RunDirError,
+                                    checkpoint_steps, half_finished, is_done)
+from icl_race.rundir.read import differing_fields, stored_config
+
+# Called with the name of each step of `finish` right after it: a test kills the run there.
+fault_hook: Callable[[str], None] | None = None
+
+
+def refuse_links(d: Path, names=RUN_NAMES) -> None:
+    """Refuse a directory where a path icl-race would write through is a symbolic link (or, for
+    checkpoints/, not a directory): a link would lead the write, the move or orbax's checkpoints out of
+    the directory. Checked before any work, so a refused directory is left exactly as it is."""
+    d = Path(d)
+    found = [d / n for n in names] + sorted(d.glob("t_*_hist.png")) + sorted(d.glob("damaged-*"))
+    found += sorted(d.glob(".*.tmp*"))
+    for path in found:
+        if path.is_symlink():
+            raise RunDirError(f"{path}: is a symbolic link; icl-race writes only inside {d}, never through a link: "
+                              "remove it (or choose another directory)")
+    ckpts = d / CHECKPOINTS
+    if ckpts.exists() and not ckpts.is_dir():
+        raise RunDirError(f"{ckpts}: is not a directory; move it aside (checkpoints are written there)")
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    path.unlink(missing_ok=True)  # a temporary name is ours: one left behind (or planted as a link) goes
+    try:
+        # O_EXCL | O_NOFOLLOW: the file is created here, never reached through a link.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with open(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that a reader sees the old file or the whole new one, never a part."""
+    path = Path(path)
+    tmp = _tmp_name(path)
+    _write_synced(tmp, data)  # removes tmp itself when the write fails (a full disk)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def json_bytes(obj) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _step(name: str) -> None:
+    if fault_hook is not None:
+        fault_hook(name)
+
+
+def write_config(d: Path, cfg: Config) -> None:
+    if not (Path(d) / CONFIG).exists():
+        atomic_write(Path(d) / CONFIG, json_bytes(cfg.to_dict()))
+
+
+def finish(d: Path, results: dict[str, np.ndarray], meta: dict, files: dict[str, bytes]) -> None:
+    """Commit a finished run: `files` (e.g. the histogram) and meta.json, then results.npz, each whole
+    and fsynced before any is renamed; then the checkpoints go."""
+    d = Path(d)
+    for stale in d.glob(".*.tmp*"):  # left by a run killed inside an earlier finish
+        stale.unlink(missing_ok=True)
+    staged = [(d / name, data) for name, data in files.items()]
+    staged += [(d / META, json_bytes(meta)), (d / RESULTS, npz_bytes(results))]
+    try:
+        for path, data in staged:
+            _write_synced(_tmp_name(path), data)
+            _step(f"staged {path.name}")
+    except OSError:  # a failed write (a full disk) leaves no temporary file behind
+        for path, _ in staged:
+            _tmp_name(path).unlink(missing_ok=True)
+        raise
+    for path, _ in staged:  # results.npz last: its rename is the commit
+        os.replace(_tmp_name(path), path)
+        _step(f"renamed {path.name}")
+    _fsync_dir(d)
+    shutil.rmtree(d / CHECKPOINTS, ignore_errors=True)
+    _step("removed checkpoints")
+
+
+def check(cfg: Config, d: Path) -> bool:
+    """True if `d` already holds this config's finished run (nothing to do); raises if it holds a
+    different run. Reads only: a refused directory is left untouched."""
+    d = Path(d)
+    stored = stored_config(d)
+    if stored is None:
+        if d.exists() and any(p.name != LOCK for p in d.iterdir()):
+            raise RunDirError(f"--out {d}: directory is not empty and holds no icl-race run; choose another")
+        return False
+    if stored != cfg:
+        raise RunDirError(f"--out {d}: holds a run with a different config (differs in "
+                          f"{', '.join(differing_fields(stored.to_dict(), cfg.to_dict()))}); choose another directory")
+    return is_done(d)
+
+
+def drop_superseded_checkpoints(d: Path) -> None:
+    """Checkpoints left beside a committed run (killed right after its commit) are no longer needed."""
+    d = Path(d)
+    if (d / CHECKPOINTS).exists():
+        with contextlib.suppress(Locked), lock(d):
+            shutil.rmtree(d / CHECKPOINTS, ignore_errors=True)
+
+
+def repair_notice(d: Path) -> str | None:
+    """Make a half-finished directory resumable (drop its results.npz, which the redo rewrites
+    identically) and say how; None when there is nothing to repair."""
+    d = Path(d)
+    if not half_finished(d):
+        return None
+    steps = checkpoint_steps(d)
+    (d / RESULTS).unlink()
+    how = f"redoing the tail from the checkpoint at step {steps[-1]:,}" if steps else "redoing the run (no checkpoint)"
+    return f"{d}: results.npz without meta.json (a run interrupted while finishing); {how}"
+
+
+def set_aside_final_files(d: Path) -> Path:
+    """Move a finished run's final files (results, meta, histograms) to `d/damaged-<time>/`, never
+    deleting them, so that the run can be trained again; returns that directory."""
+    d = Path(d)
+    aside = d / f"damaged-{time.strftime('%Y%m%dT%H%M%S')}"
+    aside.mkdir()
+    for f in [d / RESULTS, d / META, *d.glob("t_*_hist.png")]:
+        if f.exists():
+            f.rename(aside / f.name)
+    return aside
+
+
+@contextlib.contextmanager
+def lock(d: Path):
+    """An exclusive lock on the run directory, held for the whole run; the kernel drops it when the
+    process dies, even by SIGKILL, so a stale lock never blocks a resume."""
+    try:
+        fd = os.open(Path(d) / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        if Path(d, LOCK).is_symlink():  # ELOOP: refused like any link (refuse_links says the same first)
+            raise RunDirError(f"{Path(d) / LOCK}: is a symbolic link; remove it") from None
+        raise
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise Locked(f"--out {d}: another icl-race process (pid {holder}) is running in this "
+                         "directory; wait for it or choose another") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
