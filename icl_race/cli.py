@@ -36,6 +36,11 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _bootstrap_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--boot", type=_positive_int, default=2000, help="bootstrap replicates (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="root of the bootstrap's SeedSequence (default 0)")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line and exit 2, like every other input error
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -113,8 +118,7 @@ def _parser() -> argparse.ArgumentParser:
                                         "and balanced vs standard contexts, each with CIs and beside the "
                                         "paper's values.")
     report.add_argument("dir", help="a run directory (results.npz) or a sweep directory (cells/)")
-    report.add_argument("--boot", type=_positive_int, default=2000, help="bootstrap replicates (default 2000)")
-    report.add_argument("--seed", type=int, default=0, help="seed of the bootstrap generator (default 0)")
+    _bootstrap_args(report)
     report.add_argument("--json", action="store_true",
                         help="print report.json (docs/report-json.md) instead of where the files are")
 
@@ -147,8 +151,7 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or sweep directories (finished cells)")
     analyze.add_argument("--out", help="JSON file to write (default experiments/<study>/results/<subcommand>.json)")
     analyze.add_argument("--json", action="store_true", help="print the JSON instead of the table")
-    analyze.add_argument("--boot", type=_positive_int, default=2000, help="bootstrap replicates (default 2000)")
-    analyze.add_argument("--seed", type=int, default=0, help="root of the bootstrap's SeedSequence (default 0)")
+    _bootstrap_args(analyze)
 
     compare = sub.add_parser("compare", help="Kaplan-Meier comparison of two or more runs",
                              description="Overlaid Kaplan-Meier curves with bands, each run's median against the "
@@ -159,8 +162,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="two or more run directories (a sweep's cells/<name> too); the first is the reference")
     compare.add_argument("--out", required=True, help="directory for the comparison (created)")
     compare.add_argument("--event", help="the event whose time is compared (default: the first run's headline, e.g. icl)")
-    compare.add_argument("--boot", type=_positive_int, default=2000, help="bootstrap replicates (default 2000)")
-    compare.add_argument("--seed", type=int, default=0, help="root of the bootstrap's SeedSequence (default 0)")
+    _bootstrap_args(compare)
     return p
 
 
