@@ -17,7 +17,6 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-import numpy as np
 
 from icl_race import config
 from icl_race.config import ConfigError
@@ -62,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                      help="override one config value (repeatable), e.g. --set task.K=20000")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--json", action="store_true", help="print the summary as JSON (docs/report-json.md)")
     run.add_argument("--redo", action="store_true",
                      help="train again a finished run whose results file is damaged (the damaged files are "
                           "moved aside; intact results are never redone)")
@@ -73,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--seeds", type=_positive_int, help="override ensemble.seeds")
     demo.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                       help="override one config value of the preset (repeatable), e.g. --set train.steps=400")
+    demo.add_argument("--json", action="store_true", help="print the summary as JSON (docs/report-json.md)")
 
     sweep = sub.add_parser("sweep", help="run the grid of a sweep file, one run directory per cell",
                            description="Run every cell of SWEEP.toml's [grid] (the Cartesian product of its "
@@ -166,34 +167,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _summary(out: Path) -> str:
-    from icl_race import rundir
-
-    run = rundir.load_run(out)
-    stop, t = run.headline, run.times[run.headline]
-    hit = t[t >= 0]
-    what = "ICL acquired" if stop == "icl" else f"{stop} reached"
-    line = f"{out}: {what} in {hit.size}/{t.size} seeds"
-    if hit.size:
-        med = run.km_median()
-        line += (f"; t_{stop} Kaplan-Meier median {'not reached' if med is None else f'{med:,.0f} steps'} "
-                 f"(range {hit.min():,}-{hit.max():,})")
-    if hit.size < t.size:
-        line += f"; {t.size - hit.size} censored at {run.censor_at():,}"
-    levels = (run.config.get("train") or {}).get("icl_levels") or []
-    if stop == "icl" and hit.size and levels:
-        from icl_race.analysis.regime import level_event, rise_fraction
-
-        start = level_event(min(levels))
-        r = float(np.nanmedian(rise_fraction(run.t(), run.t(start))))
-        line += f"; rise fraction (t_icl - t_{start}) / t_icl median {r:.2f}"
-    if stop == "icl" and {"icl_acc", "iwl_acc"} <= run.curves.keys():
-        from icl_race.analysis.outcome import classify
-
-        line += "\n" + classify(t, run.diverged, run.curves["icl_acc"], run.curves["iwl_acc"], run.eval_steps).sentence()
-    return line + f"\nhistogram: {out / f't_{stop}_hist.png'}"
-
-
 def _out_dir(text: str) -> Path:
     out = Path(text)
     if out.exists() and not out.is_dir():
@@ -201,14 +174,16 @@ def _out_dir(text: str) -> Path:
     return out
 
 
-def _run(cfg_path, out: str, seeds, overrides, quiet: bool, redo: bool = False) -> int:
+def _run(cfg_path, out: str, seeds, overrides, quiet: bool, redo: bool = False, as_json: bool = False) -> int:
+    from icl_race.report.summary import run_summary
     from icl_race.runner import execute
 
     if seeds is not None:
         overrides = [*overrides, f"ensemble.seeds={seeds}"]
     cfg = config.load(cfg_path, overrides)
     execute(cfg, _out_dir(out), progress=not quiet, log=lambda m: print(m, file=sys.stderr), redo=redo)
-    print(_summary(Path(out)))
+    summary = run_summary(out)
+    print(json.dumps(dataclasses.asdict(summary), indent=1) if as_json else summary.text())
     return 0
 
 
@@ -254,10 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = args.debug or os.environ.get("ICL_RACE_DEBUG", "") not in ("", "0")
     try:
         if args.command == "run":
-            return _run(args.config, args.out, args.seeds, args.overrides, args.quiet, args.redo)
+            return _run(args.config, args.out, args.seeds, args.overrides, args.quiet, args.redo, args.json)
         if args.command == "demo":
             with resources.as_file(resources.files("icl_race") / "presets" / "demo.toml") as path:
-                return _run(path, args.out, args.seeds, args.overrides, quiet=False)
+                return _run(path, args.out, args.seeds, args.overrides, quiet=False, as_json=args.json)
         if args.command == "sweep":
             return _sweep(args)
         if args.command == "bench":

@@ -65,6 +65,13 @@ def test_finished_run_is_skipped_and_other_config_refused(tiny_toml, tmp_path, c
     before = {p: p.stat().st_mtime_ns for p in out.iterdir()}
     assert main(["run", str(tiny_toml), "--out", str(out), "--quiet", "--set", "train.steps=50"]) == 0
     assert "already exist" in capsys.readouterr().err
+    # The summary as JSON: the same record the text line is written from (docs/report-json.md).
+    assert main(["run", str(tiny_toml), "--out", str(out), "--quiet", "--set", "train.steps=50", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    res = np.load(out / "results.npz")
+    assert summary["schema"] == "icl-race/run-summary/1" and summary["seeds"] == res["t_icl"].size
+    assert summary["reached"] == int(np.sum(res["t_icl"] >= 0)) and summary["censor_at"] == 50
+    assert sum(summary["outcomes"].values()) == summary["seeds"]
     assert main(["run", str(tiny_toml), "--out", str(out), "--quiet", "--set", "train.steps=100"]) == 2
     err = capsys.readouterr().err
     assert "different config" in err and "train.steps" in err

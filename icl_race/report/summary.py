@@ -1,0 +1,68 @@
+"""The summary a finished run prints (`icl-race run`, `demo`): what every seed did, as a typed record
+with its text and its JSON (`run --json`, docs/report-json.md). Reads the run directory only."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from icl_race import rundir
+from icl_race.analysis.outcome import Outcomes, classify
+from icl_race.analysis.regime import level_event, rise_fraction
+
+SCHEMA = "icl-race/run-summary/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSummary:
+    dir: str
+    event: str  # the headline event: t_<event>
+    seeds: int  # every seed, diverged ones included
+    reached: int
+    km_median: float | None  # Kaplan-Meier median over the kept seeds; None when not reached by half
+    range: tuple[int, int] | None  # first and last first passage of the seeds that reached it
+    censored: int
+    censor_at: int
+    rise_level: str | None  # the rise's lowest level event (icl60), when the run records one
+    rise_fraction: float | None  # median (t_icl - t_<rise_level>) / t_icl over the acquired seeds
+    outcomes: dict[str, int] | None  # persistent, transient, censored, diverged (ICL runs)
+    outcome_sentence: str | None
+    histogram: str
+    schema: str = SCHEMA
+
+    def text(self) -> str:
+        what = "ICL acquired" if self.event == "icl" else f"{self.event} reached"
+        line = f"{self.dir}: {what} in {self.reached}/{self.seeds} seeds"
+        if self.range:
+            med = "not reached" if self.km_median is None else f"{self.km_median:,.0f} steps"
+            line += f"; t_{self.event} Kaplan-Meier median {med} (range {self.range[0]:,}-{self.range[1]:,})"
+        if self.censored:
+            line += f"; {self.censored} censored at {self.censor_at:,}"
+        if self.rise_fraction is not None:
+            line += f"; rise fraction (t_icl - t_{self.rise_level}) / t_icl median {self.rise_fraction:.2f}"
+        if self.outcome_sentence:
+            line += "\n" + self.outcome_sentence
+        return line + f"\nhistogram: {self.histogram}"
+
+
+def run_summary(d: str | Path) -> RunSummary:
+    d = Path(d)
+    run = rundir.load_run(d)
+    stop, t = run.headline, run.times[run.headline]
+    hit = t[t >= 0]
+    levels = run.cfg.train.icl_levels if stop == "icl" else ()
+    start = level_event(min(levels)) if levels else None
+    rise = None
+    if start in run.times and hit.size:  # a run written before the levels existed has no t_icl60
+        rise = float(np.nanmedian(rise_fraction(run.t(), run.t(start))))
+    o: Outcomes | None = None
+    if stop == "icl" and {"icl_acc", "iwl_acc"} <= run.curves.keys():
+        o = classify(t, run.diverged, run.curves["icl_acc"], run.curves["iwl_acc"], run.eval_steps)
+    return RunSummary(
+        dir=str(d), event=stop, seeds=int(t.size), reached=int(hit.size), km_median=run.km_median() if hit.size else None,
+        range=(int(hit.min()), int(hit.max())) if hit.size else None, censored=int(t.size - hit.size),
+        censor_at=run.censor_at(), rise_level=start if rise is not None else None, rise_fraction=rise,
+        outcomes={c: o.count(c) for c in ("persistent", "transient", "censored", "diverged")} if o else None,
+        outcome_sentence=o.sentence() if o else None, histogram=str(d / f"t_{stop}_hist.png"))
