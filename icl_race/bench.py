@@ -85,8 +85,9 @@ def main(args) -> int:
     cfg = config.from_dict(config.apply_overrides({}, args.overrides))
     header = {
         **provenance(),
-        "config": {"N": cfg.task.N, "K": cfg.task.K, "variant": cfg.task.variant, "batch_size": cfg.train.batch_size,
-                   "width": cfg.model.width, "layers": cfg.model.layers, "optimizer": cfg.train.optimizer},
+        # every system's task and model sections as they are (a memorization task has no N, say)
+        "config": {"task": cfg.to_dict()["task"], "model": cfg.to_dict()["model"],
+                   "batch_size": cfg.train.batch_size, "optimizer": cfg.train.optimizer},
         "steps_per_repeat": args.steps,
     }
     if not args.json:

@@ -169,8 +169,16 @@ def test_bench_times_both_layouts_and_rejects_a_block_that_does_not_divide(capsy
     blocks = json.loads(capsys.readouterr().out)["rows"][0]
     assert (whole["block"], blocks["block"]) == (2, 1)
     assert whole["finite"] and blocks["finite"] and whole["seed_steps_per_s"] > 0 and blocks["seed_steps_per_s"] > 0
+    assert whole["init_compile_s"] > 0 and whole["compile_s"] > 0  # both compilations reported
     assert main(["bench", "--seeds", "2,3", "--block", "2", *tiny]) == 2
     assert "--block 2" in capsys.readouterr().err
+    # Any system: the header is its own sections (the memorization task has no N).
+    mlp = ["--set", 'task.kind="memorization"', "--set", 'model.kind="mlp"', "--set", "task.K=40",
+           "--set", "model.width=8", "--set", "train.batch_size=4"]
+    assert main(["bench", "--seeds", "1", "--steps", "1", "--repeats", "1", "--json", *mlp]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["config"]["task"]["kind"], out["config"]["model"]["kind"]) == ("memorization", "mlp")
+    assert out["rows"][0]["finite"]
 
 
 COMMANDS = {"run": "--set", "demo": "--seeds", "sweep": "--dry-run", "bench": "--block", "report": "--boot",
