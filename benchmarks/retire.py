@@ -61,6 +61,10 @@ CASES = {
                                        ["task.N=32", f"task.K={K}", "train.steps=10000", "train.eval_every=50",
                                         "train.eval_batch=32", "ensemble.block=1", *extra])
        for K in (4525, 2263) for tag, extra in (("", []), ("-freeze95", ["train.stop_threshold=0.95"]))},
+    # kinf.toml's N = 64 cell (K = infinity, 24,000 steps, the paper's 0.99 stop) at block 1
+    "kinf_N64-block1": (EXP / "regime" / "base.toml", ['task.variant="infinite"', "task.infinite_bank=262144",
+                                                       "task.N=64", "train.steps=24000", "train.eval_every=80",
+                                                       "train.eval_batch=32", "ensemble.block=1"]),
     # nothing retires (early stop off): the one-block programs looped on the host against lax.map
     "demo-block4-no-freeze-1000": (EXP / "demo.toml", ["ensemble.block=4", "train.steps=1000"]),
 }
