@@ -15,7 +15,8 @@ class ProgressBar:
     that have reached the headline event, the time elapsed and a bound on the time left. Redrawn in
     place on a terminal; on a pipe, a line at most every `every` seconds (and the last).
 
-    The rate is the training's own: the chunk's seed-steps over its seconds less the compilation
+    The rate is the training's own: the chunk's computed seed-steps (its live seeds when seeds retire)
+    over its seconds less the compilation
     inside it (`compiled()`: the process's compile seconds so far, engine/compile_stats by default),
     so that the first chunk does not show a speed orders of magnitude below the run's.
 
@@ -58,7 +59,8 @@ class ProgressBar:
         self.longest_compile = max(self.longest_compile, chunk_compile)
         frac = p.step / p.steps
         acquired = int(np.sum(p.t_first[self.event] >= 0))
-        rate = p.seeds * p.chunk_steps / max(p.chunk_seconds - chunk_compile, 1e-9)
+        # the seeds the chunk computed: with retirement fewer than the run's, and the rate is the machine's
+        rate = p.chunk_seeds * p.chunk_steps / max(p.chunk_seconds - chunk_compile, 1e-9)
         if self.first is None:
             self.first = (now, p.step, compiled)
             per_step = (p.chunk_seconds - chunk_compile) / p.chunk_steps

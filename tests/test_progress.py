@@ -54,3 +54,13 @@ def test_the_time_left_counts_the_programs_still_to_compile():
     second = _line(bar, out, step=300, chunk_steps=200, chunk_seconds=14.0)
     assert "| 200 seed-steps/s |" in second
     assert "<= 0h00m34s left" in second  # 700 steps at (14 s - 10 s compiling) per 200, and 2 programs
+
+
+def test_the_rate_counts_the_seeds_a_chunk_computed():
+    """With retirement a chunk computes only its live seeds: the rate is the machine's throughput (2 live
+    seeds x 100 steps in 2 s), not the run's 4 seeds as if all had trained."""
+    out = io.StringIO()
+    bar = ProgressBar("icl", stream=out, every=0.0, clock=iter([0.0, 2.0]).__next__, compiled=lambda: 0.0)
+    bar(SimpleNamespace(step=100, steps=1000, seeds=4, chunk_seeds=2, chunk_steps=100, chunk_seconds=2.0,
+                        t_first={"icl": np.array([100, 100, -1, -1])}))
+    assert "| 100 seed-steps/s |" in out.getvalue() and "| 2 live |" in out.getvalue()
