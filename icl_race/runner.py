@@ -254,7 +254,8 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> dict[str, np.ndar
         "compile_cache_hits": trained.compile_cache_hits,
         "run_seconds": round(trained.run_seconds, 3),
         "resumed_from_step": start or None,
-        "seed_steps_per_s": round(e.seeds * (steps_run - start) / trained_s, 1),
+        # computed seed-steps per second of training: the machine's throughput (a retired seed costs nothing)
+        "seed_steps_per_s": round(trained.seed_steps_computed / trained_s, 1),
         "seed_steps_computed": trained.seed_steps_computed,
         "steps_run": steps_run,
         "seeds": e.seeds,
