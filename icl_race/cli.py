@@ -146,7 +146,8 @@ def _parser() -> argparse.ArgumentParser:
                              description="Run the analysis SUBCOMMAND of STUDY (icl_race/studies/<study>.py) on "
                                          "run or sweep directories: print its table and write its JSON to "
                                          "experiments/<study>/results/<subcommand>.json (or --out). "
-                                         "Studies: scale (lr: the lr rescaling and the bridge lr of one width).")
+                                         "Studies: scale (lr: the lr rescaling and the bridge lr of one width; kinf: t_ICL(N) at K = "
+                                         "infinity per width and lr, fitted over the abrupt N, with a figure).")
     analyze.add_argument("study", help="the study, e.g. scale")
     analyze.add_argument("subcommand", help="the study's analysis, e.g. lr")
     analyze.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or sweep directories (finished cells)")

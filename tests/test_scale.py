@@ -70,7 +70,42 @@ def test_analyze_scale_lr_on_two_tiny_k_infinity_runs(tmp_path, capsys):
     assert "| 0.1 | 4 |" in text and "| 0.05 | 4 |" in text and "bridge lr" in text
     result = json.loads(out.read_text())["result"]
     assert [c["lr"] for c in result["cells"]] == [0.1, 0.05] and result["reference_lr"] == 0.05
+    kinf = tmp_path / "results" / "kinf.json"
+    assert main(["analyze", "scale", "kinf", str(tmp_path / "lr0.1"), str(tmp_path / "lr0.05"), "--out", str(kinf),
+                 "--boot", "50"]) == 0
+    fits = json.loads(kinf.read_text())["result"]["fits"]
+    assert [(f["width"], f["lr"]) for f in fits] == [(32, 0.05), (32, 0.1)] and all(f["exponent"] is None for f in fits)
+    assert kinf.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"  # the figure beside the JSON
+    capsys.readouterr()
     bad = tmp_path / "bad.json"
     assert main(["analyze", "scale", "lr", str(tmp_path / "lr0.1"), "--out", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs runs at >= 2 values of train.lr" in err[0] and not bad.exists()
+
+
+def _kinf_cells(width, lr, Ns, power, rise_at=None, n=32, seed=0):
+    """Cells whose t_ICL = 2 N^power x lognormal(0, 0.1); the rise starts at (1 - r) t_ICL, r = 0.05 or rise_at[N]."""
+    rise_at = rise_at or {}
+    out = []
+    for i, N in enumerate(Ns):
+        t = np.round(2 * N ** power * np.exp(np.random.default_rng([seed, width, i]).normal(0, 0.1, n))).astype(int)
+        out.append((width, lr, N, t, np.round((1 - rise_at.get(N, 0.05)) * t).astype(int), 1e9, np.zeros(n, bool)))
+    return out
+
+
+def test_the_width_axis_recovers_each_width_s_exponent_over_its_abrupt_n_only():
+    from icl_race.analysis.scale import width_axis
+
+    cells = (_kinf_cells(128, 0.1, [32, 64, 128], 1.5) + _kinf_cells(512, 0.03, [16, 32, 64, 128], 1.0, {16: 0.3}))
+    axis = width_axis(*map(list, zip(*cells)), n_boot=300)
+    w128, w512 = axis.fits
+    assert (w128.width, w128.lr, w512.width) == (128, 0.1, 512)
+    assert w128.fitted_N == (32, 64, 128) and w512.fitted_N == (32, 64, 128)  # N = 16 climbs: left out
+    assert not w512.per_N[0].abrupt and abs(w512.per_N[0].rise - 0.3) < 1e-3
+    for fit, p in ((w128, 1.5), (w512, 1.0)):
+        lo, hi = fit.exponent_ci
+        assert lo < p < hi and abs(fit.exponent - p) < 0.05, (fit.exponent, fit.exponent_ci)
+    assert w512.quadratic_ci[0] < 0 < w512.quadratic_ci[1]  # a straight line in N at exponent 1
+    assert w128.quadratic_ci[0] > 0  # curved upwards at 1.5
+    lone = width_axis(*map(list, zip(*_kinf_cells(256, 0.1, [32], 1.0))), n_boot=50).fits[0]
+    assert lone.exponent is None and "2 values of N" in lone.reason

@@ -129,3 +129,107 @@ def lr_bridge(lr_C, t_icl_C, t_start_C, censor_at_C, diverged_C, collapsed_C, wi
                             ratio=ratio, ratio_ci=ratio_ci, rise=rise, rise_ci=rise_ci))
     bridge = next((c.lr for c in cells if c.agrees and c.stable), float(lr_C[ref]))
     return LrBridge(width=width, reference_lr=float(lr_C[ref]), cells=tuple(cells), bridge_lr=bridge)
+
+
+@dataclass(frozen=True)
+class PerN:
+    N: int
+    seeds: int
+    acquired: int
+    t_icl: float | None  # KM median
+    t_icl_ci: tuple[float | None, float | None]
+    rise: float | None  # median rise fraction of the acquired seeds
+    rise_ci: tuple[float | None, float | None]
+
+    @property
+    def abrupt(self) -> bool:
+        return self.rise is not None and self.rise <= RISE_BOUND
+
+
+@dataclass(frozen=True)
+class WidthFit:
+    """t_ICL(N) at K = infinity for one (width, lr), fitted over the N where ICL is abrupt."""
+
+    width: int
+    lr: float
+    per_N: tuple[PerN, ...]
+    fitted_N: tuple[int, ...]  # the abrupt N with a reached median
+    exponent: float | None  # log-log slope of the KM median on N
+    exponent_ci: tuple[float | None, float | None]
+    slope: float | None  # linear fit: steps per token
+    slope_ci: tuple[float | None, float | None]
+    intercept: float | None
+    intercept_ci: tuple[float | None, float | None]
+    quadratic: float | None  # quadratic term in standardised N (>= 3 N): a CI containing 0 is a straight line
+    quadratic_ci: tuple[float | None, float | None]
+    reason: str = ""  # why there is no fit
+
+
+@dataclass(frozen=True)
+class WidthAxis:
+    fits: tuple[WidthFit, ...]  # by width, then lr
+    method: str = ("per N: Kaplan-Meier median t_ICL with a percentile bootstrap over seeds and the median rise "
+                   f"fraction (abrupt: <= {RISE_BOUND}); per (width, lr): least squares of log10 median on log10 N "
+                   "(exponent), of the median on N (slope, intercept) and a quadratic term, over the abrupt N, CIs "
+                   "from the per-N bootstraps")
+
+    def text(self) -> str:
+        lines = ["| width | lr | N (abrupt: *) | KM median t_ICL per N (95% CI) | rise fraction per N | exponent "
+                 "(95% CI) | slope, steps per token (95% CI) | intercept (95% CI) | quadratic term (95% CI) |",
+                 "|---:|---:|---|---|---|---|---|---|---|"]
+        for f in self.fits:
+            ns = ", ".join(f"{p.N}{'*' if p.abrupt else ''}" for p in f.per_N)
+            meds = "; ".join(_ci(p.t_icl, p.t_icl_ci, ",.0f") for p in f.per_N)
+            rises = "; ".join(_ci(p.rise, p.rise_ci, ".3f") for p in f.per_N)
+            fit = ([_ci(f.exponent, f.exponent_ci, ".2f"), _ci(f.slope, f.slope_ci, ",.0f"),
+                    _ci(f.intercept, f.intercept_ci, ",.0f"),
+                    "-" if f.quadratic is None else _ci(f.quadratic, f.quadratic_ci, ",.0f")]
+                   if f.exponent is not None else [f"not fitted: {f.reason}", "-", "-", "-"])
+            lines.append(f"| {f.width} | {f.lr:g} | {ns} | {meds} | {rises} | {' | '.join(fit)} |")
+        return "\n".join([*lines, "", f"Method: {self.method}."])
+
+
+def _pair(ci) -> tuple[float | None, float | None]:
+    return (None, None) if ci is None else (ci[0], ci[1])
+
+
+def width_axis(width_C, lr_C, N_C, t_icl_C, t_start_C, censor_at_C, diverged_C, n_boot: int = 2000,
+               seed: int = 0) -> WidthAxis:
+    """One entry per cell (K = infinity; cells of one (width, lr, N) pooled beforehand): t_ICL and the rise's
+    first passage per seed, the censoring step (scalar or per seed), diverged flags. Each (width, lr)
+    draws its bootstrap from SeedSequence(seed, width, lr in 1e-9), so other groups change none of its
+    numbers."""
+    from icl_race.analysis.threshold import median_vs_N
+
+    groups: dict[tuple[int, float], list[int]] = {}
+    for c, key in enumerate(zip(width_C, lr_C)):
+        groups.setdefault((int(key[0]), float(key[1])), []).append(c)
+    fits = []
+    for (width, lr), cells in sorted(groups.items()):
+        rng = np.random.default_rng(np.random.SeedSequence([seed, width, round(lr * 1e9)]))
+        cells = sorted(cells, key=lambda c: N_C[c])
+        data = []
+        for c in cells:
+            keep = ~np.asarray(diverged_C[c], bool)
+            t = np.asarray(t_icl_C[c])[keep]
+            censor = np.broadcast_to(np.asarray(censor_at_C[c], float), keep.shape)[keep]
+            times, observed = sv.censored_times(t, censor)
+            rise, rise_ci = _median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), n_boot, rng)
+            data.append((int(N_C[c]), times, observed, rise, rise_ci))
+        mv = median_vs_N(np.array([d[0] for d in data]), [d[1] for d in data], [d[2] for d in data], n_boot, rng)
+        per_N = tuple(PerN(N=p["N"], seeds=p["n"], acquired=p["acquired"], t_icl=p["median"],
+                           t_icl_ci=_pair(p["median_ci"]) if p["median"] is not None else (None, None),
+                           rise=d[3], rise_ci=d[4]) for p, d in zip(mv["per_N"], data))
+        fit_idx = [i for i, p in enumerate(per_N) if p.abrupt and p.t_icl is not None]
+        fitted = tuple(per_N[i].N for i in fit_idx)
+        if len(set(fitted)) < 2:
+            fits.append(WidthFit(width, lr, per_N, fitted, None, (None, None), None, (None, None), None, (None, None),
+                                 None, (None, None), reason="needs an abrupt, reached median at >= 2 values of N"))
+            continue
+        sub = median_vs_N(np.array([data[i][0] for i in fit_idx]), [data[i][1] for i in fit_idx],
+                          [data[i][2] for i in fit_idx], n_boot, rng)
+        lin, log, quad = sub["linear"], sub["loglog"], sub.get("quadratic")
+        fits.append(WidthFit(width, lr, per_N, fitted, log["slope"], _pair(log.get("slope_ci")), lin["slope"],
+                             _pair(lin.get("slope_ci")), lin["intercept"], _pair(lin.get("intercept_ci")),
+                             None if quad is None else quad["c2"], _pair(None if quad is None else quad["c2_ci"])))
+    return WidthAxis(tuple(fits))

@@ -6,6 +6,7 @@ and returns their typed result, which has a `text()` (markdown) and is a datacla
 command writes the JSON to `experiments/<study>/results/<subcommand>.json` (or --out) and prints the text.
 
     COMMANDS = {"lr": lr}          # in the study module: subcommand -> fn(dirs, n_boot, seed) -> result
+    FIGURES = {"kinf": figure}     # optional: subcommand -> fn(result) -> Figure, written as <out>.png
 """
 
 from __future__ import annotations
@@ -40,4 +41,9 @@ def run(study: str, sub: str, dirs: list[str], out: Path | None, n_boot: int = 2
     out.parent.mkdir(parents=True, exist_ok=True)
     rundir.atomic_write(out, (json.dumps({"study": study, "analysis": sub, "dirs": [str(d) for d in dirs],
                                           "result": dataclasses.asdict(result)}, indent=1) + "\n").encode())
+    figure = getattr(importlib.import_module(f"icl_race.studies.{study}"), "FIGURES", {}).get(sub)
+    if figure is not None:  # beside the JSON, same name
+        from icl_race.plots import png_bytes
+
+        rundir.atomic_write(out.with_suffix(".png"), png_bytes(figure(result), dpi=150))
     return result, out

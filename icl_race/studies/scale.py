@@ -7,7 +7,7 @@ import numpy as np
 from icl_race import runset
 from icl_race.analysis.outcome import classify
 from icl_race.analysis.regime import level_event
-from icl_race.analysis.scale import LrBridge, lr_bridge
+from icl_race.analysis.scale import LrBridge, WidthAxis, lr_bridge, width_axis
 from icl_race.config import ConfigError
 
 
@@ -27,12 +27,9 @@ def lr(dirs, n_boot: int = 2000, seed: int = 0) -> LrBridge:
     cols = {k: [] for k in ("t", "start", "censor", "diverged", "collapsed")}
     for x in lrs:
         group = by_lr[x]
-        start = level_event(min(group[0].cfg.train.icl_levels))
         # every seed, diverged ones included: lr_bridge counts and excludes them
-        cols["t"].append(np.concatenate([r.times["icl"] for r in group]))
-        cols["start"].append(np.concatenate([r.times[start] for r in group]))
-        cols["censor"].append(np.concatenate([np.full(r.seed_ids.size, r.censor_at()) for r in group]))
-        cols["diverged"].append(np.concatenate([r.diverged for r in group]))
+        for k, v in zip(("t", "start", "censor", "diverged"), _pooled(group)):
+            cols[k].append(v)
         cols["collapsed"].append(np.concatenate([
             classify(r.times["icl"], r.diverged, r.curves["icl_acc"], r.curves["iwl_acc"], r.eval_steps).classes_S
             == "transient" for r in group]))
@@ -40,4 +37,36 @@ def lr(dirs, n_boot: int = 2000, seed: int = 0) -> LrBridge:
                      width=widths.pop(), n_boot=n_boot, seed=seed)
 
 
-COMMANDS = {"lr": lr}
+def kinf(dirs, n_boot: int = 2000, seed: int = 0) -> WidthAxis:
+    """t_ICL(N) at K = infinity per (width, lr): the K = infinity runs of `dirs`, the cells of one
+    (width, lr, N) pooled, each group fitted over its abrupt N."""
+    runs = [r for r in runset.load(dirs).runs if r.cfg.task.variant == "infinite"]
+    if not runs:
+        raise ConfigError(f"{', '.join(map(str, dirs))}: analyze scale kinf needs K = infinity runs (task.variant = 'infinite')")
+    groups: dict[tuple, list] = {}
+    for r in runs:
+        groups.setdefault((r.cfg.model.width, r.cfg.train.lr, r.cfg.task.N), []).append(r)
+    keys = sorted(groups)
+    cols = [_pooled(groups[k]) for k in keys]
+    return width_axis([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], *map(list, zip(*cols)),
+                      n_boot=n_boot, seed=seed)
+
+
+def _pooled(group) -> tuple:
+    """(t_ICL, the rise's first passage, censoring step, diverged) per seed over the runs of one group."""
+    start = level_event(min(group[0].cfg.train.icl_levels))
+    return (np.concatenate([r.times["icl"] for r in group]), np.concatenate([r.times[start] for r in group]),
+            np.concatenate([np.full(r.seed_ids.size, r.censor_at()) for r in group]),
+            np.concatenate([r.diverged for r in group]))
+
+
+def kinf_figure(axis: WidthAxis):
+    from icl_race.plots.scale import exponent_vs_width
+
+    fitted = [f for f in axis.fits if f.exponent is not None and None not in f.exponent_ci]
+    return exponent_vs_width([f.width for f in fitted], [f.lr for f in fitted], [f.exponent for f in fitted],
+                             [f.exponent_ci[0] for f in fitted], [f.exponent_ci[1] for f in fitted])
+
+
+COMMANDS = {"lr": lr, "kinf": kinf}
+FIGURES = {"kinf": kinf_figure}
