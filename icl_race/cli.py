@@ -45,6 +45,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+ANALYZE_EPILOG = """studies, subcommands, directories and --set options:
+  scale lr DIR...                       the lr rescaling and the bridge lr of one width
+  scale kinf DIR...                     t_ICL(N) at K = infinity per width and lr over the abrupt N; + PNG
+  race transience DIR                   ICL's rise and fall per weight decay (level=0.9); + PNG
+  race loss DIR...                      L_ICL vs -1/2 log L_IWL per cell (min_x=0.5); + PNG per cell
+  race independence MEM T_ICL MLP...    one sub-circuit frozen at init (level=0.9); + PNG
+  memorization mlp DIR                  tail fits, I_K(T), nu (T=STEPS[,STEPS...])
+  memorization minimal DIR...           minimal model: t_ICL against N sqrt(2 pi) e^-beta0
+  memorization race MLP KINF            predicted K*(N) (T=STEPS; kstar=REPORT_JSON: measured K*)
+  levers beta0 DIR...                   ln t_ICL against beta0
+  levers pair DIR OTHER                 Spearman of t_ICL over the same seeds
+  levers race KINF...                   K* each lever value predicts (field=, values=, mlp=DIR,DIR...;
+                                        N=32, T=10000, t_fixed=)
+  levers transience DIR...              rise and fall per optimizer and L2 (level=0.9, lasting=10)
+  levers kstar [DIR...]                 measured K* per lever value (field=; counts=PRIOR_JSON, N=32)
+  levers ceiling                        copy-rule accuracy under item noise (epsilon=0,0.5,1; D=63,
+                                        N=32, sequences=20000)
+e.g. icl-race analyze levers kstar runs/levers/epsilon --set field=task.epsilon \\
+         --set counts=experiments/levers/results/kstar_epsilon.json --out experiments/levers/results/kstar_epsilon.json
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="icl-race", description="Seed-ensemble simulator of the race between in-context "
                                              "and in-weights learning (arXiv 2412.00104, 2501.16265).")
@@ -143,17 +165,22 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="directory for seeds.<ext> and curves.<ext> (created)")
 
     analyze = sub.add_parser("analyze", help="a study's analysis of run or sweep directories",
+                             formatter_class=argparse.RawDescriptionHelpFormatter,
                              description="Run the analysis SUBCOMMAND of STUDY (icl_race/studies/<study>.py) on "
-                                         "run or sweep directories: print its table and write its JSON to "
-                                         "experiments/<study>/results/<subcommand>.json (or --out). "
-                                         "Studies: scale (lr: the lr rescaling and the bridge lr of one width; kinf: t_ICL(N) at K = "
-                                         "infinity per width and lr, fitted over the abrupt N, with a figure).")
-    analyze.add_argument("study", help="the study, e.g. scale")
+                                         "run or sweep directories: print its summary and write its JSON to "
+                                         "experiments/<study>/results/<subcommand>.json (or --out), its figures "
+                                         "(PNG) beside it.",
+                             epilog=ANALYZE_EPILOG)
+    analyze.add_argument("study", help="the study: scale, race, memorization or levers")
     analyze.add_argument("subcommand", help="the study's analysis, e.g. lr")
-    analyze.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or sweep directories (finished cells)")
+    analyze.add_argument("dirs", nargs="*", metavar="DIR", help="run directories or sweep directories (finished cells)")
+    analyze.add_argument("--set", dest="options", action="append", default=[], metavar="NAME=VALUE",
+                         help="an option of the subcommand (below): a number, a string or a comma-separated list")
     analyze.add_argument("--out", help="JSON file to write (default experiments/<study>/results/<subcommand>.json)")
-    analyze.add_argument("--json", action="store_true", help="print the JSON instead of the table")
-    _bootstrap_args(analyze)
+    analyze.add_argument("--json", action="store_true", help="print the JSON instead of the summary")
+    analyze.add_argument("--boot", type=_positive_int, default=None,
+                         help="bootstrap replicates (default: the study's, 2000 for scale, 1000 for the others)")
+    analyze.add_argument("--seed", type=int, default=0, help="root of the bootstrap's generator (default 0)")
 
     compare = sub.add_parser("compare", help="Kaplan-Meier comparison of two or more runs",
                              description="Overlaid Kaplan-Meier curves with bands, each run's median against the "
@@ -263,8 +290,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "analyze":
             from icl_race import studies
 
-            result, written = studies.run(args.study, args.subcommand, args.dirs, args.out, args.boot, args.seed)
-            print(json.dumps(dataclasses.asdict(result), indent=1) if args.json else f"{result.text()}\n{written}")
+            options = dict(studies.parse_option(o) for o in args.options)
+            result, written = studies.run(args.study, args.subcommand, args.dirs, args.out, args.boot, args.seed, options)
+            print(json.dumps(studies.payload(result), indent=1) if args.json
+                  else "\n".join([result.text(), *map(str, written)]))
             return 0
         if args.command == "compare":
             from icl_race.compare import compare, summary, write

@@ -76,7 +76,7 @@ def test_bad_directories_exit_2_with_one_line(tmp_path, capsys):
     (tmp_path / "sweep" / "cells" / mem.digest()).mkdir(parents=True)
     (tmp_path / "sweep" / "cells" / mem.digest() / "config.json").write_text(json.dumps(mem.to_dict()))
     assert main(["report", str(tmp_path / "sweep")]) == 2
-    assert "analyze.py" in capsys.readouterr().err and not (tmp_path / "sweep" / "report.md").exists()
+    assert "icl-race analyze memorization" in capsys.readouterr().err and not (tmp_path / "sweep" / "report.md").exists()
 
 
 # ---- synthetic directories ----------------------------------------------------------------------

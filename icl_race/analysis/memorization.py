@@ -20,9 +20,12 @@ All bootstraps take a seed for numpy's Generator, so results are reproducible.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from icl_race.analysis.survival import censored_times, km_median
+from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import km_median_boot, median_vs_N, percentile_ci, power_law_slope
 from icl_race.theory.kinetics import budget_at, k_star_from_time, t_icl_minimal, tail_correction
 
@@ -260,3 +263,82 @@ def summarize_race(mlp_cells, kinf_cells, T: float, n_boot: int = 1000, seed: in
     N, t_by_N, budgets = zip(*kinf)
     return {"T": T, "K": list(K), "N": list(N),
             **predict_k_star(K, I_by_K, np.array(N), t_by_N, budgets, n_boot, seed=seed)}
+
+
+# ---- typed results (`icl-race analyze memorization ...`: icl_race/studies/memorization.py) ---------
+
+@dataclass(frozen=True)
+class Memorization:
+    """summarize_memorization's summary, its keys as fields."""
+    Ts: list
+    cells: list
+    nu: list
+
+    def text(self) -> str:
+        lines = []
+        for c in self.cells:
+            t = c["tail"]
+            budgets = "; ".join(f"I_K({b['T']:g}) {value_ci(b['I_steps'], b['I_steps_ci'])} steps" for b in c["budgets"])
+            lines.append(f"K {c['K']:,} ({c['seeds']} seeds, to step {c['t_last']:,.0f}): tail alpha "
+                         f"{value_ci(t.get('alpha'), t.get('alpha_ci'), '{:.2f}')}; {budgets or 'no T reached'}; "
+                         f"I_K(inf) {value_ci(c['I_inf_steps'], missing='not shown to converge')}")
+        for n in self.nu:
+            lines.append(f"T {n['T']:g}: nu {value_ci(n['nu'], n['nu_ci'], '{:.3f}')} over K {', '.join(f'{k:,}' for k in n['K'])}")
+        return "\n".join(lines)
+
+
+def memorization(cells, Ts=None, n_boot: int = 1000, seed: int = 0) -> Memorization:
+    return Memorization(**({"Ts": [], "nu": []} | summarize_memorization(cells, Ts, n_boot=n_boot, seed=seed)))
+
+
+@dataclass(frozen=True)
+class Minimal:
+    """summarize_minimal's summary: per (N, beta0) cell the t_ICL ratios; the scaling over fixed-beta0 cells."""
+    cells: list
+    scaling: dict | None = None
+
+    def text(self) -> str:
+        lines = []
+        for c in self.cells:
+            r, rf = c["ratio"], c["ratio_flow"]
+            beta0 = "random" if c["beta0"] is None else f"{c['beta0']:g}"
+            slope = c.get("ln_t_vs_beta0")
+            lines.append(f"N {c['N']}, beta0 {beta0}: acquired {r['acquired']}/{r['seeds']}, t_ICL over N sqrt(2 pi) "
+                         f"e^-beta0 {value_ci(r['ratio'], r['ratio_ci'], '{:.3g}', 'n/a')} (steps), "
+                         f"{value_ci(rf['ratio'], rf['ratio_ci'], '{:.3g}', 'n/a')} (eta x steps)"
+                         + (f"; slope of ln t_ICL on beta0 {value_ci(slope['slope'], slope['slope_ci'], '{:.2f}')}"
+                            if slope else ""))
+        return "\n".join(lines)
+
+
+def minimal(cells, n_boot: int = 1000) -> Minimal:
+    return Minimal(**summarize_minimal(cells, n_boot))
+
+
+def measured_k_star(report: dict) -> dict:
+    """The measured K*(N) of an `icl-race report` (report.json, its "finite K" threshold table)."""
+    th = next(t for t in report["thresholds"] if t["label"] == "finite K")
+    return {"per_N": [{"N": int(n), "k_star": a["kstar"], "k_star_ci": a["kstar_ci"]} for n, a in th["acquisition"].items()],
+            "k_star_slope": th["kstar_slope"]}
+
+
+@dataclass(frozen=True)
+class RaceKStar:
+    """K*(N) predicted by summarize_race, beside the measured K*(N) of a report where one was given."""
+    predicted: dict
+    measured: dict | None = None
+
+    def text(self) -> str:
+        p = self.predicted
+        measured = {m["N"]: m for m in (self.measured or {}).get("per_N", [])}
+        lines = [f"I_K({p['T']:g}) = C K^nu over K {', '.join(f'{k:,}' for k in p['K'])}: nu {p['nu']:.3f}, C {p['C']:.3g}"]
+        for row in p["per_N"]:
+            m = measured.get(row["N"])
+            lines.append(f"N {row['N']}: K = inf median t_ICL {value_ci(row['median_t_icl'], row['median_t_icl_ci'])} "
+                         f"-> predicted K* {value_ci(row['k_star'], row['k_star_ci'])}"
+                         + (f", measured {value_ci(m['k_star'], m['k_star_ci'])}" if m else ""))
+        return "\n".join(lines)
+
+
+def race(mlp_cells, kinf_cells, T: float, measured: dict | None = None, n_boot: int = 1000, seed: int = 0) -> RaceKStar:
+    return RaceKStar(predicted=summarize_race(mlp_cells, kinf_cells, T, n_boot, seed=seed), measured=measured)

@@ -2,7 +2,7 @@
 
     persistent  acquired ICL (t_ICL >= 0) and never lost it for good within what was evaluated
     transient   acquired, then a lasting fall: `lasting` consecutive evaluations after t_ICL with ICL
-                accuracy below `level` (the rule of experiments/levers/analyze.py transience: level 0.9,
+                accuracy below `level` (the rule of `icl-race analyze levers transience`: level 0.9,
                 10 evaluations); the fall time is the first evaluation of the first such stretch
     censored    never acquired within what the run observed
     diverged    a non-finite loss; excluded from every other statistic, counted here

@@ -19,9 +19,12 @@ Times are SGD steps (eval_steps); a run's censoring time is its last evaluation.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from icl_race.analysis.survival import censor_time, censored_times, km_median
+from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import (percentile_ci, interval_verdict, km_median_boot, power_law_slope,
                                          sign_verdict)
 
@@ -204,3 +207,94 @@ def summarize_independence(memorization_cells, t_icl_cells, mlp_only_cells, leve
                                for v in ("standard", "infinite")}, "t_icl")
     return {"level": level, "memorization": {"conditions": _strip_boot(mem), "ratios": mem_ratios},
             "t_icl": {"conditions": _strip_boot(icl), "ratios": icl_ratios}}
+
+
+# ---- typed results (`icl-race analyze race ...`: icl_race/studies/race.py) -------------------------
+
+def _med(d: dict, key: str = "median", fmt: str = "{:.0f}") -> str:
+    return value_ci(d.get(key), d.get(f"{key}_ci"), fmt)
+
+
+@dataclass(frozen=True)
+class Transience:
+    """summarize_transience's summary, its keys as fields."""
+    level: float
+    cells: list
+    vs_wd_loglog: dict
+
+    def text(self) -> str:
+        lines = []
+        for c in self.cells:
+            lr = c["loss_relation"]
+            lines.append(f"wd {c['weight_decay_attn']:g}: acquired {c['acquired']}/{c['seeds']}, rise {_med(c['rise'])}, "
+                         f"fell {c['fell']}/{c['acquired']}, fall {_med(c['fall'])} (budget {c['budget']:.0f}), "
+                         f"medians at the fall {c['at_fall_median']}, loss relation slope {_med(lr, 'slope', '{:.2f}')} "
+                         f"intercept {_med(lr, 'intercept', '{:.2f}')} prop {_med(lr, 'prop', '{:.2f}')}")
+        for k, t in self.vs_wd_loglog.items():
+            verdict = t.get("verdict") or f"slope 1: {t['verdict_slope_1']}"
+            what = "fall median" if k == "fall" else f"median {k} at the fall"
+            lines.append(f"log10 {what} vs log10 wd: slope {_med(t, 'slope', '{:.2f}')} -> {verdict}")
+        return "\n".join(lines)
+
+
+def transience(cells, level: float = 0.9, n_boot: int = 1000) -> Transience:
+    return Transience(**summarize_transience(cells, level=level, n_boot=n_boot))
+
+
+@dataclass(frozen=True)
+class LossRelations:
+    """Per cell (weight decay): loss_relation over every point after t_ICL and over those with x > min_x;
+    `points` (not in the JSON) holds the first fit's x and y for its figure."""
+    min_x: float
+    cells: list  # {"weight_decay_attn", "x > -inf": fit, "x > <min_x>": fit}, fits without x and y
+    points: list = field(default_factory=list, metadata={"json": False})  # per cell (wd, x, y, fit)
+
+    def text(self) -> str:
+        lines = []
+        for c in self.cells:
+            for label, fit in c.items():
+                if label == "weight_decay_attn":
+                    continue
+                lines.append(f"wd {c['weight_decay_attn']:g}, {label}: slope {_med(fit, 'slope', '{:.2f}')}, "
+                             f"intercept {_med(fit, 'intercept', '{:.2f}')}, prop {_med(fit, 'prop', '{:.2f}')} "
+                             f"({fit['points']} points, {fit['seeds_used']} seeds)")
+        return "\n".join(lines)
+
+
+def loss_relations(cells, min_x: float = 0.5, n_boot: int = 1000) -> LossRelations:
+    """loss_relation per cell (train.weight_decay_attn), on all points and on those with x > min_x."""
+    rows, points = [], []
+    for cfg, r in cells:
+        wd = cfg["train"]["weight_decay_attn"]
+        fits = {f"x > {m:g}": loss_relation(r["icl_loss"], r["iwl_loss"], r["eval_steps"], r["t_icl"], m, n_boot=n_boot)
+                for m in (-np.inf, min_x)}
+        rows.append({"weight_decay_attn": wd} | {label: {k: v for k, v in f.items() if k not in ("x", "y")}
+                                                  for label, f in fits.items()})
+        first = fits["x > -inf"]
+        points.append((wd, first["x"], first["y"], first))
+    return LossRelations(min_x=min_x, cells=rows, points=points)
+
+
+@dataclass(frozen=True)
+class Independence:
+    """summarize_independence's summary, its keys as fields."""
+    level: float
+    memorization: dict
+    t_icl: dict
+
+    def text(self) -> str:
+        lines = []
+        for part in ("memorization", "t_icl"):
+            s = getattr(self, part)
+            for name, c in s["conditions"].items():
+                extra = f", t_ICL {_med(c['t_icl'])}" if "t_icl" in c and part == "t_icl" else ""
+                lines.append(f"{part} | {name}: IWL acc > {self.level} at {_med(c['memorization'])} "
+                             f"(final IWL acc {c['final_iwl_acc']:.3f}){extra}")
+            for name, r in s["ratios"].items():
+                lines.append(f"{part} ratio {name}: {_med(r, 'ratio', '{:.2f}')}")
+        return "\n".join(lines)
+
+
+def independence(memorization_cells, t_icl_cells, mlp_only_cells, level: float = 0.9, n_boot: int = 1000) -> Independence:
+    return Independence(**summarize_independence(memorization_cells, t_icl_cells, mlp_only_cells, level=level,
+                                                 n_boot=n_boot))

@@ -11,20 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from icl_race import rundir
-
-
-def num(v, fmt="{:,.0f}") -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "n/a"
-    return fmt.format(v)
-
-
-def ci_text(ci, fmt="{:,.0f}", open_hi="beyond the budget") -> str:
-    if not ci or ci[0] is None and ci[1] is None:
-        return "n/a"
-    lo = num(ci[0], fmt) if ci[0] is not None else "n/a"
-    hi = num(ci[1], fmt) if ci[1] is not None else open_hi
-    return f"[{lo}, {hi}]"
+from icl_race.analysis.text import ci_text, num  # noqa: F401  (the reports import them from here)
 
 
 def p_value(v) -> str:

@@ -5,21 +5,29 @@ A study module (`icl_race/studies/<study>.py`) is glue only: it reads run or swe
 and returns their typed result, which has a `text()` (markdown) and is a dataclass (its JSON). The
 command writes the JSON to `experiments/<study>/results/<subcommand>.json` (or --out) and prints the text.
 
-    COMMANDS = {"lr": lr}          # in the study module: subcommand -> fn(dirs, n_boot, seed) -> result
-    FIGURES = {"kinf": figure}     # optional: subcommand -> fn(result) -> Figure, written as <out>.png
+    COMMANDS = {"lr": lr}          # in the study module: subcommand -> fn(dirs, n_boot, seed, **options) -> result
+    FIGURES = {"lr": figures}      # optional: subcommand -> fn(result) -> {suffix: matplotlib figure}
+
+A subcommand's own options come from `--set NAME=VALUE` (`options`): a number, a string, or a comma-
+separated list of them, passed to its function as keyword arguments. A result field whose metadata says
+{"json": False} (e.g. the points behind a figure) stays out of the JSON. Figures are written as PNG
+next to the JSON: <out stem><suffix>.png.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import json
 from pathlib import Path
+
+import numpy as np
 
 from icl_race import rundir
 from icl_race.config import ConfigError
 
-STUDIES = ("scale",)
+STUDIES = ("scale", "race", "memorization", "levers")
 
 
 def commands(study: str) -> dict:
@@ -28,22 +36,72 @@ def commands(study: str) -> dict:
     return importlib.import_module(f"icl_race.studies.{study}").COMMANDS
 
 
-def run(study: str, sub: str, dirs: list[str], out: Path | None, n_boot: int = 2000, seed: int = 0):
+def parse_option(text: str) -> tuple[str, object]:
+    """`NAME=VALUE` of --set: VALUE a number, a string, or a comma-separated list of them."""
+    name, eq, value = text.partition("=")
+    if not eq or not name.strip():
+        raise ConfigError(f"--set {text!r}: expected NAME=VALUE")
+    items = [_scalar(v.strip()) for v in value.split(",")]
+    return name.strip().replace("-", "_"), items if "," in value else items[0]
+
+
+def _scalar(v: str):
+    for kind in (int, float):
+        try:
+            return kind(v)
+        except ValueError:
+            pass
+    return v
+
+
+def payload(result) -> dict:
+    """The result as JSON-ready values: its fields but those marked {"json": False}."""
+    return {f.name: _plain(getattr(result, f.name)) for f in dataclasses.fields(result) if f.metadata.get("json", True)}
+
+
+def _plain(v):
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return _plain(v.tolist())
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def run(study: str, sub: str, dirs: list[str], out: Path | None, n_boot: int | None = None, seed: int = 0,
+        options: dict | None = None):
     """The analysis `study sub` of `dirs`, its JSON written to `out` (default
-    experiments/<study>/results/<sub>.json); returns (result, path written)."""
+    experiments/<study>/results/<sub>.json), its figures beside it; returns (result, paths written).
+    n_boot None: the study function's own default."""
+    module = importlib.import_module(f"icl_race.studies.{study}") if study in STUDIES else None
     table = commands(study)
     if sub not in table:
         raise ConfigError(f"analyze {study} {sub!r}: expected one of {', '.join(table)}")
-    result = table[sub](dirs, n_boot=n_boot, seed=seed)
+    kwargs = dict(options or {}) | {"seed": seed} | ({} if n_boot is None else {"n_boot": n_boot})
+    takes = [n for n, p in inspect.signature(table[sub]).parameters.items() if p.kind == p.KEYWORD_ONLY]
+    unknown = sorted(set(options or {}) - set(takes))
+    if unknown:
+        raise ConfigError(f"analyze {study} {sub}: no option {', '.join(unknown)} (--set takes "
+                          f"{', '.join(n for n in takes if n not in ('n_boot', 'seed')) or 'none'})")
+    result = table[sub](list(dirs), **kwargs)
     out = Path(out) if out else Path("experiments") / study / "results" / f"{sub}.json"
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out}: is a directory; give a file name")
     out.parent.mkdir(parents=True, exist_ok=True)
     rundir.atomic_write(out, (json.dumps({"study": study, "analysis": sub, "dirs": [str(d) for d in dirs],
-                                          "result": dataclasses.asdict(result)}, indent=1) + "\n").encode())
-    figure = getattr(importlib.import_module(f"icl_race.studies.{study}"), "FIGURES", {}).get(sub)
-    if figure is not None:  # beside the JSON, same name
+                                          "result": payload(result)}, indent=1) + "\n").encode())
+    written = [out]
+    figures = getattr(module, "FIGURES", {}).get(sub)
+    if figures:
         from icl_race.plots import png_bytes
 
-        rundir.atomic_write(out.with_suffix(".png"), png_bytes(figure(result), dpi=150))
-    return result, out
+        for suffix, fig in figures(result).items():
+            path = out.with_name(f"{out.stem}{suffix}.png")
+            rundir.atomic_write(path, png_bytes(fig, dpi=110))  # whole or not at all, like every file we write
+            written.append(path)
+    return result, written

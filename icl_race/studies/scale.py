@@ -64,8 +64,8 @@ def kinf_figure(axis: WidthAxis):
     from icl_race.plots.scale import exponent_vs_width
 
     fitted = [f for f in axis.fits if f.exponent is not None and None not in f.exponent_ci]
-    return exponent_vs_width([f.width for f in fitted], [f.lr for f in fitted], [f.exponent for f in fitted],
-                             [f.exponent_ci[0] for f in fitted], [f.exponent_ci[1] for f in fitted])
+    return {"": exponent_vs_width([f.width for f in fitted], [f.lr for f in fitted], [f.exponent for f in fitted],
+                             [f.exponent_ci[0] for f in fitted], [f.exponent_ci[1] for f in fitted])}
 
 
 COMMANDS = {"lr": lr, "kinf": kinf}

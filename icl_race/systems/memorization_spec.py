@@ -1,6 +1,6 @@
 """MLP-only memorization (Figs A2/A3 of arXiv 2412.00104; task.kind = "memorization") as a registered
 system: its [task] and [model] sections, their validation, float64 on request, and its program
-(`systems/memorization.py`). It has no report of its own: `experiments/memorization/analyze.py`
+(`systems/memorization.py`). It has no report of its own: `icl-race analyze memorization`
 summarises its kinetics. No jax."""
 
 from __future__ import annotations
@@ -78,4 +78,4 @@ def pool_K(task: dict):
 SYSTEM = System(task=MemorizationTaskConfig, model=MLPModelConfig, model_kinds=("mlp",), validate=validate,
                 program="icl_race.systems.memorization:MemorizationRun", describe=describe, needs_x64=needs_x64,
                 no_report="memorization runs have no t_ICL report; summarise them with "
-                          "`python experiments/memorization/analyze.py mlp DIR`", pool_K=pool_K)
+                          "`icl-race analyze memorization mlp DIR`", pool_K=pool_K)

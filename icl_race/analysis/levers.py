@@ -1,0 +1,282 @@
+"""The levers on the race (issue 14 item 4; experiments/levers/README.md): pure summaries of the cells
+(config dict, arrays) that `icl_race.rundir.load_cells` reads, each a typed result with a `text()`.
+
+  beta0       (a) per seed ln t_ICL against the beta0 measured at init, per cell and pooled
+  pair        the same seeds under two settings (e.g. SGD and Adam): Spearman of their t_ICL
+  lever_race  (b), (c) the K* the race predicts per lever value from MLP-only I_K(T) and K = inf t_ICL
+  transience  (d) ICL's rise and fall per optimizer and L2 on the attention path, lasting losses
+  kstar       (b), (c) the measured K* per lever value (logistic midpoint of the acquired fraction)
+
+The copy-rule ceiling under item noise is theory: `icl_race.theory.ceiling`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from icl_race.analysis.memorization import budgets_by_K, log_t_vs_beta0, predict_k_star
+from icl_race.analysis.race import summarize_transience
+from icl_race.analysis.regime import rise_fraction
+from icl_race.analysis.text import ci_text, value_ci
+from icl_race.analysis.threshold import acquisition_curve, percentile_ci
+from icl_race.configbase import ConfigError
+
+SETTING = ("optimizer", "lr", "qk_init_scale")  # what tells a lever's cells apart here
+
+
+def setting(cfg: dict) -> dict:
+    return {"optimizer": cfg["train"]["optimizer"], "lr": cfg["train"]["lr"], "qk_init_scale": cfg["model"]["qk_init_scale"]}
+
+
+def _label(c: dict) -> str:
+    return f"{c['optimizer']} lr {c['lr']:g}, qk_init_scale {c['qk_init_scale']:g}"
+
+
+def spread(values, n_boot: int, rng: np.random.Generator) -> dict:
+    """Standard deviation of values with a bootstrap CI over seeds."""
+    v = np.asarray(values, float)
+    boot = [np.std(v[rng.integers(0, v.size, v.size)]) for _ in range(n_boot)]
+    return {"sd": float(np.std(v)), "sd_ci": percentile_ci(boot, 0.95)}
+
+
+def longest_run(mask_SxT: np.ndarray) -> np.ndarray:
+    """The longest run of consecutive True per row."""
+    longest, run = np.zeros(mask_SxT.shape[0], int), np.zeros(mask_SxT.shape[0], int)
+    for col in mask_SxT.T:
+        run = np.where(col, run + 1, 0)
+        longest = np.maximum(longest, run)
+    return longest
+
+
+@dataclass(frozen=True)
+class Beta0:
+    cells: list  # per cell: its setting, N, seeds, acquired, beta0_mean, fit (log_t_vs_beta0), ln_t_spread, beta0_spread
+    pooled: dict  # log_t_vs_beta0 over every cell's seeds
+
+    def text(self) -> str:
+        lines = []
+        for c in self.cells:
+            f, s, sb = c["fit"], c["ln_t_spread"] or {"sd": float("nan"), "sd_ci": None}, c["beta0_spread"]
+            slope = "not fitted (< 3 acquired)" if f is None else value_ci(f["slope"], f["slope_ci"], "{:.2f}")
+            lines.append(f"{_label(c)} (N = {c['N']}): acquired {c['acquired']}/{c['seeds']}, mean beta0 "
+                         f"{c['beta0_mean']:.3f}; slope of ln t_ICL on beta0 {slope}; sd of ln t_ICL "
+                         f"{value_ci(s['sd'], s['sd_ci'], '{:.3f}')} vs sd of beta0 {value_ci(sb['sd'], sb['sd_ci'], '{:.3f}')}")
+        p = self.pooled
+        lines.append(f"pooled: slope {value_ci(p['slope'], p['slope_ci'], '{:.2f}')} over {p['n']} acquired seeds "
+                     f"({p['censored']} censored, dropped)")
+        return "\n".join(lines)
+
+
+def beta0(cells, n_boot: int = 1000, seed: int = 0) -> Beta0:
+    """(a): per seed ln t_ICL against the beta0 measured at init, per init scale and pooled (theory
+    slope -1); the spread of ln t_ICL beside the spread of ln e^-beta0 = -beta0 (equal if beta0 alone
+    set t_ICL)."""
+    rng = np.random.default_rng(seed)
+    rows, pooled_t, pooled_b = [], [], []
+    for cfg, r in cells:
+        t, b = np.asarray(r["t_icl"], float), np.asarray(r["beta0"], float)[:, 0]
+        ok = t > 0
+        fit = log_t_vs_beta0(t, b, n_boot=n_boot) if ok.sum() > 2 else None
+        rows.append({**setting(cfg), "N": cfg["task"]["N"], "seeds": int(t.size),
+                     "acquired": int(ok.sum()), "beta0_mean": float(b.mean()), "fit": fit,
+                     "ln_t_spread": spread(np.log(t[ok]), n_boot, rng) if ok.any() else None,
+                     "beta0_spread": spread(b, n_boot, rng)})
+        pooled_t.append(t)
+        pooled_b.append(b)
+    return Beta0(cells=sorted(rows, key=lambda c: tuple(c[k] for k in SETTING)),
+                 pooled=log_t_vs_beta0(np.concatenate(pooled_t), np.concatenate(pooled_b), n_boot=n_boot))
+
+
+@dataclass(frozen=True)
+class Pair:
+    pairs: list  # per (cell of a, cell of b): settings a and b, seeds acquired in both, spearman, p
+
+    def text(self) -> str:
+        return "\n".join(f"{_label(row['a'])} vs {_label(row['b'])}: Spearman rho of t_ICL {row['spearman']:.2f} "
+                         f"(p = {row['p']:.2g}) over {row['seeds']} seeds acquired in both"
+                         for row in self.pairs if row["spearman"] is not None)
+
+
+def pair(cells_a, cells_b) -> Pair:
+    """The same seeds (same initial weights) under two settings, e.g. SGD and Adam: the Spearman
+    correlation of their t_ICL, per pair of cells, over the seeds both acquired."""
+    def by_setting(cells):
+        return {tuple(setting(cfg).values()): dict(zip(r["seed_ids"].tolist(), r["t_icl"].tolist())) for cfg, r in cells}
+    a, b = by_setting(cells_a), by_setting(cells_b)
+    rows = []
+    for ka, ta in sorted(a.items()):
+        for kb, tb in sorted(b.items()):
+            seeds = sorted(s for s in ta.keys() & tb.keys() if ta[s] > 0 and tb[s] > 0)
+            rho = stats.spearmanr([ta[s] for s in seeds], [tb[s] for s in seeds]) if len(seeds) > 2 else None
+            rows.append({"a": dict(zip(SETTING, ka)), "b": dict(zip(SETTING, kb)), "seeds": len(seeds),
+                         "spearman": None if rho is None else float(rho.statistic),
+                         "p": None if rho is None else float(rho.pvalue)})
+    return Pair(pairs=rows)
+
+
+@dataclass(frozen=True)
+class LeverRace:
+    field: str
+    N: int
+    T: float
+    t_fixed: float | None
+    values: list  # per lever value: its MLP-only dir, K, nu, C, where t_ICL came from, K* from K = inf and from t_fixed
+
+    def text(self) -> str:
+        lines = []
+        for row in self.values:
+            k, f = row["kinf"], row["fixed"]
+            kinf = (f"{k['median_t_icl']:.0f} ({row['t_icl_from']}) -> K* {value_ci(k['k_star'], k['k_star_ci'])} "
+                    f"(x{k['shift']:.2f})") if np.isfinite(k["median_t_icl"]) else \
+                f"not reached by the budget ({row['t_icl_from']}) -> no K*"
+            line = f"{self.field} = {row['value']:g}: nu {row['nu']:.3f}, C {row['C']:.3g}; K = inf median t_ICL {kinf}"
+            if f:
+                line += f"; at t = {self.t_fixed:g}: K* {value_ci(f['k_star'], f['k_star_ci'])} (x{f['shift']:.2f})"
+            lines.append(line)
+        return "\n".join(lines)
+
+
+def lever_race(field: str, values, mlp_cells_V, kinf_cells, N: int, T: float = 10000, t_fixed: float | None = None,
+               mlp_names=None, n_boot: int = 1000) -> LeverRace:
+    """(b), (c): the K* the race predicts at one N for each value of a lever, from the MLP-only I_K(T) = C K^nu
+    measured under that value (the cells of `mlp_cells_V[v]`, I_K at the race's budget T) and the K =
+    infinity median t_ICL of the `kinf_cells` at that N with that value of the lever (or, for a lever the
+    K = infinity variant cannot take, such as Zipf frequencies, its default value). With t_fixed, also the
+    K* = (t / C)^(1/nu) for that t, the same for every value: the shift that memorization alone predicts."""
+    section, key = field.split(".")
+
+    def value_of(cfg):
+        return float(cfg[section].get(key, 0.0))
+
+    kinf = [(c, r) for c, r in kinf_cells if c["task"]["N"] == N]
+    mlp_names = list(mlp_names) if mlp_names is not None else [str(i) for i in range(len(values))]
+    rows = []
+    for v, mlp_cells, name in zip(values, mlp_cells_V, mlp_names, strict=True):
+        K, I_by_K = budgets_by_K([(c, r) for c, r in mlp_cells if value_of(c) == v], T)
+        same = [(c, r) for c, r in kinf if value_of(c) == v]
+        source = "the same value" if same else "the lever's default (no K = infinity cell with this value)"
+        same = same or [(c, r) for c, r in kinf if value_of(c) == 0.0]
+        if len(same) != 1 or not K:
+            raise ConfigError(f"{field} = {v}: {len(same)} K = infinity cells at N = {N} and "
+                              f"{len(K)} MLP-only cells reaching T = {T} (need 1 and some)")
+        (_, r), = same
+        # t_fixed as a cell of seeds that all acquire at t: its KM median is t, with no spread.
+        times = [np.asarray(r["t_icl"], float)] + ([np.full(r["t_icl"].size, t_fixed)] if t_fixed else [])
+        pred = predict_k_star(K, I_by_K, np.full(len(times), N), times, float(r["budget"]), n_boot)
+        rows.append({"value": v, "mlp": name, "K": list(K), "nu": pred["nu"], "C": pred["C"], "t_icl_from": source,
+                     "kinf": pred["per_N"][0], "fixed": pred["per_N"][1] if t_fixed else None})
+    base = rows[0]
+    for row in rows:
+        for k in ("kinf", "fixed"):
+            if row[k]:
+                row[k]["shift"] = row[k]["k_star"] / base[k]["k_star"]
+    return LeverRace(field=field, N=N, T=T, t_fixed=t_fixed, values=rows)
+
+
+@dataclass(frozen=True)
+class LeverTransience:
+    level: float
+    lasting: int
+    cells: list  # per (optimizer, L2): counts, rise and fall (KM medians), lasting losses, final accuracies
+
+    def text(self) -> str:
+        lines = []
+        for row in self.cells:
+            def med(d):
+                return value_ci(d["median"], d.get("median_ci"))
+            lines.append(f"{row['optimizer']}, L2 {row['weight_decay_attn']:g}: acquired {row['acquired']}/{row['seeds']} "
+                         f"(KM median t_ICL {med(row['rise'])}), fell {row['fell']}/{row['acquired']} (KM median fall "
+                         f"{med(row['fall'])}, budget {row['budget']:.0f}), lost for >= {self.lasting} evaluations "
+                         f"{row['lost_lasting']}, ended below {self.level:g} {row['ended_below']}; final ICL accuracy "
+                         f"{row['final_icl_acc_median']:.2f}, IWL {row['final_iwl_acc_median']:.2f} (seed medians)")
+        return "\n".join(lines)
+
+
+def transience(cells, level: float = 0.9, lasting: int = 10, n_boot: int = 1000) -> LeverTransience:
+    """(d): ICL's rise and fall (first evaluation after t_ICL with ICL accuracy < level) per optimizer and
+    L2 on the attention path (analysis.race.summarize_transience, one optimizer at a time), with the seeds'
+    median final ICL and IWL accuracies. A fall by that rule may be a one-evaluation dip, so also: the
+    acquired seeds that stay below level for `lasting` consecutive evaluations (a lasting loss), and
+    those that end the run below it."""
+    rows = []
+    for opt in sorted({cfg["train"]["optimizer"] for cfg, _ in cells}):
+        mine = [(cfg, r) for cfg, r in cells if cfg["train"]["optimizer"] == opt]
+        by_wd = {cfg["train"]["weight_decay_attn"]: r for cfg, r in mine}
+        for row in summarize_transience(mine, level=level, n_boot=n_boot)["cells"]:
+            r = by_wd[row["weight_decay_attn"]]
+            acquired = r["t_icl"] >= 0
+            after_SxT = (r["eval_steps"][None, :] > r["t_icl"][:, None]) & acquired[:, None]
+            below_SxT = after_SxT & (r["icl_acc"] < level)
+            rows.append({"optimizer": opt, "final_icl_acc_median": float(np.median(r["icl_acc"][:, -1])),
+                         "final_iwl_acc_median": float(np.median(r["iwl_acc"][:, -1])),
+                         "lost_lasting": int((longest_run(below_SxT) >= lasting).sum()),
+                         "ended_below": int((acquired & (r["icl_acc"][:, -1] < level)).sum()),
+                         **{k: row[k] for k in ("weight_decay_attn", "seeds", "acquired", "fell", "budget", "rise", "fall")}})
+    return LeverTransience(level=level, lasting=lasting, cells=rows)
+
+
+@dataclass(frozen=True)
+class KStar:
+    field: str
+    N: int
+    cells: list  # per (value, K): seeds, acquired, budget, median rise fraction, source directory
+    kstar: list  # per value: acquisition_curve's fit (K*, its CI, bracketed)
+
+    def text(self) -> str:
+        # The regime check beside each K*: a median rise fraction above the protocol's bound (0.10 at K =
+        # infinity; 0.17-0.25 near K* without a lever) says ICL climbed to the threshold rather than jumped.
+        def rise(c):
+            return "" if c.get("rise_fraction_median") is None else f" (r {c['rise_fraction_median']:.2f})"
+        lines = []
+        for fit in self.kstar:
+            v = fit["value"]
+            counts = ", ".join(f"{c['acquired']}/{c['seeds']} at {c['K']:,}{rise(c)}" for c in self.cells if c["value"] == v)
+            if not fit["ok"]:
+                verdict = f"no K* ({fit['reason']})"
+            else:
+                verdict = (f"K* {fit['kstar']:,.0f} {ci_text(fit['kstar_ci'], '{:,.0f}')}"
+                           + ("" if fit["bracketed"] else ", not bracketed by the grid: an extrapolation"))
+            lines.append(f"{self.field} = {v:g} (N = {self.N}): {verdict}; acquired {counts}")
+        return "\n".join(lines)
+
+
+def kstar_cells(field: str, N: int, sources, prior=None) -> list:
+    """The finite-K cells at N of `sources` ((name, cells) pairs) beside `prior` (an earlier KStar's cells,
+    kept for the (value, K) cells the sources lack); a cell in both must agree (the same config digest
+    trains the same seeds), and keeps the prior's source."""
+    section, key = field.split(".")
+    rows = {(c["value"], c["K"]): c for c in (prior or [])}
+    for name, cells in sources:
+        for cfg, r in cells:
+            task = cfg["task"]
+            if task["N"] != N or task.get("variant") == "infinite":
+                continue
+            t = np.asarray(r["t_icl"])
+            r_S = rise_fraction(t, np.asarray(r["t_icl60"]))
+            cell = {"value": float(cfg[section].get(key, 0.0)), "K": int(task["K"]), "seeds": int(t.size),
+                    "acquired": int((t >= 0).sum()), "budget": int(cfg["train"]["steps"]),
+                    "rise_fraction_median": float(np.nanmedian(r_S)) if (t >= 0).any() else None, "source": str(name)}
+            old = rows.get((cell["value"], cell["K"]))
+            if old and (old["seeds"], old["acquired"]) != (cell["seeds"], cell["acquired"]):
+                raise ConfigError(f"{field} = {cell['value']:g}, K = {cell['K']}: {name} has {cell['acquired']}/"
+                                  f"{cell['seeds']} acquired, the earlier counts {old['acquired']}/{old['seeds']}")
+            rows[(cell["value"], cell["K"])] = {**cell, "source": old["source"] if old else cell["source"]}
+    return [rows[k] for k in sorted(rows)]
+
+
+def kstar(field: str, N: int, cells, n_boot: int = 1000, seed: int = 0) -> KStar:
+    """(b), (c): K* per value of a lever at one N, the logistic midpoint of the acquired fraction against
+    log K (analysis.threshold.acquisition_curve, the report's estimator) over `cells` (kstar_cells), with
+    each cell's median rise fraction r (analysis.regime) where its seeds were at hand."""
+    rng = np.random.default_rng(seed)
+    fits = []
+    for v in sorted({c["value"] for c in cells}):
+        mine = [c for c in cells if c["value"] == v]
+        fit = acquisition_curve(np.log10([c["K"] for c in mine]),
+                                [np.arange(c["seeds"]) < c["acquired"] for c in mine], n_boot=n_boot, rng=rng)
+        fit.pop("boot_log10_kstar", None)
+        fits.append({"value": v, **fit})
+    return KStar(field=field, N=N, cells=list(cells), kstar=fits)

@@ -1,0 +1,89 @@
+"""The levers on the race (experiments/levers/, issue 14 item 4): reads sweep directories for
+`icl_race.analysis.levers`; the copy-rule ceiling is `icl_race.theory.ceiling` (no directories).
+
+  beta0 DIR...                       (a) ln t_ICL against beta0
+  pair DIR OTHER                     Spearman of t_ICL over the same seeds under two settings
+  race KINF_DIR... --set field=task.epsilon --set values=0,1 --set mlp=MLP_DIR0,MLP_DIR1
+                   [--set N=32 --set T=10000 --set t_fixed=1200]   (b), (c) the K* each value predicts
+  transience DIR...                  --set level=0.9 --set lasting=10   (d) ICL's rise and fall
+  kstar [DIR...] --set field=task.epsilon [--set counts=PRIOR_JSON --set N=32]   the measured K*
+  ceiling          --set epsilon=0,0.5,1 [--set D=63 --set N=32 --set sequences=20000]
+
+`collapse` (one seed retrained and inspected) stays in experiments/levers/analyze.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from icl_race.analysis import levers
+from icl_race.config import ConfigError
+from icl_race.rundir import load_cells
+from icl_race.theory.ceiling import Ceiling, copy_ceiling
+
+
+def _list(v) -> list:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _need(sub: str, **given):
+    missing = [k for k, v in given.items() if v is None]
+    if missing:
+        raise ConfigError(f"analyze levers {sub}: needs --set {', '.join(f'{k}=...' for k in missing)}")
+
+
+def beta0(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Beta0:
+    return levers.beta0(load_cells(*dirs), n_boot=n_boot, seed=seed)
+
+
+def pair(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Pair:
+    if len(dirs) != 2:
+        raise ConfigError("analyze levers pair: give two directories (the same seeds under two settings)")
+    return levers.pair(load_cells(dirs[0]), load_cells(dirs[1]))
+
+
+def race(dirs, *, field: str | None = None, values=None, mlp=None, N: int = 32, T: float = 10000,
+         t_fixed: float | None = None, n_boot: int = 1000, seed: int = 0) -> levers.LeverRace:
+    """dirs: the K = infinity race sweeps; `mlp`: one MLP-only sweep directory per lever value."""
+    _need("race", field=field, values=values, mlp=mlp)
+    values, mlp = [float(v) for v in _list(values)], [str(d) for d in _list(mlp)]
+    if len(values) != len(mlp):
+        raise ConfigError(f"analyze levers race: {len(values)} values but {len(mlp)} mlp directories")
+    return levers.lever_race(field, values, [load_cells(d) for d in mlp], [c for d in dirs for c in load_cells(d)],
+                             N, float(T), None if t_fixed is None else float(t_fixed), mlp_names=mlp, n_boot=n_boot)
+
+
+def transience(dirs, *, level: float = 0.9, lasting: int = 10, n_boot: int = 1000, seed: int = 0) -> levers.LeverTransience:
+    return levers.transience([c for d in dirs for c in load_cells(d)], level=level, lasting=lasting, n_boot=n_boot)
+
+
+def kstar(dirs, *, field: str | None = None, N: int = 32, counts: str | None = None, n_boot: int = 1000,
+          seed: int = 0) -> levers.KStar:
+    """K* per lever value over the finite-K cells of dirs and of an earlier kstar result (`counts`: its JSON,
+    as this command writes it or as experiments/levers/analyze.py wrote it), so K* can grow over sessions
+    whose run directories (git-ignored) are gone."""
+    _need("kstar", field=field)
+    prior = None
+    if counts:
+        path = Path(counts)
+        if not path.is_file():
+            raise ConfigError(f"--set counts={counts}: no such file")
+        prior = json.loads(path.read_text())
+        prior = prior.get("result", prior)  # this command's JSON wraps the result
+        if (prior["field"], prior["N"]) != (field, N):
+            raise ConfigError(f"--set counts={counts}: field {prior['field']} at N = {prior['N']}, not {field} at N = {N}")
+    cells = levers.kstar_cells(field, N, [(d, load_cells(d)) for d in dirs], prior and prior["cells"])
+    if not cells:
+        raise ConfigError("analyze levers kstar: no finite-K cell (give directories or --set counts=FILE)")
+    return levers.kstar(field, N, cells, n_boot=n_boot, seed=seed)
+
+
+def ceiling(dirs, *, epsilon=(0.0, 0.5, 1.0), D: int = 63, N: int = 32, sequences: int = 20000, n_boot: int = 1000,
+            seed: int = 0) -> Ceiling:
+    if dirs:
+        raise ConfigError("analyze levers ceiling: takes no directories (a Monte Carlo of the task's sequences)")
+    return copy_ceiling([float(e) for e in _list(epsilon)], D=D, N=N, sequences=sequences, seed=seed)
+
+
+COMMANDS = {"beta0": beta0, "pair": pair, "race": race, "transience": transience, "kstar": kstar, "ceiling": ceiling}

@@ -1,0 +1,47 @@
+"""The memorization and minimal-model sweeps (experiments/memorization/): reads sweep directories for
+`icl_race.analysis.memorization`.
+
+  mlp DIR            --set T=2000,20000      I_K(T) at those steps (default: the shortest run's end)
+  minimal DIR...
+  race MLP_DIR KINF_DIR --set T=2000 [--set kstar=REPORT_JSON]
+                     K*(N) predicted from the MLP-only I_K(T) and the K = infinity t_ICL(N), next to the
+                     measured K*(N) of an `icl-race report` (its "finite K" threshold table) when given.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from icl_race.analysis import memorization as mem
+from icl_race.config import ConfigError
+from icl_race.rundir import load_cells
+
+
+def _floats(v) -> list[float] | None:
+    return None if v is None else [float(x) for x in (v if isinstance(v, list) else [v])]
+
+
+def mlp(dirs, *, T=None, n_boot: int = 1000, seed: int = 0) -> mem.Memorization:
+    if len(dirs) != 1:
+        raise ConfigError("analyze memorization mlp: give one sweep directory")
+    return mem.memorization(load_cells(dirs[0]), _floats(T), n_boot=n_boot, seed=seed)
+
+
+def minimal(dirs, *, n_boot: int = 1000, seed: int = 0) -> mem.Minimal:
+    return mem.minimal(load_cells(*dirs), n_boot)
+
+
+def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: int = 0) -> mem.RaceKStar:
+    if len(dirs) != 2 or T is None:
+        raise ConfigError("analyze memorization race: give MLP_DIR KINF_DIR and --set T=STEPS (the race's budget)")
+    measured = None
+    if kstar:
+        path = Path(kstar)
+        if not path.is_file():
+            raise ConfigError(f"--set kstar={kstar}: no such file")
+        measured = mem.measured_k_star(json.loads(path.read_text()))
+    return mem.race(load_cells(dirs[0]), load_cells(dirs[1]), _floats(T)[0], measured, n_boot, seed=seed)
+
+
+COMMANDS = {"mlp": mlp, "minimal": minimal, "race": race}

@@ -1,0 +1,63 @@
+"""The race's transformer-side claims (experiments/race/, arXiv 2412.00104 §5): reads run or sweep
+directories for `icl_race.analysis.race`; the figures through `icl_race.plots.race`.
+
+  transience DIR                       --set level=0.9
+  loss DIR...                          --set min_x=0.5
+  independence MEM T_ICL MLP_ONLY...   --set level=0.9   (the directories in that order)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from icl_race.analysis import race
+from icl_race.config import ConfigError
+from icl_race.rundir import load_cells
+
+
+def transience(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> race.Transience:
+    """ICL's rise and fall per weight decay (train.weight_decay_attn) cell; fall = first ICL accuracy
+    below `level` after t_ICL."""
+    with np.errstate(all="ignore"):
+        return race.transience(load_cells(*dirs), level=level, n_boot=n_boot)
+
+
+def loss(dirs, *, min_x: float = 0.5, n_boot: int = 1000, seed: int = 0) -> race.LossRelations:
+    """The loss relation L_ICL vs -1/2 log L_IWL per cell, on every point after t_ICL and on x > min_x."""
+    with np.errstate(all="ignore"):
+        return race.loss_relations(load_cells(*dirs), min_x=min_x, n_boot=n_boot)
+
+
+def independence(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> race.Independence:
+    """Directories: the memorization sweep (model.freeze none, attention), the t_ICL sweep (model.freeze
+    none, mlp x task.variant), then the MLP-only runs; memorization time = first IWL accuracy > level."""
+    if len(dirs) < 3:
+        raise ConfigError("analyze race independence: give MEMORIZATION_DIR T_ICL_DIR MLP_ONLY_DIR... (3 or more)")
+    with np.errstate(all="ignore"):
+        return race.independence(load_cells(dirs[0]), load_cells(dirs[1]), load_cells(*dirs[2:]), level=level,
+                                 n_boot=n_boot)
+
+
+def _transience_figures(result) -> dict:
+    from icl_race.plots import race as figures
+
+    return {"": figures.transience(dataclasses.asdict(result))}
+
+
+def _loss_figures(result) -> dict:
+    from icl_race.plots import race as figures
+
+    return {f"_wd{wd:g}": figures.loss_relation(np.asarray(x), np.asarray(y), fit, title=f"wd {wd:g}")
+            for wd, x, y, fit in result.points if len(x)}  # a cell with no point after t_ICL: no figure
+
+
+def _independence_figures(result) -> dict:
+    from icl_race.plots import race as figures
+
+    return {"": figures.independence(dataclasses.asdict(result))}
+
+
+COMMANDS = {"transience": transience, "loss": loss, "independence": independence}
+FIGURES = {"transience": _transience_figures, "loss": _loss_figures, "independence": _independence_figures}

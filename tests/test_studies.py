@@ -1,0 +1,200 @@
+"""`icl-race analyze STUDY SUBCOMMAND` for the race, memorization and levers studies (issue 28 item 1): on
+tiny runs, each subcommand gives what the experiment script it replaces gave on the same directories.
+
+The runs are stored (tests/golden/inputs/studies/, trained once by `train` below): a trained tiny run is
+reproducible on one machine only, and stored inputs make every number here the same on any machine.
+The race and memorization scripts were thin: their numbers are the analysis summaries themselves, which
+the tests call directly. The levers script's own computations moved into icl_race/analysis/levers.py;
+tests/golden/studies/levers_legacy.json is what the script's functions (experiments/levers/analyze.py at
+commit 10e4dca) returned on the stored runs. Stored results whose inputs are in git (the ceiling's
+options, kstar's counts) are recomputed exactly.
+
+To store the runs again (a change to results.npz's layout): `python -c "import sys; sys.path.insert(0,
+'tests'); import test_studies as t; t.train(t.INPUTS)"` on an empty INPUTS, then delete the PNGs."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from icl_race import config, runner, studies
+from icl_race.analysis import memorization as mem
+from icl_race.analysis import race
+from icl_race.rundir import load_cells
+
+ROOT = Path(__file__).parent.parent
+LEVERS = ROOT / "experiments" / "levers" / "results"
+GOLDEN = Path(__file__).parent / "golden" / "studies" / "levers_legacy.json"
+INPUTS = Path(__file__).parent / "golden" / "inputs" / "studies"
+
+_TRAIN = {"lr": 0.1, "batch_size": 64, "steps": 400, "eval_every": 50, "eval_size": 100,
+          "stop_when_all_acquired": False, "early_stop": "off"}
+_ENS = {"seeds": 4, "block": 4}
+RUNS = {  # name -> raw config: classification cells (two weight decays, Adam, another K, K = infinity),
+    # MLP-only memorization cells at two K, minimal-model cells at two beta0
+    "wd01": {"task": {"K": 1000, "N": 8}, "model": {"width": 32}, "train": _TRAIN | {"weight_decay_attn": 0.01}},
+    "wd03": {"task": {"K": 1000, "N": 8}, "model": {"width": 32}, "train": _TRAIN | {"weight_decay_attn": 0.03}},
+    "adam": {"task": {"K": 1000, "N": 8}, "model": {"width": 32},
+             "train": _TRAIN | {"optimizer": "adam", "lr": 0.003, "weight_decay_attn": 0.01}},
+    "k200": {"task": {"K": 200, "N": 8}, "model": {"width": 32}, "train": _TRAIN},
+    "kinf": {"task": {"variant": "infinite", "N": 8}, "model": {"width": 32}, "train": _TRAIN},
+    "mlp64": {"task": {"kind": "memorization", "D": 63, "K": 64}, "model": {"kind": "mlp", "width": 32}, "train": _TRAIN},
+    "mlp128": {"task": {"kind": "memorization", "D": 63, "K": 128}, "model": {"kind": "mlp", "width": 32}, "train": _TRAIN},
+    "min0": {"task": {"variant": "infinite", "N": 8}, "model": {"kind": "minimal", "width": 16, "beta0": 0.0},
+             "train": _TRAIN | {"icl_threshold": 0.9}},
+    "min1": {"task": {"variant": "infinite", "N": 8}, "model": {"kind": "minimal", "width": 16, "beta0": 1.0},
+             "train": _TRAIN | {"icl_threshold": 0.9}},
+}
+
+
+def train(root: Path) -> dict:
+    out = {}
+    for name, raw in RUNS.items():
+        raw = {k: dict(v) for k, v in raw.items()} | {"ensemble": dict(_ENS)}
+        if raw["task"].get("kind") == "memorization":
+            raw["train"] = {k: v for k, v in raw["train"].items() if k != "eval_size"}
+        runner.execute(config.from_dict(raw), root / name, progress=False)
+        out[name] = str(root / name)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The stored runs, copied (a command may write beside its inputs)."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("studies")
+    return {name: shutil.copytree(INPUTS / name, root / name).as_posix() for name in RUNS}
+
+
+def _same(a, b):
+    """JSON equality (NaN equal to NaN), as the results are written."""
+    return json.dumps(a, sort_keys=True, default=float) == json.dumps(b, sort_keys=True, default=float)
+
+
+def analyze(study, sub, dirs, tmp_path, **options):
+    result, written = studies.run(study, sub, dirs, tmp_path / f"{study}_{sub}.json", None, 0, options)
+    stored = json.loads(written[0].read_text())
+    assert stored["result"] == json.loads(json.dumps(studies.payload(result)))  # what the command wrote
+    return result, written
+
+
+# ---- race: experiments/race/analyze.py called these summaries --------------------------------------
+
+def test_race_transience_is_the_summary_with_its_figure(runs, tmp_path):
+    result, written = analyze("race", "transience", [runs["wd01"], runs["wd03"]], tmp_path)
+    cells = load_cells(runs["wd01"], runs["wd03"])
+    assert _same(dataclasses.asdict(result), race.summarize_transience(cells, level=0.9, n_boot=1000))
+    assert [p.suffix for p in written] == [".json", ".png"]
+    assert "wd 0.01: acquired" in result.text()
+
+
+def test_race_loss_is_the_loss_relation_per_cell(runs, tmp_path):
+    result, written = analyze("race", "loss", [runs["wd01"], runs["wd03"]], tmp_path, min_x=0.5)
+    for (cfg, r), cell in zip(load_cells(runs["wd01"], runs["wd03"]), studies.payload(result)["cells"]):
+        for m in (-np.inf, 0.5):
+            old = race.loss_relation(r["icl_loss"], r["iwl_loss"], r["eval_steps"], r["t_icl"], m, n_boot=1000)
+            assert _same(cell[f"x > {m:g}"], {k: v for k, v in old.items() if k not in ("x", "y")})
+        assert cell["weight_decay_attn"] == cfg["train"]["weight_decay_attn"]
+    # wd 0.03 acquires no ICL in 400 steps: no point after t_ICL, no figure
+    assert [p.name for p in written[1:]] == ["race_loss_wd0.01.png"]
+
+
+def test_race_independence_takes_its_directories_in_order(runs, tmp_path):
+    result, _ = analyze("race", "independence", [runs["wd01"], runs["kinf"], runs["mlp64"], runs["mlp128"]], tmp_path)
+    old = race.summarize_independence(load_cells(runs["wd01"]), load_cells(runs["kinf"]),
+                                      load_cells(runs["mlp64"], runs["mlp128"]), level=0.9, n_boot=1000)
+    assert _same(dataclasses.asdict(result), old)
+    assert "memorization | none" in result.text()
+
+
+# ---- memorization: experiments/memorization/analyze.py printed these summaries ---------------------
+
+def test_memorization_mlp_minimal_and_race(runs, tmp_path):
+    sweep = [runs["mlp64"], runs["mlp128"]]
+    result, _ = studies.run("memorization", "mlp", [sweep[0]], tmp_path / "m.json", None, 0, {"T": [200.0, 400.0]})
+    assert _same(dataclasses.asdict(result), mem.summarize_memorization(load_cells(sweep[0]), [200.0, 400.0], n_boot=1000))
+    result, _ = analyze("memorization", "minimal", [runs["min0"], runs["min1"]], tmp_path)
+    assert _same(dataclasses.asdict(result), mem.summarize_minimal(load_cells(runs["min0"], runs["min1"]), 1000))
+    assert "N 8, beta0 0:" in result.text()
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"thresholds": [{"label": "finite K", "kstar_slope": {"slope": 1.0},
+                                                  "acquisition": {"8": {"kstar": 900.0, "kstar_ci": [800.0, 1000.0]}}}]}))
+    for mlp_dir in sweep:  # one sweep directory in the old script: here each MLP-only cell in turn
+        result, _ = analyze("memorization", "race", [mlp_dir, runs["kinf"]], tmp_path, T=400, kstar=str(report))
+        assert _same(result.predicted, mem.summarize_race(load_cells(mlp_dir), load_cells(runs["kinf"]), 400.0, 1000))
+        assert result.measured["per_N"] == [{"N": 8, "k_star": 900.0, "k_star_ci": [800.0, 1000.0]}]
+
+
+# ---- levers: the computations moved from experiments/levers/analyze.py -----------------------------
+
+def _levers(runs, tmp_path) -> dict:
+    """What `icl-race analyze levers ...` gives on the tiny runs, JSON as written."""
+    call = {
+        "beta0": ("beta0", [runs["adam"], runs["wd01"]], {}),  # the old script's sweep read its cells by name
+        "pair": ("pair", [runs["wd01"], runs["adam"]], {}),
+        "race": ("race", [runs["kinf"]], {"field": "task.epsilon", "values": [0.0], "mlp": [f"{runs['mlp64']}"],
+                                          "N": 8, "T": 400, "t_fixed": 300}),
+        "transience": ("transience", [runs["wd01"], runs["wd03"], runs["adam"]], {"level": 0.9, "lasting": 2}),
+        "kstar": ("kstar", [runs["k200"], runs["wd01"], runs["kinf"]], {"field": "task.epsilon", "N": 8}),
+    }
+    return {name: json.loads(json.dumps(studies.payload(analyze("levers", sub, dirs, tmp_path, **opts)[0]), default=float))
+            for name, (sub, dirs, opts) in call.items()}
+
+
+def _relative(out: dict, runs: dict) -> dict:
+    """Run directories as their names, so that the captured output does not hold a temporary path."""
+    text = json.dumps(out)
+    for name, d in runs.items():
+        text = text.replace(d, name)
+    return json.loads(text)
+
+
+def test_levers_subcommands_give_what_the_script_gave(runs, tmp_path):
+    new = _relative(_levers(runs, tmp_path), runs)
+    golden = json.loads(GOLDEN.read_text())
+    assert new.keys() == golden.keys()
+    for name in golden:
+        assert _close(new[name], golden[name]), name
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return (np.isnan(a) and np.isnan(b)) or a == pytest.approx(b, rel=1e-9)
+    return a == b
+
+
+def test_levers_ceiling_reproduces_its_stored_result(tmp_path):
+    stored = json.loads((LEVERS / "ceiling.json").read_text())
+    result, _ = studies.run("levers", "ceiling", [], tmp_path / "c.json", None, 0,
+                            {"epsilon": [r["epsilon"] for r in stored["rows"]]})
+    assert studies.payload(result) == stored
+
+
+@pytest.mark.parametrize("name", ["kstar_epsilon", "kstar_zipf"])
+def test_levers_kstar_reproduces_its_stored_results_from_their_counts(name, tmp_path):
+    stored = json.loads((LEVERS / f"{name}.json").read_text())
+    result, written = studies.run("levers", "kstar", [], tmp_path / "k.json", 2000, 0,
+                                  {"field": stored["field"], "N": stored["N"], "counts": str(LEVERS / f"{name}.json")})
+    assert json.loads(json.dumps(studies.payload(result))) == stored
+    again, _ = studies.run("levers", "kstar", [], tmp_path / "k2.json", 2000, 0,  # its own JSON taken back
+                           {"field": stored["field"], "N": stored["N"], "counts": str(written[0])})
+    assert again == result
+
+
+def test_options_are_checked():
+    from icl_race.config import ConfigError
+
+    with pytest.raises(ConfigError, match="no option bogus"):
+        studies.run("levers", "ceiling", [], None, None, 0, {"bogus": 1})
+    with pytest.raises(ConfigError, match="needs --set field"):
+        studies.run("levers", "kstar", [], None, None, 0, {})
+    assert studies.parse_option("values=0,1.5") == ("values", [0, 1.5])
+    assert studies.parse_option("field=task.epsilon") == ("field", "task.epsilon")
+    assert studies.parse_option("t-fixed=1200") == ("t_fixed", 1200)
