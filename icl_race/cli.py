@@ -62,6 +62,7 @@ ANALYZE_EPILOG = """studies, subcommands, directories and --set options:
   levers kstar [DIR...]                 measured K* per lever value (field=; counts=PRIOR_JSON, N=32)
   levers ceiling                        copy-rule accuracy under item noise (epsilon=0,0.5,1; D=63,
                                         N=32, sequences=20000)
+  levers collapse DIR                   one seed retrained, its network read (seed_id=0, at=3000,...,30000)
 e.g. icl-race analyze levers kstar runs/levers/epsilon --set field=task.epsilon \\
          --set counts=experiments/levers/results/kstar_epsilon.json --out experiments/levers/results/kstar_epsilon.json
 """

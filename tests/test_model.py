@@ -143,6 +143,25 @@ def test_query_scores_are_the_softmax_logits_of_the_forward_pass():
                                rtol=1e-4, atol=1e-5)
 
 
+def test_activations_are_the_forward_pass_and_its_hidden_layers():
+    """What analyses read (the levers' collapse): the logit is the model's, the ReLU layers are the MLP's
+    on h_q + attn_q, the attention weights are the softmax of the query's logits."""
+    spec = Transformer(E=E, width=16)
+    p = jax.tree.map(lambda a: a * 1.3 + 0.05, spec.init(jax.random.key(4)))
+    m, x = spec.bind(p), _tokens(jax.random.key(5))
+    act = spec.activations(p, x)
+    np.testing.assert_allclose(act["logit"], m.reference(x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(act["attention"], jax.nn.softmax(spec.query_scores(p, x), axis=-1), rtol=1e-6)
+    h = m.ln(x)
+    z = np.asarray(h[:, -1] + m.attn.query(h))
+    w = {k: (np.asarray(p["mlp"][k]["kernel"]), np.asarray(p["mlp"][k]["bias"])) for k in ("fc1", "fc2")}
+    relu1 = np.maximum(z @ w["fc1"][0] + w["fc1"][1], 0)
+    np.testing.assert_allclose(act["relu1"], relu1, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(act["relu2"], np.maximum(relu1 @ w["fc2"][0] + w["fc2"][1], 0), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="one-layer"):
+        Transformer(E=E, width=16, layers=2).activations(Transformer(E=E, width=16, layers=2).init(jax.random.key(0)), x)
+
+
 @pytest.mark.parametrize("layers", [1, 2])
 def test_qk_init_scale_multiplies_query_and_key_weights_only(layers):
     from icl_race.models.transformer import scale_qk

@@ -280,3 +280,29 @@ def kstar(field: str, N: int, cells, n_boot: int = 1000, seed: int = 0) -> KStar
         fit.pop("boot_log10_kstar", None)
         fits.append({"value": v, **fit})
     return KStar(field=field, N=N, cells=list(cells), kstar=fits)
+
+
+@dataclass(frozen=True)
+class Collapse:
+    """(c): one seed's network along its training (experiments/levers/, epsilon = 1 at K = infinity: ICL
+    rose, then the training loss went back to ln 2 with nothing to memorize)."""
+
+    dir: str
+    seed: int
+    rows: list  # per inspected step: network_state's fields
+
+    def text(self) -> str:
+        return "\n".join(f"step {r['step']}: ICL accuracy {r['icl_acc']:.3f}, training loss {r['train_loss']:.3f}; "
+                         f"attention logit spread {r['score_spread']:.1f}; ReLUs active {r['relu_active_fc1']:.2f} "
+                         f"(layer 1), {r['relu_active_fc2']:.2f} (layer 2); mean |logit| {r['logit_abs']:.3f}"
+                         for r in self.rows)
+
+
+def network_state(step: int, icl_acc: float, train_loss: float, scores_BxN, relu1_BxW, relu2_BxW, logit_B) -> dict:
+    """What collapse reads off a batch's activations: the spread of the query's attention logits over its
+    context (a hard argmax when large), the fraction of each ReLU layer active, the mean |logit|."""
+    return {"step": int(step), "icl_acc": float(icl_acc), "train_loss": float(train_loss),
+            "score_spread": float(np.mean(np.std(np.asarray(scores_BxN), axis=-1))),
+            "relu_active_fc1": float(np.mean(np.asarray(relu1_BxW) > 0)),
+            "relu_active_fc2": float(np.mean(np.asarray(relu2_BxW) > 0)),
+            "logit_abs": float(np.mean(np.abs(np.asarray(logit_B))))}

@@ -73,6 +73,12 @@ class MLP(nnx.Module):
     def __call__(self, x):
         return self.fc3(jax.nn.relu(self.fc2(jax.nn.relu(self.fc1(x)))))
 
+    def hidden(self, x) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """(first ReLU layer, second ReLU layer, output): what an analysis of the MLP reads."""
+        h1 = jax.nn.relu(self.fc1(x))
+        h2 = jax.nn.relu(self.fc2(h1))
+        return h1, h2, self.fc3(h2)
+
 
 class Attention(nnx.Module):
     """One softmax head, bias-free E x E maps, scale 1 (no 1/sqrt(E)), causal mask with the diagonal."""
@@ -145,6 +151,15 @@ class OneLayer(nnx.Module):
         """The readout attention's logits for the query (unfolded LayerNorm; analysis, not training)."""
         return self.attn.query_scores(self.ln(x_BxNxE))
 
+    def activations(self, x_BxNxE: jax.Array) -> dict[str, jax.Array]:
+        """The forward pass with what analysis reads along it (unfolded LayerNorm): the query's attention
+        logits [B, N] and weights, the MLP's two ReLU layers [B, W] and the logit [B]."""
+        h_BxNxE = self.ln(x_BxNxE)
+        s_BxN = self.attn.query_scores(h_BxNxE)
+        h1_BxW, h2_BxW, out_Bx1 = self.mlp.hidden(h_BxNxE[:, -1] + self.attn.query(h_BxNxE))
+        return {"query_scores": s_BxN, "attention": jax.nn.softmax(s_BxN, axis=-1), "relu1": h1_BxW,
+                "relu2": h2_BxW, "logit": out_Bx1[:, 0]}
+
 
 class TwoLayer(nnx.Module):
     """x = LN(X); x += Attn1(x); x = MLP1(x) per token (no residual); logit = readout(x_q + Attn2(x)_q)."""
@@ -205,6 +220,12 @@ class Transformer:
 
     def query_scores(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
         return self.bind(params).query_scores(x_BxNxE)
+
+    def activations(self, params: dict, x_BxNxE: jax.Array) -> dict[str, jax.Array]:
+        """One layer only (`OneLayer.activations`): what the levers' collapse analysis reads."""
+        if self.layers != 1:
+            raise ValueError("activations: the one-layer model only")
+        return self.bind(params).activations(x_BxNxE)
 
     def bind(self, params: dict) -> nnx.Module:
         """The module holding `params`, for tests and analysis that call its methods."""

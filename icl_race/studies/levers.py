@@ -8,14 +8,15 @@
   transience DIR...                  --set level=0.9 --set lasting=10   (d) ICL's rise and fall
   kstar [DIR...] --set field=task.epsilon [--set counts=PRIOR_JSON --set N=32]   the measured K*
   ceiling          --set epsilon=0,0.5,1 [--set D=63 --set N=32 --set sequences=20000]
-
-`collapse` (one seed retrained and inspected) stays in experiments/levers/analyze.py.
+  collapse DIR     [--set seed_id=0 --set at=3000,6000,...]   (c) one seed retrained, its network inspected
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import numpy as np
 
 from icl_race.analysis import levers
 from icl_race.config import ConfigError
@@ -86,4 +87,46 @@ def ceiling(dirs, *, epsilon=(0.0, 0.5, 1.0), D: int = 63, N: int = 32, sequence
     return copy_ceiling([float(e) for e in _list(epsilon)], D=D, N=N, sequences=sequences, seed=seed)
 
 
-COMMANDS = {"beta0": beta0, "pair": pair, "race": race, "transience": transience, "kstar": kstar, "ceiling": ceiling}
+def collapse(dirs, *, seed_id: int = 0, at=(3000, 6000, 9000, 12000, 18000, 24000, 30000), n_boot: int = 1000,
+             seed: int = 0) -> levers.Collapse:
+    """One seed of a finished cell retrained alone (icl_race.retrain) in vmaps of one seed, the fast CPU
+    layout this was first written with, so the same trajectory as inside its ensemble to float tolerance
+    (without the ensemble.block override: exactly its run's, at the cost of a whole block), its network
+    read at each of the `at` steps (`Transformer.activations` on a training batch of 512). `seed_id`: the
+    seed retrained (`seed` is the bootstrap's, unused: nothing here is resampled)."""
+    import jax
+
+    from icl_race import runset, systems
+    from icl_race.retrain import retrain
+
+    at = sorted(int(a) for a in _list(at))
+    runs = runset.load(dirs).runs
+    if len(runs) != 1:
+        raise ConfigError(f"{', '.join(map(str, dirs))}: analyze levers collapse needs one finished cell, found {len(runs)}")
+    run = runs[0]
+    if seed_id not in run.seed_ids.tolist():
+        raise ConfigError(f"--set seed_id={seed_id}: not a seed of {run.dir} (its seeds: {run.seed_ids.min()}-{run.seed_ids.max()})")
+    kept = {}  # step -> the seed's parameters, copied before the next chunk donates the carry
+
+    def keep(p):
+        if p.step in at:
+            kept[p.step] = jax.device_get(jax.tree.map(lambda a: a[0], p.carry["state"]["params"]))
+
+    # One evaluation per chunk, at every multiple of the steps' gcd, and no early stop: each inspected
+    # step is a chunk boundary, where `keep` looks.
+    res = retrain(run.dir, [seed_id], steps=max(at), on_chunk=keep,
+                  overrides=["ensemble.block=1", "ensemble.devices=0", f"train.eval_every={np.gcd.reduce(at)}",
+                             "train.evals_per_chunk=1", "train.stop_when_all_acquired=false"])
+    program, consts = systems.build(run.cfg)
+    rows = []
+    for step, params in sorted(kept.items()):
+        i = int(np.searchsorted(res["eval_steps"], step))
+        x_BxNxE, _ = program.train_batch({"params": params}, consts, jax.random.key(step), 512)
+        act = program.model.activations(params, x_BxNxE)
+        rows.append(levers.network_state(step, res["icl_acc"][0, i], res["train_loss"][0, i], act["query_scores"],
+                                         act["relu1"], act["relu2"], act["logit"]))
+    return levers.Collapse(dir=str(dirs[0]), seed=seed_id, rows=rows)
+
+
+COMMANDS = {"beta0": beta0, "pair": pair, "race": race, "transience": transience, "kstar": kstar, "ceiling": ceiling,
+            "collapse": collapse}
