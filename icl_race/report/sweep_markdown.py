@@ -6,6 +6,7 @@ from __future__ import annotations
 from icl_race.analysis import regime as rg
 from icl_race.analysis.outcome import CLASSES
 from icl_race.analysis.survival import proportion_ci
+from icl_race.plots import cells as P
 from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
 from icl_race.report import levers
@@ -121,6 +122,36 @@ def _cells(rep: SweepReport) -> list[str]:
     return md + [""]
 
 
+def _ordered(rep: SweepReport) -> list[int]:
+    """The analysable cells' indices in the order of the cell tables (variant, N, K)."""
+    return sorted((i for i, c in enumerate(rep.cells) if c.ok), key=lambda i: (rep.cells[i].variant, rep.cells[i].N,
+                                                                               rep.cells[i].K or 0))
+
+
+def _per_cell(rep: SweepReport, figures: set) -> list[str]:
+    """Each cell's outcomes, the Kaplan-Meier curves of its fall times, its trajectories and recorded curves,
+    as one table and small-multiples figures (one panel per cell)."""
+    order = _ordered(rep)
+    if not order:
+        return []
+    c0 = rep.cells[order[0]].outcomes
+    md = ["## Outcomes per cell", "",
+          f"persistent = acquired ICL and held it; transient = acquired, then ICL accuracy below {c0['level']:g} for "
+          f">= {c0['lasting']} consecutive evaluations (a lasting fall); censored = never acquired within the cell's "
+          "budget. The fall time's median: Kaplan-Meier over the acquired seeds, persistent ones censored at the end "
+          "of the run (Greenwood, log-log band inverted).", ""] + T.outcomes_by_cell([rep.cells[i] for i in order])
+    if "fall_by_cell" in figures:
+        md += ["![time from t_ICL to a lasting fall, per cell](figures/fall_by_cell.png)", "",
+               "Cells where no acquired seed fell are left out of the figure (their curve is 1 throughout).", ""]
+    md += ["![ICL accuracy per cell, by outcome](figures/trajectories_by_cell__icl.png)", "",
+           "![IWL accuracy per cell, by outcome](figures/trajectories_by_cell__iwl.png)", ""]
+    names = [n for n in figures if n.startswith("curves_by_cell__")]
+    if names:
+        md += ["## Recorded curves per cell", "", "Median and interquartile band over each cell's seeds.", ""]
+        md += [f"![{n.split('__')[1]} per cell](figures/{n}.png)\n" for n in names]
+    return md
+
+
 def markdown(rep: SweepReport, figs: dict) -> str:
     md = _header(rep) + comparison_markdown(rep.paper_comparisons) + _regime(rep)
     for t in rep.thresholds:
@@ -130,7 +161,7 @@ def markdown(rep: SweepReport, figs: dict) -> str:
         md += _scaling(s)
     for b in rep.balanced_vs_standard:
         md += _balanced(b)
-    return "\n".join(md + _cells(rep) + methods_markdown()) + "\n"
+    return "\n".join(md + _cells(rep) + _per_cell(rep, set(figs)) + methods_markdown()) + "\n"
 
 
 def _wilson(k, n) -> dict:
@@ -168,4 +199,27 @@ def figures(rep: SweepReport) -> dict:
             rows.append((N, [b["K"][j] for j in sel], panels))
         figs[f"balanced_vs_standard__{slug(b['label'])}"] = F.balanced_vs_standard(
             rows, title=f"Balanced vs standard contexts ({b['label']})")
+    return figs | _cell_figures(rep)
+
+
+def _cell_figures(rep: SweepReport) -> dict:
+    """The run report's per-cell figures as small multiples, one panel per analysable cell."""
+    order, figs = _ordered(rep), {}
+    if not order:
+        return figs
+    cells, samples = rep.cells, rep.samples
+    falls = [(cells[i].label, cells[i].outcomes["fall_after_t_icl"]) for i in order]
+    falls = [(label, f) for label, f in falls if f is not None and f["acquired"]]
+    if falls:
+        figs["fall_by_cell"] = P.fall_survival(falls, "Time from t_ICL to a lasting fall (Kaplan-Meier), per cell")
+    for name, acc, ylabel in (("icl", "icl_acc", "ICL accuracy"), ("iwl", "iwl_acc", "IWL accuracy")):
+        items = [(cells[i].label, samples[i].eval_steps, getattr(samples[i], acc)[samples[i].kept],
+                  samples[i].outcomes.classes_S[samples[i].kept], samples[i].cfg.train.icl_threshold if name == "icl"
+                  else None) for i in order]
+        figs[f"trajectories_by_cell__{name}"] = P.accuracies(
+            items, ylabel, f"{ylabel} per cell, coloured by outcome (blue persistent, red transient, grey censored)")
+    recorded = dict.fromkeys(k for i in order for k in samples[i].curves)
+    for k in recorded:
+        items = [(cells[i].label, samples[i].eval_steps, samples[i].curves[k]) for i in order if k in samples[i].curves]
+        figs[f"curves_by_cell__{k}"] = P.curves(items, k, f"{k} per cell: median and interquartile band over seeds")
     return figs
