@@ -13,7 +13,7 @@ from icl_race.report import levers
 from icl_race.report.classification_sweep import SweepReport
 from icl_race.report.format import ci_text, num, p_value, pct, slug
 from icl_race.report.paper import PAPER, comparison_markdown, methods_markdown
-from icl_race.report.sweep_sections import BALANCED_METRICS
+from icl_race.report.sweep_sections import BALANCED_METRICS, Scaling, Threshold
 
 
 def _header(rep: SweepReport) -> list[str]:
@@ -46,37 +46,37 @@ def _sigmoid_cells(s: dict) -> list[str]:
     return [num(s.get("kstar")), ci_text(s.get("kstar_ci"))] if s.get("ok") else ["-", f"not fitted: {s['reason']}"]
 
 
-def _threshold(t: dict, figures: set) -> list[str]:
-    tag = slug(t["label"])
-    md = [f"## Threshold K*: {t['label']}", "",
+def _threshold(t: Threshold, figures: set) -> list[str]:
+    tag = slug(t.label)
+    md = [f"## Threshold K*: {t.label}", "",
           "| N | K* (logistic midpoint) | 95% CI (bootstrap percentile) | paper's sigmoid K* | 95% CI (bootstrap "
           "percentile) | cells | bracketed |", "|---|---|---|---|---|---|---|"]
-    for N in t["N"]:
-        a = t["acquisition"][N]
+    for N in t.N:
+        a = t.acquisition[N]
         md.append(f"| {N} | {num(a.get('kstar'))} | {ci_text(a.get('kstar_ci'))} | "
-                  f"{' | '.join(_sigmoid_cells(t['paper_sigmoid'][N]))} | {len(a['cells'])} | {a.get('bracketed', 'n/a')} |")
-    sl = t["kstar_slope"]
+                  f"{' | '.join(_sigmoid_cells(t.paper_sigmoid[N]))} | {len(a['cells'])} | {a.get('bracketed', 'n/a')} |")
+    sl = t.kstar_slope
     if sl.get("ok"):
-        m1 = t["kstar_slope_N_minus_1"]
+        m1 = t.kstar_slope_N_minus_1
         md += ["", f"Slope of log10 K* on log10 N: **{sl['slope']:.3f}** {ci_text(sl.get('slope_ci'), '{:.3f}')} "
                    f"(bootstrap percentile, {sl.get('boot_used', 0)} replicates used); against log10(N - 1): "
                    f"{m1['slope']:.3f} {ci_text(m1.get('slope_ci'), '{:.3f}')}."]
     md += ["", f"![acquisition vs K](figures/acquisition_vs_K__{tag}.png)", ""]
     md += [f"![{name}](figures/{name}.png)\n" for name in (f"kstar_vs_N__{tag}", f"heatmap__{tag}", f"near_kstar__{tag}")
            if name in figures]
-    if t["near_kstar"]:
+    if t.near_kstar:
         md += [("Bimodality in the cell nearest K* for each N (or, of the cells that differ from it only in "
                 "the early stop or the evaluation period, the one with the most seeds):"), ""] + T.BIMODALITY_HEADER
-        for n in t["near_kstar"]:
+        for n in t.near_kstar:
             md.append(T.bimod_row(f"N={n['N']} K={n['K']:,}: final ICL accuracy", n["bimodality"]["final_icl_acc"]))
             md.append(T.bimod_row(f"N={n['N']} K={n['K']:,}: log10 t_ICL (acquired)", n["bimodality"]["log10_t_acquired"]))
         md.append("")
     return md
 
 
-def _scaling(s: dict) -> list[str]:
-    m = s["median_vs_N"]
-    md = [f"## t_ICL vs N at K = infinity: {s['label']}", "",
+def _scaling(s: Scaling) -> list[str]:
+    m = s.median_vs_N
+    md = [f"## t_ICL vs N at K = infinity: {s.label}", "",
           "| N | seeds | acquired | KM median t_ICL | 95% CI (bootstrap percentile) |", "|---|---|---|---|---|"]
     md += [f"| {p['N']} | {p['n']} | {p['acquired']} | {num(p['median'])} | {ci_text(p['median_ci'])} |" for p in m["per_N"]]
     if m.get("ok"):
@@ -84,7 +84,7 @@ def _scaling(s: dict) -> list[str]:
         md += ["", f"Linear fit: median = {lin['intercept']:,.0f} {ci_text(lin.get('intercept_ci'))} + "
                    f"{lin['slope']:,.1f} {ci_text(lin.get('slope_ci'), '{:,.1f}')} N; log-log exponent "
                    f"{ll['slope']:.3f} {ci_text(ll.get('slope_ci'), '{:.3f}')} (bootstrap percentile)."]
-    return md + ["", f"![t_ICL vs N](figures/t_icl_vs_N__{slug(s['label'])}.png)", ""]
+    return md + ["", f"![t_ICL vs N](figures/t_icl_vs_N__{slug(s.label)}.png)", ""]
 
 
 def _balanced(b: dict) -> list[str]:
@@ -172,24 +172,24 @@ def _wilson(k, n) -> dict:
 def figures(rep: SweepReport) -> dict:
     figs, samples = {}, rep.samples
     for t in rep.thresholds:
-        tag, label = slug(t["label"]), t["label"]
-        figs[f"acquisition_vs_K__{tag}"] = F.acquisition_vs_K(t["acquisition"], title=f"Acquisition vs K ({label})")
-        ok_N = [N for N in t["N"] if t["acquisition"][N].get("ok")]
+        tag, label = slug(t.label), t.label
+        figs[f"acquisition_vs_K__{tag}"] = F.acquisition_vs_K(t.acquisition, title=f"Acquisition vs K ({label})")
+        ok_N = [N for N in t.N if t.acquisition[N].get("ok")]
         if len(ok_N) >= 2:
             figs[f"kstar_vs_N__{tag}"] = F.kstar_vs_N(
-                ok_N, [t["acquisition"][N]["b"] for N in ok_N], [t["acquisition"][N]["log10_kstar_ci"] for N in ok_N],
-                t["kstar_slope"], ref_slope=PAPER["kstar_slope_predicted"], title=f"K*(N) ({label})")
-        h = t["heatmap"]
+                ok_N, [t.acquisition[N]["b"] for N in ok_N], [t.acquisition[N]["log10_kstar_ci"] for N in ok_N],
+                t.kstar_slope, ref_slope=PAPER["kstar_slope_predicted"], title=f"K*(N) ({label})")
+        h = t.heatmap
         figs[f"heatmap__{tag}"] = F.acquisition_heatmap(h["K"], h["N"], h["fraction"], title=f"Acquisition fraction ({label})")
-        if t["near_kstar"]:
+        if t.near_kstar:
             figs[f"near_kstar__{tag}"] = F.small_histograms(
                 [(f"N={n['N']}, K={n['K']:,}", samples[n["cell_index"]].t, samples[n["cell_index"]].censor_at)
-                 for n in t["near_kstar"]], title=f"t_ICL in the cell nearest K* ({label})")
+                 for n in t.near_kstar], title=f"t_ICL in the cell nearest K* ({label})")
     for s in rep.t_icl_vs_N:
-        idx = s["cell_index"]
-        figs[f"t_icl_vs_N__{slug(s['label'])}"] = F.t_icl_vs_N(
+        idx = s.cell_index
+        figs[f"t_icl_vs_N__{slug(s.label)}"] = F.t_icl_vs_N(
             [samples[i].N for i in idx], [samples[i].t for i in idx], [samples[i].censor_at for i in idx],
-            s["median_vs_N"], title=f"t_ICL vs N at K = infinity ({s['label']})")
+            s.median_vs_N, title=f"t_ICL vs N at K = infinity ({s.label})")
     for b in rep.balanced_vs_standard:
         rows = []
         for N in sorted(set(b["N"])):
