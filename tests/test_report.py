@@ -3,6 +3,7 @@
 import json
 import math
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -213,7 +214,9 @@ def test_bimodality_near_kstar_is_read_from_the_best_observed_rerun_of_that_cell
         _write_cell(tmp_path, {"task": {"K": K, "N": 8}, "train": {"steps": BUDGET, "eval_every": EVAL_EVERY,
                                                                     "eval_size": 200, "lr": 0.05}},
                     _grid(np.full(120, 400.0)), np.full(120, 0.99, np.float32))
-    rep, _, _ = sweep_report(load_sweep(tmp_path), Draws(0, 50))
+    rep, _, figs = sweep_report(load_sweep(tmp_path), Draws(0, 50))
+    for fig in figs.values():
+        plt.close(fig)
     freeze = next(t for t in rep["thresholds"]
                   if t["group"]["train.early_stop"] == "freeze" and t["group"]["train.lr"] != 0.05)
     near = freeze["near_kstar"][0]["bimodality"]["final_icl_acc"]
@@ -241,3 +244,5 @@ def test_sweep_report_gives_each_cell_its_outcomes_fall_curve_and_trajectories(t
     assert "not reached (4 of 10 fell)" in row8
     row16 = next(line for line in table.splitlines() if line.startswith("| infinite K=inf N=16 |"))
     assert row16.endswith("| - |") and "figures/fall_by_cell.png" in md
+    for fig in figs.values():
+        plt.close(fig)  # pyplot keeps every figure open until closed

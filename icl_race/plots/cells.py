@@ -1,12 +1,16 @@
 """A sweep's per-cell figures as small multiples: one panel per cell in one figure, so that a 30-cell sweep
 adds a handful of figures, not a hundred. Each panel is drawn by the run report's own panel function
-(`classification.km_panel`, `accuracy_panel`, `quartile_panel`)."""
+(`classification.km_panel`, `accuracy_panel`, `quartile_panel`; the histograms nearest K* by the one
+censored histogram of `plots`)."""
 
 from __future__ import annotations
+
+import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 
+from icl_race.plots import censored_histogram, histogram_axes
 from icl_race.plots.classification import accuracy_panel, km_panel, panel_grid, quartile_panel
 
 COLS = 5
@@ -71,3 +75,23 @@ def curves(items: list[tuple[str, np.ndarray, np.ndarray]], name: str, title: st
         ax.set_xlabel("SGD steps", fontsize=7)
         ax.set_ylabel(name, fontsize=7)
     return _finish(fig, axes, title)
+
+
+def small_histograms(items: list[tuple[str, np.ndarray, float]], title: str = "") -> plt.Figure:
+    """One small censored histogram per (label, t_icl, censor_at), each with its never-acquired bar apart."""
+    n = max(len(items), 1)
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig = plt.figure(figsize=(3.8 * cols, 2.9 * rows), layout="constrained")
+    specs = fig.add_gridspec(rows, cols)
+    for k, (label, t, c) in enumerate(items):
+        ax, never_ax = histogram_axes(fig, specs[k // cols, k % cols])
+        t = np.asarray(t)
+        censored_histogram(ax, never_ax, t, c, bins=12)
+        ax.set_title(f"{label}\n{int(np.sum(t >= 0))} acquired, {int(np.sum(t < 0))} censored", fontsize=8)
+        ax.set_xlabel("t_ICL (steps, log scale)", fontsize=8)
+        ax.set_ylabel("seeds", fontsize=8)
+        ax.tick_params(labelsize=7)
+    if title:
+        fig.suptitle(title)
+    return fig

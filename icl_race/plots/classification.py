@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from icl_race.analysis.survival import lognormal_sf, pareto_sf
-from icl_race.plots import CENSORED, censored_histogram, colors, histogram, histogram_axes, km_step, slope_ci_text
+from icl_race.plots import CENSORED, colors, histogram, km_step, slope_ci_text
 
 def t_icl_histogram(t_icl: np.ndarray, censor_at: float, median: float | None = None,
                     median_ci: list | None = None, title: str = "") -> plt.Figure:
@@ -325,24 +325,4 @@ def balanced_vs_standard(rows: list[tuple[int, list, list[tuple[str, dict, dict]
             ax.set_title(f"N = {N}", fontsize=9)
             ax.legend(frameon=False, fontsize=8)
     fig.suptitle(title or "Balanced vs standard contexts (Fig 6E)")
-    return fig
-
-
-def small_histograms(items: list[tuple[str, np.ndarray, float]], title: str = "") -> plt.Figure:
-    """One small censored histogram per (label, t_icl, censor_at), each with its never-acquired bar apart."""
-    n = max(len(items), 1)
-    cols = min(n, 3)
-    rows = math.ceil(n / cols)
-    fig = plt.figure(figsize=(3.8 * cols, 2.9 * rows), layout="constrained")
-    specs = fig.add_gridspec(rows, cols)
-    for k, (label, t, c) in enumerate(items):
-        ax, never_ax = histogram_axes(fig, specs[k // cols, k % cols])
-        t = np.asarray(t)
-        censored_histogram(ax, never_ax, t, c, bins=12)
-        ax.set_title(f"{label}\n{int(np.sum(t >= 0))} acquired, {int(np.sum(t < 0))} censored", fontsize=8)
-        ax.set_xlabel("t_ICL (steps, log scale)", fontsize=8)
-        ax.set_ylabel("seeds", fontsize=8)
-        ax.tick_params(labelsize=7)
-    if title:
-        fig.suptitle(title)
     return fig

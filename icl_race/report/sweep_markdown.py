@@ -182,7 +182,7 @@ def figures(rep: SweepReport) -> dict:
         h = t.heatmap
         figs[f"heatmap__{tag}"] = F.acquisition_heatmap(h["K"], h["N"], h["fraction"], title=f"Acquisition fraction ({label})")
         if t.near_kstar:
-            figs[f"near_kstar__{tag}"] = F.small_histograms(
+            figs[f"near_kstar__{tag}"] = P.small_histograms(
                 [(f"N={n['N']}, K={n['K']:,}", samples[n["cell_index"]].t, samples[n["cell_index"]].censor_at)
                  for n in t.near_kstar], title=f"t_ICL in the cell nearest K* ({label})")
     for s in rep.t_icl_vs_N:
