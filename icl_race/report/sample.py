@@ -49,7 +49,7 @@ class Sample:
     budget: int
     steps_run: int
     n_duplicates: int = 0  # seeds dropped by pooling: the same (root seed, seed id) in two cells
-    recorded: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # LOSS_CURVES, C_STATISTICS: [S, T]
+    recorded: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # [S, T] as stored
 
     @classmethod
     def of(cls, run: rundir.Run) -> Sample:
@@ -71,7 +71,7 @@ class Sample:
                    final_icl_ref_acc=(oc.last_finite(np.asarray(ref, float)) if ref is not None and ref.ndim == 2
                                       and ref.shape[1] else None),
                    censor_at=run.censor_at("icl"), budget=run.budget, steps_run=run.steps_run,
-                   recorded={k: np.asarray(run.curves[k], float) for k in LOSS_CURVES + C_STATISTICS
+                   recorded={k: np.asarray(run.curves[k]) for k in LOSS_CURVES + C_STATISTICS
                              if k in run.curves and run.curves[k].ndim == 2})
 
     # ---- what the statistics read -------------------------------------------------------------------
