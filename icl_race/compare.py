@@ -90,7 +90,12 @@ def label(c: Comparison, i: int) -> str:
 def _ratio(p: PairStats) -> str:
     if p.ratio.ratio is None:
         return "n/a (a median not reached)"
-    return f"{num(p.ratio.ratio, '{:.3g}')} {ci_text(p.ratio.ci, '{:.3g}', 'n/a')}"
+    lo, hi = p.ratio.ci
+    if p.ratio.n_boot < 10:
+        return f"{num(p.ratio.ratio, '{:.3g}')} {ci_text(p.ratio.ci, '{:.3g}', 'n/a')}"
+    # An open end: the CI reaches replicates whose median is beyond the censoring time.
+    return (f"{num(p.ratio.ratio, '{:.3g}')} [{'below' if lo is None else num(lo, '{:.3g}')}, "
+            f"{'beyond' if hi is None else num(hi, '{:.3g}')}]")
 
 
 def markdown(c: Comparison) -> str:
@@ -105,16 +110,15 @@ def markdown(c: Comparison) -> str:
         median = "not reached" if g.km["median"] is None else f"{num(g.km['median'])} {ci_text(g.km['median_ci'])}"
         out.append(f"| {g.name} | `{g.dir}` | {g.n} | {g.reached} | {g.censor_at:,} | {median} | {g.diverged} "
                    f"| {outcomes} |")
-    out += ["", f"| vs A | median ratio [{conf} CI] | replicates without a ratio | log-rank p (statistic) |",
+    out += ["", f"| vs A | median ratio [{conf} CI] | replicates with a median not reached | log-rank p (statistic) |",
             "|---|---|---:|---|"]
     for g, p in zip(c.groups[1:], c.versus_first):
         stat = "n/a" if p.logrank.statistic is None else f"{p.logrank.statistic:.3g}"
         out.append(f"| {g.name} / A | {_ratio(p)} "
-                   f"| {p.ratio.undefined} of {p.ratio.n_boot} | {p_value(p.logrank.p)} ({stat}) |")
+                   f"| {p.ratio.unreached} of {p.ratio.n_boot} | {p_value(p.logrank.p)} ({stat}) |")
     first = c.versus_first[0]
     out += ["", f"Median ratio: the group's Kaplan-Meier median over A's; CI: {first.ratio.method}; {c.n_boot} "
-                f"replicates from numpy SeedSequence({c.seed}) (one child per group); replicates where a "
-                "resample's median is not reached have no ratio and are left out of the CI. "
+                f"replicates from numpy SeedSequence({c.seed}) (one child per group). "
                 f"Log-rank: {first.logrank.method}.", ""]
     if c.differences:
         out += ["## Config differences", "", f"| field | {' | '.join(g.name for g in c.groups)} |",

@@ -11,7 +11,7 @@ import pytest
 
 from icl_race import config, rundir
 from icl_race.analysis import outcome
-from icl_race.analysis.compare import compare_to_reference
+from icl_race.analysis.compare import compare_to_reference, median_ratio, open_ended_ci
 from icl_race.analysis.survival import km_median, logrank
 from icl_race.cli import main
 
@@ -179,3 +179,40 @@ def test_logrank_without_any_event_has_no_p():
     t = np.full(5, 400.0)
     never = np.zeros(5, bool)
     assert logrank(t, never, t, never).p is None
+
+
+def test_unreached_bootstrap_medians_count_as_beyond_and_open_the_ci_end():
+    """Replicates whose median is not reached rank past every ratio instead of being dropped: the ends are
+    numpy's percentiles over all 1,000 replicates, open where they fall on an unreached one."""
+    ref, other = np.ones(1000), np.arange(1.0, 1001.0)  # ratio = 1..1000 in rank order
+    assert open_ended_ci(ref, other, 0.95) == (pytest.approx(25.975), pytest.approx(975.025))
+    few = other.copy()
+    few[-20:] = np.nan  # 2% of the other group's medians beyond: the upper end keeps its rank (dropping
+    assert open_ended_ci(ref, few, 0.95)[1] == pytest.approx(975.025)  # them would give 955.525)
+    many = other.copy()
+    many[-30:] = np.nan  # 3% > 2.5%: the upper end is beyond
+    assert open_ended_ci(ref, many, 0.95) == (pytest.approx(25.975), None)
+    ref_beyond = ref.copy()
+    ref_beyond[:20] = np.nan  # the reference's median beyond in the 20 smallest ratios' replicates: they
+    assert open_ended_ci(ref_beyond, other, 0.95)[0] == pytest.approx(25.975)  # rank lowest, as before
+    ref_beyond[:30] = np.nan
+    assert open_ended_ci(ref_beyond, other, 0.95)[0] is None
+    both = np.full(1000, np.nan)
+    both[30:] = 1.0
+    lo, hi = open_ended_ci(both, np.where(np.isnan(both), np.nan, other), 0.95)  # both beyond: open both ends
+    assert lo is None and hi is None
+
+
+def test_median_ratio_ci_is_open_when_the_other_median_is_often_unreached():
+    """A known answer: A's seeds all reach at 100 (median 100 in every resample); B's 20 seeds, 10 at 200
+    and 10 censored at 300, reach a median (200) only when a resample holds >= 10 observed seeds
+    (probability 0.59). The ratio is 2 and the CI [2, beyond]: the old CI, dropping the ~41% unreached
+    replicates, was [2, 2]."""
+    a = (np.full(20, 100.0), np.ones(20, bool))
+    b = (np.r_[np.full(10, 200.0), np.full(10, 300.0)], np.r_[np.ones(10, bool), np.zeros(10, bool)])
+    rngs = (np.random.default_rng(1), np.random.default_rng(2))
+    r = median_ratio(a, b, 400, rngs)
+    assert r.ratio == 2.0 and r.ci == (2.0, None)
+    assert 0.3 < r.unreached / 400 < 0.5 and "beyond the censoring time" in r.method
+    swapped = median_ratio(b, a, 400, rngs[::-1])
+    assert swapped.ratio == 0.5 and swapped.ci == (None, 0.5)

@@ -5,20 +5,20 @@ import numpy as np
 
 from icl_race import config
 from icl_race.report import levers, write_report
+from icl_race.report.sweep_sections import Scaling, Threshold
 from test_report_golden import _cell, _on_grid
 
 
-def _threshold(group, kstars):
-    return {"group": group, "N": sorted(kstars),
-            # A K* past the grid (here > 10,000) is an extrapolation: not bracketed by the cells.
-            "acquisition": {N: {"kstar": k, "kstar_ci": [k / 2, k * 2], "bracketed": k < 10000} for N, k in kstars.items()},
-            "paper_sigmoid": {N: {"kstar": k + 1, "kstar_ci": None} for N, k in kstars.items()}}
+def _threshold(group, kstars):  # what by_lever reads of a Threshold; the rest left empty
+    return Threshold(group, "", "standard", sorted(kstars),
+                     # A K* past the grid (here > 10,000) is an extrapolation: not bracketed by the cells.
+                     {N: {"kstar": k, "kstar_ci": [k / 2, k * 2], "bracketed": k < 10000} for N, k in kstars.items()},
+                     {N: {"kstar": k + 1, "kstar_ci": None} for N, k in kstars.items()}, {}, {}, {}, [], {})
 
 
-def _scaling(group, medians):  # the shape of classification_sweep._scaling's entries (no top-level N)
-    return {"group": group,
-            "median_vs_N": {"per_N": [{"N": N, "median": m, "median_ci": [m - 1, m + 1], "acquired": 16, "n": 16}
-                                      for N, m in medians.items()]}}
+def _scaling(group, medians):  # what by_lever reads of a Scaling (no top-level N)
+    per_N = [{"N": N, "median": m, "median_ci": [m - 1, m + 1], "acquired": 16, "n": 16} for N, m in medians.items()]
+    return Scaling(group, "", {"per_N": per_N}, [], [])
 
 
 def test_kstar_per_lever_value_in_numeric_order_per_N():

@@ -3,6 +3,7 @@
 import json
 import math
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -81,8 +82,9 @@ def test_bad_directories_exit_2_with_one_line(tmp_path, capsys):
 
 # ---- synthetic directories ----------------------------------------------------------------------
 
-def _write_cell(d, raw, t_icl, final_acc, diverged=None):
-    """A run directory with a real config.json and synthetic results.npz on the evaluation grid."""
+def _write_cell(d, raw, t_icl, final_acc, diverged=None, fall=None):
+    """A run directory with a real config.json and synthetic results.npz on the evaluation grid (ICL
+    accuracy 0.2 from step `fall[i]` of each seed with fall[i] >= 0)."""
     raw = {"train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200}, **raw}
     cfg = config.from_dict(raw)
     cell = d / "cells" / cfg.digest()
@@ -92,6 +94,8 @@ def _write_cell(d, raw, t_icl, final_acc, diverged=None):
     hit = (t_icl >= 0)[:, None] & (steps[None] >= t_icl[:, None])
     icl = np.where(hit, 0.99, 0.5).astype(np.float32)
     icl[:, -1] = final_acc
+    if fall is not None:
+        icl[(fall >= 0)[:, None] & (steps[None] >= fall[:, None])] = 0.2
     res = {"seed_ids": np.arange(t_icl.size), "t_icl": t_icl, "t_converged": t_icl, "eval_steps": steps,
            "icl_acc": icl, "iwl_acc": np.full_like(icl, 0.6), "icl_loss": 1 - icl, "iwl_loss": 1 - icl,
            "train_loss": 1 - icl, "steps_run": np.int64(BUDGET), "budget": np.int64(BUDGET)}
@@ -138,8 +142,10 @@ def test_sweep_report_recovers_slope_median_scaling_and_balanced_effect(sweep_di
     for f in written:
         assert (sweep_dir / f).stat().st_size > 0, f
     figs = {f.split("/")[1].split("__")[0] for f in written if f.startswith("figures/")}
-    assert figs == {"acquisition_vs_K", "kstar_vs_N", "heatmap", "near_kstar", "t_icl_vs_N", "balanced_vs_standard"}
-    assert sum(f.endswith(".pdf") for f in written) == sum(f.endswith(".png") for f in written) == 10
+    assert figs == {"acquisition_vs_K", "kstar_vs_N", "heatmap", "near_kstar", "t_icl_vs_N", "balanced_vs_standard",
+                    "trajectories_by_cell", "curves_by_cell"}  # no seed falls: no fall_by_cell
+    # 10 of the analyses, ICL and IWL trajectories, the three recorded losses: small multiples, not one per cell
+    assert sum(f.endswith(".pdf") for f in written) == sum(f.endswith(".png") for f in written) == 15
     rep = json.loads((sweep_dir / "report.json").read_text())
     assert rep["kind"] == "sweep" and rep["n_cells_finished"] == 3 * (2 * 7 + 1)
     assert [u["cell"] for u in rep["unfinished"]] == ["0123456789abcdef"]
@@ -167,7 +173,8 @@ def test_sweep_report_recovers_slope_median_scaling_and_balanced_effect(sweep_di
     assert verdicts["balanced contexts reduce ICL (Fig 6E)"] == "agrees"
     assert verdicts["t_ICL proportional to N (theory t_ICL ~ N sqrt(2 pi) e^-beta0)"] == "agrees"
     md = (sweep_dir / "report.md").read_text()
-    for text in ("Beside the paper", "1.41", "Unfinished", "0123456789abcdef", "Balanced vs standard", "K = infinity"):
+    for text in ("Beside the paper", "1.41", "Unfinished", "0123456789abcdef", "Balanced vs standard", "K = infinity",
+                 "## Outcomes per cell", "figures/trajectories_by_cell__icl.png", "figures/curves_by_cell__train_loss.png"):
         assert text in md, text
 
     text = hist_text(sweep_dir)
@@ -207,8 +214,35 @@ def test_bimodality_near_kstar_is_read_from_the_best_observed_rerun_of_that_cell
         _write_cell(tmp_path, {"task": {"K": K, "N": 8}, "train": {"steps": BUDGET, "eval_every": EVAL_EVERY,
                                                                     "eval_size": 200, "lr": 0.05}},
                     _grid(np.full(120, 400.0)), np.full(120, 0.99, np.float32))
-    rep, _, _ = sweep_report(load_sweep(tmp_path), Draws(0, 50))
+    rep, _, figs = sweep_report(load_sweep(tmp_path), Draws(0, 50))
+    for fig in figs.values():
+        plt.close(fig)
     freeze = next(t for t in rep["thresholds"]
                   if t["group"]["train.early_stop"] == "freeze" and t["group"]["train.lr"] != 0.05)
     near = freeze["near_kstar"][0]["bimodality"]["final_icl_acc"]
     assert near["n"] == 80 and near["bimodal"], near
+
+
+def test_sweep_report_gives_each_cell_its_outcomes_fall_curve_and_trajectories(tmp_path):
+    """Item 1 for sweeps: per-cell outcome counts, final accuracies and fall times in one table, the
+    fall-time Kaplan-Meier curves and trajectories as small multiples (one figure, a panel per cell)."""
+    t = _grid(np.full(12, 500.0))
+    t[-2:] = -1  # 2 censored
+    falls = {8: np.where(np.arange(12) < 4, 1500, -1), 16: np.full(12, -1)}  # 4 transient at N = 8, none at 16
+    for N, fall in falls.items():
+        _write_cell(tmp_path, {"task": {"variant": "infinite", "N": N}}, t, np.where(t >= 0, 0.99, 0.5), fall=fall)
+    _, md, figs = sweep_report(load_sweep(tmp_path), Draws(0, 50))
+    assert {"fall_by_cell", "trajectories_by_cell__icl", "trajectories_by_cell__iwl", "curves_by_cell__train_loss",
+            "curves_by_cell__icl_loss", "curves_by_cell__iwl_loss"} <= set(figs)
+    assert len(figs["fall_by_cell"].axes) == 1  # the N = 16 cell, where nothing fell, has no panel
+    assert len(figs["trajectories_by_cell__icl"].axes) == 2
+    table = md.split("## Outcomes per cell")[1]
+    row8 = next(line for line in table.splitlines() if line.startswith("| infinite K=inf N=8 |"))
+    # 6 persistent, 4 transient (fell to 0.2 at step 1,500: 1,000 steps after t_ICL = 500), 2 censored
+    assert row8.startswith("| infinite K=inf N=8 | 6/12 = 50.0% [") and "| 4/12 = 33.3% [" in row8 and "| 2/12 = 16.7% [" in row8
+    assert "0.99 (0.99-0.99) / 0.20 (0.20-0.20) / 0.50 (0.50-0.50)" in row8
+    assert "not reached (4 of 10 fell)" in row8
+    row16 = next(line for line in table.splitlines() if line.startswith("| infinite K=inf N=16 |"))
+    assert row16.endswith("| - |") and "figures/fall_by_cell.png" in md
+    for fig in figs.values():
+        plt.close(fig)  # pyplot keeps every figure open until closed

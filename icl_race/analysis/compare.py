@@ -14,10 +14,13 @@ import dataclasses
 import numpy as np
 
 from icl_race.analysis.survival import LogRank, km_median, logrank
-from icl_race.analysis.threshold import km_median_boot, percentile_ci
+from icl_race.analysis.threshold import km_median_boot
 
 METHOD = ("stratified percentile bootstrap over seeds: each ensemble's seeds resampled with replacement, "
-          "Kaplan-Meier medians recomputed (censored seeds kept), the ratio of each replicate pair")
+          "Kaplan-Meier medians recomputed (censored seeds kept), the ratio of each replicate pair; a resampled "
+          "median not reached is beyond the censoring time, so its replicate ranks above every ratio (the other "
+          "group's median unreached), below every ratio (the reference's), or on the open side of both ends "
+          "(both), and a CI end that falls on such a replicate is open (None)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,11 +28,42 @@ class MedianRatio:
     """median(other) / median(reference) of the Kaplan-Meier medians; None where a median is not reached."""
 
     ratio: float | None
-    ci: tuple[float | None, float | None]  # None ends: fewer than 10 replicates with both medians reached
+    ci: tuple[float | None, float | None]  # None: an open end (beyond what the runs observed), or n_boot < 10
     confidence: float
     n_boot: int
-    undefined: int  # replicates left out of the CI: a resample's median not reached
+    unreached: int  # replicates in which a resampled median is not reached (kept in the CI, as beyond)
     method: str = METHOD
+
+
+def open_ended_ci(reference: np.ndarray, other: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+    """The percentile CI of other / reference over paired bootstrap medians (nan: not reached, i.e. beyond
+    the censoring time), every replicate kept: one with `other` unreached is +infinity, one with the
+    reference unreached is 0, one with both ranks on the open side of each end. An end whose order
+    statistics (numpy's linear interpolation) include such a replicate is None; with none of them the ends
+    are numpy's percentiles of the ratios."""
+    n = reference.size
+    if n < 10:
+        return None, None
+    above, below = np.isnan(other), np.isnan(reference)  # ratio beyond every finite one / under every one
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = other / reference
+    finite = ratio[~(above | below)]
+    if not finite.size:
+        return None, None
+    ends = []
+    for pct, open_ in ((50 * (1 - confidence), below), (50 * (1 + confidence), above)):
+        q = pct / 100 * (n - 1)
+        i = int(np.floor(q))
+        rank = np.arange(i, min(i + 1 if q > i else i, n - 1) + 1)  # the order statistics interpolated
+        low_side = open_ is below  # the open replicates sort first at the lower end, last at the upper
+        k = int(open_.sum())
+        if (rank < k).any() if low_side else (rank >= n - k).any():
+            ends.append(None)
+            continue
+        filled = np.where(open_, finite.min() if low_side else finite.max(),
+                          np.where(below | above, finite.max() if low_side else finite.min(), ratio))
+        ends.append(float(np.percentile(filled, pct)))
+    return ends[0], ends[1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,11 +79,8 @@ def median_ratio(reference: tuple[np.ndarray, np.ndarray], other: tuple[np.ndarr
     ratio = meds[1] / meds[0] if all(np.isfinite(m) for m in meds) else None
     boots = [km_median_boot(np.asarray(t, float), np.asarray(o, bool), n_boot, rng)
              for (t, o), rng in zip((reference, other), rngs)]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        reps = boots[1] / boots[0]
-    ci = percentile_ci(reps, confidence)
-    return MedianRatio(None if ratio is None else float(ratio), (ci[0], ci[1]), confidence, n_boot,
-                       int(np.sum(~np.isfinite(reps))))
+    return MedianRatio(None if ratio is None else float(ratio), open_ended_ci(boots[0], boots[1], confidence),
+                       confidence, n_boot, int(np.sum(np.isnan(boots[0]) | np.isnan(boots[1]))))
 
 
 def compare_to_reference(samples: list[tuple[np.ndarray, np.ndarray]], n_boot: int, seed: int,

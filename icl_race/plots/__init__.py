@@ -3,6 +3,8 @@
 __init__        the censored histogram (one, used by the run's histogram, the reports and their panels),
                 one Kaplan-Meier step with its band, PNG bytes, shared colours
 classification  the classification reports' figures (survival, bimodality, K*, t_ICL vs N, ...)
+cells           a sweep's per-cell figures as small multiples (a panel per cell: fall times, trajectories,
+                recorded curves, the histograms nearest K*)
 regression      the linear-regression reports' figures (loss staircases, transition times, Eq. 21 heads)
 race            the race analyses' figures (transience, loss relation, independence ablation)
 compare         `icl-race compare`'s overlaid Kaplan-Meier curves

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from icl_race.analysis.survival import lognormal_sf, pareto_sf
-from icl_race.plots import CENSORED, censored_histogram, colors, histogram, histogram_axes, km_step, slope_ci_text
+from icl_race.plots import CENSORED, colors, histogram, km_step, slope_ci_text
 
 def t_icl_histogram(t_icl: np.ndarray, censor_at: float, median: float | None = None,
                     median_ci: list | None = None, title: str = "") -> plt.Figure:
@@ -25,6 +25,17 @@ def _at_risk(km: dict, x: float) -> int:
     return int(km["at_risk"][later[0]]) if later.size else 0
 
 
+def km_panel(ax, km: dict, ms: float = 10) -> tuple[np.ndarray, np.ndarray]:
+    """A Kaplan-Meier step with its band and a tick where seeds were censored (km has a time); returns
+    the drawn (x, S)."""
+    x, s = km_step(ax, km, "tab:blue", "Kaplan-Meier")
+    ct = np.asarray(km["censored_t"], float)
+    if ct.size:
+        s_at = s[np.searchsorted(x, ct, side="right") - 1]
+        ax.plot(ct, s_at, "|", color="black", ms=ms, mew=1.5, label=f"censored ({sum(km['censored_n'])} seeds)")
+    return x, s
+
+
 def survival_curve(km: dict, lognormal: dict | None = None, tail: dict | None = None, title: str = "",
                    xlabel: str = "SGD steps (log scale)", ylabel: str = "P(ICL not yet acquired)") -> plt.Figure:
     """Kaplan-Meier S(t) with its 95% band, ticks where seeds were censored, the numbers at risk under the
@@ -32,12 +43,7 @@ def survival_curve(km: dict, lognormal: dict | None = None, tail: dict | None = 
     fig, ax = plt.subplots(figsize=(6.4, 4.3), layout="constrained")
     t = np.asarray(km["t"], float)
     if t.size:
-        x, s = km_step(ax, km, "tab:blue", "Kaplan-Meier")
-        ct = np.asarray(km["censored_t"], float)
-        if ct.size:
-            s_at = s[np.searchsorted(x, ct, side="right") - 1]
-            ax.plot(ct, s_at, "|", color="black", ms=10, mew=1.5,
-                    label=f"censored ({sum(km['censored_n'])} seeds)")
+        x, s = km_panel(ax, km)
         grid = np.geomspace(x[0], km["last_time"], 200)
         if lognormal and lognormal.get("ok"):
             ax.plot(grid, lognormal_sf(grid, lognormal["mu"], lognormal["sigma"]), color="tab:orange", ls="--",
@@ -68,6 +74,25 @@ def survival_curve(km: dict, lognormal: dict | None = None, tail: dict | None = 
 OUTCOME_COLORS = {"persistent": "tab:blue", "transient": "tab:red", "censored": "tab:gray"}
 
 
+def accuracy_panel(ax, steps: np.ndarray, acc: np.ndarray, classes: np.ndarray | None, max_lines: int = 200,
+                   lw: float = 2) -> None:
+    """A thin line per seed (at most max_lines per outcome), coloured by the seed's outcome when `classes` is
+    given (analysis.outcome: persistent, transient, censored), and the median of each outcome."""
+    acc = np.asarray(acc, float)
+    classes = np.full(len(acc), "all seeds") if classes is None else np.asarray(classes)
+    alpha = max(0.08, min(0.5, 8 / max(len(acc), 1)))
+    for c in (*OUTCOME_COLORS, "all seeds"):
+        rows = acc[classes == c]
+        if not len(rows):
+            continue
+        color = OUTCOME_COLORS.get(c, "tab:blue")
+        for row in rows[:max_lines]:
+            ax.plot(steps, row, color=color, lw=lw / 4, alpha=alpha)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a retired seed's NaN tail
+            ax.plot(steps, np.nanmedian(rows, 0), color=color, lw=lw, label=f"{c}: median of {len(rows)}")
+
+
 def trajectories(eval_steps: np.ndarray, icl_acc: np.ndarray, iwl_acc: np.ndarray, threshold: float | None = None,
                  max_lines: int = 200, title: str = "", classes: np.ndarray | None = None) -> plt.Figure:
     """ICL and IWL test accuracy against steps: a thin line per seed (at most max_lines), coloured by the
@@ -76,17 +101,8 @@ def trajectories(eval_steps: np.ndarray, icl_acc: np.ndarray, iwl_acc: np.ndarra
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained", sharey=True)
     steps = np.asarray(eval_steps)
     icl_acc, iwl_acc = np.asarray(icl_acc, float), np.asarray(iwl_acc, float)
-    classes = np.full(len(icl_acc), "all seeds") if classes is None else np.asarray(classes)
-    groups = [(c, OUTCOME_COLORS.get(c, "tab:blue")) for c in (*OUTCOME_COLORS, "all seeds") if np.any(classes == c)]
     for ax, acc, name in ((axes[0], icl_acc, "ICL accuracy (novel items)"), (axes[1], iwl_acc, "IWL accuracy (training items)")):
-        alpha = max(0.08, min(0.5, 8 / max(len(acc), 1)))
-        for c, color in groups:
-            rows = acc[classes == c]
-            for row in rows[:max_lines]:
-                ax.plot(steps, row, color=color, lw=0.5, alpha=alpha)
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # a retired seed's NaN tail
-                ax.plot(steps, np.nanmedian(rows, 0), color=color, lw=2, label=f"{c}: median of {len(rows)}")
+        accuracy_panel(ax, steps, acc, classes, max_lines)
         if threshold is not None and name.startswith("ICL"):
             ax.axhline(threshold, color="black", ls=":", lw=1, label=f"threshold {threshold}")
         ax.set_title(name)
@@ -99,21 +115,32 @@ def trajectories(eval_steps: np.ndarray, icl_acc: np.ndarray, iwl_acc: np.ndarra
     return fig
 
 
-def recorded_curves(eval_steps: np.ndarray, curves: dict[str, np.ndarray], title: str = "") -> plt.Figure:
-    """One panel per recorded curve (losses, c-statistics): the median over seeds and the interquartile band."""
-    n = len(curves)
-    cols = min(n, 3)
-    rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), layout="constrained", squeeze=False)
+def panel_grid(n: int, max_cols: int, panel_size: tuple[float, float], layout: str | None = "constrained"):
+    """(fig, axes): n panels in rows of at most max_cols, the unused ones hidden."""
+    cols = max(min(n, max_cols), 1)
+    rows = max(math.ceil(n / cols), 1)
+    fig, axes = plt.subplots(rows, cols, figsize=(panel_size[0] * cols, panel_size[1] * rows), layout=layout,
+                             squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
+    return fig, axes
+
+
+def quartile_panel(ax, eval_steps: np.ndarray, v: np.ndarray) -> None:
+    """A [seeds, T] curve as its median over seeds and its interquartile band."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        q1, med, q3 = np.nanpercentile(np.asarray(v, float), [25, 50, 75], axis=0)
     steps = np.asarray(eval_steps)
+    ax.fill_between(steps, q1, q3, color="tab:blue", alpha=0.25, lw=0, label="25-75%")
+    ax.plot(steps, med, color="tab:blue", lw=1.5, label=f"median of {len(v)} seeds")
+
+
+def recorded_curves(eval_steps: np.ndarray, curves: dict[str, np.ndarray], title: str = "") -> plt.Figure:
+    """One panel per recorded curve (losses, c-statistics): the median over seeds and the interquartile band."""
+    fig, axes = panel_grid(len(curves), 3, (4.2, 3.0))
     for ax, (name, v) in zip(axes.flat, curves.items()):
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            q1, med, q3 = np.nanpercentile(np.asarray(v, float), [25, 50, 75], axis=0)
-        ax.fill_between(steps, q1, q3, color="tab:blue", alpha=0.25, lw=0, label="25-75%")
-        ax.plot(steps, med, color="tab:blue", lw=1.5, label=f"median of {len(v)} seeds")
+        quartile_panel(ax, eval_steps, v)
         ax.set_xlabel("SGD steps")
         ax.set_ylabel(name)
         ax.set_title(name, fontsize=9)
@@ -298,24 +325,4 @@ def balanced_vs_standard(rows: list[tuple[int, list, list[tuple[str, dict, dict]
             ax.set_title(f"N = {N}", fontsize=9)
             ax.legend(frameon=False, fontsize=8)
     fig.suptitle(title or "Balanced vs standard contexts (Fig 6E)")
-    return fig
-
-
-def small_histograms(items: list[tuple[str, np.ndarray, float]], title: str = "") -> plt.Figure:
-    """One small censored histogram per (label, t_icl, censor_at), each with its never-acquired bar apart."""
-    n = max(len(items), 1)
-    cols = min(n, 3)
-    rows = math.ceil(n / cols)
-    fig = plt.figure(figsize=(3.8 * cols, 2.9 * rows), layout="constrained")
-    specs = fig.add_gridspec(rows, cols)
-    for k, (label, t, c) in enumerate(items):
-        ax, never_ax = histogram_axes(fig, specs[k // cols, k % cols])
-        t = np.asarray(t)
-        censored_histogram(ax, never_ax, t, c, bins=12)
-        ax.set_title(f"{label}\n{int(np.sum(t >= 0))} acquired, {int(np.sum(t < 0))} censored", fontsize=8)
-        ax.set_xlabel("t_ICL (steps, log scale)", fontsize=8)
-        ax.set_ylabel("seeds", fontsize=8)
-        ax.tick_params(labelsize=7)
-    if title:
-        fig.suptitle(title)
     return fig

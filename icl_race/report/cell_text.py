@@ -100,6 +100,30 @@ def regime_table(c: CellStats) -> list[str]:
             f"with probability 1/2 ({g['confirm']} consecutive required) |", ""]
 
 
+def outcomes_by_cell(cells: list[CellStats]) -> list[str]:
+    """The outcome table of every cell in one: counts with Wilson CIs, each class's final ICL accuracy and
+    the median time from t_ICL to a lasting fall."""
+    lines = ["| cell | " + " | ".join(f"{n} (95% CI, Wilson)" for n in CLASSES[:3]) + " | final ICL accuracy, median "
+             "(range): " + " / ".join(CLASSES[:3]) + " | t_ICL to a lasting fall: KM median (95% CI) |",
+             "|---|---|---|---|---|---|"]
+    for c in cells:
+        o = c.outcomes
+        fall = o["fall_after_t_icl"]
+        fell = ("-" if fall is None or not fall["acquired"] else
+                _fall_median(fall) if fall["median"] is not None else f"not reached ({fall['acquired']} of {fall['n']} fell)")
+        lines.append(f"| {c.label} | " + " | ".join(_count(o["counts"][n]) for n in CLASSES[:3]) + " | "
+                     + " / ".join(_range(o["by_class"][n]["final_icl_acc"]) for n in CLASSES[:3]) + f" | {fell} |")
+    return lines + [""]
+
+
+def _count(k: dict) -> str:
+    return f"{k['k']}/{k['n']} = {pct(k['fraction'])} [{pct(k['ci'][0])}, {pct(k['ci'][1])}]"
+
+
+def _fall_median(fall: dict) -> str:
+    return f"{num(fall['median'])} {ci_text(fall['median_ci'])}"
+
+
 def _range(st: dict | None) -> str:
     return "-" if st is None else f"{st['median']:.2f} ({st['min']:.2f}-{st['max']:.2f})"
 
@@ -117,12 +141,11 @@ def outcome_table(c: CellStats) -> list[str]:
         if name == "diverged" and not k["k"]:
             continue
         row = by.get(name) or {}
-        lines.append(f"| {name} | {k['k']}/{k['n']} = {pct(k['fraction'])} [{pct(k['ci'][0])}, {pct(k['ci'][1])}] | "
-                     f"{_range(row.get('final_icl_acc'))} | {_range(row.get('final_iwl_acc'))} |")
+        lines.append(f"| {name} | {_count(k)} | {_range(row.get('final_icl_acc'))} | {_range(row.get('final_iwl_acc'))} |")
     fall = o["fall_after_t_icl"]
     if fall is not None and fall["acquired"]:
-        median = (f"median {num(fall['median'])} {ci_text(fall['median_ci'])} steps (Greenwood, log-log band "
-                  f"inverted)" if fall["median"] is not None else "median not reached (fewer than half fell)")
+        median = (f"median {_fall_median(fall)} steps (Greenwood, log-log band inverted)" if fall["median"] is not None
+                  else "median not reached (fewer than half fell)")
         lines += ["", f"Time from t_ICL to the lasting fall (Kaplan-Meier over the {fall['n']} acquired seeds, persistent "
                       f"ones censored at the end of the run): {fall['acquired']} fell; {median}."]
     if o["ended_below"]:

@@ -22,10 +22,6 @@ from icl_race.report.draws import Draws
 from icl_race.report.paper import comparison_markdown, methods_markdown, paper_differences, run_comparisons
 from icl_race.report.sample import Sample
 
-# Curves a classification run records beside the accuracies, plotted when present.
-LOSS_CURVES = ("train_loss", "icl_loss", "iwl_loss")
-C_STATISTICS = ("c1", "c2", "c3")
-
 
 @dataclasses.dataclass(frozen=True)
 class RunReport:
@@ -93,22 +89,17 @@ def _curves(rep: RunReport, names: list[str]) -> list[str]:
             "![losses and c-statistics](figures/curves.png)", ""]
 
 
-def markdown(rep: RunReport, curve_names: list[str]) -> str:
-    md = (_header(rep) + _t_icl(rep) + _outcomes(rep) + _bimodality(rep) + _curves(rep, curve_names)
+def markdown(rep: RunReport) -> str:
+    md = (_header(rep) + _t_icl(rep) + _outcomes(rep) + _bimodality(rep) + _curves(rep, list(rep.sample.curves))
           + comparison_markdown(rep.paper_comparisons) + methods_markdown())
     return "\n".join(md) + "\n"
 
 
 # ---- figures ---------------------------------------------------------------------------------------------
 
-def recorded_curves(run: rundir.Run) -> dict[str, np.ndarray]:
-    """The loss and c-statistic curves the run recorded (kept seeds), in a fixed order."""
-    return {k: np.asarray(run.curve(k), float) for k in LOSS_CURVES + C_STATISTICS
-            if k in run.curves and run.curves[k].ndim == 2}
-
-
-def figures(rep: RunReport, curves: dict[str, np.ndarray]) -> dict:
+def figures(rep: RunReport) -> dict:
     s, c = rep.sample, rep.cell
+    curves = s.curves
     figs = {}
     if c.ok:
         km = c.kaplan_meier
@@ -132,8 +123,7 @@ def figures(rep: RunReport, curves: dict[str, np.ndarray]) -> dict:
 
 def run_report(run: rundir.Run, draws: Draws) -> tuple[dict, str, dict]:
     rep = compute(run, draws)
-    curves = recorded_curves(run)
-    return rep.to_json(), markdown(rep, list(curves)), figures(rep, curves)
+    return rep.to_json(), markdown(rep), figures(rep)
 
 
 # ---- hist --------------------------------------------------------------------------------------------

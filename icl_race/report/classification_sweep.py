@@ -24,7 +24,7 @@ from icl_race.report.cell import CellStats, analyze
 from icl_race.report.draws import Draws
 from icl_race.report.paper import paper_differences, sweep_comparisons
 from icl_race.report.sample import Sample, pool
-from icl_race.report.sweep_sections import balanced, best_observed, group_label, threshold
+from icl_race.report.sweep_sections import Scaling, Threshold, balanced, best_observed, group_label, threshold
 
 # How a cell is observed, not what it measures: a budget and an evaluation period that scale with N (a
 # sweep's [zip]) do not split the cells of a K*(N) or t_ICL(N) analysis into groups.
@@ -41,8 +41,8 @@ class SweepReport:
     varying_fields: list[str]
     differences_from_paper_settings: list[str]
     sweep_toml: str | None
-    thresholds: list[dict]
-    t_icl_vs_N: list[dict]
+    thresholds: list[Threshold]
+    t_icl_vs_N: list[Scaling]
     balanced_vs_standard: list[dict]
     regime: list[dict]
     by_lever: dict
@@ -59,7 +59,8 @@ class SweepReport:
             out["differences_from_paper_settings"] = self.differences_from_paper_settings
         if self.sweep_toml is not None:
             out["sweep_toml"] = self.sweep_toml
-        return out | {"thresholds": self.thresholds, "t_icl_vs_N": self.t_icl_vs_N,
+        return out | {"thresholds": [dataclasses.asdict(t) for t in self.thresholds],
+                      "t_icl_vs_N": [dataclasses.asdict(s) for s in self.t_icl_vs_N],
                       "balanced_vs_standard": self.balanced_vs_standard, "regime": self.regime,
                       "by_lever": self.by_lever, "paper_comparisons": self.paper_comparisons}
 
@@ -122,12 +123,11 @@ def compute(sweep: rundir.SweepDir, draws: Draws) -> SweepReport:
            for g, idx in _groups(conds, stats, varying, ("standard", "balanced"), {"task.K", "task.N", "task.variant"})]
     regime = _regime_by_N(conds, stats)
     abrupt = {r["N"] for r in regime if r["abrupt"]}
-    for t in thresholds:
-        t["in_regime"] = _in_regime_threshold(t, abrupt)
-    for sc, (g, idx) in zip(scalings, kinf):
-        sc["in_regime"] = _in_regime_scaling(sc, idx, samples, abrupt, draws)
-    times = {(json.dumps(sc["group"], sort_keys=True, default=str), samples[i].N): censored_times(samples[i].t,
-                                                                                                 samples[i].censor_at)
+    thresholds = [dataclasses.replace(t, in_regime=_in_regime_threshold(t, abrupt)) for t in thresholds]
+    scalings = [dataclasses.replace(sc, in_regime=_in_regime_scaling(sc, idx, samples, abrupt, draws))
+                for sc, (g, idx) in zip(scalings, kinf)]
+    times = {(json.dumps(sc.group, sort_keys=True, default=str), samples[i].N): censored_times(samples[i].t,
+                                                                                               samples[i].censor_at)
              for sc, (g, idx) in zip(scalings, kinf) for i in idx}
     return SweepReport(sweep.dir, samples, stats, len(found), unfinished, varying, sorted(common), sweep.spec,
                        thresholds, scalings, [b for b in bal if b is not None], regime,
@@ -154,18 +154,18 @@ def _regime_by_N(conds, stats: list[CellStats]) -> list[dict]:
     return out
 
 
-def _in_regime_threshold(t: dict, abrupt: set) -> dict:
+def _in_regime_threshold(t: Threshold, abrupt: set) -> dict:
     """The K* slope over the N of this group that are in the abrupt regime (no new bootstrap draws:
     the per-N replicates are reused)."""
-    acq = t["acquisition"]
-    Ns = [N for N in t["N"] if N in abrupt and acq[N].get("ok")]
+    acq = t.acquisition
+    Ns = [N for N in t.N if N in abrupt and acq[N].get("ok")]
 
     def fit(ns):
         return th.power_law_slope(np.log10(np.array(ns, float)), np.array([acq[N]["b"] for N in ns]),
                                   np.stack([acq[N]["boot_log10_kstar"] for N in ns]) if ns else None)
 
     return {"N": Ns, "kstar_slope": fit(Ns), "local_slopes": [{"N": [a, b], **fit([a, b])} for a, b in zip(Ns, Ns[1:])],
-            "near_kstar": [n for n in t["near_kstar"] if n["N"] in abrupt]}
+            "near_kstar": [n for n in t.near_kstar if n["N"] in abrupt]}
 
 
 def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> dict:
@@ -174,20 +174,20 @@ def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> dict:
                           n_boot=draws.n_boot, rng=draws.rng("t_icl_vs_N", *(c for i in idx for c in samples[i].cells)))
 
 
-def _in_regime_scaling(scaling: dict, idx, samples, abrupt: set, draws: Draws) -> dict:
+def _in_regime_scaling(scaling: Scaling, idx, samples, abrupt: set, draws: Draws) -> dict:
     """Median t_ICL vs N over the N of this group in the abrupt regime (the group's own fit when that is
     every N)."""
     sub = sorted((i for i in idx if samples[i].N in abrupt), key=lambda i: samples[i].N)
     Ns = [samples[i].N for i in sub]
     if len(sub) == len(idx):
-        return {"N": Ns, "median_vs_N": scaling["median_vs_N"]}
+        return {"N": Ns, "median_vs_N": scaling.median_vs_N}
     return {"N": Ns, "median_vs_N": _median_vs_N(sub, samples, draws)
             if len(Ns) >= 2 else {"ok": False}}
 
 
-def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[CellStats], draws: Draws) -> dict:
+def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[CellStats], draws: Draws) -> Scaling:
     """Median t_ICL vs N of one group of K = infinity cells."""
     label = group_label(gfields) if gfields else "K = infinity"
     idx = sorted(idx, key=lambda i: samples[i].N)
-    return {"group": gfields, "label": label, "median_vs_N": _median_vs_N(idx, samples, draws),
-            "lognormal_per_N": [{"N": samples[i].N, **(stats[i].lognormal or {})} for i in idx], "cell_index": idx}
+    return Scaling(gfields, label, _median_vs_N(idx, samples, draws),
+                   [{"N": samples[i].N, **(stats[i].lognormal or {})} for i in idx], idx)

@@ -8,6 +8,7 @@ import json
 
 from icl_race.analysis.survival import logrank
 from icl_race.report.format import ci_text, num, p_value
+from icl_race.report.sweep_sections import Scaling, Threshold
 
 
 def _order(value) -> tuple:
@@ -16,39 +17,39 @@ def _order(value) -> tuple:
     return (0, value, "") if number else (1, 0, str(value))
 
 
-def by_lever(thresholds: list[dict], scalings: list[dict], times: dict | None = None) -> dict:
+def by_lever(thresholds: list[Threshold], scalings: list[Scaling], times: dict | None = None) -> dict:
     """K* and the K = infinity median t_ICL side by side across the groups of a sweep, keyed by the
     fields that tell the groups apart (a swept lever: task.zipf_alpha, train.optimizer, ...), so one
     table reads K* per lever value the way K* per N is read. Empty unless two or more groups differ.
     `times` maps (the group as sorted JSON, N) to that cell's censored (times, observed): each t_ICL row
     then carries a log-rank test against the first row of its N (the lever's first value)."""
     def rows(entries, Ns, value):
-        fields = sorted({k for e in entries for k in e["group"]
-                         if len({json.dumps(x["group"].get(k), default=str) for x in entries}) > 1})
-        out = [{"lever": {k: e["group"].get(k) for k in fields}, "N": N, **value(e, N)} for e in entries for N in Ns(e)]
+        fields = sorted({k for e in entries for k in e.group
+                         if len({json.dumps(x.group.get(k), default=str) for x in entries}) > 1})
+        out = [{"lever": {k: e.group.get(k) for k in fields}, "N": N, **value(e, N)} for e in entries for N in Ns(e)]
         return {"fields": fields, "rows": sorted(out, key=lambda r: (r["N"], [_order(r["lever"][k]) for k in fields]))}
 
     out = {}
     if len(thresholds) > 1:
-        out["kstar"] = rows(thresholds, lambda t: t["N"], lambda t, N: {
-            "kstar": t["acquisition"][N].get("kstar"), "kstar_ci": t["acquisition"][N].get("kstar_ci"),
-            "bracketed": t["acquisition"][N].get("bracketed"),
-            "paper_sigmoid_kstar": t["paper_sigmoid"][N].get("kstar"),
-            "paper_sigmoid_kstar_ci": t["paper_sigmoid"][N].get("kstar_ci")})
+        out["kstar"] = rows(thresholds, lambda t: t.N, lambda t, N: {
+            "kstar": t.acquisition[N].get("kstar"), "kstar_ci": t.acquisition[N].get("kstar_ci"),
+            "bracketed": t.acquisition[N].get("bracketed"),
+            "paper_sigmoid_kstar": t.paper_sigmoid[N].get("kstar"),
+            "paper_sigmoid_kstar_ci": t.paper_sigmoid[N].get("kstar_ci")})
     if len(scalings) > 1:
         def median(sc, N):
-            p = next(p for p in sc["median_vs_N"]["per_N"] if p["N"] == N)
+            p = next(p for p in sc.median_vs_N["per_N"] if p["N"] == N)
             return {"median_t_icl": p["median"], "median_t_icl_ci": p["median_ci"], "acquired": p["acquired"], "n": p["n"]}
-        out["t_icl_kinf"] = rows(scalings, lambda sc: [p["N"] for p in sc["median_vs_N"]["per_N"]], median)
+        out["t_icl_kinf"] = rows(scalings, lambda sc: [p["N"] for p in sc.median_vs_N["per_N"]], median)
         if times is not None:
             _logrank_against_first(out["t_icl_kinf"]["rows"], scalings, times)
     return out
 
 
-def _logrank_against_first(rows: list[dict], scalings: list[dict], times: dict) -> None:
+def _logrank_against_first(rows: list[dict], scalings: list[Scaling], times: dict) -> None:
     """Each row's log-rank test of t_ICL against the first row of the same N (None for that first row)."""
-    group = {json.dumps({k: sc["group"].get(k) for k in rows[0]["lever"]}, sort_keys=True, default=str):
-             json.dumps(sc["group"], sort_keys=True, default=str) for sc in scalings} if rows else {}
+    group = {json.dumps({k: sc.group.get(k) for k in rows[0]["lever"]}, sort_keys=True, default=str):
+             json.dumps(sc.group, sort_keys=True, default=str) for sc in scalings} if rows else {}
     first: dict = {}
     for r in rows:
         key = (group[json.dumps(r["lever"], sort_keys=True, default=str)], r["N"])

@@ -79,20 +79,18 @@ def sweep_comparisons(rep) -> list[dict]:
 
     rows = []
     # The paper's K*, bimodality and slope numbers are for standard contexts: compare those groups only.
-    standard = [t for t in rep.thresholds if t.get("variant") == "standard"]
-    slopes = [t for t in standard if t["kstar_slope"].get("ok")]
+    standard = [t for t in rep.thresholds if t.variant == "standard"]
+    slopes = [t for t in standard if t.kstar_slope.get("ok")]
     if not slopes:
         for name, val in (("measured", "1.41 [secondary]"), ("predicted", "1/nu = 1.43")):
             rows.append({"claim": f"log K* vs log N slope, {name} (Fig 6A)", "paper": val,
                          "icl_race": "needs K* at >= 2 values of N", "verdict": "not measured in this directory"})
     for t in slopes:
-        s = t["kstar_slope"]
-        s1 = t["kstar_slope_N_minus_1"]
-        ss = t["kstar_slope_paper_sigmoid"]
+        s, s1, ss = t.kstar_slope, t.kstar_slope_N_minus_1, t.kstar_slope_paper_sigmoid
         extra = (f"; against log(N-1): {s1['slope']:.2f} {ci_text(s1.get('slope_ci'), '{:.2f}')}" if s1.get("ok") else "")
         extra += (f"; paper's sigmoid estimator: {ss['slope']:.2f} {ci_text(ss.get('slope_ci'), '{:.2f}')}" if ss.get("ok") else "")
-        txt = f"{s['slope']:.2f} {ci_text(s.get('slope_ci'), '{:.2f}')} from {s['n_points']} values of N{extra} ({t['label']})"
-        reg = t.get("in_regime") or {"N": [], "kstar_slope": {"ok": False}}
+        txt = f"{s['slope']:.2f} {ci_text(s.get('slope_ci'), '{:.2f}')} from {s['n_points']} values of N{extra} ({t.label})"
+        reg = t.in_regime or {"N": [], "kstar_slope": {"ok": False}}
         rs = reg["kstar_slope"]
         if rs.get("ok"):
             est, ci = rs["slope"], rs.get("slope_ci")
@@ -107,24 +105,24 @@ def sweep_comparisons(rep) -> list[dict]:
             rows.append({"claim": f"log K* vs log N slope, {name} (Fig 6A)", "paper": paper, "icl_race": txt,
                          "estimate": rs.get("slope"), "ci": rs.get("slope_ci"), "verdict": verdict})
     # K*(N = 100)
-    k100 = [(t, t["acquisition"][100]) for t in standard if 100 in t["acquisition"] and t["acquisition"][100].get("ok")]
+    k100 = [(t, t.acquisition[100]) for t in standard if 100 in t.acquisition and t.acquisition[100].get("ok")]
     for t, a in k100:
         ci = a["log10_kstar_ci"]
         lo, hi = math.log10(PAPER["kstar_N100_order"]) - 0.5, math.log10(PAPER["kstar_N100_order"]) + 0.5
         v = "not measured (no CI)" if ci[0] is None else ("agrees" if ci[0] <= hi and ci[1] >= lo else "disagrees")
         rows.append({"claim": "K*(N = 100) of order 1e4", "paper": "about 1e4 [inferred from the paper's grids]",
-                     "icl_race": f"{a['kstar']:,.0f} {ci_text(a['kstar_ci'])} ({t['label']})",
+                     "icl_race": f"{a['kstar']:,.0f} {ci_text(a['kstar_ci'])} ({t.label})",
                      "verdict": v + " (order of magnitude: CI overlaps 10^3.5-10^4.5)"})
     # t_ICL vs N
-    meds = [s for s in rep.t_icl_vs_N if s["median_vs_N"].get("ok")]
+    meds = [s for s in rep.t_icl_vs_N if s.median_vs_N.get("ok")]
     if not meds:
         rows.append({"claim": "median t_ICL linear in N at K = infinity (Fig 6B)", "paper": "linear fit of medians (no CI)",
                      "icl_race": "needs K = infinity cells at >= 2 values of N", "verdict": "not measured in this directory"})
     for s in meds:
-        m = s["median_vs_N"]
-        reg = (s.get("in_regime") or {}).get("median_vs_N") or {"ok": False}
+        m = s.median_vs_N
+        reg = (s.in_regime or {}).get("median_vs_N") or {"ok": False}
         used = reg if reg.get("ok") else None
-        where = (f"in the regime (N = {', '.join(map(str, s['in_regime']['N']))})" if used else
+        where = (f"in the regime (N = {', '.join(map(str, s.in_regime['N']))})" if used else
                  f"all N: {', '.join(str(p['N']) for p in m['per_N'])}")
         lin = (used or m)["linear"]
         txt = (f"{where}: slope {lin['slope']:,.1f} {ci_text(lin.get('slope_ci'), '{:,.1f}')} steps per token, intercept "
@@ -139,14 +137,14 @@ def sweep_comparisons(rep) -> list[dict]:
             verdict = "inconclusive (2 values of N: linearity untestable)" if sv == "agrees" else sv
         no_regime = f"not measured in the regime (N in the abrupt regime: {_regime_Ns(rep)})"
         rows.append({"claim": "median t_ICL linear in N at K = infinity (Fig 6B)", "paper": "linear fit of medians (no CI)",
-                     "icl_race": txt + f" ({s['label']})",
+                     "icl_race": txt + f" ({s.label})",
                      "verdict": (_rule_verdict(rep) or verdict) if used else no_regime})
         ll = (used or m)["loglog"]
         rows.append({"claim": "t_ICL proportional to N (theory t_ICL ~ N sqrt(2 pi) e^-beta0)", "paper": "log-log exponent 1",
-                     "icl_race": f"{where}: {ll['slope']:.2f} {ci_text(ll.get('slope_ci'), '{:.2f}')} ({s['label']})",
+                     "icl_race": f"{where}: {ll['slope']:.2f} {ci_text(ll.get('slope_ci'), '{:.2f}')} ({s.label})",
                      "verdict": (_rule_verdict(rep) or interval_verdict(ll.get("slope_ci"), 1.0)) if used else no_regime})
     # bimodality near K*
-    nears = [(t, n) for t in standard for n in (t.get("in_regime") or {}).get("near_kstar", [])]
+    nears = [(t, n) for t in standard for n in (t.in_regime or {}).get("near_kstar", [])]
     if not nears:
         rows.append({"claim": "bimodal outcomes near K* (Fig 6C, N = 100, K = 9666)", "paper": "bimodal histogram, no statistic",
                      "icl_race": "needs a K* estimate at an N in the abrupt regime",

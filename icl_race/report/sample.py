@@ -24,6 +24,9 @@ from icl_race.config import Config, ConfigError
 from icl_race.report.paper import IGNORED_FIELDS, flat
 
 REQUIRED = ("icl_acc", "iwl_acc")
+# Curves a classification run records beside the accuracies, plotted when present.
+LOSS_CURVES = ("train_loss", "icl_loss", "iwl_loss")
+C_STATISTICS = ("c1", "c2", "c3")
 # Per-seed arrays: what pooling concatenates and deduplicates.
 PER_SEED = ("seed_ids", "root_seeds", "diverged", "t_icl", "t_start", "icl_acc", "iwl_acc", "final_icl_ref_acc")
 
@@ -46,6 +49,7 @@ class Sample:
     budget: int
     steps_run: int
     n_duplicates: int = 0  # seeds dropped by pooling: the same (root seed, seed id) in two cells
+    recorded: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # [S, T] as stored
 
     @classmethod
     def of(cls, run: rundir.Run) -> Sample:
@@ -66,7 +70,9 @@ class Sample:
                    eval_steps=np.asarray(run.eval_steps), icl_acc=icl, iwl_acc=np.asarray(run.curves["iwl_acc"], float),
                    final_icl_ref_acc=(oc.last_finite(np.asarray(ref, float)) if ref is not None and ref.ndim == 2
                                       and ref.shape[1] else None),
-                   censor_at=run.censor_at("icl"), budget=run.budget, steps_run=run.steps_run)
+                   censor_at=run.censor_at("icl"), budget=run.budget, steps_run=run.steps_run,
+                   recorded={k: np.asarray(run.curves[k]) for k in LOSS_CURVES + C_STATISTICS
+                             if k in run.curves and run.curves[k].ndim == 2})
 
     # ---- what the statistics read -------------------------------------------------------------------
     @property
@@ -77,6 +83,11 @@ class Sample:
     def t(self) -> np.ndarray:
         """t_ICL of the kept seeds (-1 = censored)."""
         return self.t_icl[self.kept]
+
+    @property
+    def curves(self) -> dict[str, np.ndarray]:
+        """The recorded loss and c-statistic curves of the kept seeds, in a fixed order."""
+        return {k: v[self.kept] for k, v in self.recorded.items()}
 
     @functools.cached_property
     def final_icl(self) -> np.ndarray:
@@ -141,8 +152,10 @@ def _merge(a: Sample, b: Sample) -> Sample:
     new = np.array([(r, s) not in seen for r, s in zip(b.root_seeds.tolist(), b.seed_ids.tolist())], bool)
     both = {k: (None if getattr(a, k) is None or getattr(b, k) is None
                 else np.concatenate([getattr(a, k), getattr(b, k)[new]])) for k in PER_SEED}
+    # A curve that only some of the cells recorded is dropped: it would not cover every seed.
+    recorded = {k: np.concatenate([v, b.recorded[k][new]]) for k, v in a.recorded.items() if k in b.recorded}
     return dataclasses.replace(a, cells=a.cells + b.cells, n_duplicates=a.n_duplicates + b.n_duplicates
-                               + int((~new).sum()), **both)
+                               + int((~new).sum()), recorded=recorded, **both)
 
 
 def pool(samples: list[Sample]) -> list[Sample]:

@@ -6,13 +6,14 @@ from __future__ import annotations
 from icl_race.analysis import regime as rg
 from icl_race.analysis.outcome import CLASSES
 from icl_race.analysis.survival import proportion_ci
+from icl_race.plots import cells as P
 from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
 from icl_race.report import levers
 from icl_race.report.classification_sweep import SweepReport
 from icl_race.report.format import ci_text, num, p_value, pct, slug
 from icl_race.report.paper import PAPER, comparison_markdown, methods_markdown
-from icl_race.report.sweep_sections import BALANCED_METRICS
+from icl_race.report.sweep_sections import BALANCED_METRICS, Scaling, Threshold
 
 
 def _header(rep: SweepReport) -> list[str]:
@@ -45,37 +46,37 @@ def _sigmoid_cells(s: dict) -> list[str]:
     return [num(s.get("kstar")), ci_text(s.get("kstar_ci"))] if s.get("ok") else ["-", f"not fitted: {s['reason']}"]
 
 
-def _threshold(t: dict, figures: set) -> list[str]:
-    tag = slug(t["label"])
-    md = [f"## Threshold K*: {t['label']}", "",
+def _threshold(t: Threshold, figures: set) -> list[str]:
+    tag = slug(t.label)
+    md = [f"## Threshold K*: {t.label}", "",
           "| N | K* (logistic midpoint) | 95% CI (bootstrap percentile) | paper's sigmoid K* | 95% CI (bootstrap "
           "percentile) | cells | bracketed |", "|---|---|---|---|---|---|---|"]
-    for N in t["N"]:
-        a = t["acquisition"][N]
+    for N in t.N:
+        a = t.acquisition[N]
         md.append(f"| {N} | {num(a.get('kstar'))} | {ci_text(a.get('kstar_ci'))} | "
-                  f"{' | '.join(_sigmoid_cells(t['paper_sigmoid'][N]))} | {len(a['cells'])} | {a.get('bracketed', 'n/a')} |")
-    sl = t["kstar_slope"]
+                  f"{' | '.join(_sigmoid_cells(t.paper_sigmoid[N]))} | {len(a['cells'])} | {a.get('bracketed', 'n/a')} |")
+    sl = t.kstar_slope
     if sl.get("ok"):
-        m1 = t["kstar_slope_N_minus_1"]
+        m1 = t.kstar_slope_N_minus_1
         md += ["", f"Slope of log10 K* on log10 N: **{sl['slope']:.3f}** {ci_text(sl.get('slope_ci'), '{:.3f}')} "
                    f"(bootstrap percentile, {sl.get('boot_used', 0)} replicates used); against log10(N - 1): "
                    f"{m1['slope']:.3f} {ci_text(m1.get('slope_ci'), '{:.3f}')}."]
     md += ["", f"![acquisition vs K](figures/acquisition_vs_K__{tag}.png)", ""]
     md += [f"![{name}](figures/{name}.png)\n" for name in (f"kstar_vs_N__{tag}", f"heatmap__{tag}", f"near_kstar__{tag}")
            if name in figures]
-    if t["near_kstar"]:
+    if t.near_kstar:
         md += [("Bimodality in the cell nearest K* for each N (or, of the cells that differ from it only in "
                 "the early stop or the evaluation period, the one with the most seeds):"), ""] + T.BIMODALITY_HEADER
-        for n in t["near_kstar"]:
+        for n in t.near_kstar:
             md.append(T.bimod_row(f"N={n['N']} K={n['K']:,}: final ICL accuracy", n["bimodality"]["final_icl_acc"]))
             md.append(T.bimod_row(f"N={n['N']} K={n['K']:,}: log10 t_ICL (acquired)", n["bimodality"]["log10_t_acquired"]))
         md.append("")
     return md
 
 
-def _scaling(s: dict) -> list[str]:
-    m = s["median_vs_N"]
-    md = [f"## t_ICL vs N at K = infinity: {s['label']}", "",
+def _scaling(s: Scaling) -> list[str]:
+    m = s.median_vs_N
+    md = [f"## t_ICL vs N at K = infinity: {s.label}", "",
           "| N | seeds | acquired | KM median t_ICL | 95% CI (bootstrap percentile) |", "|---|---|---|---|---|"]
     md += [f"| {p['N']} | {p['n']} | {p['acquired']} | {num(p['median'])} | {ci_text(p['median_ci'])} |" for p in m["per_N"]]
     if m.get("ok"):
@@ -83,7 +84,7 @@ def _scaling(s: dict) -> list[str]:
         md += ["", f"Linear fit: median = {lin['intercept']:,.0f} {ci_text(lin.get('intercept_ci'))} + "
                    f"{lin['slope']:,.1f} {ci_text(lin.get('slope_ci'), '{:,.1f}')} N; log-log exponent "
                    f"{ll['slope']:.3f} {ci_text(ll.get('slope_ci'), '{:.3f}')} (bootstrap percentile)."]
-    return md + ["", f"![t_ICL vs N](figures/t_icl_vs_N__{slug(s['label'])}.png)", ""]
+    return md + ["", f"![t_ICL vs N](figures/t_icl_vs_N__{slug(s.label)}.png)", ""]
 
 
 def _balanced(b: dict) -> list[str]:
@@ -121,6 +122,36 @@ def _cells(rep: SweepReport) -> list[str]:
     return md + [""]
 
 
+def _ordered(rep: SweepReport) -> list[int]:
+    """The analysable cells' indices in the order of the cell tables (variant, N, K)."""
+    return sorted((i for i, c in enumerate(rep.cells) if c.ok), key=lambda i: (rep.cells[i].variant, rep.cells[i].N,
+                                                                               rep.cells[i].K or 0))
+
+
+def _per_cell(rep: SweepReport, figures: set) -> list[str]:
+    """Each cell's outcomes, the Kaplan-Meier curves of its fall times, its trajectories and recorded curves,
+    as one table and small-multiples figures (one panel per cell)."""
+    order = _ordered(rep)
+    if not order:
+        return []
+    c0 = rep.cells[order[0]].outcomes
+    md = ["## Outcomes per cell", "",
+          f"persistent = acquired ICL and held it; transient = acquired, then ICL accuracy below {c0['level']:g} for "
+          f">= {c0['lasting']} consecutive evaluations (a lasting fall); censored = never acquired within the cell's "
+          "budget. The fall time's median: Kaplan-Meier over the acquired seeds, persistent ones censored at the end "
+          "of the run (Greenwood, log-log band inverted).", ""] + T.outcomes_by_cell([rep.cells[i] for i in order])
+    if "fall_by_cell" in figures:
+        md += ["![time from t_ICL to a lasting fall, per cell](figures/fall_by_cell.png)", "",
+               "Cells where no acquired seed fell are left out of the figure (their curve is 1 throughout).", ""]
+    md += ["![ICL accuracy per cell, by outcome](figures/trajectories_by_cell__icl.png)", "",
+           "![IWL accuracy per cell, by outcome](figures/trajectories_by_cell__iwl.png)", ""]
+    names = [n for n in figures if n.startswith("curves_by_cell__")]
+    if names:
+        md += ["## Recorded curves per cell", "", "Median and interquartile band over each cell's seeds.", ""]
+        md += [f"![{n.split('__')[1]} per cell](figures/{n}.png)\n" for n in names]
+    return md
+
+
 def markdown(rep: SweepReport, figs: dict) -> str:
     md = _header(rep) + comparison_markdown(rep.paper_comparisons) + _regime(rep)
     for t in rep.thresholds:
@@ -130,7 +161,7 @@ def markdown(rep: SweepReport, figs: dict) -> str:
         md += _scaling(s)
     for b in rep.balanced_vs_standard:
         md += _balanced(b)
-    return "\n".join(md + _cells(rep) + methods_markdown()) + "\n"
+    return "\n".join(md + _cells(rep) + _per_cell(rep, set(figs)) + methods_markdown()) + "\n"
 
 
 def _wilson(k, n) -> dict:
@@ -141,24 +172,24 @@ def _wilson(k, n) -> dict:
 def figures(rep: SweepReport) -> dict:
     figs, samples = {}, rep.samples
     for t in rep.thresholds:
-        tag, label = slug(t["label"]), t["label"]
-        figs[f"acquisition_vs_K__{tag}"] = F.acquisition_vs_K(t["acquisition"], title=f"Acquisition vs K ({label})")
-        ok_N = [N for N in t["N"] if t["acquisition"][N].get("ok")]
+        tag, label = slug(t.label), t.label
+        figs[f"acquisition_vs_K__{tag}"] = F.acquisition_vs_K(t.acquisition, title=f"Acquisition vs K ({label})")
+        ok_N = [N for N in t.N if t.acquisition[N].get("ok")]
         if len(ok_N) >= 2:
             figs[f"kstar_vs_N__{tag}"] = F.kstar_vs_N(
-                ok_N, [t["acquisition"][N]["b"] for N in ok_N], [t["acquisition"][N]["log10_kstar_ci"] for N in ok_N],
-                t["kstar_slope"], ref_slope=PAPER["kstar_slope_predicted"], title=f"K*(N) ({label})")
-        h = t["heatmap"]
+                ok_N, [t.acquisition[N]["b"] for N in ok_N], [t.acquisition[N]["log10_kstar_ci"] for N in ok_N],
+                t.kstar_slope, ref_slope=PAPER["kstar_slope_predicted"], title=f"K*(N) ({label})")
+        h = t.heatmap
         figs[f"heatmap__{tag}"] = F.acquisition_heatmap(h["K"], h["N"], h["fraction"], title=f"Acquisition fraction ({label})")
-        if t["near_kstar"]:
-            figs[f"near_kstar__{tag}"] = F.small_histograms(
+        if t.near_kstar:
+            figs[f"near_kstar__{tag}"] = P.small_histograms(
                 [(f"N={n['N']}, K={n['K']:,}", samples[n["cell_index"]].t, samples[n["cell_index"]].censor_at)
-                 for n in t["near_kstar"]], title=f"t_ICL in the cell nearest K* ({label})")
+                 for n in t.near_kstar], title=f"t_ICL in the cell nearest K* ({label})")
     for s in rep.t_icl_vs_N:
-        idx = s["cell_index"]
-        figs[f"t_icl_vs_N__{slug(s['label'])}"] = F.t_icl_vs_N(
+        idx = s.cell_index
+        figs[f"t_icl_vs_N__{slug(s.label)}"] = F.t_icl_vs_N(
             [samples[i].N for i in idx], [samples[i].t for i in idx], [samples[i].censor_at for i in idx],
-            s["median_vs_N"], title=f"t_ICL vs N at K = infinity ({s['label']})")
+            s.median_vs_N, title=f"t_ICL vs N at K = infinity ({s.label})")
     for b in rep.balanced_vs_standard:
         rows = []
         for N in sorted(set(b["N"])):
@@ -168,4 +199,27 @@ def figures(rep: SweepReport) -> dict:
             rows.append((N, [b["K"][j] for j in sel], panels))
         figs[f"balanced_vs_standard__{slug(b['label'])}"] = F.balanced_vs_standard(
             rows, title=f"Balanced vs standard contexts ({b['label']})")
+    return figs | _cell_figures(rep)
+
+
+def _cell_figures(rep: SweepReport) -> dict:
+    """The run report's per-cell figures as small multiples, one panel per analysable cell."""
+    order, figs = _ordered(rep), {}
+    if not order:
+        return figs
+    cells, samples = rep.cells, rep.samples
+    falls = [(cells[i].label, cells[i].outcomes["fall_after_t_icl"]) for i in order]
+    falls = [(label, f) for label, f in falls if f is not None and f["acquired"]]
+    if falls:
+        figs["fall_by_cell"] = P.fall_survival(falls, "Time from t_ICL to a lasting fall (Kaplan-Meier), per cell")
+    for name, acc, ylabel in (("icl", "icl_acc", "ICL accuracy"), ("iwl", "iwl_acc", "IWL accuracy")):
+        items = [(cells[i].label, samples[i].eval_steps, getattr(samples[i], acc)[samples[i].kept],
+                  samples[i].outcomes.classes_S[samples[i].kept], samples[i].cfg.train.icl_threshold if name == "icl"
+                  else None) for i in order]
+        figs[f"trajectories_by_cell__{name}"] = P.accuracies(
+            items, ylabel, f"{ylabel} per cell, coloured by outcome (blue persistent, red transient, grey censored)")
+    recorded = dict.fromkeys(k for i in order for k in samples[i].curves)
+    for k in recorded:
+        items = [(cells[i].label, samples[i].eval_steps, samples[i].curves[k]) for i in order if k in samples[i].curves]
+        figs[f"curves_by_cell__{k}"] = P.curves(items, k, f"{k} per cell: median and interquartile band over seeds")
     return figs

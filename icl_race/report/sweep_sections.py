@@ -1,8 +1,12 @@
-"""Two sections of a classification sweep's report, computed: the threshold K* of a group of finite-K
-cells, and balanced minus standard contexts. Each draws from its own named child of the report's
-SeedSequence. Results are the analysis' dicts; indices (`cell_index`) point into the report's cells."""
+"""Sections of a classification sweep's report, computed: the threshold K* of a group of finite-K cells
+(a `Threshold`), balanced minus standard contexts, and the record of median t_ICL vs N at K = infinity
+(a `Scaling`, computed in `classification_sweep`). Each draws from its own named child of the report's
+SeedSequence. The records' fields hold the analysis' dicts; indices (`cell_index`) point into the
+report's cells."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -18,6 +22,36 @@ N_BOOT_SIGMOID = 200
 # nearest K* is read from the one of those cells with the most seeds (e.g. a 64-seed early-stop-off rerun
 # of the K* grid's nearest cell, linked into the same directory).
 OBSERVATION_FIELDS = {"train.eval_every", "train.early_stop", "train.stop_when_all_acquired"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Threshold:
+    """K* per N of one group of finite-K cells (the fields in report.json's order)."""
+
+    group: dict  # the varying fields (other than K and N) shared by the group's cells
+    label: str
+    variant: str  # "standard", "balanced" or "mixed"
+    N: list[int]
+    acquisition: dict  # N -> threshold.acquisition_curve (logistic midpoint K*, its bootstrap CI)
+    paper_sigmoid: dict  # N -> threshold.paper_sigmoid (the paper's 4-parameter sigmoid K*)
+    kstar_slope: dict  # log10 K* on log10 N (threshold.power_law_slope)
+    kstar_slope_N_minus_1: dict
+    kstar_slope_paper_sigmoid: dict
+    near_kstar: list[dict]  # per N, the best-observed cell nearest K* and its bimodality
+    heatmap: dict  # {"K", "N", "fraction"}: the acquisition fraction on the (N, K) grid
+    in_regime: dict | None = None  # the slope and cells over the N in the abrupt regime
+
+
+@dataclasses.dataclass(frozen=True)
+class Scaling:
+    """Median t_ICL vs N of one group of K = infinity cells (the fields in report.json's order)."""
+
+    group: dict
+    label: str
+    median_vs_N: dict  # threshold.median_vs_N: KM median per N, linear and log-log fits
+    lognormal_per_N: list[dict]
+    cell_index: list[int]
+    in_regime: dict | None = None  # {"N", "median_vs_N"} over the N in the abrupt regime
 
 
 def group_label(fields: dict) -> str:
@@ -45,7 +79,7 @@ def _slope(Ns: list, fits: dict, log_N) -> dict:
 
 
 def threshold(gfields: dict, idx: list[int], samples: list[Sample], stats: list[CellStats], draws: Draws,
-              best) -> dict:
+              best) -> Threshold:
     """K* per N of one group of finite-K cells (logistic midpoint; the paper's sigmoid where it is
     determined), the slope of log K* on log N, the heatmap and the cells nearest K* (`best(j)`: the
     best-observed rerun of cell j)."""
@@ -70,11 +104,9 @@ def threshold(gfields: dict, idx: list[int], samples: list[Sample], stats: list[
     for i in idx:
         grid[Ns.index(samples[i].N), Ks.index(samples[i].K)] = stats[i].acquired_fraction
     variants = {samples[i].variant for i in idx}
-    return {"group": gfields, "label": label, "variant": variants.pop() if len(variants) == 1 else "mixed",
-            "N": Ns, "acquisition": curves, "paper_sigmoid": sigmoids, "kstar_slope": _slope(Ns, curves, np.log10),
-            "kstar_slope_N_minus_1": _slope(Ns, curves, lambda n: np.log10(n - 1)),
-            "kstar_slope_paper_sigmoid": _slope(Ns, sigmoids, np.log10), "near_kstar": near,
-            "heatmap": {"K": Ks, "N": Ns, "fraction": grid}}
+    return Threshold(gfields, label, variants.pop() if len(variants) == 1 else "mixed", Ns, curves, sigmoids,
+                     _slope(Ns, curves, np.log10), _slope(Ns, curves, lambda n: np.log10(n - 1)),
+                     _slope(Ns, sigmoids, np.log10), near, {"K": Ks, "N": Ns, "fraction": grid})
 
 
 BALANCED_METRICS = (("acc_above_0.75", "fraction with final ICL accuracy > 0.75"),
