@@ -19,6 +19,7 @@ import numpy as np
 
 from icl_race.analysis import survival as sv
 from icl_race.analysis.regime import RISE_BOUND, rise_fraction
+from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import km_median_boot, percentile_ci
 
 METHOD = ("Kaplan-Meier median of t_ICL (censored seeds kept at the budget, diverged seeds excluded), "
@@ -66,8 +67,8 @@ class LrBridge:
                 "|---|---:|---:|---:|---:|---|---|---|---|---|"]
         for c in self.cells:
             rows.append(f"| {c.lr:g} | {c.seeds} | {c.acquired} | {c.diverged} | {c.collapsed} | "
-                        f"{_ci(c.t_icl, c.t_icl_ci, ',.0f')} | {_ci(c.t_lr, c.t_lr_ci, ',.0f')} | "
-                        f"{_ci(c.ratio, c.ratio_ci, '.2f')} | {_ci(c.rise, c.rise_ci, '.3f')} | "
+                        f"{value_ci(c.t_icl, c.t_icl_ci, '{:,.0f}')} | {value_ci(c.t_lr, c.t_lr_ci, '{:,.0f}')} | "
+                        f"{value_ci(c.ratio, c.ratio_ci, '{:.2f}')} | {value_ci(c.rise, c.rise_ci, '{:.3f}')} | "
                         f"{'yes' if c.agrees else 'no'}, {'yes' if c.stable else 'no'} |")
         abrupt = [c.lr for c in self.cells if c.rise is not None and c.rise <= RISE_BOUND]
         width = f"width {self.width}: " if self.width else ""
@@ -75,13 +76,6 @@ class LrBridge:
                           f"to lr {self.reference_lr:g} has a CI containing 1, with no diverged or collapsed seed); "
                           f"abrupt (median rise fraction <= {RISE_BOUND}) at lr {', '.join(f'{x:g}' for x in abrupt) or 'none'}",
                           f"Method: {self.method}."])
-
-
-def _ci(value, ci, fmt: str) -> str:
-    if value is None:
-        return "not reached"
-    lo, hi = ci
-    return f"{value:{fmt}} [{'?' if lo is None else format(lo, fmt)}, {'?' if hi is None else format(hi, fmt)}]"
 
 
 def _median_ci(x: np.ndarray, n_boot: int, rng: np.random.Generator):
@@ -179,11 +173,11 @@ class WidthAxis:
                  "|---:|---:|---|---|---|---|---|---|---|"]
         for f in self.fits:
             ns = ", ".join(f"{p.N}{'*' if p.abrupt else ''}" for p in f.per_N)
-            meds = "; ".join(_ci(p.t_icl, p.t_icl_ci, ",.0f") for p in f.per_N)
-            rises = "; ".join(_ci(p.rise, p.rise_ci, ".3f") for p in f.per_N)
-            fit = ([_ci(f.exponent, f.exponent_ci, ".2f"), _ci(f.slope, f.slope_ci, ",.0f"),
-                    _ci(f.intercept, f.intercept_ci, ",.0f"),
-                    "-" if f.quadratic is None else _ci(f.quadratic, f.quadratic_ci, ",.0f")]
+            meds = "; ".join(value_ci(p.t_icl, p.t_icl_ci, "{:,.0f}") for p in f.per_N)
+            rises = "; ".join(value_ci(p.rise, p.rise_ci, "{:.3f}") for p in f.per_N)
+            fit = ([value_ci(f.exponent, f.exponent_ci, "{:.2f}"), value_ci(f.slope, f.slope_ci, "{:,.0f}"),
+                    value_ci(f.intercept, f.intercept_ci, "{:,.0f}"),
+                    "-" if f.quadratic is None else value_ci(f.quadratic, f.quadratic_ci, "{:,.0f}")]
                    if f.exponent is not None else [f"not fitted: {f.reason}", "-", "-", "-"])
             lines.append(f"| {f.width} | {f.lr:g} | {ns} | {meds} | {rises} | {' | '.join(fit)} |")
         return "\n".join([*lines, "", f"Method: {self.method}."])

@@ -20,6 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from icl_race.analysis.text import ci_text  # noqa: E402
+
 CENSORED = "tab:gray"
 
 
@@ -96,8 +98,8 @@ def colors(n):
 
 def slope_ci_text(fit: dict, fmt: str) -> str:
     """" [lo, hi]" for a fit's slope CI in a legend, or "" when there is none."""
-    lo, hi = fit.get("slope_ci") or (None, None)
-    return "" if lo is None else f" [{lo:{fmt}}, {hi:{fmt}}]"
+    ci = fit.get("slope_ci") or (None, None)
+    return "" if ci[0] is None else " " + ci_text(ci, "{:" + fmt + "}")
 
 
 def png_bytes(fig: plt.Figure, dpi: int = 120) -> bytes:
