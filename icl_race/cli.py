@@ -110,7 +110,8 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--dry-run", action="store_true",
                        help="list the cells, which are done, and the projected wall time; run nothing")
     sweep.add_argument("--no-measure", action="store_true",
-                       help="with --dry-run: list the cells without measuring their programs (no projection)")
+                       help="with --dry-run: list the cells without measuring their programs (no projection; the "
+                            "measurement trains one block for two evaluation periods per program)")
     sweep.add_argument("--json", action="store_true",
                        help="with --dry-run: print the cells and the projection as JSON (schema: README, Outputs)")
     sweep.add_argument("--executor", choices=("local", "slurm", "submitit-local"), default="local",
