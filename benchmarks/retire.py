@@ -61,6 +61,12 @@ CASES = {
                                        ["task.N=32", f"task.K={K}", "train.steps=10000", "train.eval_every=50",
                                         "train.eval_batch=32", "ensemble.block=1", *extra])
        for K in (4525, 2263) for tag, extra in (("", []), ("-freeze95", ["train.stop_threshold=0.95"]))},
+    # the rest of kstar_N32.toml's grid at block 1, frozen at acquisition (the K*-grid setting)
+    **{f"kstar_N32-K{K}-block1-freeze95": (EXP / "regime" / "base.toml",
+                                           ["task.N=32", f"task.K={K}", "task.K_max=6400", "train.steps=10000",
+                                            "train.eval_every=50", "train.eval_batch=32", "ensemble.block=1",
+                                            "train.stop_threshold=0.95"])
+       for K in (566, 800, 1131, 1600, 3200, 6400)},
     # kinf.toml's N = 64 cell (K = infinity, 24,000 steps, the paper's 0.99 stop) at block 1
     "kinf_N64-block1": (EXP / "regime" / "base.toml", ['task.variant="infinite"', "task.infinite_bank=262144",
                                                        "task.N=64", "train.steps=24000", "train.eval_every=80",
