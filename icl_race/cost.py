@@ -39,16 +39,14 @@ class Cost:
 
 
 def _chunks(cfg: Config, start_step: int = 0) -> list[tuple[int, int, int]]:
-    from icl_race.engine.ensemble import chunk_plan
+    from icl_race.runner import plan
 
-    tr = cfg.train
-    return [c for c in chunk_plan(tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_spacing) if c[0] >= start_step]
+    return [c for c in plan(cfg) if c[0] >= start_step]
 
 
 def measure(cfg: Config) -> Cost:
     """Run one block of cfg's seeds through its own programs for two evaluation periods; nothing written
     but a temporary checkpoint."""
-    import jax
     import numpy as np
 
     from icl_race import compile_cache, systems
@@ -76,12 +74,12 @@ def measure(cfg: Config) -> Cost:
     checkpoint_s = 0.0
     if tr.checkpoint_every:
         from icl_race.engine.checkpoint import Checkpointer
+        from icl_race.runner import host_carry
 
         with tempfile.TemporaryDirectory(prefix="icl-race-cost-") as d:
             ckpt = Checkpointer(Path(d) / "checkpoints", keep=1)
             tic = time.perf_counter()
-            host = jax.device_get({**carry, "key": jax.random.key_data(carry["key"])})
-            ckpt.save(period, {"carry": host, "curves": curves, "eval_steps": steps}, {})
+            ckpt.save(period, {"carry": host_carry(carry), "curves": curves, "eval_steps": steps}, {})
             ckpt.wait()
             checkpoint_s = time.perf_counter() - tic
             ckpt.close()

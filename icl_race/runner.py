@@ -91,7 +91,7 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
         try:
             with precision(cfg), stop_on_signals() as stop:
                 prepared = prepare(cfg, out, log)
-                bar = ProgressBar(prepared.program.stop_event, plan=_plan(cfg)) if progress else None
+                bar = ProgressBar(prepared.program.stop_event, plan=plan(cfg)) if progress else None
                 return commit(out, prepared, train_phase(prepared, stop, bar))
         except CheckpointError as e:
             raise RunError(f"{e}: rerun the same command to resume from it" if e.last_good is not None
@@ -183,7 +183,7 @@ def train_phase(prep: Prepared, stop: Stop, on_chunk: Callable[[Any], None] | No
         stopping = p.step < tr.steps and stop.requested
         if ckpt and p.step < tr.steps and (p.chunks_done % tr.checkpoint_every == 0 or stopping):
             curves, steps_seen = concat_history(p.history, p.eval_steps)
-            ckpt.save(p.step, {"carry": _host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
+            ckpt.save(p.step, {"carry": host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
                       {"config_digest": cfg.digest(), "config": cfg.to_dict()})
             saved[0] = p.step
         if stopping:
@@ -225,7 +225,7 @@ def results_arrays(prepared: Prepared, trained: Trained) -> dict[str, np.ndarray
         "budget": np.int64(tr.steps),
     }
     if prepared.cfg.ensemble.retire:
-        results["retired_at"] = retirement_steps(program, t_first, _plan(prepared.cfg), steps_run)
+        results["retired_at"] = retirement_steps(program, t_first, plan(prepared.cfg), steps_run)
     return results
 
 
@@ -278,7 +278,7 @@ def layout(cfg: Config):
     return Layout(e.block, e.devices or available)
 
 
-def _plan(cfg: Config) -> list[tuple[int, int, int]]:
+def plan(cfg: Config) -> list[tuple[int, int, int]]:
     """The run's chunks: (first step, evaluation period, evaluations) each."""
     from icl_race.engine.ensemble import chunk_plan
 
@@ -299,7 +299,8 @@ def _counters() -> tuple[float, int, float, int]:
     return (time.perf_counter(), *compile_stats.snapshot(), compile_stats.cache_hits())
 
 
-def _host_carry(carry):
+def host_carry(carry):
+    """The carry as host arrays, its keys as their raw data: what a checkpoint stores."""
     import jax
 
     return jax.device_get({**carry, "key": jax.random.key_data(carry["key"])})
@@ -373,7 +374,7 @@ def check_memory(cfg: Config) -> None:
     lay = layout(cfg)
     padded = -(-e.seeds // lay.unit) * lay.unit
     evals = (tr.steps // tr.eval_every if tr.eval_spacing == "linear"
-             else sum(n for _, _, n in _plan(cfg)))
+             else sum(n for _, _, n in plan(cfg)))
     device = jax.local_devices()[0]
     with precision(cfg):
         program, consts = memory.abstract_build(lambda: build(cfg))

@@ -367,6 +367,7 @@ def dry_run(out: Path, sweep: Sweep, measure: bool = True, executor: str = "loca
     the local executor a cell of the program the previous cell ran pays no compilation (the sweep keeps
     it; see run_local); with the others every cell is a fresh process and pays it."""
     from icl_race import cost
+    from icl_race.runner import layout  # its device count: the one the run will use
 
     costs: dict[tuple, cost.Cost] = {}
     cells, total, unmeasured, last_program = [], 0.0, 0, None
@@ -377,19 +378,13 @@ def dry_run(out: Path, sweep: Sweep, measure: bool = True, executor: str = "loca
                 costs[key] = cost.measure(cell.cfg)
             if key in costs:
                 seconds = cost.project(cell.cfg, costs[key], checkpoint_step(out, cell),
-                                       compiled=executor == "local" and key == last_program, shards=_shards(cell.cfg))
+                                       compiled=executor == "local" and key == last_program, shards=layout(cell.cfg).shards)
                 total += seconds
             else:
                 unmeasured += 1
             last_program = key
         cells.append(CellPlan(cell.name, st, dict(cell.values), seconds))
     return DryRun(str(out), executor, cells, total, unmeasured)
-
-
-def _shards(cfg: Config) -> int:
-    from icl_race.engine.sharding import local_device_count
-
-    return cfg.ensemble.devices or local_device_count()
 
 
 def _shape(cfg: Config) -> tuple:

@@ -180,7 +180,9 @@ def test_freezing_at_acquisition_leaves_every_first_passage_up_to_t_icl_unchange
         return jax.device_get(carry["t_first"])
 
     at_099, at_090 = run(0.99), run(0.9)
-    assert np.sum(at_099["icl"] >= 0) >= 4, at_099["icl"]  # enough seeds acquire for the test to mean something
+    # Enough seeds acquire for the test to mean something: here all 8 by step 600 of the 1,200, so half of
+    # them acquiring leaves a wide margin on another CPU, whose trajectories differ.
+    assert np.sum(at_099["icl"] >= 0) >= 4, at_099["icl"]
     for e in ("icl", "icl60", "icl75"):
         np.testing.assert_array_equal(at_090[e], at_099[e], err_msg=e)
     np.testing.assert_array_equal(at_090["converged"], at_090["icl"])  # frozen at acquisition
