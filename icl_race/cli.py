@@ -40,6 +40,12 @@ def _bootstrap_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="root of the bootstrap's SeedSequence (default 0)")
 
 
+def _overrides_arg(p: argparse.ArgumentParser, help: str) -> None:
+    """--set SECTION.KEY=VALUE, repeatable, into args.overrides (config.apply_overrides' list): the one way
+    run, demo, sweep and bench change a config; only the help differs, by what each changes."""
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE", help=help)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line and exit 2, like every other input error
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -81,8 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, help="run directory (created; an existing run of the same "
                                                   "config is skipped, of another config refused)")
     run.add_argument("--seeds", type=_positive_int, help="override ensemble.seeds")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                     help="override one config value (repeatable), e.g. --set task.K=20000")
+    _overrides_arg(run, "override one config value (repeatable), e.g. --set task.K=20000")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--json", action="store_true", help="print the summary as JSON (docs/report-json.md)")
     run.add_argument("--redo", action="store_true",
@@ -94,8 +99,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "2 cores, then print where its histogram is.")
     demo.add_argument("--out", default="runs/demo", help="run directory (default: runs/demo)")
     demo.add_argument("--seeds", type=_positive_int, help="override ensemble.seeds")
-    demo.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                      help="override one config value of the preset (repeatable), e.g. --set train.steps=400")
+    _overrides_arg(demo, "override one config value of the preset (repeatable), e.g. --set train.steps=400")
     demo.add_argument("--json", action="store_true", help="print the summary as JSON (docs/report-json.md)")
 
     sweep = sub.add_parser("sweep", help="run the grid of a sweep file, one run directory per cell",
@@ -105,8 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("sweep", help="TOML with config sections (optionally base = \"file.toml\") and a "
                                      "[grid] of \"section.key\" = [values]")
     sweep.add_argument("--out", required=True, help="sweep directory")
-    sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                       help="override a value in every cell (repeatable)")
+    _overrides_arg(sweep, "override a value in every cell (repeatable)")
     sweep.add_argument("--dry-run", action="store_true",
                        help="list the cells, which are done, and the projected wall time; run nothing")
     sweep.add_argument("--no-measure", action="store_true",
@@ -132,8 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats; the best is kept")
     bench.add_argument("--block", type=_positive_int, default=None,
                        help="seeds per vmap, one block after another (default: all in one vmap; on a CPU 1 is fastest)")
-    bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                       help="change the benchmarked config, e.g. --set task.K=100000")
+    _overrides_arg(bench, "change the benchmarked config, e.g. --set task.K=100000")
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     report = sub.add_parser("report", help="statistics report of a run or sweep directory",
