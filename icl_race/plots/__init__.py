@@ -1,7 +1,7 @@
 """Figures: data in, matplotlib Figure out (Agg backend; nothing is shown or saved here).
 
 __init__        the censored histogram (one, used by the run's histogram, the reports and their panels),
-                one Kaplan-Meier step with its band, PNG bytes, shared colours
+                one Kaplan-Meier step with its band, a panel's labels and legend, PNG bytes, shared colours
 classification  the classification reports' figures (survival, bimodality, K*, t_ICL vs N, ...)
 cells           a sweep's per-cell figures as small multiples (a panel per cell: fall times, trajectories,
                 recorded curves, the histograms nearest K*)
@@ -89,6 +89,12 @@ def km_step(ax, km: dict, color, label: str, band_label: bool = True) -> tuple[n
     ax.fill_between(x, lo, hi, step="post", color=color, alpha=0.2,
                     label=f"{km['confidence']:.0%} band" if band_label else None)
     return x, s
+
+
+def label_panel(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """A panel's axis labels, its title and its legend (frameless, fontsize 8), so that the panels look alike."""
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend(frameon=False, fontsize=8)
 
 
 def colors(n):

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from icl_race.analysis.survival import lognormal_sf, pareto_sf
-from icl_race.plots import CENSORED, colors, histogram, km_step, slope_ci_text
+from icl_race.plots import CENSORED, colors, histogram, km_step, label_panel, slope_ci_text
 
 def t_icl_histogram(t_icl: np.ndarray, censor_at: float, median: float | None = None,
                     median_ci: list | None = None, title: str = "") -> plt.Figure:
@@ -57,10 +57,7 @@ def survival_curve(km: dict, lognormal: dict | None = None, tail: dict | None = 
     ax.axhline(0.5, color="black", lw=0.5, alpha=0.5)
     ax.set_xscale("log")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title or "Kaplan-Meier survival")
-    ax.legend(frameon=False, fontsize=8)
+    label_panel(ax, xlabel, ylabel, title or "Kaplan-Meier survival")
     if t.size:  # numbers at risk at five log-spaced times, as a row under the axis
         ax.xaxis.labelpad = 18
         for v in np.geomspace(t[0], km["last_time"], 5):
@@ -213,11 +210,9 @@ def acquisition_vs_K(curves: dict, title: str = "") -> plt.Figure:
                 ax.errorbar([cur["b"]], [0.5], xerr=[[cur["b"] - lo], [hi - cur["b"]]], fmt="D", color=color,
                             ms=6, mec="black", capsize=3)
     ax.axhline(0.5, color="black", lw=0.5, alpha=0.5)
-    ax.set_xlabel("log10 K (training items)")
-    ax.set_ylabel("fraction of seeds acquiring ICL")
     ax.set_ylim(-0.03, 1.03)
-    ax.set_title(title or "Acquisition vs K (diamonds: K* with 95% CI)")
-    ax.legend(frameon=False, fontsize=8)
+    label_panel(ax, "log10 K (training items)", "fraction of seeds acquiring ICL",
+                title or "Acquisition vs K (diamonds: K* with 95% CI)")
     return fig
 
 
@@ -248,10 +243,7 @@ def kstar_vs_N(N: np.ndarray, log10_kstar: np.ndarray, ci: list, fit: dict, ref_
         mid = np.log10(N).mean()
         ax.plot(g, fit["intercept"] + fit["slope"] * mid + ref_slope * (g - mid), color="tab:red", ls="--",
                 label=f"slope 1/nu = {ref_slope:.2f} (paper's prediction)")
-    ax.set_xlabel("log10 N")
-    ax.set_ylabel("log10 K*")
-    ax.set_title(title or "Task-diversity threshold K*(N)")
-    ax.legend(frameon=False, fontsize=8)
+    label_panel(ax, "log10 N", "log10 K*", title or "Task-diversity threshold K*(N)")
     return fig
 
 
@@ -277,10 +269,8 @@ def t_icl_vs_N(N_seeds: list, t_seeds: list, censor_at: list, med: dict, title: 
     if lin.get("ok"):
         _fit_line(ax, lin, allN.min(), allN.max(), color="tab:red",
                   label=f"median = {lin['intercept']:.3g} + {lin['slope']:.3g}{slope_ci_text(lin, '.3g')} N")
-    ax.set_xlabel("N (tokens per sequence incl. query)")
-    ax.set_ylabel("t_ICL (SGD steps)")
-    ax.set_title(title or "t_ICL vs N at K = infinity (triangles: censored)")
-    ax.legend(frameon=False, fontsize=8)
+    label_panel(ax, "N (tokens per sequence incl. query)", "t_ICL (SGD steps)",
+                title or "t_ICL vs N at K = infinity (triangles: censored)")
     return fig
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from icl_race.plots import km_step
+from icl_race.plots import km_step, label_panel
 
 # Qualitative colours: the groups are unordered, unlike the viridis ramp of a swept value.
 _COLORS = plt.get_cmap("tab10").colors
@@ -21,8 +21,6 @@ def km_overlay(kms: list[dict], labels: list[str], censor_at: list[float], event
     ax.axhline(0.5, color="black", lw=0.5, alpha=0.5)
     ax.set_xscale("log")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("SGD steps (log scale); dotted: end of observation")
-    ax.set_ylabel(f"P(t_{event} > t)")
-    ax.set_title(f"Kaplan-Meier survival of t_{event} (shaded: {kms[0]['confidence']:.0%} pointwise bands)")
-    ax.legend(frameon=False, fontsize=8)
+    label_panel(ax, "SGD steps (log scale); dotted: end of observation", f"P(t_{event} > t)",
+                f"Kaplan-Meier survival of t_{event} (shaded: {kms[0]['confidence']:.0%} pointwise bands)")
     return fig

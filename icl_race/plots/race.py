@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
 
-from icl_race.plots import colors, slope_ci_text
+from icl_race.plots import colors, label_panel, slope_ci_text
 
 def _median_with_ci(ax, x, summary, censor_at, color, marker, label):
     """A KM median with its CI bar; unreached medians as an open marker at the censoring time."""
@@ -42,10 +42,9 @@ def transience(summary: dict, title: str = "") -> plt.Figure:
         if c["fall"]["median"]:
             for ax in axes[1:]:
                 ax.axvline(c["fall"]["median"], color=color, ls=":", lw=1)
-    axes[1].set(xlabel="SGD steps", ylabel="ICL accuracy (seed mean)", title="dotted: median fall")
+    label_panel(axes[1], "SGD steps", "ICL accuracy (seed mean)", "dotted: median fall")
     axes[2].set(xlabel="SGD steps", ylabel="seed median", yscale="log")
     axes[2].set_title("solid: the MLP path's c3 = <exp(-phi+)>\ndashed: L_IWL", fontsize=9)
-    axes[1].legend(frameon=False, fontsize=8)
     fig.suptitle(title or "Transient ICL under L2 on the attention path")
     return fig
 
@@ -59,9 +58,7 @@ def loss_relation(x: np.ndarray, y: np.ndarray, fit: dict, title: str = "") -> p
     ax.plot(grid, fit["intercept"] + fit["slope"] * grid, color="black",
             label=f"fit: slope {fit['slope']:.2f}{slope_ci_text(fit, '.2f')}")
     ax.plot(grid, grid, color="tab:red", ls="--", label="theory: L_ICL = -1/2 log L_IWL")
-    ax.set(xlabel="-1/2 log L_IWL", ylabel="L_ICL")
-    ax.legend(frameon=False, fontsize=8)
-    ax.set_title(title or "Loss relation after acquisition")
+    label_panel(ax, "-1/2 log L_IWL", "L_ICL", title or "Loss relation after acquisition")
     return fig
 
 
@@ -75,12 +72,10 @@ def independence(summary: dict, title: str = "") -> plt.Figure:
     for (name, c), color in zip(mem.items(), colors(len(mem))):
         axes[0].plot(c["eval_steps"], c["iwl_acc_mean"], color=color, label=name)
         axes[0].fill_between(c["eval_steps"], *c["iwl_acc_q"], color=color, alpha=0.2)
-    axes[0].set(xlabel="SGD steps", ylabel="IWL accuracy", title="memorization")
-    axes[0].legend(frameon=False, fontsize=8)
+    label_panel(axes[0], "SGD steps", "IWL accuracy", "memorization")
     for (name, c), color in zip(summary["t_icl"]["conditions"].items(), colors(len(summary["t_icl"]["conditions"]))):
         t, s = km_steps(*censored_times(c["t_icl_seeds"], c["budget"]))
         axes[1].step(np.concatenate([[0], t]), np.concatenate([[1], s]), where="post", color=color, label=name)
-    axes[1].set(xlabel="SGD steps", ylabel="fraction without ICL (Kaplan-Meier)", title="t_ICL")
-    axes[1].legend(frameon=False, fontsize=8)
+    label_panel(axes[1], "SGD steps", "fraction without ICL (Kaplan-Meier)", "t_ICL")
     fig.suptitle(title or "Independence ablation: one sub-circuit frozen at init")
     return fig
