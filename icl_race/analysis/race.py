@@ -215,6 +215,12 @@ def _med(d: dict, key: str = "median", fmt: str = "{:.0f}") -> str:
     return value_ci(d.get(key), d.get(f"{key}_ci"), fmt)
 
 
+def _fit_text(fit: dict, sep: str = ",") -> str:
+    """A loss_relation fit's slope, intercept and prop with their CIs, `sep` after all but the last
+    (Transience's cells run them together: "")."""
+    return f"{sep} ".join(f"{k} {_med(fit, k, '{:.2f}')}" for k in ("slope", "intercept", "prop"))
+
+
 @dataclass(frozen=True)
 class Transience:
     """summarize_transience's summary, its keys as fields."""
@@ -225,11 +231,9 @@ class Transience:
     def text(self) -> str:
         lines = []
         for c in self.cells:
-            lr = c["loss_relation"]
             lines.append(f"wd {c['weight_decay_attn']:g}: acquired {c['acquired']}/{c['seeds']}, rise {_med(c['rise'])}, "
                          f"fell {c['fell']}/{c['acquired']}, fall {_med(c['fall'])} (budget {c['budget']:.0f}), "
-                         f"medians at the fall {c['at_fall_median']}, loss relation slope {_med(lr, 'slope', '{:.2f}')} "
-                         f"intercept {_med(lr, 'intercept', '{:.2f}')} prop {_med(lr, 'prop', '{:.2f}')}")
+                         f"medians at the fall {c['at_fall_median']}, loss relation {_fit_text(c['loss_relation'], '')}")
         for k, t in self.vs_wd_loglog.items():
             verdict = t.get("verdict") or f"slope 1: {t['verdict_slope_1']}"
             what = "fall median" if k == "fall" else f"median {k} at the fall"
@@ -255,8 +259,7 @@ class LossRelations:
             for label, fit in c.items():
                 if label == "weight_decay_attn":
                     continue
-                lines.append(f"wd {c['weight_decay_attn']:g}, {label}: slope {_med(fit, 'slope', '{:.2f}')}, "
-                             f"intercept {_med(fit, 'intercept', '{:.2f}')}, prop {_med(fit, 'prop', '{:.2f}')} "
+                lines.append(f"wd {c['weight_decay_attn']:g}, {label}: {_fit_text(fit)} "
                              f"({fit['points']} points, {fit['seeds_used']} seeds)")
         return "\n".join(lines)
 
