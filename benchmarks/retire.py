@@ -7,8 +7,8 @@ Each case is a config (a path under experiments/ and --set overrides) trained tw
 (every t_<event>, steps_run, and each curve up to the seed's `retired_at`), and the script prints:
 
 - predicted, seeds: S * T_run / sum_i min(t_i, T_run), t_i = the step after which seed i's results
-  can no longer change (`retired_at`, the end of the chunk in which it froze with every event recorded
-  or diverged): the most retirement can save;
+  can no longer change (`retired_at`, the end of the chunk in which it froze with every event recorded,
+  settled or diverged): the most retirement can save;
 - predicted, blocks: the same at the engine's granularity, live seeds rounded up to whole blocks of
   `ensemble.block` per chunk (what a run with that block can save);
 - predicted, t_ICL: S * T_run / sum_i min(t_ICL_i, T_run), the ratio if every seed left at its
@@ -67,6 +67,13 @@ CASES = {
                                             "train.eval_every=50", "train.eval_batch=32", "ensemble.block=1",
                                             "train.stop_threshold=0.95"])
        for K in (566, 800, 1131, 1600, 3200, 6400)},
+    # the whole grid frozen at acquisition and settled by IWL (train.settle_iwl = 0.9): a seed below K* leaves
+    # once it has memorized, the bet being that it would not acquire ICL later (experiments/regime/README.md)
+    **{f"kstar_N32-K{K}-block1-settle90": (EXP / "regime" / "base.toml",
+                                           ["task.N=32", f"task.K={K}", "task.K_max=6400", "train.steps=10000",
+                                            "train.eval_every=50", "train.eval_batch=32", "ensemble.block=1",
+                                            "train.stop_threshold=0.95", "train.settle_iwl=0.9"])
+       for K in (566, 800, 1131, 1600, 2263, 3200, 4525, 6400)},
     # kinf.toml's N = 64 cell (K = infinity, 24,000 steps, the paper's 0.99 stop) at block 1
     "kinf_N64-block1": (EXP / "regime" / "base.toml", ['task.variant="infinite"', "task.infinite_bank=262144",
                                                        "task.N=64", "train.steps=24000", "train.eval_every=80",

@@ -204,6 +204,8 @@ def _validate_common(cfg: Config) -> None:
     check(tr.steps >= tr.eval_every and tr.steps % tr.eval_every == 0, "train.steps", tr.steps,
           f"a positive multiple of train.eval_every = {tr.eval_every}")
     check(tr.early_stop in ("off", "freeze"), "train.early_stop", tr.early_stop, '"off" or "freeze"')
+    check(tr.settle_iwl == 0 or cfg.task.kind == "classification", "train.settle_iwl", tr.settle_iwl,
+          '0 unless task.kind = "classification" (the race it settles)')
     check(tr.evals_per_chunk >= 1, "train.evals_per_chunk", tr.evals_per_chunk, "an integer >= 1")
     check(tr.eval_spacing in ("linear", "log"), "train.eval_spacing", tr.eval_spacing, "linear or log")
     check(tr.matmul_precision in MATMUL_PRECISIONS, "train.matmul_precision", tr.matmul_precision,

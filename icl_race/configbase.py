@@ -73,6 +73,12 @@ class TrainConfig:
     # or once converged for linear_regression)
     stop_threshold: float = 0.99
     stop_when_all_acquired: bool = True  # end the run once every seed has acquired ICL (converged)
+    # Classification only. 0: off. Otherwise a seed that has not acquired ICL is *settled* (IWL won the
+    # race) at the first evaluation with IWL accuracy above this: it records t_settled, freezes, records
+    # no later first passage and retires, so a K* grid stops paying for the seeds below K*. A bet that
+    # memorization ends the race: no seed of the width-64 K* grid acquired ICL after IWL accuracy 0.9
+    # (experiments/regime/README.md, "Settling"); its t_ICL counts as censored at the budget.
+    settle_iwl: float = 0.0
     evals_per_chunk: int = 10  # evaluations per jitted chunk: the host sees the ensemble this often
     eval_spacing: str = "linear"  # linear | log: chunk c evaluates every eval_every * 2^c steps
     # jax_default_matmul_precision for the run: default | highest | tensorfloat32 | bfloat16. TF32 and

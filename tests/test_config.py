@@ -59,6 +59,9 @@ CASES = [
     (_with(REG, train__optimizer="adam"), r"^train\.optimizer = 'adam': must be \"sgd\" with task\.kind"),
     # the shared [train] section
     *[(_with({}, train__icl_levels=v), r"train\.icl_levels") for v in ([0.9, 0.6], [0.6, 0.6], [1.2], [0.655])],
+    (_with({}, train__settle_iwl=0.3), r"^train\.settle_iwl = 0\.3: must be 0 \(off\) or in \(0\.5, 1\)"),
+    (_with({}, train__settle_iwl=1.0), r"^train\.settle_iwl = 1\.0: must be 0 \(off\) or in \(0\.5, 1\)"),
+    (_with(MEM, train__settle_iwl=0.9), r"^train\.settle_iwl = 0\.9: must be 0 unless task\.kind = \"classification\""),
 ]
 
 

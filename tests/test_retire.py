@@ -40,15 +40,34 @@ class Staggered:
         return {"hit": probes["acc"] > 0.5, "high": probes["acc"] > 0.9}
 
 
+@dataclass(frozen=True)
+class Settling(Staggered):
+    """Staggered plus IWL's side of the race: a seed with an odd lag memorizes at evaluation 2, before
+    its "hit" (3 + lag), and so settles; one with an even lag memorizes at 8 + lag, after its hit, which
+    must not settle it. "noise" fires at random evaluations, frozen or not."""
+
+    stop_event = "hit"
+    settle_event = "settled"
+    event_names = ("hit", "high", "noise", "settled")
+
+    def probe(self, state, consts, key):
+        memorized = state["updates"] // EVAL_EVERY >= jnp.where(state["lag"] % 2 == 1, 2, 8 + state["lag"])
+        return {**super().probe(state, consts, key), "memorized": memorized,
+                "draw": jax.random.uniform(jax.random.fold_in(key, 1))}
+
+    def events(self, probes, consts):
+        return {**super().events(probes, consts), "noise": probes["draw"] > 0.8, "settled": probes["memorized"]}
+
+
 TRACE = {"trace": jnp.asarray([0.0, 0.2, 0.4, 0.6, 0.8, 0.95] + [0.97] * 30, jnp.float32)}
 PLAN = dict(steps=200, eval_every=EVAL_EVERY, evals_per_chunk=2)
 
 
-def _staggered(seeds=10, block=4, retire=True, **kw):
+def _staggered(seeds=10, block=4, retire=True, program=Staggered(), **kw):
     layout = Layout(block)
-    carry = init_ensemble(Staggered(), layout, seed_keys(0, padded_seed_ids(np.arange(seeds), layout)), TRACE)
+    carry = init_ensemble(program, layout, seed_keys(0, padded_seed_ids(np.arange(seeds), layout)), TRACE)
     live = []
-    carry, curves, steps = train(Staggered(), TRACE, carry, layout=layout, live_seeds=seeds, retire=retire,
+    carry, curves, steps = train(program, TRACE, carry, layout=layout, live_seeds=seeds, retire=retire,
                                  on_chunk=lambda p: live.append(p.chunk_seeds), **PLAN, **kw)
     t_first = {k: np.asarray(v)[:seeds] for k, v in jax.device_get(carry["t_first"]).items()}
     return t_first, {k: v[:seeds] for k, v in curves.items()}, steps, live
@@ -186,3 +205,63 @@ def test_freezing_at_acquisition_leaves_every_first_passage_up_to_t_icl_unchange
     for e in ("icl", "icl60", "icl75"):
         np.testing.assert_array_equal(at_090[e], at_099[e], err_msg=e)
     np.testing.assert_array_equal(at_090["converged"], at_090["icl"])  # frozen at acquisition
+
+
+def test_a_seed_settled_before_its_stop_event_freezes_records_nothing_more_and_retires():
+    """The settle event (train.settle_iwl: IWL won the race) ends a seed's race: frozen from it on, no
+    later first passage (not even one its frozen weights' noisy evaluations would cross), retired at
+    the chunk's end; it never fires for a seed whose stop_event fired first. Results are identical
+    with and without retirement."""
+    program = Settling()
+    t_on, curves_on, steps, live = _staggered(seeds=12, program=program, retire=True)
+    t_off, curves_off, _, _ = _staggered(seeds=12, program=program, retire=False)
+    for k in t_off:
+        np.testing.assert_array_equal(t_on[k], t_off[k], err_msg=k)
+    settled = t_on["settled"] >= 0
+    lag = np.asarray(jax.vmap(lambda k: program.init(jax.random.fold_in(k, 0), TRACE)["lag"])(
+        seed_keys(0, np.arange(12))))
+    np.testing.assert_array_equal(settled, lag % 2 == 1)  # odd lags memorize before their hit, even ones after
+    assert 0 < settled.sum() < 12, lag
+    np.testing.assert_array_equal(t_on["settled"][settled], 2 * EVAL_EVERY)
+    assert np.all(t_on["hit"][settled] < 0) and np.all(t_on["hit"][~settled] >= 0)
+    assert np.all(t_on["noise"][settled] <= 2 * EVAL_EVERY), "nothing recorded after settling"
+    assert np.all(np.max(np.where(np.isnan(curves_off["acc"]), 0, curves_off["acc"])[settled], axis=1) < 0.5), \
+        "frozen before the rise"
+    at = retirement_steps(program, t_on, chunk_plan(**PLAN), int(steps[-1]))
+    np.testing.assert_array_equal(at[settled], 2 * EVAL_EVERY)  # the first chunk ends at evaluation 2
+    assert live[1] <= 12 - settled.sum(), live
+    np.testing.assert_array_equal(retired(program, t_on, 12)[settled], True)
+
+
+def test_a_settled_classification_seed_retires_with_its_results_unchanged(tiny_raw):
+    """train.settle_iwl on the classification race: at K = 200 (N = 8, width 32) IWL wins within a few
+    hundred steps; every seed that settles leaves, and every first passage and curve value up to
+    retirement equals the run without retirement."""
+    raw = {**tiny_raw, "task": {**tiny_raw["task"], "K": 200},
+           "train": {**tiny_raw["train"], "settle_iwl": 0.9, "evals_per_chunk": 2}, "ensemble": {"seeds": 8}}
+    cfg = config.from_dict(raw)
+    program, consts = build(cfg)
+    assert program.settle_event == "settled" and "settled" in program.event_names
+    assert "settled" not in build(config.from_dict(tiny_raw))[0].event_names  # off by default
+
+    def run(retire):
+        layout, live = Layout(4), []
+        carry = init_ensemble(program, layout, seed_keys(0, np.arange(8)), consts)
+        carry, curves, steps = train(program, consts, carry, layout=layout, steps=cfg.train.steps,
+                                     eval_every=cfg.train.eval_every, evals_per_chunk=2, retire=retire,
+                                     on_chunk=lambda p: live.append(p.chunk_seeds))
+        return jax.device_get(carry["t_first"]), curves, steps, live
+
+    t_off, curves_off, steps, _ = run(False)
+    t_on, curves_on, _, live = run(True)
+    for k in t_off:
+        np.testing.assert_array_equal(t_on[k], t_off[k], err_msg=k)
+    settled = t_on["settled"] >= 0
+    assert settled.sum() >= 4 and live[-1] <= 8 - settled.sum(), (t_on, live)  # all 8 here, by step 200
+    for e in ("icl", "icl60", "icl75", "converged"):  # nothing after the race settled
+        assert np.all((t_on[e][settled] < 0) | (t_on[e][settled] <= t_on["settled"][settled])), e
+    at = retirement_steps(program, t_on, chunk_plan(cfg.train.steps, cfg.train.eval_every, 2), int(steps[-1]))
+    for s in range(8):
+        evaluated = steps <= at[s] if at[s] >= 0 else np.ones(steps.size, bool)
+        for k in curves_off:
+            np.testing.assert_array_equal(curves_on[k][s, evaluated], curves_off[k][s, evaluated], err_msg=k)

@@ -9,6 +9,10 @@ A *program* is a hashable (frozen dataclass) bundle of pure per-seed functions:
     event_names: tuple[str, ...]; freeze_event: str | None  # a seed stops updating once this event fires
     confirm: tuple[tuple[str, int], ...]  # optional: (event, k) pairs; such an event's time is the
                                           # first evaluation of its first run of k consecutive ones
+    settle_event: str | None              # optional: an event that decides a seed's race against its
+                                          # stop_event (e.g. memorized before ICL): it fires only while
+                                          # stop_event has not; from then on the seed is frozen, records
+                                          # no further first passage and retires
 
 `consts` holds the run's traced values shared by every seed (K, learning rate, item pools...), so
 changing them never recompiles; only the program's static fields (shapes) do.
@@ -86,6 +90,10 @@ def _confirm(program) -> dict[str, int]:
     return dict(getattr(program, "confirm", ()))  # optional in the program protocol
 
 
+def _settle(program) -> str | None:
+    return getattr(program, "settle_event", None)  # optional in the program protocol
+
+
 def _init_seed(program, consts, key):
     carry = {
         "key": key,
@@ -119,6 +127,8 @@ def _train_steps(program, n_steps, consts, carry, t0):
     frozen = carry["t_first"][DIVERGED] >= 0
     if program.freeze_event:
         frozen |= carry["t_first"][program.freeze_event] >= 0
+    if _settle(program):
+        frozen |= carry["t_first"][_settle(program)] >= 0
 
     def one(state, t):
         new_state, loss = program.step(state, consts, jax.random.fold_in(train_key, t))
@@ -144,6 +154,13 @@ def _period(program, eval_every, consts, carry, t0):
             streak[e] = {"n": jnp.where(fired[e], n + 1, 0), "start": jnp.where(fired[e] & (n == 0), t_end, start)}
             fired[e], at[e] = streak[e]["n"] >= k, streak[e]["start"]
         carry = {**carry, "streak": streak}
+    if settle := _settle(program):
+        # A settled seed's race is over: its frozen weights' later evaluations record nothing (a
+        # threshold crossed by the probe's sampling noise is not an event of training), and the race
+        # settles only for a seed whose stop_event has not fired, at this evaluation or before.
+        open_ = carry["t_first"][settle] < 0
+        fired = {e: f & open_ for e, f in fired.items()}
+        fired[settle] &= (carry["t_first"][program.stop_event] < 0) & ~fired[program.stop_event]
     t_first = {e: jnp.where((t < 0) & fired[e], at[e], t).astype(jnp.int32) for e, t in carry["t_first"].items()}
     return {**carry, "t_first": t_first}, {"train_loss": jnp.mean(losses), **probes}
 
@@ -201,12 +218,20 @@ def retired(program, t_first: dict[str, np.ndarray], live_seeds: int) -> np.ndar
     """Per seed of the carry, whether its results can no longer change, so that it leaves the
     computation: a seed frozen by the early stop once every event has fired (its state no longer
     changes and no first passage is left to record), a diverged seed (frozen since its divergence:
-    its later evaluations are of NaN weights), and the padding beyond `live_seeds`."""
+    its later evaluations are of NaN weights), a settled seed (frozen, recording nothing), and the
+    padding beyond `live_seeds`."""
     done = np.asarray(t_first[DIVERGED]) >= 0
     if program.freeze_event:  # the freeze event is one of the events, so "all fired" implies frozen
-        done |= np.all([np.asarray(t_first[e]) >= 0 for e in program.event_names], axis=0)
+        done |= np.all([np.asarray(t_first[e]) >= 0 for e in _racing(program)], axis=0)
+    if _settle(program):
+        done |= np.asarray(t_first[_settle(program)]) >= 0
     done[live_seeds:] = True
     return done
+
+
+def _racing(program) -> list[str]:
+    """The events a seed still in the race can fire (all but the settle event, which ends it)."""
+    return [e for e in program.event_names if e != _settle(program)]
 
 
 def blocks_of(live_L: np.ndarray, unit: int, end: int) -> list[np.ndarray]:
@@ -315,8 +340,10 @@ def retirement_steps(program, t_first: dict[str, np.ndarray], plan: list[tuple[i
     to the run's last step: a pure function of the first passages and the chunk plan."""
     seeds = len(t_first[DIVERGED])
     done = retired(program, t_first, seeds)
-    since = np.where(np.asarray(t_first[DIVERGED]) >= 0, t_first[DIVERGED],
-                     np.max([np.asarray(t_first[e]) for e in program.event_names], axis=0))
+    since = np.max([np.asarray(t_first[e]) for e in _racing(program)], axis=0)
+    if _settle(program):
+        since = np.where(np.asarray(t_first[_settle(program)]) >= 0, t_first[_settle(program)], since)
+    since = np.where(np.asarray(t_first[DIVERGED]) >= 0, t_first[DIVERGED], since)
     ends = np.array([t0 + period * n for t0, period, n in plan])
     at = ends[np.minimum(np.searchsorted(ends, since), len(ends) - 1)]
     return np.where(done & (at < steps_run), at, -1).astype(np.int64)

@@ -25,6 +25,10 @@ class RunSummary:
     range: tuple[int, int] | None  # first and last first passage of the seeds that reached it
     censored: int
     censor_at: int
+    # of the censored, the seeds settled by IWL (train.settle_iwl: frozen and retired once memorized before
+    # ICL) and their median t_settled; None when the run does not settle
+    settled: int | None
+    settled_median: float | None
     rise_level: str | None  # the rise's lowest level event (icl60), when the run records one
     rise_fraction: float | None  # median (t_icl - t_<rise_level>) / t_icl over the acquired seeds
     outcomes: dict[str, int] | None  # persistent, transient, censored, diverged (ICL runs)
@@ -40,6 +44,8 @@ class RunSummary:
             line += f"; t_{self.event} Kaplan-Meier median {med} (range {self.range[0]:,}-{self.range[1]:,})"
         if self.censored:
             line += f"; {self.censored} censored at {self.censor_at:,}"
+        if self.settled:
+            line += f" ({self.settled} of them settled by IWL, median step {self.settled_median:,.0f})"
         if self.rise_fraction is not None:
             line += f"; rise fraction (t_icl - t_{self.rise_level}) / t_icl median {self.rise_fraction:.2f}"
         if self.outcome_sentence:
@@ -57,12 +63,16 @@ def run_summary(d: str | Path) -> RunSummary:
     rise = None
     if start in run.times and hit.size:  # a run written before the levels existed has no t_icl60
         rise = float(np.nanmedian(rise_fraction(run.t(), run.t(start))))
+    settled = run.times.get("settled")
     o: Outcomes | None = None
     if stop == "icl" and {"icl_acc", "iwl_acc"} <= run.curves.keys():
         o = classify(t, run.diverged, run.curves["icl_acc"], run.curves["iwl_acc"], run.eval_steps)
     return RunSummary(
         dir=str(d), event=stop, seeds=int(t.size), reached=int(hit.size), km_median=run.km_median() if hit.size else None,
         range=(int(hit.min()), int(hit.max())) if hit.size else None, censored=int(t.size - hit.size),
-        censor_at=run.censor_at(), rise_level=start if rise is not None else None, rise_fraction=rise,
+        censor_at=run.censor_at(),
+        settled=None if settled is None else int(np.sum(settled >= 0)),
+        settled_median=float(np.median(settled[settled >= 0])) if settled is not None and np.any(settled >= 0) else None,
+        rise_level=start if rise is not None else None, rise_fraction=rise,
         outcomes={c: o.count(c) for c in ("persistent", "transient", "censored", "diverged")} if o else None,
         outcome_sentence=o.sentence() if o else None, histogram=str(d / f"t_{stop}_hist.png"))

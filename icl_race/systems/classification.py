@@ -72,12 +72,18 @@ class ClassificationRace:
     zipf: bool = False  # static switches of the data levers; their strengths are traced in consts
     item_noise: bool = False
     burstiness: int = 0
+    settle: bool = False  # train.settle_iwl > 0: the "settled" event ends a seed's race (IWL won)
 
     stop_event = "icl"  # the event whose first passage is the run's headline time (t_icl)
 
     @property
     def event_names(self) -> tuple[str, ...]:
-        return ("icl", "converged", *(level_event(v) for v in self.icl_levels))
+        # "settled" only when asked for, so that other runs' results and checkpoints keep their keys
+        return ("icl", "converged", *(level_event(v) for v in self.icl_levels), *(("settled",) if self.settle else ()))
+
+    @property
+    def settle_event(self) -> str | None:
+        return "settled" if self.settle else None
 
     # ---- set-up -------------------------------------------------------------------------------
 
@@ -102,6 +108,7 @@ class ClassificationRace:
             zipf=t.zipf_alpha > 0,
             item_noise=t.epsilon > 0,
             burstiness=t.burstiness,
+            settle=tr.settle_iwl > 0,
         )
         consts = {
             "K": jnp.int32(0 if infinite else t.K),
@@ -110,6 +117,7 @@ class ClassificationRace:
             "wd_mlp": jnp.float32(tr.weight_decay_mlp),
             "icl_threshold": jnp.float32(tr.icl_threshold),
             "stop_threshold": jnp.float32(tr.stop_threshold),
+            "settle_iwl": jnp.float32(tr.settle_iwl),
             "qk_init_scale": jnp.float32(cfg.model.qk_init_scale),
             "epsilon": jnp.float32(t.epsilon),
             "p_bursty": jnp.float32(t.p_bursty),
@@ -299,6 +307,8 @@ class ClassificationRace:
 
     def events(self, probes, consts):
         acc = probes["icl_acc"]
+        # "settled" is IWL's side of the race; the engine lets it fire only while ICL has not
         return {"icl": acc > consts["icl_threshold"], "converged": acc > consts["stop_threshold"],
-                **{level_event(v): acc > v for v in self.icl_levels}}
+                **{level_event(v): acc > v for v in self.icl_levels},
+                **({"settled": probes["iwl_acc"] > consts["settle_iwl"]} if self.settle else {})}
 

@@ -98,6 +98,8 @@ def validate(cfg: Config) -> None:
     check(m.freeze in ("none", "attention", "mlp"), "model.freeze", m.freeze, 'one of "none", "attention", "mlp"')
     check(m.qk_init_scale > 0, "model.qk_init_scale", m.qk_init_scale, "a finite number > 0")
     validate_minibatch_train(cfg.train)
+    s = cfg.train.settle_iwl
+    check(s == 0 or 0.5 < s < 1, "train.settle_iwl", s, "0 (off) or in (0.5, 1): the IWL accuracy that settles a seed")
 
 
 def describe(cfg: Config) -> str:
