@@ -92,3 +92,27 @@ def test_summarize_transience_on_constructed_cells(tmp_path):
     assert trends["fall"]["slope"] == pytest.approx(-1.0)  # fall time halves as wd doubles
     assert trends["c3"]["slope"] == pytest.approx(-1.0)  # c3 at the fall halves too
     assert trends["iwl_loss"]["slope"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_after_memorization_counts_the_seeds_a_settle_rule_would_stop_and_those_that_acquired_later():
+    steps = np.array([10, 20, 30, 40, 50])
+    iwl = np.array([[0.5, 0.95, 0.97, 0.9, 0.99],   # memorizes at 20, never acquires
+                    [0.5, 0.92, 0.95, 0.95, 0.95],  # memorizes at 20, acquires at 40: a loss of the bet
+                    [0.5, 0.6, 0.95, 0.96, 0.97],   # acquires at 10, memorizes at 30: not first
+                    [0.5, 0.6, 0.7, 0.8, 0.85]])    # never memorizes
+    icl = np.array([[0.5, 0.6, 0.7, 0.65, 0.6],
+                    [0.5, 0.6, 0.8, 0.96, 0.97],
+                    [0.96, 0.97, 0.97, 0.97, 0.97],
+                    [0.5, 0.5, 0.5, 0.5, 0.5]])
+    t_icl = np.array([-1, 40, 10, -1])
+    out = race.after_memorization(t_icl, iwl, icl, steps, level=0.9)
+    assert out == {"seeds": 4, "memorized_first": 2, "acquired_after": 1, "t_mem_range": [20, 20],
+                   "max_icl_after": 0.97, "acquired": 2}
+    cells = [({"task": {"K": 800}}, {"t_icl": t_icl, "iwl_acc": iwl, "icl_acc": icl, "eval_steps": steps}),
+             ({"task": {"K": 400}}, {"t_icl": t_icl[:1], "iwl_acc": iwl[:1], "icl_acc": icl[:1], "eval_steps": steps})]
+    pooled = race.settling(cells, level=0.9)
+    assert [c["K"] for c in pooled.cells] == [400, 800]
+    assert (pooled.memorized_first, pooled.acquired_after) == (3, 1)
+    lo, hi = pooled.fraction_ci
+    assert 0 < lo < 1 / 3 < hi < 1  # Wilson 95% around 1/3
+    assert "pooled: 1/3 memorized-first seeds acquired ICL later" in pooled.text()

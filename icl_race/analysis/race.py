@@ -13,6 +13,8 @@ independence ablation (one sub-circuit frozen at init). Pure numpy on results.np
                   keeps only x > min_x (e.g. 0.5: L_IWL < e^-1, where memorization is under way).
   km_summary      Kaplan-Meier median of censored times with a seed-bootstrap CI.
   median_ratio    ratio of two samples' Kaplan-Meier medians, CI from seed bootstraps (paired by seed id).
+  after_memorization  the bet of train.settle_iwl: of the seeds that memorized (IWL accuracy above a
+                  level) before acquiring ICL, how many acquired ICL later, and how high ICL got after.
 
 Times are SGD steps (eval_steps); a run's censoring time is its last evaluation.
 """
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from icl_race.analysis.survival import censor_time, censored_times, km_median
+from icl_race.analysis.survival import censor_time, censored_times, km_median, proportion_ci
 from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import (percentile_ci, interval_verdict, km_median_boot, power_law_slope,
                                          sign_verdict)
@@ -99,6 +101,23 @@ def loss_relation(icl_loss_SxT, iwl_loss_SxT, steps_T, t_icl_S, min_x: float = -
         out |= {"slope_ci": percentile_ci(bs, confidence), "intercept_ci": percentile_ci(bi, confidence),
                 "prop_ci": percentile_ci(bp, confidence)}
     return out
+
+
+def after_memorization(t_icl_S, iwl_acc_SxT, icl_acc_SxT, steps_T, level: float = 0.9) -> dict:
+    """Whether memorization ends the race, per seed of one cell: t_mem = the first evaluation with IWL
+    accuracy above `level`; a seed *memorized first* when t_mem comes before its t_ICL (or it never
+    acquired ICL): the seeds that train.settle_iwl = level would settle. Counts those, those among them
+    that acquired ICL later (each one a loss of the bet), and ICL's highest accuracy after t_mem."""
+    t_icl = np.asarray(t_icl_S)
+    steps = np.asarray(steps_T)
+    t_mem = first_passage(iwl_acc_SxT, steps, level)
+    first = (t_mem >= 0) & ((t_icl < 0) | (t_mem < t_icl))
+    after = np.where(steps[None, :] >= t_mem[:, None], np.asarray(icl_acc_SxT, float), np.nan)[first]
+    peak = float(np.nanmax(after)) if after.size and np.isfinite(after).any() else None
+    return {"seeds": int(t_icl.size), "memorized_first": int(first.sum()),
+            "acquired_after": int(np.sum(first & (t_icl >= 0))),
+            "t_mem_range": [int(t_mem[first].min()), int(t_mem[first].max())] if first.any() else None,
+            "max_icl_after": peak, "acquired": int(np.sum(t_icl >= 0))}
 
 
 # ---- sweep directories ------------------------------------------------------------------------------
@@ -276,6 +295,38 @@ def loss_relations(cells, min_x: float = 0.5, n_boot: int = 1000) -> LossRelatio
         first = fits["x > -inf"]
         points.append((wd, first["x"], first["y"], first))
     return LossRelations(min_x=min_x, cells=rows, points=points)
+
+
+@dataclass(frozen=True)
+class Settling:
+    """after_memorization per cell (task.K) and pooled, with the Wilson 95% CI of the fraction of
+    memorized-first seeds that acquired ICL later: the bet train.settle_iwl = level makes."""
+    level: float
+    cells: list  # {"K", **after_memorization}
+    memorized_first: int
+    acquired_after: int
+    fraction_ci: list  # Wilson 95% of acquired_after / memorized_first
+
+    def text(self) -> str:
+        lines = []
+        for c in self.cells:
+            when = "" if c["t_mem_range"] is None else " at steps {:,}-{:,}".format(*c["t_mem_range"])
+            peak = "-" if c["max_icl_after"] is None else f"{c['max_icl_after']:.2f}"
+            lines.append(f"K {c['K']:,}: {c['memorized_first']}/{c['seeds']} seeds memorized (IWL > {self.level:g}) "
+                         f"before ICL{when}; {c['acquired_after']} of them acquired ICL later; ICL accuracy after "
+                         f"memorizing at most {peak}")
+        lo, hi = self.fraction_ci
+        lines.append(f"pooled: {self.acquired_after}/{self.memorized_first} memorized-first seeds acquired ICL later "
+                     f"(Wilson 95% CI {lo:.3f}-{hi:.3f})")
+        return "\n".join(lines)
+
+
+def settling(cells, level: float = 0.9) -> Settling:
+    rows = [{"K": cfg["task"].get("K"), **after_memorization(r["t_icl"], r["iwl_acc"], r["icl_acc"], r["eval_steps"],
+                                                             level)} for cfg, r in cells]
+    rows.sort(key=lambda c: c["K"] or 0)
+    k, n = sum(c["acquired_after"] for c in rows), sum(c["memorized_first"] for c in rows)
+    return Settling(level=level, cells=rows, memorized_first=n, acquired_after=k, fraction_ci=list(proportion_ci(k, n)))
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ directories for `icl_race.analysis.race`; the figures through `icl_race.plots.ra
   transience DIR                       --set level=0.9
   loss DIR...                          --set min_x=0.5
   independence MEM T_ICL MLP_ONLY...   --set level=0.9   (the directories in that order)
+  settle DIR...                        --set level=0.9   (train.settle_iwl's bet, on runs without it)
 """
 
 from __future__ import annotations
@@ -40,6 +41,17 @@ def independence(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0)
                                  n_boot=n_boot)
 
 
+def settle(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> race.Settling:
+    """Whether memorization ends the race: per cell, the seeds whose IWL accuracy passed `level` before
+    they acquired ICL, and how many of those acquired ICL later. Read runs trained without
+    train.settle_iwl (a settled seed's later history is not computed)."""
+    cells = load_cells(*dirs)
+    if any(cfg["train"].get("settle_iwl", 0) for cfg, _ in cells):
+        raise ConfigError("analyze race settle: a run trained with train.settle_iwl cannot show what a settled seed "
+                          "would have done; give runs without it")
+    return race.settling(cells, level=level)
+
+
 def _transience_figures(result) -> dict:
     from icl_race.plots import race as figures
 
@@ -59,5 +71,5 @@ def _independence_figures(result) -> dict:
     return {"": figures.independence(dataclasses.asdict(result))}
 
 
-COMMANDS = {"transience": transience, "loss": loss, "independence": independence}
+COMMANDS = {"transience": transience, "loss": loss, "independence": independence, "settle": settle}
 FIGURES = {"transience": _transience_figures, "loss": _loss_figures, "independence": _independence_figures}
