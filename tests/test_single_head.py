@@ -1,12 +1,20 @@
-"""The single-active-head test's analysis (icl_race.analysis.single_head, the theory's levels), issue 28:
-its pure pieces on synthetic staircases whose answers are known by construction, and its tables against
-the stored result (experiments/linear_attention/results/single_head.json, .md, written by the script
-experiments/linear_attention/single_head_test.py): the stored JSON read back into the typed result, whose
-text() must be the stored tables."""
+"""The single-active-head test (`icl-race analyze linear_attention single_head`, issue 28): its pure pieces
+(icl_race.analysis.single_head, the theory's levels) on synthetic staircases whose answers are known by
+construction, its tables against the stored result, and one short end-to-end run of the command.
+
+The stored result (experiments/linear_attention/results/single_head.json, .md) came from the script this
+command replaced (experiments/linear_attention/single_head_test.py). The command's full run reproduced it
+on the 2-core development machine: every number of the 20 seeds x 2 scales, the summaries and the checks
+equal, the markdown byte for byte; only the per-seed wall times differ. That 3-5 minute run is not part of
+the suite: here the stored JSON is read back into the typed result, whose text() must be the stored
+tables, and one short run checks the command end to end."""
 
 import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +22,7 @@ import pytest
 
 from icl_race import studies
 from icl_race.analysis import single_head as sh
+from icl_race.config import ConfigError
 from icl_race.theory import linear_attention as th
 
 RESULTS = Path(__file__).parent.parent / "experiments" / "linear_attention" / "results"
@@ -168,3 +177,48 @@ def test_stored_result_reads_back_with_the_same_fields_and_tables():
     result = from_json(stored)
     assert json.dumps(studies.payload(result), sort_keys=True) == json.dumps(stored.get("result", stored), sort_keys=True)
     assert result.text() == (RESULTS / "single_head.md").read_text()
+
+
+# ---- the command ---------------------------------------------------------------------------------
+
+def test_single_head_command_end_to_end(tmp_path):
+    """`icl-race analyze linear_attention single_head` with no directory, in a fresh process as a user
+    runs it (where the study limits scipy's BLAS to one thread before it loads: in this process, with
+    scipy loaded earlier, the same run is ~4x slower on a busy 2-core machine): one seed at σ = 1e-2 to
+    1e4 τ (two transitions done, six censored), no checks, a few seconds. Its first two transitions are
+    those of seed 0 in the stored full run (the horizon changes the solver's steps, so t_m agree to
+    ~1e-14 there; asserted loosely, for another machine's float64; the active-head counts asserted
+    exactly are 15% or more from their thresholds)."""
+    out = tmp_path / "sh.json"
+    r = subprocess.run([sys.executable, "-m", "icl_race", "analyze", "linear_attention", "single_head",
+                        "--set", "seeds=1", "--set", "scales=1e-2", "--set", "checks=0", "--set", "horizon=1e4",
+                        "--out", str(out)], env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "σ=0.01 seed 0: t_m = 292 1.45e+03 nan" in r.stderr  # the progress line
+    doc = json.loads(out.read_text())
+    assert (doc["study"], doc["analysis"], doc["dirs"]) == ("linear_attention", "single_head", [])
+    assert doc["result"]["horizon"] == 1e4 and doc["result"]["checks"] is None and list(doc["result"]["scales"]) == ["0.01"]
+    result = from_json(doc)
+    assert (tmp_path / "sh.md").read_text() == result.text() and r.stdout.startswith(result.text())
+    seed0 = result.scales["0.01"].seeds[0]
+    stored = json.loads((RESULTS / "single_head.json").read_text())
+    ref = stored.get("result", stored)["scales"]["0.01"]["seeds"][0]
+    assert seed0.t_m[1:3] == pytest.approx(ref["t_m"][1:3], rel=1e-6)
+    assert [t.censored for t in seed0.transitions] == [False] * 2 + [True] * 6
+    for new, old in zip(seed0.transitions[:2], ref["transitions"][:2]):
+        assert (new.head, new.esc_head, new.unrec_head) == (old["head"], old["esc_head"], old["unrec_head"])
+        assert new.n_active == old["n_active"]
+        assert new.esc_ratio == pytest.approx(old["esc_ratio"], rel=1e-6)
+    assert [e.censored for e in result.scales["0.01"].table] == [0, 0] + [1] * 6
+
+
+def test_single_head_options_and_directories_are_checked(tmp_path):
+    with pytest.raises(ConfigError, match="takes no directories"):
+        studies.run("linear_attention", "single_head", [str(tmp_path)], tmp_path / "x.json", None, 0, {})
+    with pytest.raises(ConfigError, match="checks=maybe"):
+        studies.run("linear_attention", "single_head", [], tmp_path / "x.json", None, 0, {"checks": "maybe"})
+    with pytest.raises(ConfigError, match="needs seeds >= 1"):
+        studies.run("linear_attention", "single_head", [], tmp_path / "x.json", None, 0, {"seeds": 0})
+    with pytest.raises(ConfigError, match="give the JSON another name"):
+        studies.run("linear_attention", "single_head", [], tmp_path / "x.md", None, 0, {})
+    assert not list(tmp_path.iterdir())  # refused before any work

@@ -32,7 +32,7 @@ import numpy as np
 from icl_race import rundir
 from icl_race.config import ConfigError
 
-STUDIES = ("scale", "race", "memorization", "levers")
+STUDIES = ("scale", "race", "memorization", "levers", "linear_attention")
 DIRECTORIES = ("some", "any", "none")
 
 
