@@ -69,6 +69,8 @@ ANALYZE_EPILOG = """studies, subcommands, directories and --set options:
   levers ceiling                        copy-rule accuracy under item noise (epsilon=0,0.5,1; D=63,
                                         N=32, sequences=20000)
   levers collapse DIR                   one seed retrained, its network read (seed_id=0, at=3000,...,30000)
+  linear_attention single_head          the single-active-head test, its own seeds by gradient flow (seeds=20,
+                                        scales=1e-2,1e-3, checks=1, horizon=1e9); + .md; 3-5 min
 e.g. icl-race analyze levers kstar runs/levers/epsilon --set field=task.epsilon \\
          --set counts=experiments/levers/results/kstar_epsilon.json --out experiments/levers/results/kstar_epsilon.json
 """
@@ -168,22 +170,25 @@ def _parser() -> argparse.ArgumentParser:
                         help="csv (default), parquet or netcdf (the Dataset itself; HDF5 through h5netcdf)")
     export.add_argument("--out", required=True, help="directory for seeds.<ext> and curves.<ext> (created)")
 
-    analyze = sub.add_parser("analyze", help="a study's analysis of run or sweep directories",
+    analyze = sub.add_parser("analyze", help="a study's analysis of run or sweep directories (or of its own seeds)",
                              formatter_class=argparse.RawDescriptionHelpFormatter,
                              description="Run the analysis SUBCOMMAND of STUDY (icl_race/studies/<study>.py) on "
-                                         "run or sweep directories: print its summary and write its JSON to "
-                                         "experiments/<study>/results/<subcommand>.json (or --out), its figures "
-                                         "(PNG) beside it.",
+                                         "run or sweep directories (none for a subcommand that trains its own "
+                                         "seeds or samples its own data): print its summary and write its JSON to "
+                                         "experiments/<study>/results/<subcommand>.json (or --out), its tables "
+                                         "(markdown) or figures (PNG) beside it.",
                              epilog=ANALYZE_EPILOG)
-    analyze.add_argument("study", help="the study: scale, race, memorization or levers")
+    analyze.add_argument("study", help="the study: scale, race, memorization, levers or linear_attention")
     analyze.add_argument("subcommand", help="the study's analysis, e.g. lr")
-    analyze.add_argument("dirs", nargs="*", metavar="DIR", help="run directories or sweep directories (finished cells)")
+    analyze.add_argument("dirs", nargs="*", metavar="DIR",
+                         help="run directories or sweep directories (finished cells), as the subcommand takes")
     analyze.add_argument("--set", dest="options", action="append", default=[], metavar="NAME=VALUE",
                          help="an option of the subcommand (below): a number, a string or a comma-separated list")
     analyze.add_argument("--out", help="JSON file to write (default experiments/<study>/results/<subcommand>.json)")
     analyze.add_argument("--json", action="store_true", help="print the JSON instead of the summary")
     analyze.add_argument("--boot", type=_positive_int, default=None,
-                         help="bootstrap replicates (default: the study's, 2000 for scale, 1000 for the others)")
+                         help="bootstrap replicates (default: the study's, 2000 for scale and linear_attention, "
+                              "1000 for the others)")
     analyze.add_argument("--seed", type=int, default=0, help="root of the bootstrap's generator (default 0)")
 
     compare = sub.add_parser("compare", help="Kaplan-Meier comparison of two or more runs",

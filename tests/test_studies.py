@@ -200,6 +200,24 @@ def test_options_are_checked():
     assert studies.parse_option("t-fixed=1200") == ("t_fixed", 1200)
 
 
+def test_directories_are_checked_before_any_work(tmp_path):
+    """A subcommand takes one or more directories unless its module's DIRECTORIES says "none" (it
+    computes everything itself) or "any": one line, not an empty summary or a failure deep inside."""
+    from icl_race.config import ConfigError
+
+    with pytest.raises(ConfigError, match="analyze race transience: give one or more"):
+        studies.run("race", "transience", [], tmp_path / "t.json", None, 0, {})
+    with pytest.raises(ConfigError, match="analyze levers beta0: give one or more"):
+        studies.run("levers", "beta0", [], tmp_path / "b.json", None, 0, {})
+    with pytest.raises(ConfigError, match="analyze levers ceiling: takes no directories"):
+        studies.run("levers", "ceiling", [str(tmp_path)], tmp_path / "c.json", None, 0, {})
+    assert not list(tmp_path.iterdir())
+    for study in studies.STUDIES:  # every declaration is one of the three
+        module = __import__(f"icl_race.studies.{study}", fromlist=["COMMANDS"])
+        assert set(getattr(module, "DIRECTORIES", {}).values()) <= set(studies.DIRECTORIES)
+        assert set(getattr(module, "DIRECTORIES", {})) <= set(module.COMMANDS)
+
+
 def test_levers_collapse_reads_the_model_s_own_activations(runs, tmp_path):
     """One seed retrained and read at the asked steps through Transformer.activations (no second forward
     pass): one row per step, the recorded ICL accuracy of that evaluation, fractions in [0, 1]. Checked by

@@ -82,8 +82,6 @@ def kstar(dirs, *, field: str | None = None, N: int = 32, counts: str | None = N
 
 def ceiling(dirs, *, epsilon=(0.0, 0.5, 1.0), D: int = 63, N: int = 32, sequences: int = 20000, n_boot: int = 1000,
             seed: int = 0) -> Ceiling:
-    if dirs:
-        raise ConfigError("analyze levers ceiling: takes no directories (a Monte Carlo of the task's sequences)")
     return copy_ceiling([float(e) for e in _list(epsilon)], D=D, N=N, sequences=sequences, seed=seed)
 
 
@@ -130,3 +128,4 @@ def collapse(dirs, *, seed_id: int = 0, at=(3000, 6000, 9000, 12000, 18000, 2400
 
 COMMANDS = {"beta0": beta0, "pair": pair, "race": race, "transience": transience, "kstar": kstar, "ceiling": ceiling,
             "collapse": collapse}
+DIRECTORIES = {"ceiling": "none", "kstar": "any"}  # ceiling: a Monte Carlo of the task's sequences; kstar: or counts=

@@ -63,6 +63,24 @@ def plateau_losses(lambdas, N: int) -> np.ndarray:
     return lam.sum() - np.concatenate([[0.0], np.cumsum(lam / c_factors(lam, N))])
 
 
+def transition_levels(lambdas, N: int, frac: float) -> np.ndarray:
+    """[ℓ_1, …, ℓ_D], ℓ_m = L(M_m) + frac · (L(M_{m−1}) − L(M_m)): the loss that ends transition m−1 → m.
+
+    t_m, the first time the loss is within `frac` of the gap above L(M_m), is the pre-registered time of the
+    single-head test (experiments/linear_attention/single_head_protocol.md, frac = 0.05) and the engine's
+    event m (systems/linear_attention.py computes the same thresholds from `task.plateau_frac`). A fraction
+    of the gap, not an absolute tolerance, because the gaps shrink by ~100x from the first level to the last."""
+    L = plateau_losses(lambdas, N)
+    return L[1:] + frac * (L[:-1] - L[1:])
+
+
+def midpoint_levels(lambdas, N: int) -> np.ndarray:
+    """[½ (L(M_0) + L(M_1)), …, ½ (L(M_{D−1}) + L(M_D))]: half of each drop, where the single-head test
+    reads t_half (an escape time that, unlike t_m, does not depend on the plateau fraction)."""
+    L = plateau_losses(lambdas, N)
+    return 0.5 * (L[:-1] + L[1:])
+
+
 def plateau_values(lambdas, N: int) -> np.ndarray:
     """v*_d = (λ_d c_d)^(−1/3), d = 1..D: the value (= key = query norm) of head d once converged (Eq. 20),
     i.e. the fixed point of Eq. 21's scalar ODE for the transition M_{d−1} → M_d."""

@@ -1,0 +1,161 @@
+"""The linear-attention study (experiments/linear_attention/, issue 6): the single-active-head test, which
+trains its own seeds (no directories).
+
+  single_head  [--set seeds=20 --set scales=1e-2,1e-3 --set checks=1 --set horizon=1e9]
+               the pre-registered test (experiments/linear_attention/single_head_protocol.md): ATTN_S, R = 1,
+               D = 8, H = 16, N = 31, λ_d ∝ d⁻², population loss; seeds 0..seeds−1 of each init scale σ by
+               float64 gradient flow (BDF) to `horizon` τ, read by `icl_race.analysis.single_head`; with
+               checks, the protocol's numerical checks (each scale's seed 0 at rtol 1e-11; engine GD through
+               `icl_race.retrain.train_seeds` against the flow). About 5 s a seed on one CPU core, 3-5 min in
+               all; also writes the tables as <out stem>.md.
+
+A seed's trajectory is the engine's: its init is the program's for seed id s (root seed 0), its flow
+`systems.linear_attention.gradient_flow` on the program's own population loss.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before scipy's LAPACK loads (nothing on the way to `icl-race analyze` loads it): BDF factorises a 272 x 272
+# Jacobian at every step, and multi-threaded OpenBLAS makes that ~20x slower on a shared 2-core CPU (5 s a
+# seed against 95 s). Without effect in a process that loaded scipy.linalg before importing this module.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import sys  # noqa: E402
+import time  # noqa: E402
+from dataclasses import replace  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from icl_race.analysis import single_head as sh  # noqa: E402
+from icl_race.config import ConfigError  # noqa: E402
+
+PROTOCOL = "single_head_protocol.md"
+D, N, H = 8, 31, 16
+RTOL, ATOL, CHECK_RTOL = 1e-9, 1e-14, 1e-11
+GRID_POINTS = 4000   # the bracketing grid: 0, then geometric from 1e-2 τ to the horizon (0.5% spacing)
+GD_DT, GD_EVERY = 0.1, 20  # check (b): engine GD at 0.1 τ a step, evaluated every 20 steps (2 τ)
+
+
+def config_of(scale: float, **train):
+    """The setup as a config: ATTN_S, R = 1, λ_d ∝ d⁻², init scale σ, GD at dt = 0.1 τ a step (train.lr,
+    used by check (b) only), one seed per vmap; `train` sets further [train] fields."""
+    from icl_race import config
+
+    return config.from_dict({
+        "task": {"kind": "linear_regression", "D": D, "N": N, "spectrum": "power", "alpha": 2.0,
+                 "plateau_frac": sh.PLATEAU_FRAC},
+        "model": {"kind": "attn_s", "heads": H, "rank": 1, "init_scale": scale},
+        "train": {"lr": GD_DT, **train}, "ensemble": {"seeds": 1, "block": 1}})
+
+
+def grid(horizon: float) -> np.ndarray:
+    return np.concatenate([[0.0], np.geomspace(1e-2, horizon, GRID_POINTS)])
+
+
+def flow(program, consts, seed: int, horizon: float, rtol: float = RTOL):
+    """Seed `seed` by gradient flow to `horizon`: (the solver's solution, observe) with observe(t) ->
+    (loss_T, v_TxH, k_TxHxD, q_TxHxD) from its dense output, as analysis.single_head reads it."""
+    import jax
+    import jax.numpy as jnp
+
+    from icl_race.engine.ensemble import INIT_STREAM, seed_keys
+    from icl_race.systems.linear_attention import gradient_flow
+
+    key = seed_keys(0, np.array([seed]))[0]  # exactly the engine's init of seed id `seed` (root seed 0)
+    params0 = program.init(jax.random.fold_in(key, INIT_STREAM), consts)["params"]
+    model, moments = program.model, consts["pop"]
+    sol, unravel = gradient_flow(model, moments, params0, horizon, rtol=rtol, atol=ATOL)
+
+    @jax.jit
+    def at(Y_nxT):
+        def one(y):
+            p = unravel(y)  # Λ is diagonal: e_dᵀ k_i = k_i[d]; rank 1: the head's one key and query
+            return model.moment_loss(p, moments), p["v"], p["k"][:, 0, :], p["q"][:, 0, :]
+        return jax.vmap(one, in_axes=1)(Y_nxT)
+
+    def observe(t):
+        return tuple(np.asarray(x) for x in at(jnp.asarray(sol.sol(np.atleast_1d(np.asarray(t, np.float64))))))
+
+    return sol, observe
+
+
+def one_seed(program, consts, seed: int, horizon: float, rtol: float = RTOL) -> sh.SeedStaircase:
+    from icl_race.tasks.regression import spectrum
+
+    tic = time.perf_counter()
+    sol, observe = flow(program, consts, seed, horizon, rtol)
+    res = sh.staircase_seed(observe, grid(horizon), spectrum("power", D, alpha=2.0), N, seed=seed,
+                            solver_steps=sol.t.size)
+    return replace(res, seconds=time.perf_counter() - tic)
+
+
+def _flag(v) -> bool:
+    text = str(v).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"--set checks={v}: expected 1 or 0 (true or false)")
+
+
+def single_head(dirs, *, seeds: int = 20, scales=(1e-2, 1e-3), checks=1, horizon: float = 1e9, n_boot: int = 2000,
+                seed: int = 0) -> sh.SingleHead:
+    """The test on seeds 0..seeds−1 at each init scale (`seed`: the bootstrap's root)."""
+    import jax
+
+    from icl_race.systems.linear_attention import LinearAttentionRegression
+
+    scales = [float(s) for s in (scales if isinstance(scales, (list, tuple)) else [scales])]
+    if int(seeds) < 1 or not scales or min(scales) <= 0 or float(horizon) <= 1e-2:
+        raise ConfigError(f"analyze linear_attention single_head: needs seeds >= 1 (got {seeds}), scales > 0 "
+                          f"(got {scales}) and horizon > 1e-2 (got {horizon})")
+    horizon, run_checks = float(horizon), _flag(checks)
+    out, zero = {}, {}
+    with jax.enable_x64(True):
+        for scale in scales:
+            program, consts = LinearAttentionRegression.from_config(config_of(scale))
+            done = []
+            for s in range(int(seeds)):
+                done.append(one_seed(program, consts, s, horizon))
+                print(f"σ={scale:g} seed {s}: t_m = " + " ".join(f"{t:.3g}" for t in done[-1].t_m[1:])
+                      + " active = " + " ".join(str(r.n_active[str(sh.PRIMARY)]) if r.n_active else "c"
+                                                for r in done[-1].transitions)
+                      + f" ({done[-1].seconds:.1f} s)", file=sys.stderr, flush=True)
+            out[f"{scale:g}"] = sh.ScaleResult(seeds=done, table=sh.summarise(done, n_boot, seed))
+            zero[scale] = done[0]
+        found = _checks(scales, zero, horizon) if run_checks else None
+    return sh.SingleHead(protocol=PROTOCOL, D=D, N=N, H=H, horizon=horizon, rtol=RTOL, atol=ATOL, scales=out,
+                         checks=found)
+
+
+def _checks(scales, zero: dict, horizon: float) -> dict:
+    """(a) seed 0 of each scale again at rtol 1e-11; (b) engine GD at dt = 0.1 τ for seed 0 at σ = 1e-2,
+    its first passages t_1, t_2 on its evaluation grid against the flow's (float64, as the flow)."""
+    from icl_race.retrain import train_seeds
+    from icl_race.systems.linear_attention import LinearAttentionRegression
+
+    out = {}
+    for scale in scales:
+        program, consts = LinearAttentionRegression.from_config(config_of(scale))
+        tight = one_seed(program, consts, 0, horizon, CHECK_RTOL)
+        out[f"rtol_1e-11_seed0_scale_{scale}"] = sh.tolerance_check(zero[scale], tight)
+    base = zero.get(1e-2)
+    if base is None:
+        program, consts = LinearAttentionRegression.from_config(config_of(1e-2))
+        base = one_seed(program, consts, 0, horizon)
+    if not np.isfinite(base.t_m[2]):
+        raise ConfigError(f"analyze linear_attention single_head: check (b) needs t_2 within the horizon "
+                          f"({horizon:g} τ); --set checks=0 for a shorter one")
+    chunk = GD_EVERY * 100  # evaluations per chunk, as train.evals_per_chunk below
+    steps = int(np.ceil(1.3 * base.t_m[2] / GD_DT / chunk)) * chunk
+    gd_run = train_seeds(config_of(1e-2, steps=steps, eval_every=GD_EVERY, evals_per_chunk=100), [0])
+    passage = {m: sh.Passage(int(gd_run[f"t_m{m}"][0]) * GD_DT, base.t_m[m], GD_EVERY * GD_DT) for m in (1, 2)}
+    out["gd_dt0.1_vs_flow_seed0_scale_0.01"] = sh.GdVsFlow(t_1=passage[1], t_2=passage[2])
+    return out
+
+
+COMMANDS = {"single_head": single_head}
+DIRECTORIES = {"single_head": "none"}  # it trains its own seeds
+MARKDOWN = ("single_head",)  # its tables, written beside the JSON
