@@ -246,3 +246,12 @@ def test_sweep_report_gives_each_cell_its_outcomes_fall_curve_and_trajectories(t
     assert row16.endswith("| - |") and "figures/fall_by_cell.png" in md
     for fig in figs.values():
         plt.close(fig)  # pyplot keeps every figure open until closed
+
+
+def test_the_comparison_names_the_width_and_lr_its_verdicts_come_from():
+    from icl_race.report.paper import comparison_markdown, scale_text
+
+    configs = [{"model": {"width": 64}, "train": {"lr": 0.1}}, {"model": {"width": 128}, "train": {"lr": 0.1}}]
+    assert scale_text(configs) == "MLP width 64, 128, lr 0.1 (the paper: MLP width 512, lr 0.01)"
+    assert scale_text([{}]) == "MLP width 512, lr 0.01 (the paper: MLP width 512, lr 0.01)"  # defaults = the paper's
+    assert "Verdicts from runs at MLP width 64" in "\n".join(comparison_markdown([], scale_text(configs[:1])))

@@ -19,7 +19,8 @@ from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
 from icl_race.report.cell import CellStats, analyze, dequantized
 from icl_race.report.draws import Draws
-from icl_race.report.paper import comparison_markdown, methods_markdown, paper_differences, run_comparisons
+from icl_race.report.paper import (comparison_markdown, methods_markdown, paper_differences, run_comparisons,
+                                   scale_text)
 from icl_race.report.sample import Sample
 
 
@@ -31,9 +32,13 @@ class RunReport:
     paper_comparisons: list[dict]
     differences_from_paper_settings: list[str]
 
+    @property
+    def paper_scale(self) -> str:
+        return scale_text([self.sample.config])
+
     def to_json(self) -> dict:
         return {"kind": "run", "dir": str(self.dir), "config": self.sample.config, "cell": dataclasses.asdict(self.cell),
-                "paper_comparisons": self.paper_comparisons,
+                "paper_comparisons": self.paper_comparisons, "paper_scale": self.paper_scale,
                 "differences_from_paper_settings": self.differences_from_paper_settings}
 
 
@@ -91,7 +96,7 @@ def _curves(rep: RunReport, names: list[str]) -> list[str]:
 
 def markdown(rep: RunReport) -> str:
     md = (_header(rep) + _t_icl(rep) + _outcomes(rep) + _bimodality(rep) + _curves(rep, list(rep.sample.curves))
-          + comparison_markdown(rep.paper_comparisons) + methods_markdown())
+          + comparison_markdown(rep.paper_comparisons, rep.paper_scale) + methods_markdown())
     return "\n".join(md) + "\n"
 
 

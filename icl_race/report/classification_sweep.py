@@ -22,7 +22,7 @@ from icl_race.config import ConfigError, from_dict
 from icl_race.report import levers
 from icl_race.report.cell import CellStats, analyze
 from icl_race.report.draws import Draws
-from icl_race.report.paper import paper_differences, sweep_comparisons
+from icl_race.report.paper import paper_differences, scale_text, sweep_comparisons
 from icl_race.report.sample import Sample, pool
 from icl_race.report.sweep_sections import Scaling, Threshold, balanced, best_observed, group_label, threshold
 
@@ -51,6 +51,10 @@ class SweepReport:
     def paper_comparisons(self) -> list[dict]:
         return sweep_comparisons(self)
 
+    @property
+    def paper_scale(self) -> str:
+        return scale_text([s.config for s in self.samples])
+
     def to_json(self) -> dict:
         out = {"kind": "sweep", "dir": str(self.dir), "n_cells_finished": self.n_cells_finished,
                "n_conditions": len(self.cells), "unfinished": self.unfinished, "varying_fields": self.varying_fields,
@@ -62,7 +66,8 @@ class SweepReport:
         return out | {"thresholds": [dataclasses.asdict(t) for t in self.thresholds],
                       "t_icl_vs_N": [dataclasses.asdict(s) for s in self.t_icl_vs_N],
                       "balanced_vs_standard": self.balanced_vs_standard, "regime": self.regime,
-                      "by_lever": self.by_lever, "paper_comparisons": self.paper_comparisons}
+                      "by_lever": self.by_lever, "paper_comparisons": self.paper_comparisons,
+                      "paper_scale": self.paper_scale}
 
 
 def _label(cfg: dict) -> dict:

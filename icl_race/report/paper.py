@@ -25,6 +25,19 @@ def flat(cfg: dict) -> dict:
     return {f"{s}.{k}": v for s, sec in cfg.items() if isinstance(sec, dict) for k, v in sec.items()}
 
 
+SCALE_FIELDS = {"model.width": "MLP width", "train.lr": "lr"}
+
+
+def scale_text(configs: list[dict]) -> str:
+    """The MLP width(s) and learning rate(s) of the runs a comparison reads, beside the paper's: a verdict
+    at a reduced scale is the miniature's (experiments/README.md, *Miniature to paper*, per width)."""
+    ref = flat(config.from_dict({}).to_dict())
+    ours = [flat(c) for c in configs]
+    seen = {k: sorted({c.get(k, ref[k]) for c in ours}) for k in SCALE_FIELDS}
+    text = ", ".join(f"{name} {', '.join(f'{v:g}' for v in seen[k])}" for k, name in SCALE_FIELDS.items())
+    return text + " (the paper: " + ", ".join(f"{name} {ref[k]:g}" for k, name in SCALE_FIELDS.items()) + ")"
+
+
 def paper_differences(cfg: dict) -> list[str]:
     """Config fields that differ from the paper's settings (the defaults of the classification race)."""
     ref = flat(config.from_dict({}).to_dict())
@@ -183,8 +196,8 @@ def _rule_verdict(rep: dict) -> str | None:
     return "not comparable (acquisition rule differs from the paper's: the first evaluation above 0.95)"
 
 
-def comparison_markdown(rows: list[dict]) -> list[str]:
-    md = ["## Beside the paper", "",
+def comparison_markdown(rows: list[dict], scale: str) -> list[str]:
+    md = ["## Beside the paper", "", f"Verdicts from runs at {scale}.", "",
           "| claim | paper | icl-race (95% CI) | verdict |", "|---|---|---|---|"]
     md += [f"| {r['claim']} | {r['paper']} | {r['icl_race']} | {r['verdict']} |" for r in rows]
     md += ["", "Verdicts: a number agrees when it lies inside our 95% CI; a directional claim agrees when the CI "

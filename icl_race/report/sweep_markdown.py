@@ -153,7 +153,7 @@ def _per_cell(rep: SweepReport, figures: set) -> list[str]:
 
 
 def markdown(rep: SweepReport, figs: dict) -> str:
-    md = _header(rep) + comparison_markdown(rep.paper_comparisons) + _regime(rep)
+    md = _header(rep) + comparison_markdown(rep.paper_comparisons, rep.paper_scale) + _regime(rep)
     for t in rep.thresholds:
         md += _threshold(t, set(figs))
     md += levers.markdown(rep.by_lever)
