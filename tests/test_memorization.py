@@ -74,6 +74,20 @@ def test_nu_fit_recovers_a_synthetic_exponent():
     assert fit["inv_nu"] == pytest.approx(1 / 0.7, abs=0.05)
     exact = mem.nu_fit(K, [4.0 * k ** 0.7 * np.ones(2) for k in K], n_boot=0)
     assert exact["C"] == pytest.approx(4.0) and exact["max_abs_log_residual"] < 1e-9
+    assert [x["nu"] for x in exact["local"]] == pytest.approx([0.7] * 4)
+
+
+def test_local_exponents_find_where_one_power_law_breaks():
+    # I_K = K^0.7 up to K = 2,048, then K^0.7 * (K / 2,048)^0.8 (exponent 1.5): the octaves say so, each
+    # octave's CI holds its own exponent, and the one fit over all K is neither.
+    rng = np.random.default_rng(4)
+    K = 256.0 * 2 ** np.arange(7)
+    mean = K ** 0.7 * np.maximum(K / 2048, 1) ** 0.8
+    fit = mem.nu_fit(K, [m * np.exp(rng.normal(0, 0.05, 16)) for m in mean], n_boot=300)
+    truth = [0.7, 0.7, 0.7, 1.5, 1.5, 1.5]
+    assert [x["K"] for x in fit["local"]] == [[a, b] for a, b in zip(K, K[1:])]
+    assert all(lo < t < hi for t, x in zip(truth, fit["local"]) for lo, hi in [x["nu_ci"]])
+    assert 0.8 < fit["nu"] < 1.4 and fit["max_abs_log_residual"] > 0.1
 
 
 def test_t_icl_ratio_and_beta0_slope():

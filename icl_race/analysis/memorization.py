@@ -5,7 +5,9 @@
                   resamples seeds.
   local_slope     d log c1 / d log t by central differences on the log-log curve (one-sided at the ends).
   nu_fit          I_K(T) ~ C K^nu: least squares of log I on log K of the per-K seed means; CI: seeds
-                  resampled within each K.
+                  resampled within each K. With it the local exponent of each step between neighbouring
+                  K (log of the ratio of the means over log of the ratio of the K), where a K range runs
+                  out of one power law (e.g. an MLP running out of room), on the same replicates.
   predict_k_star  K*(N) where C K^nu = median t_ICL(N) at K = infinity (theory.kinetics.k_star_from_time),
                   and the slope of log10 K* on log10 N; CI: the nu bootstrap paired with a bootstrap of
                   the Kaplan-Meier medians.
@@ -83,12 +85,24 @@ def nu_fit(K, I_by_K, n_boot: int = 1000, confidence: float = 0.95, seed: int = 
     nu, icpt = _nu_line(logK, groups)
     resid = np.log([np.mean(g) for g in groups]) - (icpt + nu * logK)
     out = {"nu": nu, "C": float(np.exp(icpt)), "nu_ci": None, "inv_nu": 1 / nu, "inv_nu_ci": None,
-           "max_abs_log_residual": float(np.abs(resid).max())}  # how far the K's are from one power law
+           "max_abs_log_residual": float(np.abs(resid).max()),  # how far the K's are from one power law
+           "local": [{"K": [float(a), float(b)], "nu": float(v), "nu_ci": None}
+                     for a, b, v in zip(K, K[1:], _local_exponents(logK, groups))]}
     if n_boot and all(g.size > 1 for g in groups):
-        boot = _nu_replicates(logK, groups, n_boot, np.random.default_rng(seed))[:, 0]
+        rng = np.random.default_rng(seed)
+        boot = _nu_replicates(logK, groups, n_boot, rng)[:, 0]
         out["nu_ci"] = percentile_ci(boot, confidence)
         out["inv_nu_ci"] = sorted(percentile_ci(1 / boot, confidence))
+        local = np.array([_local_exponents(logK, [g[rng.integers(0, g.size, g.size)] for g in groups])
+                          for _ in range(n_boot)])
+        for row, col in zip(out["local"], local.T):
+            row["nu_ci"] = percentile_ci(col, confidence)
     return out
+
+
+def _local_exponents(logK, groups):
+    """d log I / d log K between neighbouring K, from the per-K seed means."""
+    return np.diff(np.log([np.mean(g) for g in groups])) / np.diff(logK)
 
 
 def predict_k_star(K, I_by_K, N, t_by_N, censor_at, n_boot: int = 1000, confidence: float = 0.95,
@@ -284,6 +298,8 @@ class Memorization:
                          f"I_K(inf) {value_ci(c['I_inf_steps'], missing='not shown to converge')}")
         for n in self.nu:
             lines.append(f"T {n['T']:g}: nu {value_ci(n['nu'], n['nu_ci'], '{:.3f}')} over K {', '.join(f'{k:,}' for k in n['K'])}")
+            lines.append("  local exponent per step of K: " + "; ".join(
+                f"{a:,.0f}-{b:,.0f} {value_ci(x['nu'], x['nu_ci'], '{:.2f}')}" for x in n["local"] for a, b in [x["K"]]))
         return "\n".join(lines)
 
 
