@@ -46,6 +46,16 @@ def _overrides_arg(p: argparse.ArgumentParser, help: str) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE", help=help)
 
 
+def _json_arg(p: argparse.ArgumentParser, what: str) -> None:
+    """--json: print WHAT instead of the human-readable output (schemas: docs/report-json.md). sweep's
+    --json, which only qualifies --dry-run, is its own."""
+    p.add_argument("--json", action="store_true", help=f"print {what}")
+
+
+def _dir_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", help="a run directory (results.npz) or a sweep directory (cells/)")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line and exit 2, like every other input error
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -91,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=_positive_int, help="override ensemble.seeds")
     _overrides_arg(run, "override one config value (repeatable), e.g. --set task.K=20000")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
-    run.add_argument("--json", action="store_true", help="print the summary as JSON (docs/report-json.md)")
+    _json_arg(run, "the summary as JSON (docs/report-json.md)")
     run.add_argument("--redo", action="store_true",
                      help="train again a finished run whose results file is damaged (the damaged files are "
                           "moved aside; intact results are never redone)")
@@ -102,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="runs/demo", help="run directory (default: runs/demo)")
     demo.add_argument("--seeds", type=_positive_int, help="override ensemble.seeds")
     _overrides_arg(demo, "override one config value of the preset (repeatable), e.g. --set train.steps=400")
-    demo.add_argument("--json", action="store_true", help="print the summary as JSON (docs/report-json.md)")
+    _json_arg(demo, "the summary as JSON (docs/report-json.md)")
 
     sweep = sub.add_parser("sweep", help="run the grid of a sweep file, one run directory per cell",
                            description="Run every cell of SWEEP.toml's [grid] (the Cartesian product of its "
@@ -138,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--block", type=_positive_int, default=None,
                        help="seeds per vmap, one block after another (default: all in one vmap; on a CPU 1 is fastest)")
     _overrides_arg(bench, "change the benchmarked config, e.g. --set task.K=100000")
-    bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _json_arg(bench, "JSON instead of a table")
 
     report = sub.add_parser("report", help="statistics report of a run or sweep directory",
                             description="Write DIR/report.md, DIR/report.json and DIR/figures/*.png|pdf: "
@@ -146,18 +156,17 @@ def _parser() -> argparse.ArgumentParser:
                                         "every seed's outcome, bimodality; for a sweep also K*(N), t_ICL vs N "
                                         "and balanced vs standard contexts, each with CIs and beside the "
                                         "paper's values.")
-    report.add_argument("dir", help="a run directory (results.npz) or a sweep directory (cells/)")
+    _dir_arg(report)
     _bootstrap_args(report)
-    report.add_argument("--json", action="store_true",
-                        help="print report.json (docs/report-json.md) instead of where the files are")
+    _json_arg(report, "report.json (docs/report-json.md) instead of where the files are")
 
     hist = sub.add_parser("hist", help="terminal histogram of t_ICL and a summary line",
                           description="Print a text histogram of t_ICL on log bins with the never-acquired "
                                       "count, and n seeds, acquired, KM median with CI and never-acquired "
                                       "fraction with CI (one summary line per cell for a sweep).")
-    hist.add_argument("dir", help="a run directory (results.npz) or a sweep directory (cells/)")
+    _dir_arg(hist)
+    _json_arg(hist, "the bins and statistics as JSON (docs/report-json.md)")
     hist.add_argument("--bins", type=_positive_int, default=12, help="histogram bins (default 12)")
-    hist.add_argument("--json", action="store_true", help="print the bins and statistics as JSON (docs/report-json.md)")
 
     export = sub.add_parser("export", help="per-seed table and curves of runs or sweeps, for notebooks",
                             description="Write OUT/seeds.<ext> (one row per seed: the values that tell the runs "
@@ -185,7 +194,7 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("--set", dest="options", action="append", default=[], metavar="NAME=VALUE",
                          help="an option of the subcommand (below): a number, a string or a comma-separated list")
     analyze.add_argument("--out", help="JSON file to write (default experiments/<study>/results/<subcommand>.json)")
-    analyze.add_argument("--json", action="store_true", help="print the JSON instead of the summary")
+    _json_arg(analyze, "the JSON instead of the summary")
     analyze.add_argument("--boot", type=_positive_int, default=None,
                          help="bootstrap replicates (default: the study's, 2000 for scale and linear_attention, "
                               "1000 for the others)")

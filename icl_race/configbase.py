@@ -50,6 +50,15 @@ MATMUL_PRECISIONS = ("default", "highest", "tensorfloat32", "bfloat16")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 
 
+class ItemPool:
+    """A task section's K items drawn from a static pool of K_max (0: K): runs with equal K_max share one
+    compilation, and every K <= K_max reads the same first items."""
+
+    @property
+    def pool_size(self) -> int:
+        return self.K_max or self.K
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     lr: float = 0.01  # linear_regression: the full-batch step in units of tau

@@ -283,24 +283,28 @@ def summarize_race(mlp_cells, kinf_cells, T: float, n_boot: int = 1000, seed: in
 
 @dataclass(frozen=True)
 class Memorization:
-    """summarize_memorization's summary, its keys as fields."""
+    """summarize_memorization: per K (`cells`) the c1 tail fit, I_K(T) at each budget of `Ts` and
+    I_K(inf); per budget (`nu`) nu(T) over K with its local exponent per step of K."""
     Ts: list
     cells: list
     nu: list
 
     def text(self) -> str:
-        lines = []
-        for c in self.cells:
-            t = c["tail"]
-            budgets = "; ".join(f"I_K({b['T']:g}) {value_ci(b['I_steps'], b['I_steps_ci'])} steps" for b in c["budgets"])
-            lines.append(f"K {c['K']:,} ({c['seeds']} seeds, to step {c['t_last']:,.0f}): tail alpha "
-                         f"{value_ci(t.get('alpha'), t.get('alpha_ci'), '{:.2f}')}; {budgets or 'no T reached'}; "
-                         f"I_K(inf) {value_ci(c['I_inf_steps'], missing='not shown to converge')}")
-        for n in self.nu:
-            lines.append(f"T {n['T']:g}: nu {value_ci(n['nu'], n['nu_ci'], '{:.3f}')} over K {', '.join(f'{k:,}' for k in n['K'])}")
-            lines.append("  local exponent per step of K: " + "; ".join(
-                f"{a:,.0f}-{b:,.0f} {value_ci(x['nu'], x['nu_ci'], '{:.2f}')}" for x in n["local"] for a, b in [x["K"]]))
-        return "\n".join(lines)
+        return "\n".join([_cell_line(c) for c in self.cells] + [line for n in self.nu for line in _nu_lines(n)])
+
+
+def _cell_line(c: dict) -> str:
+    t = c["tail"]
+    budgets = "; ".join(f"I_K({b['T']:g}) {value_ci(b['I_steps'], b['I_steps_ci'])} steps" for b in c["budgets"])
+    return (f"K {c['K']:,} ({c['seeds']} seeds, to step {c['t_last']:,.0f}): tail alpha "
+            f"{value_ci(t.get('alpha'), t.get('alpha_ci'), '{:.2f}')}; {budgets or 'no T reached'}; "
+            f"I_K(inf) {value_ci(c['I_inf_steps'], missing='not shown to converge')}")
+
+
+def _nu_lines(n: dict) -> tuple[str, str]:
+    local = "; ".join(f"{a:,.0f}-{b:,.0f} {value_ci(x['nu'], x['nu_ci'], '{:.2f}')}" for x in n["local"] for a, b in [x["K"]])
+    return (f"T {n['T']:g}: nu {value_ci(n['nu'], n['nu_ci'], '{:.3f}')} over K {', '.join(f'{k:,}' for k in n['K'])}",
+            f"  local exponent per step of K: {local}")
 
 
 def memorization(cells, Ts=None, n_boot: int = 1000, seed: int = 0) -> Memorization:

@@ -242,7 +242,9 @@ def _fit_text(fit: dict, sep: str = ",") -> str:
 
 @dataclass(frozen=True)
 class Transience:
-    """summarize_transience's summary, its keys as fields."""
+    """summarize_transience: per weight-decay cell (`cells`) the rise and fall of ICL accuracy through
+    `level`, c3 and L_IWL at the fall and the loss relation; across cells (`vs_wd_loglog`) the log-log
+    slopes of the fall and of those values against weight decay."""
     level: float
     cells: list
     vs_wd_loglog: dict
@@ -331,7 +333,8 @@ def settling(cells, level: float = 0.9) -> Settling:
 
 @dataclass(frozen=True)
 class Independence:
-    """summarize_independence's summary, its keys as fields."""
+    """summarize_independence: the memorization time (`memorization`) and t_ICL (`t_icl`) per condition,
+    a sub-circuit frozen at init or the MLP alone, with their ratios to the unfrozen model."""
     level: float
     memorization: dict
     t_icl: dict

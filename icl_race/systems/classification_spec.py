@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from icl_race.configbase import Config, System, check, validate_minibatch_train
+from icl_race.configbase import Config, ItemPool, System, check, validate_minibatch_train
 
 
 @dataclass(frozen=True)
-class TaskConfig:
+class TaskConfig(ItemPool):
     kind: str = "classification"
     variant: str = "standard"  # standard | infinite (K = inf, fresh items) | balanced
     K: int = 10_000  # number of training items (ignored by the infinite variant)
@@ -36,16 +36,15 @@ class TaskConfig:
     p_bursty: float = 1.0  # with burstiness: the fraction of bursty training sequences (the rest i.i.d.)
 
     @property
-    def pool_size(self) -> int:
-        return self.K_max or self.K
-
-    @property
     def novel_size(self) -> int:
         return min(self.icl_pool, self.pool_size)
 
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """The one- or two-layer transformer of arXiv 2412.00104 (`models/transformer.py`), its ablations
+    (frozen parts, the initial query and key scale)."""
+
     kind: str = "transformer"
     layers: int = 1  # 1: the paper's model; 2: the two-layer variant of its appendix
     width: int = 512  # hidden width of every MLP

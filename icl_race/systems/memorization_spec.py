@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from icl_race.configbase import Config, System, check, validate_minibatch_train
+from icl_race.configbase import Config, ItemPool, System, check, validate_minibatch_train
 
 
 @dataclass(frozen=True)
-class MemorizationTaskConfig:
+class MemorizationTaskConfig(ItemPool):
     """K items with a fixed balanced label map; items come from the classification task's shared pool
     (pool_seed)."""
 
@@ -27,10 +27,6 @@ class MemorizationTaskConfig:
     # with eta ~ N(0, I/D) fresh; the probes read the clean items, every item weighted equally.
     zipf_alpha: float = 0.0
     epsilon: float = 0.0
-
-    @property
-    def pool_size(self) -> int:
-        return self.K_max or self.K
 
     @property
     def probe_items(self) -> int:
