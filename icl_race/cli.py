@@ -69,7 +69,7 @@ ANALYZE_EPILOG = """studies, subcommands, directories and --set options:
   race independence MEM T_ICL MLP...    one sub-circuit frozen at init (level=0.9); + PNG
   memorization mlp DIR                  tail fits, I_K(T), nu (T=STEPS[,STEPS...])
   memorization minimal DIR...           minimal model: t_ICL against N sqrt(2 pi) e^-beta0
-  memorization race MLP KINF            predicted K*(N) (T=STEPS; kstar=REPORT_JSON: measured K*)
+  memorization race MLP KINF...         predicted K*(N), one K = inf run per N (T=STEPS; kstar=REPORT_JSON)
   levers beta0 DIR...                   ln t_ICL against beta0
   levers pair DIR OTHER                 Spearman of t_ICL over the same seeds
   levers race KINF...                   K* each lever value predicts (field=, values=, mlp=DIR,DIR...;

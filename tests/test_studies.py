@@ -22,6 +22,7 @@ import pytest
 from icl_race import config, runner, studies
 from icl_race.analysis import memorization as mem
 from icl_race.analysis import race
+from icl_race.config import ConfigError
 from icl_race.rundir import load_cells
 
 ROOT = Path(__file__).parent.parent
@@ -126,6 +127,9 @@ def test_memorization_mlp_minimal_and_race(runs, tmp_path):
         result, _ = analyze("memorization", "race", [mlp_dir, runs["kinf"]], tmp_path, T=400, kstar=str(report))
         assert _same(result.predicted, mem.summarize_race(load_cells(mlp_dir), load_cells(runs["kinf"]), 400.0, 1000))
         assert result.measured["per_N"] == [{"N": 8, "k_star": 900.0, "k_star_ci": [800.0, 1000.0]}]
+    # t_ICL runs may come from several directories (a sweep's cell beside another sweep), one run per N
+    with pytest.raises(ConfigError, match=r"repeat an N \(\[8, 8\]\)"):
+        analyze("memorization", "race", [sweep[0], runs["kinf"], runs["k200"]], tmp_path, T=400)
 
 
 # ---- levers: the computations moved from experiments/levers/analyze.py -----------------------------

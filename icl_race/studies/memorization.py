@@ -3,8 +3,9 @@
 
   mlp DIR            --set T=2000,20000      I_K(T) at those steps (default: the shortest run's end)
   minimal DIR...
-  race MLP_DIR KINF_DIR --set T=2000 [--set kstar=REPORT_JSON]
-                     K*(N) predicted from the MLP-only I_K(T) and the K = infinity t_ICL(N), next to the
+  race MLP_DIR KINF_DIR... --set T=2000 [--set kstar=REPORT_JSON]
+                     K*(N) predicted from the MLP-only I_K(T) and the K = infinity t_ICL(N) (one run per
+                     N, from one or more run or sweep directories), next to the
                      measured K*(N) of an `icl-race report` (its "finite K" threshold table) when given.
 """
 
@@ -33,15 +34,20 @@ def minimal(dirs, *, n_boot: int = 1000, seed: int = 0) -> mem.Minimal:
 
 
 def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: int = 0) -> mem.RaceKStar:
-    if len(dirs) != 2 or T is None:
-        raise ConfigError("analyze memorization race: give MLP_DIR KINF_DIR and --set T=STEPS (the race's budget)")
+    if len(dirs) < 2 or T is None:
+        raise ConfigError("analyze memorization race: give MLP_DIR KINF_DIR... and --set T=STEPS (the race's budget)")
+    kinf = load_cells(*dirs[1:])
+    Ns = [c["task"]["N"] for c, _ in kinf]
+    if len(set(Ns)) < len(Ns):
+        raise ConfigError(f"analyze memorization race: the K = infinity runs in {', '.join(map(str, dirs[1:]))} "
+                          f"repeat an N ({sorted(Ns)}): give one run per N (e.g. a sweep's cell directory)")
     measured = None
     if kstar:
         path = Path(kstar)
         if not path.is_file():
             raise ConfigError(f"--set kstar={kstar}: no such file")
         measured = mem.measured_k_star(json.loads(path.read_text()))
-    return mem.race(load_cells(dirs[0]), load_cells(dirs[1]), _floats(T)[0], measured, n_boot, seed=seed)
+    return mem.race(load_cells(dirs[0]), kinf, _floats(T)[0], measured, n_boot, seed=seed)
 
 
 COMMANDS = {"mlp": mlp, "minimal": minimal, "race": race}
