@@ -67,6 +67,7 @@ ANALYZE_EPILOG = """studies, subcommands, directories and --set options:
   race transience DIR                   ICL's rise and fall per weight decay (level=0.9); + PNG
   race loss DIR...                      L_ICL vs -1/2 log L_IWL per cell (min_x=0.5); + PNG per cell
   race independence MEM T_ICL MLP...    one sub-circuit frozen at init (level=0.9); + PNG
+  race settle DIR...                    train.settle_iwl's bet, on runs trained without it (level=0.9)
   memorization mlp DIR                  tail fits, I_K(T), nu (T=STEPS[,STEPS...])
   memorization minimal DIR...           minimal model: t_ICL against N sqrt(2 pi) e^-beta0
   memorization race MLP KINF...         predicted K*(N), one K = inf run per N (T=STEPS; kstar=REPORT_JSON)
