@@ -223,6 +223,29 @@ def test_bimodality_near_kstar_is_read_from_the_best_observed_rerun_of_that_cell
     assert near["n"] == 80 and near["bimodal"], near
 
 
+def test_retirement_levers_do_not_split_a_kstar_group(tmp_path):
+    """K* at N = 8 without the retirement levers and at N = 16 with them (train.settle_iwl, a lower
+    stop_threshold) is one K*(N) group with one slope: retiring a decided seed changes no t_ICL. Another
+    lr still splits."""
+    rng = np.random.default_rng(3)
+    for N, train in ((8, {}), (16, {"settle_iwl": 0.9, "stop_threshold": 0.95}), (16, {"lr": 0.05})):
+        for x in np.linspace(2.5, 4.3, 7):
+            K = 2 * int(round(10 ** x / 2))
+            acq = rng.random(40) < expit(6 * (x - (INTERCEPT + SLOPE * math.log10(N))))
+            _write_cell(tmp_path, {"task": {"K": K, "N": N},
+                                   "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200, **train}},
+                        _grid(np.where(acq, 400.0, np.inf)), np.where(acq, 0.99, 0.5).astype(np.float32))
+    rep, md, figs = sweep_report(load_sweep(tmp_path), Draws(0, 50))
+    for fig in figs.values():
+        plt.close(fig)
+    groups = {t["group"].get("train.lr"): t for t in rep["thresholds"]}
+    assert set(groups) == {0.05, 0.01} and groups[0.01]["N"] == [8, 16] and groups[0.05]["N"] == [16]
+    s = groups[0.01]["kstar_slope"]
+    assert s["slope_ci"][0] <= SLOPE <= s["slope_ci"][1], s
+    assert not groups[0.01]["kstar_slope_paper_sigmoid"]["ok"]  # fitted to final accuracy, which retiring changes
+    assert "settle_iwl=0.9" in md  # the cells still say how they were trained
+
+
 def test_sweep_report_gives_each_cell_its_outcomes_fall_curve_and_trajectories(tmp_path):
     """Item 1 for sweeps: per-cell outcome counts, final accuracies and fall times in one table, the
     fall-time Kaplan-Meier curves and trajectories as small multiples (one figure, a panel per cell)."""

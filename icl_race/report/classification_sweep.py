@@ -24,7 +24,8 @@ from icl_race.report.cell import CellStats, analyze
 from icl_race.report.draws import Draws
 from icl_race.report.paper import paper_differences, scale_text, sweep_comparisons
 from icl_race.report.sample import Sample, pool
-from icl_race.report.sweep_sections import Scaling, Threshold, balanced, best_observed, group_label, threshold
+from icl_race.report.sweep_sections import (RETIREMENT_FIELDS, Scaling, Threshold, balanced, best_observed,
+                                           group_label, threshold)
 
 # How a cell is observed, not what it measures: a budget and an evaluation period that scale with N (a
 # sweep's [zip]) do not split the cells of a K*(N) or t_ICL(N) analysis into groups.
@@ -98,7 +99,7 @@ def _groups(conds, stats, varying, variants, drop) -> list[tuple[dict, list[int]
     out: dict[str, list[int]] = {}
     for i, (c, s) in enumerate(zip(conds, stats)):
         if c.get("task.variant") in variants and s.ok:
-            g = {k: c.get(k) for k in varying if k not in drop | MEASUREMENT_FIELDS}
+            g = {k: c.get(k) for k in varying if k not in drop | MEASUREMENT_FIELDS | RETIREMENT_FIELDS}
             out.setdefault(json.dumps(g, sort_keys=True, default=str), []).append(i)
     return [(json.loads(k), idx) for k, idx in sorted(out.items())]
 

@@ -225,7 +225,9 @@ def methods_markdown() -> list[str]:
             "evaluation.",
             "- Sweeps: logistic fit of the acquired fraction vs log10 K (K* = midpoint), the paper's 4-parameter "
             "sigmoid on final ICL accuracy (only with >= 5 values of K spanning the transition), bootstrap "
-            "percentile CIs resampling seeds within cells; two t_ICL distributions are compared by a log-rank test "
+            "percentile CIs resampling seeds within cells; cells that differ only in their budget, evaluation "
+            "period or retirement (train.stop_threshold, train.settle_iwl) share one K*(N) or t_ICL(N) group; two "
+            "t_ICL distributions are compared by a log-rank test "
             "(scipy.stats.logrank). Each bootstrap draws from its own child of one SeedSequence (`--seed`), named by "
             "its section and the cells it resamples, so adding or reordering a section changes no other number.", ""]
 

@@ -22,6 +22,13 @@ N_BOOT_SIGMOID = 200
 # nearest K* is read from the one of those cells with the most seeds (e.g. a 64-seed early-stop-off rerun
 # of the K* grid's nearest cell, linked into the same directory).
 OBSERVATION_FIELDS = {"train.eval_every", "train.early_stop", "train.stop_when_all_acquired"}
+# When a seed stops training once its outcome is decided (frozen past stop_threshold after acquiring;
+# settled by settle_iwl after memorizing first, a bet `icl-race analyze race settle` checks on runs
+# without it) changes no seed's t_ICL within the budget: these do not split a K*(N) or t_ICL(N) group
+# (e.g. K* at N = 32 without the levers and at N = 64 with them, one slope); each cell's label still
+# names them. They do change a seed's final accuracy (read when it retired), so the paper's sigmoid,
+# which is fitted to final accuracy, gets no slope across N that retired seeds differently.
+RETIREMENT_FIELDS = {"train.stop_threshold", "train.settle_iwl"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,9 +111,13 @@ def threshold(gfields: dict, idx: list[int], samples: list[Sample], stats: list[
     for i in idx:
         grid[Ns.index(samples[i].N), Ks.index(samples[i].K)] = stats[i].acquired_fraction
     variants = {samples[i].variant for i in idx}
+    retirements = {tuple(samples[i].condition().get(k) for k in sorted(RETIREMENT_FIELDS)) for i in idx}
+    sigmoid_slope = (_slope(Ns, sigmoids, np.log10) if len(retirements) == 1 else
+                     {"ok": False, "reason": "the cells retire seeds differently (train.stop_threshold, "
+                                             "train.settle_iwl), which changes final accuracy"})
     return Threshold(gfields, label, variants.pop() if len(variants) == 1 else "mixed", Ns, curves, sigmoids,
                      _slope(Ns, curves, np.log10), _slope(Ns, curves, lambda n: np.log10(n - 1)),
-                     _slope(Ns, sigmoids, np.log10), near, {"K": Ks, "N": Ns, "fraction": grid})
+                     sigmoid_slope, near, {"K": Ks, "N": Ns, "fraction": grid})
 
 
 BALANCED_METRICS = (("acc_above_0.75", "fraction with final ICL accuracy > 0.75"),
