@@ -121,12 +121,21 @@ def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     assert _same(dataclasses.asdict(result), mem.summarize_minimal(load_cells(runs["min0"], runs["min1"]), 1000))
     assert "N 8, beta0 0:" in result.text()
     report = tmp_path / "report.json"
-    report.write_text(json.dumps({"thresholds": [{"label": "finite K", "kstar_slope": {"slope": 1.0},
-                                                  "acquisition": {"8": {"kstar": 900.0, "kstar_ci": [800.0, 1000.0]}}}]}))
+    # A directory with K = infinity cells beside the K* grid labels the group by its fields; balanced
+    # contexts are another group, never the race's K*.
+    groups = [{"label": "infinite_bank=0, variant=standard", "variant": "standard", "kstar_slope": {"slope": 1.0},
+               "acquisition": {"8": {"kstar": 900.0, "kstar_ci": [800.0, 1000.0]}}},
+              {"label": "variant=balanced", "variant": "balanced", "kstar_slope": {"slope": 1.0},
+               "acquisition": {"8": {"kstar": 2000.0, "kstar_ci": [1800.0, 2200.0]}}}]
+    report.write_text(json.dumps({"thresholds": groups}))
     for mlp_dir in sweep:  # one sweep directory in the old script: here each MLP-only cell in turn
         result, _ = analyze("memorization", "race", [mlp_dir, runs["kinf"]], tmp_path, T=400, kstar=str(report))
         assert _same(result.predicted, mem.summarize_race(load_cells(mlp_dir), load_cells(runs["kinf"]), 400.0, 1000))
         assert result.measured["per_N"] == [{"N": 8, "k_star": 900.0, "k_star_ci": [800.0, 1000.0]}]
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps({"thresholds": [groups[0], groups[0] | {"label": "lr=0.05"}]}))
+    with pytest.raises(ConfigError, match=r"found 2 \(infinite_bank=0, variant=standard; lr=0.05\)"):
+        analyze("memorization", "race", [sweep[0], runs["kinf"]], tmp_path, T=400, kstar=str(two))
     # t_ICL runs may come from several directories (a sweep's cell beside another sweep), one run per N
     with pytest.raises(ConfigError, match=r"repeat an N \(\[8, 8\]\)"):
         analyze("memorization", "race", [sweep[0], runs["kinf"], runs["k200"]], tmp_path, T=400)

@@ -272,11 +272,16 @@ def summarize_race(mlp_cells, kinf_cells, T: float, n_boot: int = 1000, seed: in
     """nu from the MLP-only cells' I_K(T) (T: the race's training budget, in SGD
     steps) and the median t_ICL(N) of K = infinity race cells (e.g. the transformer) give the predicted
     K*(N) (predict_k_star)."""
-    kinf = sorted(((c["task"]["N"], r["t_icl"], float(r["budget"])) for c, r in kinf_cells), key=lambda x: x[0])
+    kinf = sorted(((c["task"]["N"], r["t_icl"], float(r["budget"]),
+                    "inf" if c["task"].get("variant") == "infinite" else c["task"]["K"]) for c, r in kinf_cells),
+                  key=lambda x: x[0])
     K, I_by_K = budgets_by_K(mlp_cells, T)
-    N, t_by_N, budgets = zip(*kinf)
-    return {"T": T, "K": list(K), "N": list(N),
-            **predict_k_star(K, I_by_K, np.array(N), t_by_N, budgets, n_boot, seed=seed)}
+    N, t_by_N, budgets, t_K = zip(*kinf)
+    out = predict_k_star(K, I_by_K, np.array(N), t_by_N, budgets, n_boot, seed=seed)
+    # The race's condition can also be tested with t_ICL measured at a finite K (above K*): each row
+    # names the K its t_ICL run trained at.
+    out["per_N"] = [row | {"t_icl_K": k} for row, k in zip(out["per_N"], t_K)]
+    return {"T": T, "K": list(K), "N": list(N), **out}
 
 
 # ---- typed results (`icl-race analyze memorization ...`: icl_race/studies/memorization.py) ---------
@@ -336,8 +341,14 @@ def minimal(cells, n_boot: int = 1000) -> Minimal:
 
 
 def measured_k_star(report: dict) -> dict:
-    """The measured K*(N) of an `icl-race report` (report.json, its "finite K" threshold table)."""
-    th = next(t for t in report["thresholds"] if t["label"] == "finite K")
+    """The measured K*(N) of an `icl-race report` (report.json): its one threshold group of standard
+    contexts (labelled "finite K" in a plain K* sweep, by its fields in a directory that also holds
+    K = infinity cells). ValueError when there is no such group or more than one."""
+    standard = [t for t in report["thresholds"] if t.get("variant", "standard") == "standard"]
+    if len(standard) != 1:
+        raise ValueError(f"expected one K* group of standard contexts, found {len(standard)}"
+                         + (f" ({'; '.join(t['label'] for t in standard)})" if standard else ""))
+    th = standard[0]
     return {"per_N": [{"N": int(n), "k_star": a["kstar"], "k_star_ci": a["kstar_ci"]} for n, a in th["acquisition"].items()],
             "k_star_slope": th["kstar_slope"]}
 
@@ -354,9 +365,15 @@ class RaceKStar:
         lines = [f"I_K({p['T']:g}) = C K^nu over K {', '.join(f'{k:,}' for k in p['K'])}: nu {p['nu']:.3f}, C {p['C']:.3g}"]
         for row in p["per_N"]:
             m = measured.get(row["N"])
-            lines.append(f"N {row['N']}: K = inf median t_ICL {value_ci(row['median_t_icl'], row['median_t_icl_ci'])} "
+            k = row.get("t_icl_K", "inf")
+            lines.append(f"N {row['N']}: K = {k if k == 'inf' else f'{k:,}'} median t_ICL "
+                         f"{value_ci(row['median_t_icl'], row['median_t_icl_ci'])} "
                          f"-> predicted K* {value_ci(row['k_star'], row['k_star_ci'])}"
                          + (f", measured {value_ci(m['k_star'], m['k_star_ci'])}" if m else ""))
+        for name, s in (("predicted", p["k_star_slope"]), ("measured", (self.measured or {}).get("k_star_slope"))):
+            if s and s.get("ok"):
+                lines.append(f"slope of log K* on log N, {name}: {value_ci(s['slope'], s.get('slope_ci'), '{:.2f}')} "
+                             f"({s['n_points']} values of N)")
         return "\n".join(lines)
 
 

@@ -46,7 +46,10 @@ def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: in
         path = Path(kstar)
         if not path.is_file():
             raise ConfigError(f"--set kstar={kstar}: no such file")
-        measured = mem.measured_k_star(json.loads(path.read_text()))
+        try:
+            measured = mem.measured_k_star(json.loads(path.read_text()))
+        except ValueError as e:
+            raise ConfigError(f"--set kstar={kstar}: {e}") from None
     return mem.race(load_cells(dirs[0]), kinf, _floats(T)[0], measured, n_boot, seed=seed)
 
 
