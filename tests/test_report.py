@@ -244,6 +244,12 @@ def test_retirement_levers_do_not_split_a_kstar_group(tmp_path):
     assert s["slope_ci"][0] <= SLOPE <= s["slope_ci"][1], s
     assert not groups[0.01]["kstar_slope_paper_sigmoid"]["ok"]  # fitted to final accuracy, which retiring changes
     assert "settle_iwl=0.9" in md  # the cells still say how they were trained
+    # A settled seed's last accuracy is read when it retired: no final-accuracy bimodality or sigmoid at
+    # N = 16 (its verdict says why), both at N = 8.
+    assert not groups[0.01]["paper_sigmoid"][16]["ok"] and groups[0.01]["paper_sigmoid"][8]["ok"]
+    near = {n["N"]: n["bimodality"]["final_icl_acc"] for n in groups[0.01]["near_kstar"]}
+    assert near[16]["n"] == 0 and "settle_iwl" in near[16]["not_measured"] and near[8]["n"] == 40
+    assert "not measured: seeds settled by train.settle_iwl" in md
 
 
 def test_sweep_report_gives_each_cell_its_outcomes_fall_curve_and_trajectories(tmp_path):

@@ -27,6 +27,8 @@ def never_text(c: CellStats) -> str:
 
 def bimodal_verdict(st: dict) -> str:
     """What the three bimodality statistics say together, and whether the sample is large enough."""
+    if st.get("not_measured"):
+        return st["not_measured"]
     mix = st.get("mixture") or {}
     text = {None: "too few values", "bimodal": "bimodal (dip, BC and Delta BIC agree)",
             "unimodal": "not bimodal (dip, BC and Delta BIC agree)"}.get(st.get("agreement"))

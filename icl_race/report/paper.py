@@ -52,7 +52,9 @@ def bimodality_verdict(samples: list[dict]) -> str:
     test, BC and Delta BIC agree on enough seeds; a split between them is said, not voted away."""
     known = [st for st in samples if st["agreement"] is not None and st["n"] >= MIN_N]
     if not known:
-        return f"not measured in this directory (fewer than {MIN_N} seeds: underpowered)"
+        settled = next((st["not_measured"] for st in samples if st.get("not_measured")), None)
+        return (f"{settled} (final accuracy)" if settled else
+                f"not measured in this directory (fewer than {MIN_N} seeds: underpowered)")
     split = sum(st["agreement"] == "disagree" for st in known)
     if split:
         return (f"inconclusive (in {split} of {len(known)} cells the dip test and BC / Delta BIC disagree)"
@@ -226,7 +228,9 @@ def methods_markdown() -> list[str]:
             "- Sweeps: logistic fit of the acquired fraction vs log10 K (K* = midpoint), the paper's 4-parameter "
             "sigmoid on final ICL accuracy (only with >= 5 values of K spanning the transition), bootstrap "
             "percentile CIs resampling seeds within cells; cells that differ only in their budget, evaluation "
-            "period or retirement (train.stop_threshold, train.settle_iwl) share one K*(N) or t_ICL(N) group; two "
+            "period or retirement (train.stop_threshold, train.settle_iwl) share one K*(N) or t_ICL(N) group; a run "
+            "with train.settle_iwl does not measure final accuracy (a settled seed ends when it retired), so it "
+            "gets no final-accuracy bimodality or paper's sigmoid; two "
             "t_ICL distributions are compared by a log-rank test "
             "(scipy.stats.logrank). Each bootstrap draws from its own child of one SeedSequence (`--seed`), named by "
             "its section and the cells it resamples, so adding or reordering a section changes no other number.", ""]

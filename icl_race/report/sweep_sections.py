@@ -66,12 +66,15 @@ def group_label(fields: dict) -> str:
 
 
 def best_observed(j: int, conds: list[dict], n_seeds: list[int]) -> int:
-    """Of the cells that differ from cell j only in OBSERVATION_FIELDS, the one with the most seeds (j on ties)."""
+    """Of the cells that differ from cell j only in how they are observed or retire seeds (OBSERVATION_FIELDS,
+    RETIREMENT_FIELDS), the one with the most seeds among those that read final accuracy at the budget (no
+    train.settle_iwl) if any do; j on ties."""
     def physics(i):
-        return {k: v for k, v in conds[i].items() if k not in OBSERVATION_FIELDS}
+        return {k: v for k, v in conds[i].items() if k not in OBSERVATION_FIELDS | RETIREMENT_FIELDS}
 
     target = physics(j)
-    return max((i for i in range(len(conds)) if physics(i) == target), key=lambda i: (n_seeds[i], i == j))
+    return max((i for i in range(len(conds)) if physics(i) == target),
+               key=lambda i: (not conds[i].get("train.settle_iwl"), n_seeds[i], i == j))
 
 
 def logrank_of(a: Sample, b: Sample) -> dict:
@@ -100,8 +103,10 @@ def threshold(gfields: dict, idx: list[int], samples: list[Sample], stats: list[
         curves[N] = th.acquisition_curve(x, [samples[i].t >= 0 for i in sub], n_boot=draws.n_boot,
                                          rng=draws.rng("acquisition", *cells))
         curves[N]["ci_method"] = "bootstrap percentile, seeds resampled within cells"
-        sigmoids[N] = th.paper_sigmoid(x, [samples[i].final_icl for i in sub], n_boot=min(draws.n_boot, N_BOOT_SIGMOID),
-                                       rng=draws.rng("paper_sigmoid", *cells))
+        sigmoids[N] = (th.paper_sigmoid(x, [samples[i].final_icl for i in sub], n_boot=min(draws.n_boot, N_BOOT_SIGMOID),
+                                        rng=draws.rng("paper_sigmoid", *cells))
+                       if not any(samples[i].cfg.train.settle_iwl for i in sub) else
+                       {"ok": False, "reason": "final accuracy is read at retirement (train.settle_iwl)"})
         if curves[N].get("ok"):
             j = best(sub[int(np.argmin(np.abs(x - curves[N]["b"])))])
             near.append({"N": N, "K": samples[j].K, "cell": stats[j].label, "bimodality": stats[j].bimodality,
