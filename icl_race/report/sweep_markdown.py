@@ -66,7 +66,8 @@ def _threshold(t: Threshold, figures: set) -> list[str]:
            if name in figures]
     if t.near_kstar:
         md += [("Bimodality in the cell nearest K* for each N (or, of the cells that differ from it only in "
-                "the early stop or the evaluation period, the one with the most seeds):"), ""] + T.BIMODALITY_HEADER
+                "the early stop, the evaluation period or how seeds retire, the one with the most seeds that reads "
+                "final accuracy at the budget):"), ""] + T.BIMODALITY_HEADER
         for n in t.near_kstar:
             md.append(T.bimod_row(f"N={n['N']} K={n['K']:,}: final ICL accuracy", n["bimodality"]["final_icl_acc"]))
             md.append(T.bimod_row(f"N={n['N']} K={n['K']:,}: log10 t_ICL (acquired)", n["bimodality"]["log10_t_acquired"]))
