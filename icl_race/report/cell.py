@@ -77,8 +77,6 @@ def outcome_stats(s: Sample) -> dict:
             "ended_below": o.ended_below, "fall_after_t_icl": oc.fall_survival(o, s.t_icl, s.censor_at)}
 
 
-# A run with train.settle_iwl retires the seeds that memorize first, and their last ICL accuracy is read
-# when they retired (early in the run), not at the budget: final accuracy is not measured there.
 SETTLED = "not measured: seeds settled by train.settle_iwl end at their retirement, not at the budget"
 
 
@@ -86,8 +84,8 @@ def _bimodality(s: Sample) -> dict:
     log_t, final_dq = dequantized(s)
     with_cens = np.concatenate([log_t, np.full(int((s.t < 0).sum()), np.log10(float(s.censor_at)))])
     frac = float(np.mean(s.t >= 0))
-    final = (bm.summarize(np.empty(0)) | {"not_measured": SETTLED} if s.cfg.train.settle_iwl
-             else bm.summarize(final_dq))
+    final = (bm.summarize(final_dq) if s.reads_final_accuracy
+             else bm.summarize(np.empty(0)) | {"not_measured": SETTLED})
     return {"log10_t_acquired": bm.summarize(log_t), "log10_t_censored_at_budget": bm.summarize(with_cens),
             "final_icl_acc": final, "near_threshold": bool(0.1 <= frac <= 0.9)}
 

@@ -89,6 +89,12 @@ class Sample:
         """The recorded loss and c-statistic curves of the kept seeds, in a fixed order."""
         return {k: v[self.kept] for k, v in self.recorded.items()}
 
+    @property
+    def reads_final_accuracy(self) -> bool:
+        """False for a run with train.settle_iwl: a settled seed's last ICL accuracy is read when it retired
+        (early in the run), not at the budget, so final accuracy is not measured there."""
+        return not self.cfg.train.settle_iwl
+
     @functools.cached_property
     def final_icl(self) -> np.ndarray:
         """Each kept seed's last finite ICL accuracy (a retired seed's curve ends in NaN)."""

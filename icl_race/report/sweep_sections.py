@@ -105,7 +105,7 @@ def threshold(gfields: dict, idx: list[int], samples: list[Sample], stats: list[
         curves[N]["ci_method"] = "bootstrap percentile, seeds resampled within cells"
         sigmoids[N] = (th.paper_sigmoid(x, [samples[i].final_icl for i in sub], n_boot=min(draws.n_boot, N_BOOT_SIGMOID),
                                         rng=draws.rng("paper_sigmoid", *cells))
-                       if not any(samples[i].cfg.train.settle_iwl for i in sub) else
+                       if all(samples[i].reads_final_accuracy for i in sub) else
                        {"ok": False, "reason": "final accuracy is read at retirement (train.settle_iwl)"})
         if curves[N].get("ok"):
             j = best(sub[int(np.argmin(np.abs(x - curves[N]["b"])))])
