@@ -4,10 +4,7 @@
 #
 #   bash benchmarks/gpu_check.sh [OUT_DIR]      # default benchmarks/ (on the device tool: "$OUT")
 #
-# Which Python: .venv if its jax sees a GPU; else the machine's python3 if its jax does (the lent H200
-# image: jax 0.11.2 + CUDA 13, no network), running the project from source (PYTHONPATH) with the
-# wheels of benchmarks/gpu_wheels.sh from .whl/ when they were carried; else a new .venv-gpu with the
-# cuda extra (needs PyPI). Runs the JAX sections only (the PyTorch re-creation is the CPU reference;
+# Which Python: benchmarks/gpu_env.sh. Runs the JAX sections only (the PyTorch re-creation is the CPU reference;
 # its rates are in results-cpu.json), with larger ensembles and longer timed calls than on the CPU,
 # then the classification section again at TF32 and bf16 matmul precision (throughput only: their
 # effect on t_ICL is measured by `icl-race sweep experiments/precision_gpu.toml` before using them).
@@ -15,25 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks}"
 mkdir -p "$OUT"
-sees_gpu() { "$1" -c 'import jax,sys; sys.exit(0 if jax.default_backend()=="gpu" else 1)' 2>/dev/null; }
-if [ -x .venv/bin/python ] && sees_gpu .venv/bin/python; then
-  PY=.venv/bin/python
-elif command -v python3 >/dev/null && sees_gpu python3; then
-  PY=python3
-  if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-  fi
-  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-else
-  if [ ! -x .venv-gpu/bin/python ]; then
-    python3 -m venv .venv-gpu
-    .venv-gpu/bin/pip install -q -e '.[cuda]'
-  fi
-  PY=.venv-gpu/bin/python
-fi
-"$PY" -c 'import jax, flax, optax; print(jax.__version__, flax.__version__, optax.__version__, jax.devices())'
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv || true
+source benchmarks/gpu_env.sh   # sets PY (and PYTHONPATH on the lent image)
 # Dense TF32 tensor-core peak of an H100 / H200 SXM (989 TFLOP/s is the sparse figure); set for other chips.
 PEAK_TFLOPS="${PEAK_TFLOPS:-494.7}"
 T0=$(date +%s)
