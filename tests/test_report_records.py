@@ -51,17 +51,20 @@ def test_the_paper_sigmoid_is_refused_on_four_values_of_K_and_the_report_says_wh
 STEPS = np.arange(EVAL_EVERY, BUDGET + 1, EVAL_EVERY)  # 40 evaluations
 
 
-def _run_with_known_outcomes(d):
+def _run_with_known_outcomes(d, precision="default", device=None, first_seed=0):
     """Seeds 0-2 persistent (acquire at 300), seed 3 transient (acquires at 300, below 0.9 from step 1000
-    on), seed 4 censored."""
-    cfg = config.from_dict({"task": {"K": 1000, "N": 8}, "train": {"steps": BUDGET, "eval_every": EVAL_EVERY}})
+    on), seed 4 censored. With `device`, a meta.json that says the run was computed there."""
+    cfg = config.from_dict({"task": {"K": 1000, "N": 8}, "ensemble": {"first_seed": first_seed},
+                            "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "matmul_precision": precision}})
     d.mkdir()
     (d / "config.json").write_text(json.dumps(cfg.to_dict()))
+    if device:
+        (d / "meta.json").write_text(json.dumps({"config": cfg.to_dict(), "device": device}))
     icl = np.where(STEPS >= 300, 0.99, 0.5)[None].repeat(5, 0)
     icl[3, STEPS >= 1000] = 0.55
     icl[4] = 0.5
     t = np.array([300, 300, 300, 300, -1])
-    np.savez(d / "results.npz", seed_ids=np.arange(5), t_icl=t, t_converged=t, eval_steps=STEPS, icl_acc=icl,
+    np.savez(d / "results.npz", seed_ids=first_seed + np.arange(5), t_icl=t, t_converged=t, eval_steps=STEPS, icl_acc=icl,
              iwl_acc=1.4 - icl, steps_run=np.int64(BUDGET), budget=np.int64(BUDGET), diverged=np.zeros(5, bool))
 
 
@@ -87,6 +90,20 @@ def test_pooling_keeps_one_copy_of_a_seed_run_twice(tmp_path):
     samples = pool([Sample.of(load_run(tmp_path / n)) for n in ("a", "b")])
     assert len(samples) == 1 and samples[0].n_seeds == 5 and samples[0].n_duplicates == 5
     assert samples[0].cells == ("a", "b")
+
+
+def test_a_cpu_run_pools_with_a_gpu_run_at_full_float32_and_not_with_one_at_tf32(tmp_path):
+    # A CPU computes float32 matmuls in full whatever the setting (tests/test_system.py): its "default" is
+    # a GPU's "highest". A GPU's "default" (TF32) is another condition.
+    _run_with_known_outcomes(tmp_path / "cpu", "default", "1 x cpu:cpu")
+    _run_with_known_outcomes(tmp_path / "gpu_f32", "highest", "1 x gpu:NVIDIA H200", first_seed=5)
+    _run_with_known_outcomes(tmp_path / "gpu_tf32", "default", "1 x gpu:NVIDIA H200", first_seed=10)
+    samples = pool([Sample.of(load_run(tmp_path / n)) for n in ("cpu", "gpu_f32", "gpu_tf32")])
+    assert [(s.cells, s.n_seeds) for s in samples] == [(("cpu", "gpu_f32"), 10), (("gpu_tf32",), 5)]
+    # without a recorded device the setting is taken as it is
+    _run_with_known_outcomes(tmp_path / "unknown", "default", first_seed=15)
+    samples = pool([Sample.of(load_run(tmp_path / n)) for n in ("gpu_f32", "unknown")])
+    assert len(samples) == 2
 
 
 def test_bad_input_to_json_commands_is_one_line_and_writes_nothing(tmp_path, capsys):

@@ -98,6 +98,22 @@ def test_matmul_precision_holds_for_the_run_only():
     assert jax.config.jax_default_matmul_precision is None
 
 
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="a property of XLA's CPU backend")
+def test_a_cpu_computes_every_matmul_precision_in_full_float32(tiny_raw):
+    # Why the report pools a CPU run at any train.matmul_precision with a GPU run at "highest"
+    # (report/sample.py, condition): on a CPU the setting changes no bit of a run.
+    from icl_race.systems import precision
+
+    runs = {}
+    for prec in ("default", "highest", "bfloat16"):
+        raw = {**tiny_raw, "train": {**tiny_raw["train"], "steps": 100, "matmul_precision": prec}}
+        with precision(config.from_dict(raw)):
+            _, _, carry, curves, _ = _run(raw)
+        runs[prec] = jax.tree.leaves((carry["state"], curves))
+    for prec in ("highest", "bfloat16"):
+        assert all(np.array_equal(a, b) for a, b in zip(runs["default"], runs[prec])), prec
+
+
 def _init_state(raw, key=0):
     program, consts = build(config.from_dict(raw))
     return program, consts, program.init(jax.random.key(key), consts)

@@ -49,6 +49,7 @@ class Sample:
     budget: int
     steps_run: int
     n_duplicates: int = 0  # seeds dropped by pooling: the same (root seed, seed id) in two cells
+    platform: str = ""  # what computed the run ("cpu", "gpu", ...: meta.json's device), "" when not recorded
     recorded: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # [S, T] as stored
 
     @classmethod
@@ -71,6 +72,7 @@ class Sample:
                    final_icl_ref_acc=(oc.last_finite(np.asarray(ref, float)) if ref is not None and ref.ndim == 2
                                       and ref.shape[1] else None),
                    censor_at=run.censor_at("icl"), budget=run.budget, steps_run=run.steps_run,
+                   platform=platform(run.meta),
                    recorded={k: np.asarray(run.curves[k]) for k in LOSS_CURVES + C_STATISTICS
                              if k in run.curves and run.curves[k].ndim == 2})
 
@@ -140,14 +142,28 @@ class Sample:
         return self.cfg.train.icl_threshold == 0.95 and self.cfg.train.icl_confirm == 1
 
     def condition(self) -> dict:
-        return condition(self.config)
+        return condition(self.config, self.platform)
 
 
-def condition(cfg: dict) -> dict:
-    """The fields that say what a cell measures (not its seeds or blocking): equal conditions pool."""
+def platform(meta: dict | None) -> str:
+    """The platform of meta.json's device ("1 x cpu:cpu" -> "cpu"); "" for a run written without one."""
+    device = (meta or {}).get("device", "")
+    return device.split(" x ", 1)[-1].split(":", 1)[0] if isinstance(device, str) else ""
+
+
+def condition(cfg: dict, platform: str = "") -> dict:
+    """The fields that say what a cell measures (not its seeds or blocking): equal conditions pool.
+
+    A CPU computes every float32 matmul in full whatever train.matmul_precision says (runs at "default",
+    "highest" and "bfloat16" are bit-identical there: tests/test_system.py), so a CPU run measures what a
+    GPU run at "highest" measures and pools with it; a GPU run at "default" (TF32 on recent NVIDIA chips)
+    stays apart. A run resumed on another platform is read as its last one's: resume across platforms
+    at "highest" only."""
     f = {k: v for k, v in flat(cfg).items() if k not in IGNORED_FIELDS}
     if f.get("task.variant") == "infinite":
         f.pop("task.K", None)
+    if platform == "cpu" and "train.matmul_precision" in f:
+        f["train.matmul_precision"] = "highest"
     return f
 
 
