@@ -81,6 +81,13 @@ def test_analyze_scale_lr_on_two_tiny_k_infinity_runs(tmp_path, capsys):
     assert main(["analyze", "scale", "lr", str(tmp_path / "lr0.1"), "--out", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs runs at >= 2 values of train.lr" in err[0] and not bad.exists()
+    # the same seeds run twice (a copy of a run, as a rerun on another machine) would count twice: refused
+    import shutil
+
+    shutil.copytree(tmp_path / "lr0.1", tmp_path / "again")
+    assert main(["analyze", "scale", "kinf", str(tmp_path / "lr0.1"), str(tmp_path / "again"), "--out", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "seed 0 (root seed 0) twice" in err[0] and not bad.exists()
 
 
 def _kinf_cells(width, lr, Ns, power, rise_at=None, n=32, seed=0):

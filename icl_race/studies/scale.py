@@ -18,9 +18,7 @@ def lr(dirs, n_boot: int = 2000, seed: int = 0) -> LrBridge:
     if len(widths) > 1 or any(r.cfg.task.variant != "infinite" for r in runs):
         raise ConfigError(f"{', '.join(map(str, dirs))}: analyze scale lr needs K = infinity runs "
                           f"(task.variant = 'infinite') of one model.width, got widths {sorted(widths)}")
-    by_lr: dict[float, list] = {}
-    for r in runs:
-        by_lr.setdefault(r.cfg.train.lr, []).append(r)
+    by_lr = _groups(runs, lambda r: r.cfg.train.lr, "train.lr")
     if len(by_lr) < 2:
         raise ConfigError(f"{', '.join(map(str, dirs))}: analyze scale lr needs runs at >= 2 values of train.lr")
     lrs = sorted(by_lr)
@@ -43,13 +41,28 @@ def kinf(dirs, n_boot: int = 2000, seed: int = 0) -> WidthAxis:
     runs = [r for r in runset.load(dirs).runs if r.cfg.task.variant == "infinite"]
     if not runs:
         raise ConfigError(f"{', '.join(map(str, dirs))}: analyze scale kinf needs K = infinity runs (task.variant = 'infinite')")
-    groups: dict[tuple, list] = {}
-    for r in runs:
-        groups.setdefault((r.cfg.model.width, r.cfg.train.lr, r.cfg.task.N), []).append(r)
+    groups = _groups(runs, lambda r: (r.cfg.model.width, r.cfg.train.lr, r.cfg.task.N), "(model.width, train.lr, task.N)")
     keys = sorted(groups)
     cols = [_pooled(groups[k]) for k in keys]
     return width_axis([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], *map(list, zip(*cols)),
                       n_boot=n_boot, seed=seed)
+
+
+def _groups(runs, key, named: str) -> dict:
+    """The runs by `key`, each group's seeds pooled: a seed (root seed, seed id) in two runs of one group
+    is refused, since it would count twice (the same cell run again, e.g. on another machine)."""
+    groups: dict = {}
+    for r in runs:
+        groups.setdefault(key(r), []).append(r)
+    for k, group in groups.items():
+        first: dict[tuple, object] = {}
+        for r in group:
+            for s in r.seed_ids.tolist():
+                other = first.setdefault((r.cfg.ensemble.root_seed, s), r.dir)
+                if other != r.dir:
+                    raise ConfigError(f"{other} and {r.dir}: seed {s} (root seed {r.cfg.ensemble.root_seed}) twice at "
+                                      f"{named} = {k}; pass one of the two runs")
+    return groups
 
 
 def _pooled(group) -> tuple:
