@@ -48,6 +48,22 @@ def test_the_paper_sigmoid_is_refused_on_four_values_of_K_and_the_report_says_wh
     assert "not fitted: needs >= 5 values of K to fit 4 parameters (has 4)" in md
 
 
+def test_a_seed_in_two_cells_at_one_K_counts_once_read_where_it_was_not_settled(tmp_path):
+    # The K = 1000 cell run again with train.settle_iwl (one K*(N) group: they differ only in retirement),
+    # the same 24 seeds, every one read as never acquiring: K* must not move, and K = 1000 holds 24 seeds.
+    d = tmp_path / "sweep"
+    _standard_cells(d, np.random.default_rng(3), Ns=(8,))
+    before = classification_sweep.compute(load_sweep(d), Draws(0, 50)).to_json()["thresholds"][0]
+    cfg = {"task": {"K": 1000, "N": 8},
+           "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200, "settle_iwl": 0.9}}
+    _cell(d / "cells" / config.from_dict(cfg).digest(), cfg, np.full(24, -1), np.full(24, 0.5, np.float32))
+    after = classification_sweep.compute(load_sweep(d), Draws(0, 50)).to_json()["thresholds"]
+    assert len(after) == 1
+    a, b = before["acquisition"][8], after[0]["acquisition"][8]
+    assert [(c["k"], c["n"]) for c in b["cells"]] == [(c["k"], c["n"]) for c in a["cells"]]
+    assert b["log10_kstar"] == a["log10_kstar"] and b["cells"][2]["n"] == 24
+
+
 STEPS = np.arange(EVAL_EVERY, BUDGET + 1, EVAL_EVERY)  # 40 evaluations
 
 

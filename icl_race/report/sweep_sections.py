@@ -96,25 +96,29 @@ def threshold(gfields: dict, idx: list[int], samples: list[Sample], stats: list[
     label = group_label(gfields) if gfields else "finite K"
     Ns = sorted({samples[i].N for i in idx})
     curves, sigmoids, near = {}, {}, []
-    for N in Ns:
-        sub = sorted((i for i in idx if samples[i].N == N), key=lambda i: samples[i].K)
-        x = np.log10([samples[i].K for i in sub])
-        cells = [c for i in sub for c in samples[i].cells]
-        curves[N] = th.acquisition_curve(x, [samples[i].t >= 0 for i in sub], n_boot=draws.n_boot,
-                                         rng=draws.rng("acquisition", *cells))
-        curves[N]["ci_method"] = "bootstrap percentile, seeds resampled within cells"
-        sigmoids[N] = (th.paper_sigmoid(x, [samples[i].final_icl for i in sub], n_boot=min(draws.n_boot, N_BOOT_SIGMOID),
-                                        rng=draws.rng("paper_sigmoid", *cells))
-                       if all(samples[i].reads_final_accuracy for i in sub) else
-                       {"ok": False, "reason": "final accuracy is read at retirement (train.settle_iwl)"})
-        if curves[N].get("ok"):
-            j = best(sub[int(np.argmin(np.abs(x - curves[N]["b"])))])
-            near.append({"N": N, "K": samples[j].K, "cell": stats[j].label, "bimodality": stats[j].bimodality,
-                         "acquired_fraction": stats[j].acquired_fraction, "cell_index": j})
     Ks = sorted({samples[i].K for i in idx})
     grid = np.full((len(Ns), len(Ks)), np.nan)
-    for i in idx:
-        grid[Ns.index(samples[i].N), Ks.index(samples[i].K)] = stats[i].acquired_fraction
+    for N in Ns:
+        by_K: dict[int, list[int]] = {}
+        for i in sorted(idx, key=lambda i: (not samples[i].reads_final_accuracy, -samples[i].n_seeds, i)):
+            if samples[i].N == N:
+                by_K.setdefault(samples[i].K, []).append(i)
+        sub = [by_K[K] for K in sorted(by_K)]
+        x = np.log10(sorted(by_K))
+        cells = [c for at_K in sub for i in at_K for c in samples[i].cells]
+        acquired, final = zip(*(_each_seed_once(at_K, samples) for at_K in sub))
+        curves[N] = th.acquisition_curve(x, list(acquired), n_boot=draws.n_boot, rng=draws.rng("acquisition", *cells))
+        curves[N]["ci_method"] = "bootstrap percentile, seeds resampled within cells"
+        sigmoids[N] = (th.paper_sigmoid(x, list(final), n_boot=min(draws.n_boot, N_BOOT_SIGMOID),
+                                        rng=draws.rng("paper_sigmoid", *cells))
+                       if all(samples[i].reads_final_accuracy for at_K in sub for i in at_K) else
+                       {"ok": False, "reason": "final accuracy is read at retirement (train.settle_iwl)"})
+        for K, a in zip(sorted(by_K), acquired):
+            grid[Ns.index(N), Ks.index(K)] = a.mean() if a.size else np.nan
+        if curves[N].get("ok"):
+            j = best(sub[int(np.argmin(np.abs(x - curves[N]["b"])))][0])
+            near.append({"N": N, "K": samples[j].K, "cell": stats[j].label, "bimodality": stats[j].bimodality,
+                         "acquired_fraction": stats[j].acquired_fraction, "cell_index": j})
     variants = {samples[i].variant for i in idx}
     retirements = {tuple(samples[i].condition().get(k) for k in sorted(RETIREMENT_FIELDS)) for i in idx}
     sigmoid_slope = (_slope(Ns, sigmoids, np.log10) if len(retirements) == 1 else
@@ -123,6 +127,22 @@ def threshold(gfields: dict, idx: list[int], samples: list[Sample], stats: list[
     return Threshold(gfields, label, variants.pop() if len(variants) == 1 else "mixed", Ns, curves, sigmoids,
                      _slope(Ns, curves, np.log10), _slope(Ns, curves, lambda n: np.log10(n - 1)),
                      sigmoid_slope, near, {"K": Ks, "N": Ns, "fraction": grid})
+
+
+def _each_seed_once(cells: list[int], samples: list[Sample]) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each kept seed of the cells run at one (N, K) acquired ICL, and its final ICL accuracy, each
+    (root seed, seed id) once: a seed in two of them (a rerun that observes or retires it differently, e.g.
+    without train.settle_iwl) is read from the first, in the order given (the best observed first)."""
+    seen: set[tuple[int, int]] = set()
+    acquired, final = [], []
+    for i in cells:
+        s = samples[i]
+        ids = list(zip(s.root_seeds[s.kept].tolist(), s.seed_ids[s.kept].tolist()))
+        new = np.array([k not in seen for k in ids], bool)
+        seen.update(ids)
+        acquired.append((s.t >= 0)[new])
+        final.append(s.final_icl[new])
+    return np.concatenate(acquired), np.concatenate(final)
 
 
 BALANCED_METRICS = (("acc_above_0.75", "fraction with final ICL accuracy > 0.75"),
