@@ -16,9 +16,15 @@ import dataclasses
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 
 WANTED = (signal.SIGINT, signal.SIGTERM)
+# The same signal again within this long of the first is the same stop delivered twice, not a second
+# request: GNU `timeout` signals the command and then its whole process group, microseconds apart (seen:
+# a sweep under `timeout` exited at once, losing its work since the last checkpoint). A person's second
+# Ctrl-C comes later than this.
+SAME_STOP_S = 0.1
 
 
 class Interrupted(Exception):
@@ -64,7 +70,8 @@ class _Handler:
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[Stop]:
     """SIGINT and SIGTERM are recorded on the `Stop` this yields (see `Stop.check`); a second one exits
-    at once (exit 128 + signal, the last checkpoint left as it is).
+    at once (exit 128 + signal, the last checkpoint left as it is), unless it is the first one delivered
+    twice (`SAME_STOP_S`).
 
     The second signal is acted on by a thread reading the interpreter's wake-up fd, not by the Python
     handler: that runs only when the main thread returns from a device computation, which may take a
@@ -83,10 +90,15 @@ def stop_on_signals() -> Iterator[Stop]:
     os.set_blocking(w, False)
 
     def watch():
+        first_at = 0.0
         while data := os.read(r, 64):
             for signum in data:
                 if signum not in WANTED:
                     continue
+                now = time.monotonic()
+                if stop.received and signum == stop.received[0] and now - first_at < SAME_STOP_S:
+                    continue
+                first_at = first_at or now
                 stop.received.append(signum)
                 if len(stop.received) > 1:
                     os.write(2, b"icl-race: interrupted again: exiting at once; rerun the same command to resume "

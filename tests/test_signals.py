@@ -85,6 +85,30 @@ def test_a_second_ctrl_c_exits_at_once_even_inside_a_long_chunk(tmp_path):
         "icl-race: interrupted again: exiting at once; rerun the same command to resume from the last checkpoint"], err
 
 
+def test_one_sigterm_delivered_twice_as_timeout_does_still_stops_at_the_chunk_boundary(tmp_path):
+    # GNU `timeout` sends SIGTERM to the command and then to its process group: two deliveries
+    # microseconds apart (here 20 ms, so that they are not merged into one pending signal). That is one
+    # stop, to be taken at the next chunk boundary with its checkpoint, not "interrupted again".
+    out = tmp_path / "run"
+    marker = tmp_path / "in_chunk"
+    hook = ("import time, pathlib, icl_race.engine.ensemble as e\n_run = e.chunk_on_device\nn = [0]\n"
+            "def chunk_on_device(*a, **k):\n    r = _run(*a, **k)\n    n[0] += 1\n"
+            f"    if n[0] == 2:\n        pathlib.Path({str(marker)!r}).touch()\n        time.sleep(3)\n"
+            "    return r\ne.chunk_on_device = chunk_on_device")
+    p = start_run(RAW, out, hook)
+    deadline = time.time() + 240
+    while not marker.exists() and time.time() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    assert marker.exists(), p.communicate()[1]
+    p.send_signal(signal.SIGTERM)
+    time.sleep(0.02)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    lines = err.strip().splitlines()
+    assert p.returncode == 143 and len(lines) == 1 and "stopped by SIGTERM at step 200" in lines[0], err
+    assert (out / "checkpoints" / "200").is_dir()
+
+
 def test_sigterm_during_the_imports_is_one_line_and_exit_143(tmp_path):
     """Before a run installs its own handling: the signal arrives while jax is being imported (from
     an import hook, a known moment), and the command's entry turns it into one line."""
