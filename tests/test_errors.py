@@ -191,12 +191,18 @@ def test_a_failed_checkpoint_write_names_its_own_step_and_the_last_good_one(tmp_
     tree = {"a": np.arange(4.0)}
     ck.save(1, tree, {})
     ck.save(2, tree, {})
-    # Step 2's background write fails as on a full disk; it surfaces only when step 3 is saved.
-    (tmp_path / "ck" / "2.orbax-checkpoint-tmp").mkdir(exist_ok=True)
+    # Step 2's background write fails as on a full disk, leaving its temporary directory; it surfaces only
+    # when step 3 is saved. The leftover is made once orbax's own write is over: made earlier, it races
+    # orbax's creation of that directory (seen under load: orbax failed first, "File exists").
     real = ck.manager.wait_until_finished
+    failures = [1]  # one failed write (close() waits again)
 
     def full_disk():
         real()
+        if not failures:
+            return
+        failures.pop()
+        (tmp_path / "ck" / "2.orbax-checkpoint-tmp").mkdir(exist_ok=True)
         raise ValueError('RESOURCE_EXHAUSTED: Error writing "a/0" in OCDBT database: Failed to write 409914 bytes '
                          "to file 14: No space left on device [os_error_code='28']")
 
