@@ -62,20 +62,25 @@ def test_signal_stops_at_the_next_chunk_with_a_checkpoint_and_the_rerun_resumes(
         np.testing.assert_allclose(got[k], uninterrupted[k], atol=1e-6, err_msg=k)
 
 
-def test_a_second_ctrl_c_exits_at_once_even_inside_a_long_chunk(tmp_path):
-    out = tmp_path / "run"
+def _inside_a_slow_second_chunk(tmp_path, out, seconds):
+    """A run whose second chunk takes `seconds` longer, returned once it is inside that chunk. The hook
+    wraps the one-device chunk program, which every chunk runs (with retirement or without)."""
     marker = tmp_path / "in_chunk"
-    # The second chunk takes 10 minutes: only the second signal can end the process soon.
-    # The hook wraps the one-device chunk program, which every chunk runs (with retirement or without).
     hook = ("import time, pathlib, icl_race.engine.ensemble as e\n_run = e.chunk_on_device\nn = [0]\n"
             "def chunk_on_device(*a, **k):\n    r = _run(*a, **k)\n    n[0] += 1\n"
-            f"    if n[0] == 2:\n        pathlib.Path({str(marker)!r}).touch()\n        time.sleep(600)\n"
+            f"    if n[0] == 2:\n        pathlib.Path({str(marker)!r}).touch()\n        time.sleep({seconds})\n"
             "    return r\ne.chunk_on_device = chunk_on_device")
     p = start_run(RAW, out, hook)
     deadline = time.time() + 240
     while not marker.exists() and time.time() < deadline and p.poll() is None:
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert marker.exists(), p.communicate()[1]
+    return p
+
+
+def test_a_second_ctrl_c_exits_at_once_even_inside_a_long_chunk(tmp_path):
+    # The second chunk takes 10 minutes: only the second signal can end the process soon.
+    p = _inside_a_slow_second_chunk(tmp_path, tmp_path / "run", 600)
     p.send_signal(signal.SIGINT)
     time.sleep(1.0)
     assert p.poll() is None, "the first Ctrl-C waits for the chunk to end"
@@ -90,16 +95,7 @@ def test_one_sigterm_delivered_twice_as_timeout_does_still_stops_at_the_chunk_bo
     # microseconds apart (here 20 ms, so that they are not merged into one pending signal). That is one
     # stop, to be taken at the next chunk boundary with its checkpoint, not "interrupted again".
     out = tmp_path / "run"
-    marker = tmp_path / "in_chunk"
-    hook = ("import time, pathlib, icl_race.engine.ensemble as e\n_run = e.chunk_on_device\nn = [0]\n"
-            "def chunk_on_device(*a, **k):\n    r = _run(*a, **k)\n    n[0] += 1\n"
-            f"    if n[0] == 2:\n        pathlib.Path({str(marker)!r}).touch()\n        time.sleep(3)\n"
-            "    return r\ne.chunk_on_device = chunk_on_device")
-    p = start_run(RAW, out, hook)
-    deadline = time.time() + 240
-    while not marker.exists() and time.time() < deadline and p.poll() is None:
-        time.sleep(0.05)
-    assert marker.exists(), p.communicate()[1]
+    p = _inside_a_slow_second_chunk(tmp_path, out, 3)
     p.send_signal(signal.SIGTERM)
     time.sleep(0.02)
     p.send_signal(signal.SIGTERM)
