@@ -2,10 +2,11 @@
 # Issue 25's width-512 pieces that the 2-core CPU cannot afford, on one lent GPU in one device call:
 # several `icl-race sweep` workers at once (a sweep's cells are locked per process, so two workers share
 # one sweep directory), each stopped by SIGTERM at the deadline (it checkpoints; rerunning resumes), then
-# the run directories packed into OUT_DIR as <= 15 MB parts (the device tool brings back 8 files of 16 MiB).
+# the run directories packed into OUT_DIR: the results in one file, the unfinished cells' newest checkpoints in
+# <= 15 MB parts (the device tool brings back 8 files of 16 MiB, 64 MiB in all).
 #
 #   bash experiments/scale/gpu_pieces.sh OUT_DIR [SECONDS]      # device tool: carry [".whl"], OUT_DIR "$OUT"
-#   cat OUT_DIR/gpu_runs.tgz.part* | tar xz                    # here: unpacks runs/scale/gpu/
+#   tar xzf OUT_DIR/gpu_results.tgz && cat OUT_DIR/gpu_ckpt.tgz.part* | tar xz   # here: runs/scale/gpu/
 #
 # On the GPU every cell runs as one vmapped block of its 16 seeds (ensemble.block = 16), evaluates 256
 # sequences per pass (train.eval_batch: other probe sequences, the same distribution) and computes its
@@ -37,25 +38,22 @@ sleep 5; piece kstar100_b $S/kstar_w512_N100.toml kstar_w512_N100 &
 (piece width128 $S/kinf_width_N128.toml kinf_width_N128; piece nosettle $S/kstar_w512_N32_budget_nosettle.toml kstar_w512_N32_budget_nosettle) &
 wait
 nvidia-smi --query-gpu=name,utilization.gpu,memory.used --format=csv || true
-# Pack: every file but the superseded checkpoints (a cell keeps its newest step only), split into parts.
-"$PY" - "$D" "$OUT/gpu_runs.tgz" <<'PY'
+# Pack the results first and apart (gpu_results.tgz: every file but checkpoints), then the newest checkpoint
+# of each unfinished cell (gpu_ckpt.tgz.partNN, <= 15 MB each), so that the results come back even when the
+# checkpoints pass the tool's 64 MiB (2026-12-04: four unfinished cells' checkpoints made 72 MB in all).
+"$PY" - "$D" "$OUT" <<'PY'
 import sys, tarfile
 from pathlib import Path
-root, dest = Path(sys.argv[1]), sys.argv[2]
-def newest(ckpt: Path) -> str:
-    steps = [p.name for p in ckpt.iterdir() if p.name.isdigit()]
-    return max(steps, key=int) if steps else ""
-with tarfile.open(dest, "w:gz") as tar:
+root, out = Path(sys.argv[1]), Path(sys.argv[2])
+with tarfile.open(out / "gpu_results.tgz", "w:gz") as tar:
     for p in sorted(root.rglob("*")):
-        if p.is_dir() or p.name == ".lock":
-            continue
-        parts = p.relative_to(root).parts
-        if "checkpoints" in parts:
-            i = parts.index("checkpoints")
-            ckpt = root.joinpath(*parts[: i + 1])
-            if parts[i + 1] != newest(ckpt):
-                continue
-        tar.add(p, arcname=str(p))
+        if p.is_file() and p.name != ".lock" and "checkpoints" not in p.relative_to(root).parts:
+            tar.add(p, arcname=str(p))
+with tarfile.open(out / "gpu_ckpt.tgz", "w:gz") as tar:
+    for ckpt in sorted(root.glob("*/cells/*/checkpoints")):
+        steps = [p for p in ckpt.iterdir() if p.name.isdigit()]
+        if steps and not (ckpt.parent / "results.npz").exists():
+            tar.add(max(steps, key=lambda p: int(p.name)), arcname=str(max(steps, key=lambda p: int(p.name))))
 PY
-split -b 15m -d "$OUT/gpu_runs.tgz" "$OUT/gpu_runs.tgz.part" && rm "$OUT/gpu_runs.tgz"
+split -b 15m -d "$OUT/gpu_ckpt.tgz" "$OUT/gpu_ckpt.tgz.part" && rm "$OUT/gpu_ckpt.tgz"
 ls -la "$OUT"
