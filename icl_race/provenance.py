@@ -38,3 +38,8 @@ def device_description() -> str:
 
     devs = jax.devices()
     return f"{len(devs)} x {devs[0].platform}:{devs[0].device_kind}"
+
+
+def platform_of(device: object) -> str:
+    """The platform of a `device_description` ("1 x cpu:cpu" -> "cpu"); "" for anything else."""
+    return device.split(" x ", 1)[-1].split(":", 1)[0] if isinstance(device, str) and device else ""

@@ -44,16 +44,17 @@ nvidia-smi --query-gpu=name,utilization.gpu,memory.used --format=csv || true
 "$PY" - "$D" "$OUT" <<'PY'
 import sys, tarfile
 from pathlib import Path
+from icl_race.rundir import CHECKPOINTS, LOCK, checkpoint_steps, is_done
 root, out = Path(sys.argv[1]), Path(sys.argv[2])
 with tarfile.open(out / "gpu_results.tgz", "w:gz") as tar:
     for p in sorted(root.rglob("*")):
-        if p.is_file() and p.name != ".lock" and "checkpoints" not in p.relative_to(root).parts:
+        if p.is_file() and p.name != LOCK and CHECKPOINTS not in p.relative_to(root).parts:
             tar.add(p, arcname=str(p))
 with tarfile.open(out / "gpu_ckpt.tgz", "w:gz") as tar:
-    for ckpt in sorted(root.glob("*/cells/*/checkpoints")):
-        steps = [p for p in ckpt.iterdir() if p.name.isdigit()]
-        if steps and not (ckpt.parent / "results.npz").exists():
-            tar.add(max(steps, key=lambda p: int(p.name)), arcname=str(max(steps, key=lambda p: int(p.name))))
+    for cell in sorted(root.glob("*/cells/*")):
+        if checkpoint_steps(cell) and not is_done(cell):
+            newest = cell / CHECKPOINTS / str(checkpoint_steps(cell)[-1])
+            tar.add(newest, arcname=str(newest))
 PY
 split -b 15m -d "$OUT/gpu_ckpt.tgz" "$OUT/gpu_ckpt.tgz.part" && rm "$OUT/gpu_ckpt.tgz"
 ls -la "$OUT"

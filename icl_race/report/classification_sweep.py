@@ -122,8 +122,7 @@ def compute(sweep: rundir.SweepDir, draws: Draws) -> SweepReport:
         common &= set(paper_differences(s.config))
     finite = _groups(conds, stats, varying, ("standard", "balanced"), {"task.K", "task.N"})
     kinf = _groups(conds, stats, varying, ("infinite",), {"task.K", "task.N"})
-    sizes = [s.n_seeds for s in samples]
-    thresholds = [threshold(g, idx, samples, stats, draws, lambda j: best_observed(j, conds, sizes)) for g, idx in finite]
+    thresholds = [threshold(g, idx, samples, stats, draws, lambda j: best_observed(j, conds, samples)) for g, idx in finite]
     scalings = [_scaling(g, idx, samples, stats, draws) for g, idx in kinf]
     bal = [balanced(g, idx, conds, samples, stats, draws)
            for g, idx in _groups(conds, stats, varying, ("standard", "balanced"), {"task.K", "task.N", "task.variant"})]

@@ -21,6 +21,7 @@ from icl_race.analysis import outcome as oc
 from icl_race.analysis import regime as rg
 from icl_race.analysis.race import first_passage
 from icl_race.config import Config, ConfigError
+from icl_race.provenance import platform_of
 from icl_race.report.paper import IGNORED_FIELDS, flat
 
 REQUIRED = ("icl_acc", "iwl_acc")
@@ -72,7 +73,7 @@ class Sample:
                    final_icl_ref_acc=(oc.last_finite(np.asarray(ref, float)) if ref is not None and ref.ndim == 2
                                       and ref.shape[1] else None),
                    censor_at=run.censor_at("icl"), budget=run.budget, steps_run=run.steps_run,
-                   platform=platform(run.meta),
+                   platform=platform_of((run.meta or {}).get("device")),
                    recorded={k: np.asarray(run.curves[k]) for k in LOSS_CURVES + C_STATISTICS
                              if k in run.curves and run.curves[k].ndim == 2})
 
@@ -90,6 +91,11 @@ class Sample:
     def curves(self) -> dict[str, np.ndarray]:
         """The recorded loss and c-statistic curves of the kept seeds, in a fixed order."""
         return {k: v[self.kept] for k, v in self.recorded.items()}
+
+    @property
+    def seed_keys(self) -> list[tuple[int, int]]:
+        """Each seed's identity, (root seed, seed id): the same key in two cells is the same seed run twice."""
+        return list(zip(self.root_seeds.tolist(), self.seed_ids.tolist()))
 
     @property
     def reads_final_accuracy(self) -> bool:
@@ -145,12 +151,6 @@ class Sample:
         return condition(self.config, self.platform)
 
 
-def platform(meta: dict | None) -> str:
-    """The platform of meta.json's device ("1 x cpu:cpu" -> "cpu"); "" for a run written without one."""
-    device = (meta or {}).get("device", "")
-    return device.split(" x ", 1)[-1].split(":", 1)[0] if isinstance(device, str) else ""
-
-
 def condition(cfg: dict, platform: str = "") -> dict:
     """The fields that say what a cell measures (not its seeds or blocking): equal conditions pool.
 
@@ -170,8 +170,8 @@ def condition(cfg: dict, platform: str = "") -> dict:
 def _merge(a: Sample, b: Sample) -> Sample:
     # The same seed (root_seed, seed id) run twice, e.g. K = infinity cells that differ only in the unused
     # task.K, is one sample, not two: keep its first copy.
-    seen = set(zip(a.root_seeds.tolist(), a.seed_ids.tolist()))
-    new = np.array([(r, s) not in seen for r, s in zip(b.root_seeds.tolist(), b.seed_ids.tolist())], bool)
+    seen = set(a.seed_keys)
+    new = np.array([k not in seen for k in b.seed_keys], bool)
     both = {k: (None if getattr(a, k) is None or getattr(b, k) is None
                 else np.concatenate([getattr(a, k), getattr(b, k)[new]])) for k in PER_SEED}
     # A curve that only some of the cells recorded is dropped: it would not cover every seed.

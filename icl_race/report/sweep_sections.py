@@ -65,16 +65,21 @@ def group_label(fields: dict) -> str:
     return ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in sorted(fields.items())) or "all cells"
 
 
-def best_observed(j: int, conds: list[dict], n_seeds: list[int]) -> int:
+def observation_rank(s: Sample) -> tuple:
+    """Of two cells of the same physics, the better observed ranks higher: one that reads final accuracy at
+    the budget (no train.settle_iwl) before one that does not, then the one with more seeds."""
+    return s.reads_final_accuracy, s.n_seeds
+
+
+def best_observed(j: int, conds: list[dict], samples: list[Sample]) -> int:
     """Of the cells that differ from cell j only in how they are observed or retire seeds (OBSERVATION_FIELDS,
-    RETIREMENT_FIELDS), the one with the most seeds among those that read final accuracy at the budget (no
-    train.settle_iwl) if any do; j on ties."""
+    RETIREMENT_FIELDS), the best observed (`observation_rank`); j on ties."""
     def physics(i):
         return {k: v for k, v in conds[i].items() if k not in OBSERVATION_FIELDS | RETIREMENT_FIELDS}
 
     target = physics(j)
     return max((i for i in range(len(conds)) if physics(i) == target),
-               key=lambda i: (not conds[i].get("train.settle_iwl"), n_seeds[i], i == j))
+               key=lambda i: (*observation_rank(samples[i]), i == j))
 
 
 def logrank_of(a: Sample, b: Sample) -> dict:
@@ -100,7 +105,7 @@ def threshold(gfields: dict, idx: list[int], samples: list[Sample], stats: list[
     grid = np.full((len(Ns), len(Ks)), np.nan)
     for N in Ns:
         by_K: dict[int, list[int]] = {}
-        for i in sorted(idx, key=lambda i: (not samples[i].reads_final_accuracy, -samples[i].n_seeds, i)):
+        for i in sorted(idx, key=lambda i: observation_rank(samples[i]), reverse=True):  # stable: ties in order
             if samples[i].N == N:
                 by_K.setdefault(samples[i].K, []).append(i)
         sub = [by_K[K] for K in sorted(by_K)]
@@ -137,7 +142,7 @@ def _each_seed_once(cells: list[int], samples: list[Sample]) -> tuple[np.ndarray
     acquired, final = [], []
     for i in cells:
         s = samples[i]
-        ids = list(zip(s.root_seeds[s.kept].tolist(), s.seed_ids[s.kept].tolist()))
+        ids = [k for k, kept in zip(s.seed_keys, s.kept) if kept]
         new = np.array([k not in seen for k in ids], bool)
         seen.update(ids)
         acquired.append((s.t >= 0)[new])
