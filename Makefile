@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench
+.PHONY: demo test bench lint
 
 $(BIN)/icl-race: pyproject.toml
 	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v >= (3, 12) else f"icl-race needs Python >= 3.12, $(PYTHON) is {v.major}.{v.minor}: run make PYTHON=python3.12 ...")'
@@ -25,6 +25,11 @@ demo: $(BIN)/icl-race
 # The 20 slowest tests are listed at the end, to keep the suite within its ~10 minutes.
 test: $(BIN)/icl-race
 	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=20 tests
+
+# The formatter and the linter (ruff, configured in pyproject.toml), clean on the whole tree; CI runs it first.
+lint: $(BIN)/icl-race
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
 
 bench: $(BIN)/icl-race
 	$(BIN)/icl-race bench

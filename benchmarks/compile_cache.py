@@ -1,4 +1,4 @@
-"""The persistent compilation cache's effect (icl_race/compile_cache.py), in fresh processes, side by side.
+"""The persistent compilation cache's effect (icl_race/run/compile_cache.py), in fresh processes, side by side.
 
     .venv/bin/python benchmarks/compile_cache.py [--demo-steps 500] [--out FILE]
 
@@ -40,15 +40,20 @@ def _metas(out: Path) -> list[dict]:
 
 def _one(cmd: list[str], out: Path, cache: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"} | {
-        "ICL_RACE_COMPILE_CACHE": cache, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+        "ICL_RACE_COMPILE_CACHE": cache,
+        "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+    }
     tic = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - tic
     metas = _metas(out)
-    return {"compile_s": round(sum(m["compile_seconds"] for m in metas), 2),
-            "compiles": sum(m["compiles"] for m in metas),
-            "cache_hits": sum(m.get("compile_cache_hits", 0) for m in metas),
-            "run_s": round(sum(m["run_seconds"] for m in metas), 2), "wall_s": round(wall, 2)}
+    return {
+        "compile_s": round(sum(m["compile_seconds"] for m in metas), 2),
+        "compiles": sum(m["compiles"] for m in metas),
+        "cache_hits": sum(m.get("compile_cache_hits", 0) for m in metas),
+        "run_s": round(sum(m["run_seconds"] for m in metas), 2),
+        "wall_s": round(wall, 2),
+    }
 
 
 def main() -> int:
@@ -64,19 +69,33 @@ def main() -> int:
         spec.write_text(SWEEP.format(demo=demo))
         workloads = {
             "demo": lambda out: [*ICL_RACE, "demo", "--out", str(out), "--set", f"train.steps={args.demo_steps}"],
-            "submitit-local sweep, 2 cells": lambda out: [*ICL_RACE, "sweep", str(spec), "--out", str(out),
-                                                          "--executor", "submitit-local", "--quiet"],
+            "submitit-local sweep, 2 cells": lambda out: [
+                *ICL_RACE,
+                "sweep",
+                str(spec),
+                "--out",
+                str(out),
+                "--executor",
+                "submitit-local",
+                "--quiet",
+            ],
         }
         for name, cmd in workloads.items():
-            for i, (mode, cache) in enumerate([("off", "off"), ("off, again", "off"),
-                                               ("cold", str(tmp / f"cache-{name[:4]}")),
-                                               ("warm", str(tmp / f"cache-{name[:4]}"))]):
+            for i, (mode, cache) in enumerate(
+                [
+                    ("off", "off"),
+                    ("off, again", "off"),
+                    ("cold", str(tmp / f"cache-{name[:4]}")),
+                    ("warm", str(tmp / f"cache-{name[:4]}")),
+                ]
+            ):
                 out = tmp / f"{name[:4]}-{i}"
                 row = {"workload": name, "cache": mode, **_one(cmd(out), out, cache)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                                    "rows": rows}, indent=2) + "\n")
+    args.out.write_text(
+        json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rows": rows}, indent=2) + "\n"
+    )
     return 0
 
 

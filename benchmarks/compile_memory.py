@@ -39,17 +39,29 @@ def main(argv=None) -> dict:
     import jax
 
     from icl_race import config
-    from icl_race.runner import execute
+    from icl_race.run.runner import execute
 
     jax.config.update("jax_enable_compilation_cache", False)  # measure compilation, not the disk cache
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.cells):
             # Distinct widths make each cell a distinct program (a new compilation of init, chunk, probe).
-            cfg = config.from_dict({"task": {"K": 64, "N": 4, "D": 8}, "model": {"width": 4 + i},
-                                    "train": {"lr": 0.1, "batch_size": 8, "steps": 20, "eval_every": 10,
-                                              "eval_size": 16, "eval_batch": 16, "checkpoint_every": 0},
-                                    "ensemble": {"seeds": 1, "block": 1}})
+            cfg = config.from_dict(
+                {
+                    "task": {"K": 64, "N": 4, "D": 8},
+                    "model": {"width": 4 + i},
+                    "train": {
+                        "lr": 0.1,
+                        "batch_size": 8,
+                        "steps": 20,
+                        "eval_every": 10,
+                        "eval_size": 16,
+                        "eval_batch": 16,
+                        "checkpoint_every": 0,
+                    },
+                    "ensemble": {"seeds": 1, "block": 1},
+                }
+            )
             tic = time.perf_counter()
             execute(cfg, Path(tmp) / str(i), progress=False, log=lambda m: None)
             if args.clear == "on":
@@ -59,13 +71,21 @@ def main(argv=None) -> dict:
                 print(f"cell {i:3d}  {rows[-1]['seconds']:5.2f} s  rss {rows[-1]['rss_mb']:7.1f} MB", flush=True)
     # Growth per cell from a least-squares line over the second half (the first cells carry imports
     # and allocator warm-up).
-    half = rows[len(rows) // 2:]
+    half = rows[len(rows) // 2 :]
     slope = float(np.polyfit([r["cell"] for r in half], [r["rss_mb"] for r in half], 1)[0]) if len(half) > 1 else 0.0
-    out = {"clear": args.clear, "cells": args.cells, "rss_first_mb": rows[0]["rss_mb"],
-           "rss_last_mb": rows[-1]["rss_mb"], "growth_mb_per_cell": slope}
-    print(json.dumps(out) if args.json else
-          f"clear_caches {args.clear}: rss {out['rss_first_mb']:.0f} -> {out['rss_last_mb']:.0f} MB, "
-          f"{slope:.1f} MB per cell over the second half")
+    out = {
+        "clear": args.clear,
+        "cells": args.cells,
+        "rss_first_mb": rows[0]["rss_mb"],
+        "rss_last_mb": rows[-1]["rss_mb"],
+        "growth_mb_per_cell": slope,
+    }
+    print(
+        json.dumps(out)
+        if args.json
+        else f"clear_caches {args.clear}: rss {out['rss_first_mb']:.0f} -> {out['rss_last_mb']:.0f} MB, "
+        f"{slope:.1f} MB per cell over the second half"
+    )
     return out
 
 

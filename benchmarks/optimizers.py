@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/optimizers.py [--rounds 3] [--steps 5] [--out FILE]
 
-For each shape, every optimizer is measured once per round (icl_race.bench.measure: AOT compile timed
+For each shape, every optimizer is measured once per round (icl_race.run.bench.measure: AOT compile timed
 apart, one warm-up call, best of 3 timed calls); rounds interleave the optimizers so that a change in
 the machine's load hits them alike, and the best round counts (compile seconds: the first round's).
 Memory is XLA's own account of the
@@ -20,8 +20,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from icl_race import config  # noqa: E402
-from icl_race.bench import measure  # noqa: E402
-from icl_race.provenance import device_description, versions  # noqa: E402
+from icl_race.run.bench import measure  # noqa: E402
+from icl_race.rundir.provenance import device_description, versions  # noqa: E402
 
 OPTIMIZERS = config.OPTIMIZERS
 # (name, task/model overrides, seeds, block): the paper's step one seed at a time (the fast CPU layout),
@@ -49,20 +49,36 @@ def main() -> int:
                 if key not in rows or row["seed_steps_per_s"] > rows[key]["seed_steps_per_s"]:
                     # jax keeps the executable: only the first round's compile is a compilation.
                     rows[key] = {**row, "compile_s": rows[key]["compile_s"] if key in rows else row["compile_s"]}
-                print(f"round {r}: {shape} S={seeds} block={block} {opt}: {row['seed_steps_per_s']:,.0f} seed-steps/s",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"round {r}: {shape} S={seeds} block={block} {opt}: {row['seed_steps_per_s']:,.0f} seed-steps/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
     print(f"device {device_description()}")
-    print(f"| shape | S | block | optimizer | compile s | ms/step | seed-steps/s | vs sgd | MB/seed |")
+    print("| shape | S | block | optimizer | compile s | ms/step | seed-steps/s | vs sgd | MB/seed |")
     print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
     for (shape, seeds, block, opt), row in rows.items():
         sgd = rows[(shape, seeds, block, "sgd")]["seed_steps_per_s"]
         mb = "-" if row["bytes_per_seed"] is None else f"{row['bytes_per_seed'] / 2**20:.2f}"
-        print(f"| {shape} | {seeds} | {block} | {opt} | {row['compile_s']:.2f} | {row['step_ms']:.2f} | "
-              f"{row['seed_steps_per_s']:,.0f} | {row['seed_steps_per_s'] / sgd:.2f} | {mb} |")
-    Path(args.out).write_text(json.dumps(
-        {"device": device_description(), "versions": versions(), "steps_per_call": args.steps, "rounds": args.rounds,
-         "rows": [{"shape": s, "seeds": n, "block": b, "optimizer": o, **row} for (s, n, b, o), row in rows.items()]},
-        indent=2) + "\n")
+        print(
+            f"| {shape} | {seeds} | {block} | {opt} | {row['compile_s']:.2f} | {row['step_ms']:.2f} | "
+            f"{row['seed_steps_per_s']:,.0f} | {row['seed_steps_per_s'] / sgd:.2f} | {mb} |"
+        )
+    Path(args.out).write_text(
+        json.dumps(
+            {
+                "device": device_description(),
+                "versions": versions(),
+                "steps_per_call": args.steps,
+                "rounds": args.rounds,
+                "rows": [
+                    {"shape": s, "seeds": n, "block": b, "optimizer": o, **row} for (s, n, b, o), row in rows.items()
+                ],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return 0
 
 

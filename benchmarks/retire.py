@@ -40,44 +40,99 @@ import jax  # noqa: E402
 
 from icl_race import config, rundir  # noqa: E402
 from icl_race.engine.ensemble import chunk_plan  # noqa: E402
-from icl_race.provenance import device_description  # noqa: E402
-from icl_race.runner import execute  # noqa: E402
+from icl_race.run.runner import execute  # noqa: E402
+from icl_race.rundir.provenance import device_description  # noqa: E402
 
 EXP = HERE.parent / "experiments"
-FREEZE = ["train.early_stop=\"freeze\""]
+FREEZE = ['train.early_stop="freeze"']
 # name: (config file, overrides)
 CASES = {
     "demo-freeze": (EXP / "demo.toml", FREEZE),
     "demo-freeze-block4": (EXP / "demo.toml", [*FREEZE, "ensemble.block=4"]),
     # kstar_N32.toml's cells at block 4: above K* (every seed acquires, the run stops at the last t_ICL)
     # and at the cell nearest K* (some seeds never acquire, so the run goes to its budget)
-    **{f"kstar_N32-K{K}-block4": (EXP / "regime" / "base.toml",
-                                  ["task.N=32", f"task.K={K}", "train.steps=10000", "train.eval_every=50",
-                                   "train.eval_batch=32", "ensemble.block=4"]) for K in (4525, 2263)},
+    **{
+        f"kstar_N32-K{K}-block4": (
+            EXP / "regime" / "base.toml",
+            [
+                "task.N=32",
+                f"task.K={K}",
+                "train.steps=10000",
+                "train.eval_every=50",
+                "train.eval_batch=32",
+                "ensemble.block=4",
+            ],
+        )
+        for K in (4525, 2263)
+    },
     # the same two cells at block 1, this CPU's fastest layout (every seed retires on its own), with the
     # paper's early stop at 0.99 and with the freeze at acquisition (stop_threshold = icl_threshold: a seed
     # leaves at t_ICL, so its curves after that are not computed: what a K*-only grid needs)
-    **{f"kstar_N32-K{K}-block1{tag}": (EXP / "regime" / "base.toml",
-                                       ["task.N=32", f"task.K={K}", "train.steps=10000", "train.eval_every=50",
-                                        "train.eval_batch=32", "ensemble.block=1", *extra])
-       for K in (4525, 2263) for tag, extra in (("", []), ("-freeze95", ["train.stop_threshold=0.95"]))},
+    **{
+        f"kstar_N32-K{K}-block1{tag}": (
+            EXP / "regime" / "base.toml",
+            [
+                "task.N=32",
+                f"task.K={K}",
+                "train.steps=10000",
+                "train.eval_every=50",
+                "train.eval_batch=32",
+                "ensemble.block=1",
+                *extra,
+            ],
+        )
+        for K in (4525, 2263)
+        for tag, extra in (("", []), ("-freeze95", ["train.stop_threshold=0.95"]))
+    },
     # the rest of kstar_N32.toml's grid at block 1, frozen at acquisition (the K*-grid setting)
-    **{f"kstar_N32-K{K}-block1-freeze95": (EXP / "regime" / "base.toml",
-                                           ["task.N=32", f"task.K={K}", "task.K_max=6400", "train.steps=10000",
-                                            "train.eval_every=50", "train.eval_batch=32", "ensemble.block=1",
-                                            "train.stop_threshold=0.95"])
-       for K in (566, 800, 1131, 1600, 3200, 6400)},
+    **{
+        f"kstar_N32-K{K}-block1-freeze95": (
+            EXP / "regime" / "base.toml",
+            [
+                "task.N=32",
+                f"task.K={K}",
+                "task.K_max=6400",
+                "train.steps=10000",
+                "train.eval_every=50",
+                "train.eval_batch=32",
+                "ensemble.block=1",
+                "train.stop_threshold=0.95",
+            ],
+        )
+        for K in (566, 800, 1131, 1600, 3200, 6400)
+    },
     # the whole grid frozen at acquisition and settled by IWL (train.settle_iwl = 0.9): a seed below K* leaves
     # once it has memorized, the bet being that it would not acquire ICL later (experiments/regime/README.md)
-    **{f"kstar_N32-K{K}-block1-settle90": (EXP / "regime" / "base.toml",
-                                           ["task.N=32", f"task.K={K}", "task.K_max=6400", "train.steps=10000",
-                                            "train.eval_every=50", "train.eval_batch=32", "ensemble.block=1",
-                                            "train.stop_threshold=0.95", "train.settle_iwl=0.9"])
-       for K in (566, 800, 1131, 1600, 2263, 3200, 4525, 6400)},
+    **{
+        f"kstar_N32-K{K}-block1-settle90": (
+            EXP / "regime" / "base.toml",
+            [
+                "task.N=32",
+                f"task.K={K}",
+                "task.K_max=6400",
+                "train.steps=10000",
+                "train.eval_every=50",
+                "train.eval_batch=32",
+                "ensemble.block=1",
+                "train.stop_threshold=0.95",
+                "train.settle_iwl=0.9",
+            ],
+        )
+        for K in (566, 800, 1131, 1600, 2263, 3200, 4525, 6400)
+    },
     # kinf.toml's N = 64 cell (K = infinity, 24,000 steps, the paper's 0.99 stop) at block 1
-    "kinf_N64-block1": (EXP / "regime" / "base.toml", ['task.variant="infinite"', "task.infinite_bank=262144",
-                                                       "task.N=64", "train.steps=24000", "train.eval_every=80",
-                                                       "train.eval_batch=32", "ensemble.block=1"]),
+    "kinf_N64-block1": (
+        EXP / "regime" / "base.toml",
+        [
+            'task.variant="infinite"',
+            "task.infinite_bank=262144",
+            "task.N=64",
+            "train.steps=24000",
+            "train.eval_every=80",
+            "train.eval_batch=32",
+            "ensemble.block=1",
+        ],
+    ),
     # nothing retires (early stop off): the one-block programs looped on the host against lax.map
     "demo-block4-no-freeze-1000": (EXP / "demo.toml", ["ensemble.block=4", "train.steps=1000"]),
 }
@@ -128,16 +183,27 @@ def measure(name: str, root: Path) -> dict:
         meta = runs[retire].meta
         row[f"wall_s_{'on' if retire else 'off'}"] = round(wall, 1)
         row[f"compile_s_{'on' if retire else 'off'}"] = meta["compile_seconds"]
-        print(f"{name}: retire={retire} {wall:.1f} s ({meta['compile_seconds']:.1f} s compiling)", file=sys.stderr,
-              flush=True)
+        print(
+            f"{name}: retire={retire} {wall:.1f} s ({meta['compile_seconds']:.1f} s compiling)",
+            file=sys.stderr,
+            flush=True,
+        )
     same_results(runs[False], runs[True])
     seeds, blocks = predicted(runs[True], cfg)
     run = runs[True]
-    return {**row, "seeds": len(run.seed_ids), "block": cfg.ensemble.block, "steps_run": run.steps_run,
-            "retired": int(np.sum(run.retired_at >= 0)), "predicted_t_icl": round(predicted_t_icl(run), 2),
-            "predicted_seeds": round(seeds, 2), "predicted_blocks": round(blocks, 2),
-            "gain": round(row["wall_s_off"] / row["wall_s_on"], 2),
-            "gain_cpu": round(row["cpu_s_off"] / row["cpu_s_on"], 2), "identical": True}
+    return {
+        **row,
+        "seeds": len(run.seed_ids),
+        "block": cfg.ensemble.block,
+        "steps_run": run.steps_run,
+        "retired": int(np.sum(run.retired_at >= 0)),
+        "predicted_t_icl": round(predicted_t_icl(run), 2),
+        "predicted_seeds": round(seeds, 2),
+        "predicted_blocks": round(blocks, 2),
+        "gain": round(row["wall_s_off"] / row["wall_s_on"], 2),
+        "gain_cpu": round(row["cpu_s_off"] / row["cpu_s_on"], 2),
+        "identical": True,
+    }
 
 
 def main() -> int:
@@ -149,15 +215,19 @@ def main() -> int:
         args.case = args.case or list(CASES)
         rows = [measure(name, Path(tmp)) for name in args.case]
     print(f"device {device_description()}")
-    print("| case | S | block | steps run | retired | predicted (t_ICL) | predicted (seeds) | predicted (blocks) | "
-          "wall off s | wall on s | gain | CPU off / on s | gain (CPU) | compile off / on s |")
+    print(
+        "| case | S | block | steps run | retired | predicted (t_ICL) | predicted (seeds) | predicted (blocks) | "
+        "wall off s | wall on s | gain | CPU off / on s | gain (CPU) | compile off / on s |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['case']} | {r['seeds']} | {r['block']} | {r['steps_run']:,} | {r['retired']} | "
-              f"{r['predicted_t_icl']:.2f} | {r['predicted_seeds']:.2f} | {r['predicted_blocks']:.2f} | "
-              f"{r['wall_s_off']:.1f} | {r['wall_s_on']:.1f} | {r['gain']:.2f} | "
-              f"{r['cpu_s_off']:.1f} / {r['cpu_s_on']:.1f} | {r['gain_cpu']:.2f} | "
-              f"{r['compile_s_off']:.1f} / {r['compile_s_on']:.1f} |")
+        print(
+            f"| {r['case']} | {r['seeds']} | {r['block']} | {r['steps_run']:,} | {r['retired']} | "
+            f"{r['predicted_t_icl']:.2f} | {r['predicted_seeds']:.2f} | {r['predicted_blocks']:.2f} | "
+            f"{r['wall_s_off']:.1f} | {r['wall_s_on']:.1f} | {r['gain']:.2f} | "
+            f"{r['cpu_s_off']:.1f} / {r['cpu_s_on']:.1f} | {r['gain_cpu']:.2f} | "
+            f"{r['compile_s_off']:.1f} / {r['compile_s_on']:.1f} |"
+        )
     out = Path(args.out)  # rows of other cases measured before are kept
     kept = [r for r in (json.loads(out.read_text())["rows"] if out.exists() else []) if r["case"] not in args.case]
     out.write_text(json.dumps({"device": device_description(), "rows": kept + rows}, indent=1) + "\n")

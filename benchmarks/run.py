@@ -43,8 +43,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from icl_race import config  # noqa: E402
-from icl_race.bench import measure_program  # noqa: E402
 from icl_race.engine.ensemble import seed_keys  # noqa: E402
+from icl_race.run.bench import measure_program  # noqa: E402
 from icl_race.systems.classification import ClassificationRace  # noqa: E402
 
 TORCH_PY = "/root/.pyenv/versions/3.11.7/bin/python"
@@ -65,6 +65,7 @@ def best_time(fn, repeats):
 
 # ---- machine -------------------------------------------------------------------------------------------
 
+
 def machine(quick):
     n = 2048
     a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
@@ -75,8 +76,11 @@ def machine(quick):
     an, bn = np.asarray(a), np.asarray(b)
     an @ bn
     t_np = best_time(lambda: an @ bn, 5)  # block_until_ready passes a numpy array through
-    out = {"sgemm_n": n, "sgemm_gflops_jax": round(2 * n**3 / t_jax / 1e9, 1),
-           "sgemm_gflops_numpy": round(2 * n**3 / t_np / 1e9, 1)}
+    out = {
+        "sgemm_n": n,
+        "sgemm_gflops_jax": round(2 * n**3 / t_jax / 1e9, 1),
+        "sgemm_gflops_numpy": round(2 * n**3 / t_np / 1e9, 1),
+    }
     m = 1 << 22
     for impl in ("threefry2x32", "rbg"):
         k = jax.random.key(0, impl=impl)
@@ -91,6 +95,7 @@ def machine(quick):
 
 # ---- generic engine measurement ------------------------------------------------------------------------
 
+
 def measure_ensemble(program, consts, seeds, steps, repeats, block=None):
     row = measure_program(program, consts, seeds, steps, repeats, block=block)
     return {**row, "steps_per_call": steps, "s_per_seed_step": 1 / row["seed_steps_per_s"]}
@@ -101,16 +106,18 @@ def ensemble_rows(name, program, consts, sizes, steps_for, flops, gemm, args, bl
     per seed-step, its fraction of the measured sgemm rate (and of --peak-tflops when given)."""
     rows = []
     for S in sizes:
-        for block in (layouts(S, args) if block1 else [None]):
+        for block in layouts(S, args) if block1 else [None]:
             r = measure_ensemble(program, consts, S, steps_for(S), args.repeats, block)
             r["gflops_achieved"] = round(r["seed_steps_per_s"] * flops / 1e9, 1)
             r["frac_of_sgemm"] = round(r["gflops_achieved"] / gemm, 3)
             if args.peak_tflops:
                 r["frac_of_peak"] = round(r["gflops_achieved"] / (1e3 * args.peak_tflops), 4)
             rows.append(r)
-            log(f"{name} S={S} block {r['block']}: {r['seed_steps_per_s']} seed-steps/s, "
+            log(
+                f"{name} S={S} block {r['block']}: {r['seed_steps_per_s']} seed-steps/s, "
                 f"{r['gflops_achieved']} GFLOP/s, compile {r['compile_s']} s, "
-                f"{r['bytes_per_seed'] / 2**20 if r['bytes_per_seed'] else 0:.1f} MB/seed")
+                f"{r['bytes_per_seed'] / 2**20 if r['bytes_per_seed'] else 0:.1f} MB/seed"
+            )
     return rows
 
 
@@ -152,11 +159,16 @@ def measure_loop(program, consts, seeds, steps):
             states[s], loss = step(states[s], consts, jax.random.fold_in(train[s], t))
     jax.block_until_ready(states)
     wall = time.perf_counter() - tic
-    return {"seeds": seeds, "steps": steps, "first_call_s": round(compile_s, 2),
-            "seed_steps_per_s": round(seeds * steps / wall, 2)}
+    return {
+        "seeds": seeds,
+        "steps": steps,
+        "first_call_s": round(compile_s, 2),
+        "seed_steps_per_s": round(seeds * steps / wall, 2),
+    }
 
 
 # ---- classification --------------------------------------------------------------------------------
+
 
 def cls_program(K, N=100):
     cfg = config.from_dict({"task": {"K": K, "N": N}})
@@ -185,6 +197,7 @@ def cls_profile(program, consts, steps, repeats):
         def body(acc, t):
             x, y = program.train_batch(state, consts, jax.random.fold_in(key, t), program.batch_size)
             return acc + jnp.sum(x) + jnp.sum(y), None  # use all of x, or XLA computes one element
+
         return jax.lax.scan(body, jnp.float32(0), jnp.arange(steps))[0]
 
     x, y = program.train_batch(state, consts, key, program.batch_size)
@@ -194,6 +207,7 @@ def cls_profile(program, consts, steps, repeats):
         def body(st, t):
             loss, g = jax.value_and_grad(program.loss)(st["params"], x, y)
             return {**st, "params": jax.tree.map(lambda p, gi: p - consts["lr"] * gi, st["params"], g)}, loss
+
         return jax.lax.scan(body, state, jnp.arange(steps))[1]
 
     jax.block_until_ready(sample_only(state, consts, key))
@@ -240,8 +254,14 @@ def op_profile(program, consts, steps=20, calls=5, top=12):
             body = re.search(rf"^{re.escape(called.group(1))} .*?^}}", hlo, re.M | re.S)
             root = re.search(r"ROOT .*", body.group(0)) if body else None
             origin = re.search(r'op_name="([^"]+)"', root.group(0)) if root else None
-        ops.append({"op": name, "us_per_step": round(t / (calls * steps), 1), "shape": m.group(1),
-                    "from": origin.group(1).split("eval_jaxpr/")[-1] if origin else ""})
+        ops.append(
+            {
+                "op": name,
+                "us_per_step": round(t / (calls * steps), 1),
+                "shape": m.group(1),
+                "from": origin.group(1).split("eval_jaxpr/")[-1] if origin else "",
+            }
+        )
     total = sum(o["us_per_step"] for o in ops)
     return {"us_per_step_in_ops": round(total, 1), "top": ops[:top]}
 
@@ -253,9 +273,16 @@ def bench_cls(args, sizes, gemm):
         program, consts = cls_program(K)
         fl_an, fl_full = cls_analytic_flops()
         fl_xla = xla_flops_per_step(program, consts)
-        res = {"K": K, "N": 100, "batch": 128, "flops_per_seed_step_analytic": fl_an,
-               "flops_per_seed_step_full_attention_analytic": fl_full, "flops_per_seed_step_xla": fl_xla,
-               "loop": None, "profile": None}
+        res = {
+            "K": K,
+            "N": 100,
+            "batch": 128,
+            "flops_per_seed_step_analytic": fl_an,
+            "flops_per_seed_step_full_attention_analytic": fl_full,
+            "flops_per_seed_step_xla": fl_xla,
+            "loop": None,
+            "profile": None,
+        }
         res["ensemble"] = ensemble_rows(f"cls K={K}", program, consts, sizes, steps_for, fl_an, gemm, args)
         res["loop"] = measure_loop(program, consts, 8, 3 if args.quick else 6)
         log(f"cls K={K} loop: {res['loop']}")
@@ -264,17 +291,35 @@ def bench_cls(args, sizes, gemm):
             res["profile"]["ops"] = op_profile(program, consts)
         if K == 10_000 and not args.quick:
             res["profile"]["chunk_length"] = [
-                {"steps_per_call": n, "seed_steps_per_s": measure_ensemble(program, consts, 1, n, args.repeats)["seed_steps_per_s"]}
-                for n in (1, 10, 50)]
+                {
+                    "steps_per_call": n,
+                    "seed_steps_per_s": measure_ensemble(program, consts, 1, n, args.repeats)["seed_steps_per_s"],
+                }
+                for n in (1, 10, 50)
+            ]
         log(f"cls K={K} profile: {res['profile']}")
         rows.append(res)
     # K = infinity (fig6b): every step draws 128 x 100 x 63 fresh Gaussians, bounded by the RNG rate.
     program, consts = ClassificationRace.from_config(config.from_dict({"task": {"variant": "infinite"}}))
-    res = {"K": "inf", "N": 100, "batch": 128, "flops_per_seed_step_analytic": cls_analytic_flops()[0],
-           "flops_per_seed_step_xla": xla_flops_per_step(program, consts),
-           "normals_per_seed_step": 128 * 100 * 63}
-    res["ensemble"] = ensemble_rows("cls K=inf", program, consts, sizes[:2], steps_for,
-                                    res["flops_per_seed_step_analytic"], gemm, args, block1=False)
+    res = {
+        "K": "inf",
+        "N": 100,
+        "batch": 128,
+        "flops_per_seed_step_analytic": cls_analytic_flops()[0],
+        "flops_per_seed_step_xla": xla_flops_per_step(program, consts),
+        "normals_per_seed_step": 128 * 100 * 63,
+    }
+    res["ensemble"] = ensemble_rows(
+        "cls K=inf",
+        program,
+        consts,
+        sizes[:2],
+        steps_for,
+        res["flops_per_seed_step_analytic"],
+        gemm,
+        args,
+        block1=False,
+    )
     res["profile"] = cls_profile(program, consts, 10, args.repeats)
     log(f"cls K=inf profile: {res['profile']}")
     rows.append(res)
@@ -283,25 +328,39 @@ def bench_cls(args, sizes, gemm):
 
 # ---- the regime protocol's shapes ---------------------------------------------------------------------------
 
+
 def regime_program(N, W, K):
     """K: an int, "inf" (fresh Gaussian items) or "bank" (K = infinity from a 2^18 item bank)."""
-    task = {"N": N} | ({"K": K} if isinstance(K, int) else
-                       {"variant": "infinite", "infinite_bank": 2**18 if K == "bank" else 0})
+    task = {"N": N} | (
+        {"K": K} if isinstance(K, int) else {"variant": "infinite", "infinite_bank": 2**18 if K == "bank" else 0}
+    )
     return ClassificationRace.from_config(config.from_dict({"task": task, "model": {"width": W}, "train": {"lr": 0.1}}))
 
 
 def bench_regime(args, gemm):
     S, steps = 64, max(args.steps, 10)
     rows = []
-    for N, W, K, blocks in [(32, 64, 3600, (1, 8, 16, 64)), (32, 128, 3600, (1, 16)), (64, 64, 3600, (1, 8, 16)),
-                            (128, 64, 3600, (1, 8, 16)), (32, 64, "inf", (16,)), (32, 64, "bank", (16,)),
-                            (128, 64, "inf", (16,)), (128, 64, "bank", (16,))]:
+    for N, W, K, blocks in [
+        (32, 64, 3600, (1, 8, 16, 64)),
+        (32, 128, 3600, (1, 16)),
+        (64, 64, 3600, (1, 8, 16)),
+        (128, 64, 3600, (1, 8, 16)),
+        (32, 64, "inf", (16,)),
+        (32, 64, "bank", (16,)),
+        (128, 64, "inf", (16,)),
+        (128, 64, "bank", (16,)),
+    ]:
         program, consts = regime_program(N, W, K)
         fl = cls_analytic_flops(N=N, W=W)[0]
         for block in blocks:
             r = measure_ensemble(program, consts, S, steps, args.repeats, block)
-            r |= {"N": N, "width": W, "K": K, "gflops_achieved": round(r["seed_steps_per_s"] * fl / 1e9, 1),
-                  "frac_of_sgemm": round(r["seed_steps_per_s"] * fl / 1e9 / gemm, 3)}
+            r |= {
+                "N": N,
+                "width": W,
+                "K": K,
+                "gflops_achieved": round(r["seed_steps_per_s"] * fl / 1e9, 1),
+                "frac_of_sgemm": round(r["seed_steps_per_s"] * fl / 1e9 / gemm, 3),
+            }
             log(f"regime N={N} W={W} K={K} block {block}: {r['seed_steps_per_s']} seed-steps/s")
             rows.append(r)
     profiles = {}
@@ -315,6 +374,7 @@ def bench_regime(args, gemm):
 
 
 # ---- MLP-only ------------------------------------------------------------------------------------------
+
 
 def mlp_analytic_flops(D: int = 63, W: int = 512, B: int = 128) -> float:
     """Forward 2 B (D W + W W + W); backward twice the forward for the matmuls (weight and input grads),
@@ -330,13 +390,26 @@ def bench_mlp(args, sizes, gemm):
 
     rows = []
     for K in (10_000, 100_000):
-        program, consts = build(config.from_dict({"task": {"kind": "memorization", "K": K},
-                                                  "model": {"kind": "mlp", "width": 512}}))
+        program, consts = build(
+            config.from_dict({"task": {"kind": "memorization", "K": K}, "model": {"kind": "mlp", "width": 512}})
+        )
         fl_an = mlp_analytic_flops()
-        res = {"K": K, "batch": 128, "flops_per_seed_step_analytic": fl_an,
-               "flops_per_seed_step_xla": xla_flops_per_step(program, consts)}
-        res["ensemble"] = ensemble_rows(f"mlp K={K}", program, consts, sizes,
-                                        lambda S: max(args.steps, 10) if S <= 8 else args.steps, fl_an, gemm, args)
+        res = {
+            "K": K,
+            "batch": 128,
+            "flops_per_seed_step_analytic": fl_an,
+            "flops_per_seed_step_xla": xla_flops_per_step(program, consts),
+        }
+        res["ensemble"] = ensemble_rows(
+            f"mlp K={K}",
+            program,
+            consts,
+            sizes,
+            lambda S: max(args.steps, 10) if S <= 8 else args.steps,
+            fl_an,
+            gemm,
+            args,
+        )
         res["loop"] = measure_loop(program, consts, 8, 10 if args.quick else 30)
         log(f"mlp K={K} loop: {res['loop']}")
         rows.append(res)
@@ -344,6 +417,7 @@ def bench_mlp(args, sizes, gemm):
 
 
 # ---- linear attention ------------------------------------------------------------------------------------
+
 
 def bench_la(args):
     from icl_race.systems.linear_attention import LinearAttentionRegression
@@ -356,17 +430,27 @@ def bench_la(args):
             program, consts = LinearAttentionRegression.build(model="attn_s", D=D, H=H, N=31, P=P, path="moments")
             S = 256
             r = measure_ensemble(program, consts, S, 200, args.repeats)
-            row["fast"] = {"seeds": S, "s_per_seed_step": r["s_per_seed_step"], "seed_steps_per_s": r["seed_steps_per_s"],
-                           "compile_s": r["compile_s"], "bytes_per_seed": r["bytes_per_seed"]}
+            row["fast"] = {
+                "seeds": S,
+                "s_per_seed_step": r["s_per_seed_step"],
+                "seed_steps_per_s": r["seed_steps_per_s"],
+                "compile_s": r["compile_s"],
+                "bytes_per_seed": r["bytes_per_seed"],
+            }
             r1 = measure_ensemble(program, consts, 1, 200, args.repeats)
             row["fast_single_seed"] = {"s_per_seed_step": r1["s_per_seed_step"], "compile_s": r1["compile_s"]}
             # Token path at 80000 x D = 8 needs a (P, H, 32, 32) float64 score tensor and its gradient
             # (~12 GB): too much beside other work on a 24 GB machine; measured where it fits.
             if P * H * 32 * 32 * 8 * 3 < 8e9:
-                program_t, consts_t = LinearAttentionRegression.build(model="attn_s", D=D, H=H, N=31, P=P, path="tokens")
+                program_t, consts_t = LinearAttentionRegression.build(
+                    model="attn_s", D=D, H=H, N=31, P=P, path="tokens"
+                )
                 rt = measure_ensemble(program_t, consts_t, 1, 1, 2 if P > 5000 else args.repeats)
-                row["tokens"] = {"s_per_seed_step": rt["s_per_seed_step"], "compile_s": rt["compile_s"],
-                                 "bytes_per_seed": rt["bytes_per_seed"]}
+                row["tokens"] = {
+                    "s_per_seed_step": rt["s_per_seed_step"],
+                    "compile_s": rt["compile_s"],
+                    "bytes_per_seed": rt["bytes_per_seed"],
+                }
             else:
                 row["tokens"] = None
             log(f"la {row}")
@@ -375,6 +459,7 @@ def bench_la(args):
 
 
 # ---- torch ---------------------------------------------------------------------------------------------
+
 
 def run_torch(args):
     venv = Path(args.torch_venv)
@@ -395,6 +480,7 @@ def run_torch(args):
 
 # ---- summary -------------------------------------------------------------------------------------------
 
+
 def summarise(res):
     lines = []
     gemm = res["machine"]["sgemm_gflops_jax"]
@@ -403,54 +489,74 @@ def summarise(res):
     ref_mlp = {r["K"]: r for r in tor.get("mlp", [])}
     ref_la = {(r["P"], r["D"]): r for r in tor.get("la", [])}
     lines.append(f"load (1/5/15 min) before: {res['load_before']}, after: {res['load_after']}")
-    lines.append(f"sgemm: jax {gemm} GFLOP/s, numpy {res['machine']['sgemm_gflops_numpy']} GFLOP/s; "
-                 f"normal draws: threefry {res['machine']['normal_M_per_s_threefry2x32']} M/s, "
-                 f"rbg {res['machine']['normal_M_per_s_rbg']} M/s")
+    lines.append(
+        f"sgemm: jax {gemm} GFLOP/s, numpy {res['machine']['sgemm_gflops_numpy']} GFLOP/s; "
+        f"normal draws: threefry {res['machine']['normal_M_per_s_threefry2x32']} M/s, "
+        f"rbg {res['machine']['normal_M_per_s_rbg']} M/s"
+    )
     for name, rows, ref in (("cls", res.get("cls", []), ref_cls), ("mlp", res.get("mlp", []), ref_mlp)):
         for r in rows:
             rr = ref.get(r["K"], {})
             e2e = rr.get("end_to_end_steps_per_s")
             loop = r["loop"]["seed_steps_per_s"] if r.get("loop") else float("nan")
-            lines.append(f"[{name}] K={r['K']}: FLOP/seed-step analytic {r['flops_per_seed_step_analytic'] / 1e9:.3f} G, "
-                         f"XLA {(r.get('flops_per_seed_step_xla') or 0) / 1e9:.3f} G; loop {loop} seed-steps/s; "
-                         f"torch re-creation e2e {e2e}, model-only {rr.get('model_only_steps_per_s')}")
-            lines.append(f"{'S':>5} {'block':>5} {'seed-steps/s':>13} {'x re-creation':>14} {'x loop':>7} {'GFLOP/s':>8} "
-                         f"{'of sgemm':>9} {'compile s':>10} {'MB/seed':>8}")
+            lines.append(
+                f"[{name}] K={r['K']}: FLOP/seed-step analytic {r['flops_per_seed_step_analytic'] / 1e9:.3f} G, "
+                f"XLA {(r.get('flops_per_seed_step_xla') or 0) / 1e9:.3f} G; loop {loop} seed-steps/s; "
+                f"torch re-creation e2e {e2e}, model-only {rr.get('model_only_steps_per_s')}"
+            )
+            lines.append(
+                f"{'S':>5} {'block':>5} {'seed-steps/s':>13} {'x re-creation':>14} {'x loop':>7} {'GFLOP/s':>8} "
+                f"{'of sgemm':>9} {'compile s':>10} {'MB/seed':>8}"
+            )
             for e in r["ensemble"]:
                 ratio = f"{e['seed_steps_per_s'] / e2e:.1f}" if e2e else "-"
                 mb = e["bytes_per_seed"] / 2**20 if e["bytes_per_seed"] else float("nan")
-                lines.append(f"{e['seeds']:>5} {e['block']:>5} {e['seed_steps_per_s']:>13.1f} {ratio:>14} "
-                             f"{e['seed_steps_per_s'] / loop:>7.2f} {e['gflops_achieved']:>8.1f} "
-                             f"{100 * e['frac_of_sgemm']:>8.0f}% {e['compile_s']:>10.2f} {mb:>8.2f}"
-                             + (f"  {100 * e['frac_of_peak']:.1f}% of peak" if "frac_of_peak" in e else ""))
+                lines.append(
+                    f"{e['seeds']:>5} {e['block']:>5} {e['seed_steps_per_s']:>13.1f} {ratio:>14} "
+                    f"{e['seed_steps_per_s'] / loop:>7.2f} {e['gflops_achieved']:>8.1f} "
+                    f"{100 * e['frac_of_sgemm']:>8.0f}% {e['compile_s']:>10.2f} {mb:>8.2f}"
+                    + (f"  {100 * e['frac_of_peak']:.1f}% of peak" if "frac_of_peak" in e else "")
+                )
             if r.get("profile"):
                 prof = {k: v for k, v in r["profile"].items() if k != "ops"}
                 lines.append(f"  profile: {prof}")
                 if "ops" in r["profile"]:
                     ops = r["profile"]["ops"]
                     lines.append(f"  XLA ops of one seed-step ({ops['us_per_step_in_ops']} us in ops):")
-                    lines += [f"    {o['us_per_step']:7.1f} us  {o['op']:<28} {o['shape']:<22} {o['from']}" for o in ops["top"]]
+                    lines += [
+                        f"    {o['us_per_step']:7.1f} us  {o['op']:<28} {o['shape']:<22} {o['from']}"
+                        for o in ops["top"]
+                    ]
     if res.get("regime"):
         lines.append("[regime] S = 64 seeds, batch 128, D = 63 (K: finite, inf = fresh items, bank = 2^18 item bank)")
-        lines.append(f"{'N':>4} {'width':>5} {'K':>5} {'block':>5} {'seed-steps/s':>13} {'GFLOP/s':>8} {'compile s':>10} {'MB/seed':>8}")
+        lines.append(
+            f"{'N':>4} {'width':>5} {'K':>5} {'block':>5} {'seed-steps/s':>13} {'GFLOP/s':>8} {'compile s':>10} {'MB/seed':>8}"
+        )
         for e in res["regime"]["rows"]:
             mb = e["bytes_per_seed"] / 2**20 if e["bytes_per_seed"] else float("nan")
-            lines.append(f"{e['N']:>4} {e['width']:>5} {e['K']!s:>5} {e['block']:>5} {e['seed_steps_per_s']:>13.1f} "
-                         f"{e['gflops_achieved']:>8.1f} {e['compile_s']:>10.2f} {mb:>8.2f}")
+            lines.append(
+                f"{e['N']:>4} {e['width']:>5} {e['K']!s:>5} {e['block']:>5} {e['seed_steps_per_s']:>13.1f} "
+                f"{e['gflops_achieved']:>8.1f} {e['compile_s']:>10.2f} {mb:>8.2f}"
+            )
         for K, prof in res["regime"]["profile_N32_W64"].items():
-            lines.append(f"  N=32 K={K}: {({k: v for k, v in prof.items() if k != 'ops'})}")
+            lines.append(f"  N=32 K={K}: { ({k: v for k, v in prof.items() if k != 'ops'}) }")
             if "ops" in prof:
-                lines += [f"    {o['us_per_step']:7.1f} us  {o['op']:<28} {o['shape']:<22} {o['from']}" for o in prof["ops"]["top"]]
+                lines += [
+                    f"    {o['us_per_step']:7.1f} us  {o['op']:<28} {o['shape']:<22} {o['from']}"
+                    for o in prof["ops"]["top"]
+                ]
     for r in res.get("la", []):
         ref = ref_la.get((r["P"], r["D"]), {})
         ref_s = ref.get("s_per_step")
         f = r["fast"]["s_per_seed_step"]
         t = r["tokens"]["s_per_seed_step"] if r["tokens"] else None
-        lines.append(f"[la] P={r['P']} D={r['D']} H={r['H']}: fast {f * 1e6:.2f} us/seed-step (S=256), "
-                     f"single seed {r['fast_single_seed']['s_per_seed_step'] * 1e6:.1f} us; "
-                     f"tokens {'-' if t is None else f'{t:.3f} s'}; re-created ref {ref_s} s; "
-                     f"fast/ref {'-' if not ref_s else f'{ref_s / f:.3g}x'}; "
-                     f"fast/tokens {'-' if t is None else f'{t / f:.3g}x'}")
+        lines.append(
+            f"[la] P={r['P']} D={r['D']} H={r['H']}: fast {f * 1e6:.2f} us/seed-step (S=256), "
+            f"single seed {r['fast_single_seed']['s_per_seed_step'] * 1e6:.1f} us; "
+            f"tokens {'-' if t is None else f'{t:.3f} s'}; re-created ref {ref_s} s; "
+            f"fast/ref {'-' if not ref_s else f'{ref_s / f:.3g}x'}; "
+            f"fast/tokens {'-' if t is None else f'{t / f:.3g}x'}"
+        )
     return "\n".join(lines)
 
 
@@ -461,17 +567,29 @@ def main():
     ap.add_argument("--seeds", default=None, help="ensemble sizes (default 1,8,64,256; quick 1,8,64)")
     ap.add_argument("--steps", type=int, default=3, help="steps per timed call for S > 1")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--block1", action=argparse.BooleanOptionalAction, default=None,
-                    help="also time each S > 1 as S one-seed blocks in sequence (default: on a CPU only)")
+    ap.add_argument(
+        "--block1",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time each S > 1 as S one-seed blocks in sequence (default: on a CPU only)",
+    )
     ap.add_argument("--parts", default="cls,regime,mlp,la")
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
     ap.add_argument("--torch-venv", default=os.environ.get("ICL_RACE_TORCH_VENV", "/work/torch-venv"))
     ap.add_argument("--out", default=str(HERE / "results-cpu.json"))
-    ap.add_argument("--peak-tflops", type=float, default=None,
-                    help="the device's dense peak for the precision used (e.g. 494.7 for an H200's TF32): "
-                         "rows also report their fraction of it")
-    ap.add_argument("--matmul-precision", default=None, choices=["default", "tensorfloat32", "bfloat16", "highest"],
-                    help="jax_default_matmul_precision for the float32 parts (TF32/bf16 act on GPUs only)")
+    ap.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="the device's dense peak for the precision used (e.g. 494.7 for an H200's TF32): "
+        "rows also report their fraction of it",
+    )
+    ap.add_argument(
+        "--matmul-precision",
+        default=None,
+        choices=["default", "tensorfloat32", "bfloat16", "highest"],
+        help="jax_default_matmul_precision for the float32 parts (TF32/bf16 act on GPUs only)",
+    )
     args = ap.parse_args()
     if args.matmul_precision:
         jax.config.update("jax_default_matmul_precision", args.matmul_precision)
@@ -480,15 +598,23 @@ def main():
     dev = jax.devices()[0]
     if args.block1 is None:
         args.block1 = dev.platform == "cpu"
-    res = {"device": f"{len(jax.devices())} x {dev.platform}:{dev.device_kind}", "jax": jax.__version__,
-           "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_before": os.getloadavg(),
-           "args": vars(args)}
+    res = {
+        "device": f"{len(jax.devices())} x {dev.platform}:{dev.device_kind}",
+        "jax": jax.__version__,
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "load_before": os.getloadavg(),
+        "args": vars(args),
+    }
     tic = time.perf_counter()
     res["machine"] = machine(args.quick)
     log(f"machine: {res['machine']}")
     gemm = res["machine"]["sgemm_gflops_jax"]
-    sections = [("cls", lambda: bench_cls(args, sizes, gemm)), ("regime", lambda: bench_regime(args, gemm)), ("mlp", lambda: bench_mlp(args, sizes, gemm)),
-                ("la", lambda: bench_la(args))] + ([] if args.skip_torch else [("torch", lambda: run_torch(args))])
+    sections = [
+        ("cls", lambda: bench_cls(args, sizes, gemm)),
+        ("regime", lambda: bench_regime(args, gemm)),
+        ("mlp", lambda: bench_mlp(args, sizes, gemm)),
+        ("la", lambda: bench_la(args)),
+    ] + ([] if args.skip_torch else [("torch", lambda: run_torch(args))])
     for name, run in sections:
         if name in parts or name == "torch":
             res[name] = run()

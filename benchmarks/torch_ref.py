@@ -23,8 +23,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-
 # ---- classification --------------------------------------------------------------------------------
+
 
 class SeqDataset(Dataset):
     """Per-item host sampling as the reference does: ids below K, target forced into the context."""
@@ -82,8 +82,13 @@ def bench_cls(K, N, steps, warmup, model_only_steps):
     labels = np.zeros(K, np.int8)
     labels[rng.permutation(K)[: K // 2]] = 1
     model = OneLayer()
-    opt = torch.optim.SGD([{"params": list(model.ln.parameters()) + list(model.qkv.parameters()), "weight_decay": 1e-10},
-                           {"params": model.mlp.parameters(), "weight_decay": 1e-10}], lr=0.01)
+    opt = torch.optim.SGD(
+        [
+            {"params": list(model.ln.parameters()) + list(model.qkv.parameters()), "weight_decay": 1e-10},
+            {"params": model.mlp.parameters(), "weight_decay": 1e-10},
+        ],
+        lr=0.01,
+    )
 
     def train_step(x, y):
         opt.zero_grad(set_to_none=True)
@@ -105,6 +110,7 @@ def bench_cls(K, N, steps, warmup, model_only_steps):
 
 
 # ---- MLP-only memorization model --------------------------------------------------------------------
+
 
 class ItemDataset(Dataset):
     def __init__(self, items, labels, length):
@@ -145,6 +151,7 @@ def bench_mlp(K, steps, warmup):
 
 # ---- linear attention (token level) ----------------------------------------------------------------
 
+
 class AttnS(nn.Module):
     """Token-level ATTN_S as in the reference: key/query Linear(D+1 -> H R), value Linear(D+1 -> H (D+1)),
     scores over all N+1 tokens, no 1/N, no mask, heads summed; prediction = y entry of the query output."""
@@ -161,11 +168,11 @@ class AttnS(nn.Module):
 
     def forward(self, X):  # X: (P, T, E)
         P, T, E = X.shape
-        k = self.key(X).view(P, T, self.H, self.R).transpose(1, 2)      # P H T R
+        k = self.key(X).view(P, T, self.H, self.R).transpose(1, 2)  # P H T R
         q = self.query(X).view(P, T, self.H, self.R).transpose(1, 2)
-        v = self.value(X).view(P, T, self.H, E).transpose(1, 2)          # P H T E
-        s = k @ q.transpose(2, 3)                                         # P H T(m) T(n)
-        out = (s.transpose(2, 3) @ v).sum(1)                              # P T E
+        v = self.value(X).view(P, T, self.H, E).transpose(1, 2)  # P H T E
+        s = k @ q.transpose(2, 3)  # P H T(m) T(n)
+        out = (s.transpose(2, 3) @ v).sum(1)  # P T E
         return out[:, -1, -1]
 
 

@@ -17,12 +17,37 @@ from pathlib import Path
 from typing import Any
 
 from icl_race import systems
-from icl_race.configbase import (MATMUL_PRECISIONS, OPTIMIZERS, Config, ConfigError, EnsembleConfig, TrainConfig,
-                                 check, name_of, short)
+from icl_race.configbase import (
+    MATMUL_PRECISIONS,
+    OPTIMIZERS,
+    Config,
+    ConfigError,
+    EnsembleConfig,
+    TrainConfig,
+    check,
+    name_of,
+    short,
+)
 
-__all__ = ["Config", "ConfigError", "EnsembleConfig", "TrainConfig", "MATMUL_PRECISIONS", "OPTIMIZERS", "INDEX_MAX",
-           "KEY_MAX", "as_float", "field_names", "name_of", "short", "from_dict", "apply_overrides", "read_toml", "load",
-           "validate"]
+__all__ = [
+    "Config",
+    "ConfigError",
+    "EnsembleConfig",
+    "TrainConfig",
+    "MATMUL_PRECISIONS",
+    "OPTIMIZERS",
+    "INDEX_MAX",
+    "KEY_MAX",
+    "as_float",
+    "field_names",
+    "name_of",
+    "short",
+    "from_dict",
+    "apply_overrides",
+    "read_toml",
+    "load",
+    "validate",
+]
 
 SECTIONS = ("task", "model", "train", "ensemble")
 SHARED = {"train": TrainConfig, "ensemble": EnsembleConfig}
@@ -30,8 +55,7 @@ SHARED = {"train": TrainConfig, "ensemble": EnsembleConfig}
 
 def field_names(section: str) -> set[str]:
     """Every key a section may hold, over all registered systems."""
-    classes = ([getattr(s, section) for s in systems.SYSTEMS] if section in ("task", "model")
-               else [SHARED[section]])
+    classes = [getattr(s, section) for s in systems.SYSTEMS] if section in ("task", "model") else [SHARED[section]]
     return {f.name for cls in classes for f in dataclasses.fields(cls)}
 
 
@@ -175,14 +199,17 @@ def read_toml(path: str | Path, what: str = "config file") -> dict[str, Any]:
     naming the path."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"{what} {str(path)!r} not found" if not path.exists()
-                          else f"{what} {str(path)!r} is not a file")
+        raise ConfigError(
+            f"{what} {str(path)!r} not found" if not path.exists() else f"{what} {str(path)!r} is not a file"
+        )
     try:
         return _loads(path.read_bytes().decode("utf-8"), str(path))
     except OSError as e:
         raise ConfigError(f"{what} {str(path)!r} cannot be read ({e.strerror or e})") from None
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not valid UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
+        raise ConfigError(
+            f"{path}: not valid UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})"
+        ) from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
 
@@ -201,18 +228,34 @@ def _validate_common(cfg: Config) -> None:
     tr, e = cfg.train, cfg.ensemble
     check(tr.lr > 0, "train.lr", tr.lr, "a finite number > 0")
     check(tr.eval_every >= 1, "train.eval_every", tr.eval_every, "an integer >= 1")
-    check(tr.steps >= tr.eval_every and tr.steps % tr.eval_every == 0, "train.steps", tr.steps,
-          f"a positive multiple of train.eval_every = {tr.eval_every}")
+    check(
+        tr.steps >= tr.eval_every and tr.steps % tr.eval_every == 0,
+        "train.steps",
+        tr.steps,
+        f"a positive multiple of train.eval_every = {tr.eval_every}",
+    )
     check(tr.early_stop in ("off", "freeze"), "train.early_stop", tr.early_stop, '"off" or "freeze"')
-    check(tr.settle_iwl == 0 or cfg.task.kind == "classification", "train.settle_iwl", tr.settle_iwl,
-          '0 unless task.kind = "classification" (the race it settles)')
+    check(
+        tr.settle_iwl == 0 or cfg.task.kind == "classification",
+        "train.settle_iwl",
+        tr.settle_iwl,
+        '0 unless task.kind = "classification" (the race it settles)',
+    )
     check(tr.evals_per_chunk >= 1, "train.evals_per_chunk", tr.evals_per_chunk, "an integer >= 1")
     check(tr.eval_spacing in ("linear", "log"), "train.eval_spacing", tr.eval_spacing, "linear or log")
-    check(tr.matmul_precision in MATMUL_PRECISIONS, "train.matmul_precision", tr.matmul_precision,
-          f"one of {', '.join(MATMUL_PRECISIONS)}")
+    check(
+        tr.matmul_precision in MATMUL_PRECISIONS,
+        "train.matmul_precision",
+        tr.matmul_precision,
+        f"one of {', '.join(MATMUL_PRECISIONS)}",
+    )
     check(tr.checkpoint_every >= 0, "train.checkpoint_every", tr.checkpoint_every, "an integer >= 0 (0: never)")
     check(e.seeds >= 1, "ensemble.seeds", e.seeds, "an integer >= 1")
     check(e.block >= 1, "ensemble.block", e.block, "an integer >= 1")
     check(e.devices >= 0, "ensemble.devices", e.devices, "an integer >= 0 (0: all local devices)")
-    check(e.first_seed + e.seeds - 1 <= KEY_MAX, "ensemble.first_seed", e.first_seed,
-          f"<= {KEY_MAX - e.seeds + 1} with ensemble.seeds = {e.seeds} (seed ids are 32-bit: at most {KEY_MAX})")
+    check(
+        e.first_seed + e.seeds - 1 <= KEY_MAX,
+        "ensemble.first_seed",
+        e.first_seed,
+        f"<= {KEY_MAX - e.seeds + 1} with ensemble.seeds = {e.seeds} (seed ids are 32-bit: at most {KEY_MAX})",
+    )

@@ -14,8 +14,9 @@ import dataclasses
 import hashlib
 import importlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 class ConfigError(ValueError):
@@ -32,7 +33,7 @@ def short(value: Any) -> str:
         text = repr(value)
     except RecursionError:
         return "<a value nested too deeply to show>"
-    return text if len(text) <= SHOWN else f"{text[:SHOWN - 20]}... ({len(text):,} characters)"
+    return text if len(text) <= SHOWN else f"{text[: SHOWN - 20]}... ({len(text):,} characters)"
 
 
 def name_of(key: Any) -> str:
@@ -94,7 +95,7 @@ class TrainConfig:
     # bf16 act on GPUs only (XLA:CPU computes float32 dots in float32 whatever this says).
     matmul_precision: str = "default"
     checkpoint_every: int = 5  # chunks between checkpoints (0: none); the last 2 are kept
-    optimizer: str = "sgd"  # sgd | momentum | adam | adamw (icl_race.optim); weight decays per group as above
+    optimizer: str = "sgd"  # sgd | momentum | adam | adamw (icl_race.systems.optim); weight decays per group as above
     momentum: float = 0.9  # optimizer = "momentum"
     b1: float = 0.9  # adam, adamw
     b2: float = 0.999
@@ -144,7 +145,7 @@ class Config:
 
 
 def validate_minibatch_train(tr: TrainConfig) -> None:
-    """The [train] fields of a system trained on sampled batches by an optax optimizer (icl_race.optim):
+    """The [train] fields of a system trained on sampled batches by an optax optimizer (icl_race.systems.optim):
     its `validate` calls this (a full-batch system such as linear regression has its own rule)."""
     check(tr.batch_size >= 1, "train.batch_size", tr.batch_size, "an integer >= 1")
     check(tr.eval_size >= 1, "train.eval_size", tr.eval_size, "an integer >= 1")
@@ -156,8 +157,12 @@ def validate_minibatch_train(tr: TrainConfig) -> None:
     check(tr.eval_batch >= 1, "train.eval_batch", tr.eval_batch, "an integer >= 1 (sequences per forward pass)")
     check(tr.icl_confirm >= 1, "train.icl_confirm", tr.icl_confirm, "an integer >= 1 (consecutive evaluations)")
     lv = tr.icl_levels
-    check(all(0 < v < 1 and abs(round(100 * v) - 100 * v) < 1e-9 for v in lv) and list(lv) == sorted(set(lv)),
-          "train.icl_levels", list(lv), "increasing, distinct levels in (0, 1), whole percents (e.g. [0.6, 0.75, 0.9])")
+    check(
+        all(0 < v < 1 and abs(round(100 * v) - 100 * v) < 1e-9 for v in lv) and list(lv) == sorted(set(lv)),
+        "train.icl_levels",
+        list(lv),
+        "increasing, distinct levels in (0, 1), whole percents (e.g. [0.6, 0.75, 0.9])",
+    )
     check(tr.optimizer in OPTIMIZERS, "train.optimizer", tr.optimizer, f"one of {', '.join(OPTIMIZERS)}")
     for name in ("momentum", "b1", "b2"):
         v = getattr(tr, name)

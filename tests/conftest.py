@@ -15,8 +15,11 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # process keeps it off, so that the tests counting compilations here still see every one.
 _XLA_CACHE = tempfile.mkdtemp(prefix="icl-race-tests-xla-cache-")
 atexit.register(shutil.rmtree, _XLA_CACHE, True)
-CHILD_XLA_CACHE_ENV = {"JAX_COMPILATION_CACHE_DIR": _XLA_CACHE, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-                       "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}
+CHILD_XLA_CACHE_ENV = {
+    "JAX_COMPILATION_CACHE_DIR": _XLA_CACHE,
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+}
 os.environ.update(CHILD_XLA_CACHE_ENV)
 jax.config.update("jax_enable_compilation_cache", False)
 

@@ -18,7 +18,14 @@ def start_run(raw: dict, out: Path, hook: str = "") -> subprocess.Popen:
     fault or a signal."""
     base = out.parent / "base.toml"
     base.touch()
-    code = (f"{hook}\nimport sys\nfrom icl_race.__main__ import main\n"
-            f"sys.exit(main(['run', {str(base)!r}, '--out', {str(out)!r}, '--quiet'] + {set_args(raw)!r}))")
-    return subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "JAX_PLATFORMS": "cpu"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    code = (
+        f"{hook}\nimport sys\nfrom icl_race.__main__ import main\n"
+        f"sys.exit(main(['run', {str(base)!r}, '--out', {str(out)!r}, '--quiet'] + {set_args(raw)!r}))"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

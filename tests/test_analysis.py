@@ -18,6 +18,7 @@ def _inside(ci, value):
 
 # ---- survival -----------------------------------------------------------------------------------
 
+
 def test_censored_lognormal_recovers_parameters_and_dropping_censored_seeds_does_not():
     rng = np.random.default_rng(20250101)
     mu, sigma, budget = 9.0, 0.8, 12_000  # exp(9) = 8103: about 30% never acquire within the budget
@@ -31,7 +32,9 @@ def test_censored_lognormal_recovers_parameters_and_dropping_censored_seeds_does
     assert _inside(fit["mu_ci"], mu) and _inside(fit["sigma_ci"], sigma), fit
     assert fit["mu_ci"][1] - fit["mu_ci"][0] < 0.25
     # scipy's censored lognormal MLE agrees with ours
-    s_ref, _, scale_ref = stats.lognorm.fit(stats.CensoredData(uncensored=times[observed], right=times[~observed]), floc=0)
+    s_ref, _, scale_ref = stats.lognorm.fit(
+        stats.CensoredData(uncensored=times[observed], right=times[~observed]), floc=0
+    )
     assert fit["sigma"] == pytest.approx(s_ref, rel=1e-3) and fit["mu"] == pytest.approx(math.log(scale_ref), abs=1e-3)
     # dropping the censored seeds (what the reference's histogram-of-acquired amounts to) is biased
     naive = np.log(times[observed])
@@ -77,6 +80,7 @@ def test_power_law_tail_recovers_alpha_and_beats_lognormal_only_on_power_law_dat
 
 # ---- bimodality ---------------------------------------------------------------------------------
 
+
 def test_bimodal_mixture_detected_and_unimodal_sample_not():
     rng = np.random.default_rng(11)
     bimodal = np.log10(np.r_[np.exp(rng.normal(8.0, 0.35, 180)), np.exp(rng.normal(11.0, 0.35, 120))])
@@ -112,6 +116,7 @@ def test_grid_ties_do_not_fake_bimodality():
 
 
 # ---- thresholds ---------------------------------------------------------------------------------
+
 
 def _acquisition_cells(rng, x, midpoint, steepness=5.0, seeds=40):
     return [rng.random(seeds) < expit(steepness * (xi - midpoint)) for xi in x]
@@ -170,8 +175,9 @@ def test_kstar_power_law_slope_recovered():
     x = np.round(np.arange(2.4, 4.61, 0.1), 2)
     b, boot = [], []
     for N in Ns:
-        cur = th.acquisition_curve(x, _acquisition_cells(rng, x, intercept + slope * math.log10(N), 6.0),
-                                   n_boot=1000, rng=rng)
+        cur = th.acquisition_curve(
+            x, _acquisition_cells(rng, x, intercept + slope * math.log10(N), 6.0), n_boot=1000, rng=rng
+        )
         b.append(cur["b"])
         boot.append(cur["boot_log10_kstar"])
     fit = th.power_law_slope(np.log10(Ns), np.array(b), np.stack(boot))
@@ -186,7 +192,7 @@ def test_median_t_icl_vs_N_linear_and_curved(power):
     budget = 2e6
     times, observed = [], []
     for N in Ns:
-        t = 200.0 * N ** power / 50 ** (power - 1) * np.exp(rng.normal(0, 0.5, 300))
+        t = 200.0 * N**power / 50 ** (power - 1) * np.exp(rng.normal(0, 0.5, 300))
         tt, o = sv.censored_times(np.where(t <= budget, t, -1), budget)
         times.append(tt)
         observed.append(o)
@@ -221,8 +227,10 @@ def test_statistics_and_reports_import_no_jax():
     import subprocess
     import sys
 
-    code = ("import sys, icl_race.report, icl_race.plots.classification, icl_race.analysis.threshold; "
-            "sys.exit('jax' in sys.modules)")
+    code = (
+        "import sys, icl_race.report, icl_race.plots.classification, icl_race.analysis.threshold; "
+        "sys.exit('jax' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

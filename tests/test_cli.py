@@ -39,9 +39,26 @@ def tiny_toml(tmp_path):
 def test_tiny_run_end_to_end(tiny_toml, tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    r = subprocess.run([sys.executable, "-m", "icl_race.cli", "run", str(tiny_toml), "--out", str(out),
-                        "--seeds", "5", "--set", "train.steps=200", "--set", "train.stop_when_all_acquired=false"],
-                       capture_output=True, text=True, env=env)  # four evaluations whatever the seeds do
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "icl_race.cli",
+            "run",
+            str(tiny_toml),
+            "--out",
+            str(out),
+            "--seeds",
+            "5",
+            "--set",
+            "train.steps=200",
+            "--set",
+            "train.stop_when_all_acquired=false",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )  # four evaluations whatever the seeds do
     assert r.returncode == 0, r.stderr
     assert "ICL acquired in" in r.stdout and "seed-steps/s" in r.stderr
     res = np.load(out / "results.npz")
@@ -82,7 +99,10 @@ def test_config_digest_names_only_non_defaults_so_new_fields_keep_old_runs(tiny_
     from icl_race import config
 
     plain = config.from_dict({"task": {"K": 1000}})
-    assert plain.digest() == config.from_dict({"task": {"K": 1000, "N": 100}, "train": {"eval_spacing": "linear"}}).digest()
+    assert (
+        plain.digest()
+        == config.from_dict({"task": {"K": 1000, "N": 100}, "train": {"eval_spacing": "linear"}}).digest()
+    )
     assert plain.digest() != config.from_dict({"task": {"K": 1001}}).digest()
     assert config.from_dict({}).digest() == "bd635ec5118b5db9", "run directory names of existing sweeps would change"
     # A run written before a field existed (here: without train.eval_spacing) is still this config's run.
@@ -96,36 +116,39 @@ def test_config_digest_names_only_non_defaults_so_new_fields_keep_old_runs(tiny_
     assert "already exist" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("overrides, field", [
-    (["task.K=1"], "task.K"),
-    (["task.variant=\"balanced\"", "task.K=1001"], "task.K"),
-    (["task.N=1"], "task.N"),
-    (["train.batch_size=0"], "train.batch_size"),
-    (["train.bogus=3"], "train.bogus"),
-    (["task.K=\"many\""], "task.K"),
-    (["task.K=abc"], "task.K"),
-    (["train.lr=-0.1"], "train.lr"),
-    (["train.steps=1000", "train.eval_every=300"], "train.steps"),
-    (["task.variant=\"zipf\""], "task.variant"),
-    (["train.eval_spacing=\"geometric\""], "train.eval_spacing"),
-    (["train.matmul_precision=\"fp8\""], "train.matmul_precision"),
-    (["train.optimizer=\"rmsprop\""], "train.optimizer"),
-    (["train.b1=1.0"], "train.b1"),
-    (["train.b2=-0.1"], "train.b2"),
-    (["train.momentum=1"], "train.momentum"),
-    (["train.eps=0"], "train.eps"),
-    (["task.zipf_alpha=-0.5"], "task.zipf_alpha"),
-    (["task.variant=\"infinite\"", "task.zipf_alpha=1"], "task.zipf_alpha"),
-    (["task.epsilon=-1"], "task.epsilon"),
-    (["task.epsilon=nan"], "task.epsilon"),
-    (["task.noise_bank=4096"], "task.noise_bank"),  # no noise to draw
-    (["task.epsilon=0.5", "task.noise_bank=-1"], "task.noise_bank"),
-    (["task.burstiness=2"], "task.burstiness"),  # N - 1 = 7
-    (["task.burstiness=-7"], "task.burstiness"),
-    (["task.p_bursty=1.5"], "task.p_bursty"),
-    (["model.qk_init_scale=0"], "model.qk_init_scale"),
-    (["nosection"], "nosection"),
-])
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (["task.K=1"], "task.K"),
+        (['task.variant="balanced"', "task.K=1001"], "task.K"),
+        (["task.N=1"], "task.N"),
+        (["train.batch_size=0"], "train.batch_size"),
+        (["train.bogus=3"], "train.bogus"),
+        (['task.K="many"'], "task.K"),
+        (["task.K=abc"], "task.K"),
+        (["train.lr=-0.1"], "train.lr"),
+        (["train.steps=1000", "train.eval_every=300"], "train.steps"),
+        (['task.variant="zipf"'], "task.variant"),
+        (['train.eval_spacing="geometric"'], "train.eval_spacing"),
+        (['train.matmul_precision="fp8"'], "train.matmul_precision"),
+        (['train.optimizer="rmsprop"'], "train.optimizer"),
+        (["train.b1=1.0"], "train.b1"),
+        (["train.b2=-0.1"], "train.b2"),
+        (["train.momentum=1"], "train.momentum"),
+        (["train.eps=0"], "train.eps"),
+        (["task.zipf_alpha=-0.5"], "task.zipf_alpha"),
+        (['task.variant="infinite"', "task.zipf_alpha=1"], "task.zipf_alpha"),
+        (["task.epsilon=-1"], "task.epsilon"),
+        (["task.epsilon=nan"], "task.epsilon"),
+        (["task.noise_bank=4096"], "task.noise_bank"),  # no noise to draw
+        (["task.epsilon=0.5", "task.noise_bank=-1"], "task.noise_bank"),
+        (["task.burstiness=2"], "task.burstiness"),  # N - 1 = 7
+        (["task.burstiness=-7"], "task.burstiness"),
+        (["task.p_bursty=1.5"], "task.p_bursty"),
+        (["model.qk_init_scale=0"], "model.qk_init_scale"),
+        (["nosection"], "nosection"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tiny_toml, tmp_path, capsys, overrides, field):
     out = tmp_path / "never"
     args = ["run", str(tiny_toml), "--out", str(out)]
@@ -173,8 +196,18 @@ def test_bench_times_both_layouts_and_rejects_a_block_that_does_not_divide(capsy
     assert main(["bench", "--seeds", "2,3", "--block", "2", *tiny]) == 2
     assert "--block 2" in capsys.readouterr().err
     # Any system: the header is its own sections (the memorization task has no N).
-    mlp = ["--set", 'task.kind="memorization"', "--set", 'model.kind="mlp"', "--set", "task.K=40",
-           "--set", "model.width=8", "--set", "train.batch_size=4"]
+    mlp = [
+        "--set",
+        'task.kind="memorization"',
+        "--set",
+        'model.kind="mlp"',
+        "--set",
+        "task.K=40",
+        "--set",
+        "model.width=8",
+        "--set",
+        "train.batch_size=4",
+    ]
     assert main(["bench", "--seeds", "1", "--steps", "1", "--repeats", "1", "--json", *mlp]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["config"]["task"]["kind"], out["config"]["model"]["kind"]) == ("memorization", "mlp")
@@ -185,6 +218,7 @@ def test_analyze_help_lists_every_study_subcommand(capsys):
     # The epilog is written by hand (each line says what a subcommand takes): one added to a study's
     # COMMANDS but not here is an analysis a user cannot find.
     from icl_race import studies
+
     with pytest.raises(SystemExit) as e:
         main(["analyze", "--help"])
     out = capsys.readouterr().out
@@ -193,8 +227,16 @@ def test_analyze_help_lists_every_study_subcommand(capsys):
     assert e.value.code == 0 and expected <= listed, sorted(expected - listed)
 
 
-COMMANDS = {"run": "--set", "demo": "--seeds", "sweep": "--dry-run", "bench": "--block", "report": "--boot",
-            "hist": "--bins", "export": "--format", "compare": "--boot"}
+COMMANDS = {
+    "run": "--set",
+    "demo": "--seeds",
+    "sweep": "--dry-run",
+    "bench": "--block",
+    "report": "--boot",
+    "hist": "--bins",
+    "export": "--format",
+    "compare": "--boot",
+}
 
 
 @pytest.mark.parametrize("command, option", COMMANDS.items())
@@ -205,9 +247,24 @@ def test_every_subcommand_has_help_naming_its_options(command, option, capsys):
     assert e.value.code == 0 and out.startswith(f"usage: icl-race {command}") and option in out
 
 
-TINY_SET = ["--set", "task.K=200", "--set", "task.N=8", "--set", "model.width=16", "--set", "train.batch_size=16",
-            "--set", "train.steps=100", "--set", "train.eval_every=50", "--set", "train.eval_size=50",
-            "--set", "ensemble.block=2"]
+TINY_SET = [
+    "--set",
+    "task.K=200",
+    "--set",
+    "task.N=8",
+    "--set",
+    "model.width=16",
+    "--set",
+    "train.batch_size=16",
+    "--set",
+    "train.steps=100",
+    "--set",
+    "train.eval_every=50",
+    "--set",
+    "train.eval_size=50",
+    "--set",
+    "ensemble.block=2",
+]
 
 
 def test_demo_sweep_report_and_hist_on_tiny_directories(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""The persistent compilation cache (icl_race/compile_cache.py): where it lives, how it is turned off,
+"""The persistent compilation cache (icl_race/run/compile_cache.py): where it lives, how it is turned off,
 and that a second process loads the first one's programs and gets the same results."""
 
 import json
@@ -7,13 +7,16 @@ import subprocess
 import sys
 
 import numpy as np
-
-from icl_race import compile_cache
 from runproc import set_args
 
-RAW = {"task": {"K": 200, "N": 8}, "model": {"width": 16},
-       "train": {"lr": 0.1, "batch_size": 16, "steps": 100, "eval_every": 50, "eval_size": 50},
-       "ensemble": {"seeds": 2, "block": 2}}
+from icl_race.run import compile_cache
+
+RAW = {
+    "task": {"K": 200, "N": 8},
+    "model": {"width": 16},
+    "train": {"lr": 0.1, "batch_size": 16, "steps": 100, "eval_every": 50, "eval_size": 50},
+    "ensemble": {"seeds": 2, "block": 2},
+}
 
 
 def test_the_directory_is_per_user_and_host_and_each_switch_is_honoured(tmp_path):
@@ -32,8 +35,13 @@ def _run(out, env):
     base = out.parent / "base.toml"
     base.touch()
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")} | {"JAX_PLATFORMS": "cpu", **env}
-    p = subprocess.run([sys.executable, "-m", "icl_race", "run", str(base), "--out", str(out), "--quiet",
-                        *set_args(RAW)], env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "icl_race", "run", str(base), "--out", str(out), "--quiet", *set_args(RAW)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     return json.loads((out / "meta.json").read_text()), dict(np.load(out / "results.npz"))
 

@@ -8,9 +8,11 @@ from icl_race import config
 from icl_race.config import ConfigError
 
 # Linear regression, tiny (as tests/test_regression_run.py trains it).
-REG = {"task": {"kind": "linear_regression", "D": 2, "N": 15, "spectrum": "custom", "lambdas": [0.7, 0.3]},
-       "model": {"kind": "attn_s", "heads": 2, "rank": 1, "init_scale": 0.05},
-       "train": {"lr": 0.5, "steps": 3000, "eval_every": 100, "checkpoint_every": 0}}
+REG = {
+    "task": {"kind": "linear_regression", "D": 2, "N": 15, "spectrum": "custom", "lambdas": [0.7, 0.3]},
+    "model": {"kind": "attn_s", "heads": 2, "rank": 1, "init_scale": 0.05},
+    "train": {"lr": 0.5, "steps": 3000, "eval_every": 100, "checkpoint_every": 0},
+}
 MEM = {"task": {"kind": "memorization"}}
 
 
@@ -27,10 +29,16 @@ def _with(raw: dict, **fields) -> dict:
 CASES = [
     # the classification race and its transformer
     (_with({}, model__freeze="attn"), r"^model\.freeze = 'attn': must be one of .*none.*attention.*mlp"),
-    (_with({}, task__kind="regression"), r"^task\.kind = 'regression': must be one of 'classification', "
-                                         r"'linear_regression', 'memorization'"),
-    (_with({}, model__kind="attn_s"), r"^model\.kind = 'attn_s': must be one of 'transformer', 'minimal' "
-                                      r"with task\.kind = 'classification'"),
+    (
+        _with({}, task__kind="regression"),
+        r"^task\.kind = 'regression': must be one of 'classification', "
+        r"'linear_regression', 'memorization'",
+    ),
+    (
+        _with({}, model__kind="attn_s"),
+        r"^model\.kind = 'attn_s': must be one of 'transformer', 'minimal' "
+        r"with task\.kind = 'classification'",
+    ),
     # the minimal model
     (_with({}, model__kind="minimal", model__beta0=float("nan")), r"model\.beta0"),
     (_with({}, model__kind="minimal", model__layers=2), r"model\.layers"),
@@ -51,11 +59,17 @@ CASES = [
     (_with(REG, task__alpha=float("nan")), r"task\.alpha"),
     (_with(REG, model__temperature=0.0), r"model\.temperature"),
     (_with(REG, model__temperature=float("inf")), r"model\.temperature"),
-    (_with(REG, task__P=100, task__test_size=3), r"task\.test_size = 3: must be 0 or > D \+ 1"),  # whitening needs > D + 1
+    (
+        _with(REG, task__P=100, task__test_size=3),
+        r"task\.test_size = 3: must be 0 or > D \+ 1",
+    ),  # whitening needs > D + 1
     (_with(REG, task__icl_fraction=1.5), r"task\.icl_fraction = 1\.5: must be in \[0, 1\]"),
     (_with(REG, model__in_weight=True), r"model\.in_weight = True: must be false unless"),
-    (_with(REG, model__init_scheme="aligned"), r"^model\.init_scheme = 'aligned': must be \"balanced\" or "
-                                               r"\"entrywise\" with model\.kind = \"attn_s\""),
+    (
+        _with(REG, model__init_scheme="aligned"),
+        r"^model\.init_scheme = 'aligned': must be \"balanced\" or "
+        r"\"entrywise\" with model\.kind = \"attn_s\"",
+    ),
     (_with(REG, train__optimizer="adam"), r"^train\.optimizer = 'adam': must be \"sgd\" with task\.kind"),
     # the shared [train] section
     *[(_with({}, train__icl_levels=v), r"train\.icl_levels") for v in ([0.9, 0.6], [0.6, 0.6], [1.2], [0.655])],
@@ -72,11 +86,14 @@ def test_a_bad_value_is_one_line_naming_the_field(raw, message):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("raw", [
-    _with(REG, task__P=100, task__test_size=4),  # > D + 1: whitening works
-    _with(REG, model__kind="attn_m", model__init_scheme="aligned"),
-    _with(MEM, model__float64=True),
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _with(REG, task__P=100, task__test_size=4),  # > D + 1: whitening works
+        _with(REG, model__kind="attn_m", model__init_scheme="aligned"),
+        _with(MEM, model__float64=True),
+    ],
+)
 def test_the_edge_of_a_range_is_accepted(raw):
     config.from_dict(raw)
 

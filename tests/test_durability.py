@@ -8,18 +8,26 @@ import time
 
 import numpy as np
 import pytest
+from runproc import set_args, start_run
 
 from icl_race import config
 from icl_race.cli import main
-from icl_race.engine.checkpoint import Checkpointer
-from icl_race.runner import execute
-from runproc import set_args, start_run
+from icl_race.run.checkpoint import Checkpointer
+from icl_race.run.runner import execute
 
 RAW = {
     "task": {"K": 1000, "N": 8},
     "model": {"width": 32},
-    "train": {"lr": 0.1, "batch_size": 64, "steps": 1200, "eval_every": 50, "eval_size": 100,
-              "evals_per_chunk": 2, "checkpoint_every": 1, "stop_when_all_acquired": False},
+    "train": {
+        "lr": 0.1,
+        "batch_size": 64,
+        "steps": 1200,
+        "eval_every": 50,
+        "eval_size": 100,
+        "evals_per_chunk": 2,
+        "checkpoint_every": 1,
+        "stop_when_all_acquired": False,
+    },
     "ensemble": {"seeds": 6, "block": 8},
 }
 
@@ -41,9 +49,11 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_results(tmp_path, 
     out = tmp_path / "run"
     rng = np.random.default_rng(0)
     # Kill 1: inside a checkpoint write (the save is queued, then the process dies at once).
-    kill_in_save = ("import os, signal\nimport icl_race.engine.checkpoint as c\n_save = c.Checkpointer.save\n"
-                    "def save(self, step, *a, **k):\n    _save(self, step, *a, **k)\n"
-                    "    if step >= 300: os.kill(os.getpid(), signal.SIGKILL)\nc.Checkpointer.save = save")
+    kill_in_save = (
+        "import os, signal\nimport icl_race.run.checkpoint as c\n_save = c.Checkpointer.save\n"
+        "def save(self, step, *a, **k):\n    _save(self, step, *a, **k)\n"
+        "    if step >= 300: os.kill(os.getpid(), signal.SIGKILL)\nc.Checkpointer.save = save"
+    )
     p = start_run(RAW, out, kill_in_save)
     assert p.wait(timeout=300) == -signal.SIGKILL
     # Kills 2-3: at random wall-clock moments.
@@ -63,9 +73,11 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_results(tmp_path, 
 
 def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, uninterrupted):
     out = tmp_path / "run"
-    stop_after_4 = ("import icl_race.engine.checkpoint as c\n_save = c.Checkpointer.save\n"
-                    "def save(self, step, *a, **k):\n    _save(self, step, *a, **k)\n"
-                    "    if step >= 400:\n        self.wait(); raise SystemExit(3)\nc.Checkpointer.save = save")
+    stop_after_4 = (
+        "import icl_race.run.checkpoint as c\n_save = c.Checkpointer.save\n"
+        "def save(self, step, *a, **k):\n    _save(self, step, *a, **k)\n"
+        "    if step >= 400:\n        self.wait(); raise SystemExit(3)\nc.Checkpointer.save = save"
+    )
     p = start_run(RAW, out, stop_after_4)
     p.communicate(timeout=300)
     steps = sorted(int(d.name) for d in (out / "checkpoints").iterdir() if d.name.isdigit())
@@ -86,8 +98,12 @@ def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, uninterru
 
 def test_second_process_on_the_same_directory_is_refused_untouched(tmp_path):
     out = tmp_path / "run"
-    first = start_run(RAW, out, "import time, icl_race.engine.ensemble as e\n_t = e.train\n"
-                      "def train(*a, **k):\n    time.sleep(30)\n    return _t(*a, **k)\ne.train = train")
+    first = start_run(
+        RAW,
+        out,
+        "import time, icl_race.engine.ensemble as e\n_t = e.train\n"
+        "def train(*a, **k):\n    time.sleep(30)\n    return _t(*a, **k)\ne.train = train",
+    )
     deadline = time.time() + 60
     while not (out / "checkpoints").exists() and time.time() < deadline:  # the first is now in train()
         time.sleep(0.2)
@@ -103,8 +119,12 @@ def test_second_process_on_the_same_directory_is_refused_untouched(tmp_path):
 
 def test_diverged_seeds_are_marked(tmp_path):
     # lr 1e4 blows the logistic loss up within a few steps for every seed.
-    cfg = config.from_dict({**RAW, "train": {**RAW["train"], "lr": 1e4, "steps": 200, "checkpoint_every": 0,
-                                             "stop_when_all_acquired": True}})
+    cfg = config.from_dict(
+        {
+            **RAW,
+            "train": {**RAW["train"], "lr": 1e4, "steps": 200, "checkpoint_every": 0, "stop_when_all_acquired": True},
+        }
+    )
     res = execute(cfg, tmp_path / "run", progress=False)
     assert res["diverged"].dtype == bool and res["diverged"].all()
     np.testing.assert_array_equal(res["diverged"], ~np.isfinite(res["train_loss"]).all(axis=1))
@@ -138,7 +158,7 @@ def test_write_error_ends_the_run_with_a_clear_message(tmp_path, monkeypatch, ca
 
 
 def test_checksum_catches_a_checkpoint_that_reads_back_wrong(tmp_path):
-    from icl_race.engine.checkpoint import Checkpointer, CheckpointWarning
+    from icl_race.run.checkpoint import Checkpointer, CheckpointWarning
 
     ck = Checkpointer(tmp_path / "ck")
     tree = {"a": np.arange(6, dtype=np.float32), "b": {"c": np.ones((2, 3), np.int32)}}

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from icl_race import config
-from icl_race.engine import compile_stats
 from icl_race.engine.ensemble import Layout, chunk_plan, init_ensemble, padded_seed_ids, run_chunk, seed_keys, train
+from icl_race.run import compile_stats
 from icl_race.systems import build
 
 EVAL_EVERY = 10
@@ -41,8 +41,16 @@ def _run_scripted(trace, steps, freeze_event=None, stop_event=None, evals_per_ch
     program = Scripted(freeze_event, confirm)
     consts = {"trace": jnp.asarray(trace, jnp.float32)}
     carry = init_ensemble(program, Layout(3), seed_keys(0, np.arange(3)), consts)
-    return train(program, consts, carry, layout=Layout(3), steps=steps, eval_every=EVAL_EVERY,
-                 evals_per_chunk=evals_per_chunk, stop_event=stop_event)
+    return train(
+        program,
+        consts,
+        carry,
+        layout=Layout(3),
+        steps=steps,
+        eval_every=EVAL_EVERY,
+        evals_per_chunk=evals_per_chunk,
+        stop_event=stop_event,
+    )
 
 
 def test_first_passage_is_the_first_evaluation_above_threshold():
@@ -78,8 +86,9 @@ def test_frozen_seed_stops_updating():
 
 
 def test_run_ends_once_every_seed_fired_the_stop_event():
-    _, curves, steps = _run_scripted([0.5, 0.5, 0.97, 0.5, 0.5, 0.5, 0.5, 0.5], steps=80,
-                                     stop_event="hit", evals_per_chunk=1)
+    _, curves, steps = _run_scripted(
+        [0.5, 0.5, 0.97, 0.5, 0.5, 0.5, 0.5, 0.5], steps=80, stop_event="hit", evals_per_chunk=1
+    )
     np.testing.assert_array_equal(steps, [10, 20, 30])
     assert curves["acc"].shape == (3, 3)
 
@@ -103,8 +112,15 @@ def _ensemble(cfg, seed_ids, block=8):
     ids = padded_seed_ids(np.asarray(seed_ids), Layout(block))
     carry = init_ensemble(program, Layout(block), seed_keys(cfg.ensemble.root_seed, ids), consts)
     tr = cfg.train
-    carry, curves, _ = train(program, consts, carry, layout=Layout(block), steps=tr.steps, eval_every=tr.eval_every,
-                             evals_per_chunk=tr.evals_per_chunk)
+    carry, curves, _ = train(
+        program,
+        consts,
+        carry,
+        layout=Layout(block),
+        steps=tr.steps,
+        eval_every=tr.eval_every,
+        evals_per_chunk=tr.evals_per_chunk,
+    )
     n = len(seed_ids)
     return jax.device_get(carry["t_first"]["icl"])[:n], {k: v[:n] for k, v in curves.items()}
 
@@ -125,8 +141,11 @@ def test_seed_alone_equals_seed_inside_an_ensemble_of_64(tiny_raw):
 
 def test_one_compilation_serves_every_K(tiny_raw):
     def run(K):
-        raw = {**tiny_raw, "task": {**tiny_raw["task"], "K": K, "K_max": 4000},
-               "train": {**tiny_raw["train"], "steps": 100}}
+        raw = {
+            **tiny_raw,
+            "task": {**tiny_raw["task"], "K": K, "K_max": 4000},
+            "train": {**tiny_raw["train"], "steps": 100},
+        }
         return _ensemble(config.from_dict(raw), np.arange(2))
 
     run(1000)
@@ -157,8 +176,13 @@ def test_log_spaced_run_resumed_at_a_chunk_boundary_equals_an_uninterrupted_one(
     # The probe reads the trace at updates // 10 - 1: a log grid samples it at the grid's own times.
     np.testing.assert_allclose(curves["acc"][0], np.asarray(consts["trace"])[steps // EVAL_EVERY - 1])
     saved = {}
-    train(program, consts, fresh(), on_chunk=lambda p: saved.setdefault(p.chunks_done, (jax.device_get(p.carry), p.step)),
-          **kw)
+    train(
+        program,
+        consts,
+        fresh(),
+        on_chunk=lambda p: saved.setdefault(p.chunks_done, (jax.device_get(p.carry), p.step)),
+        **kw,
+    )
     carry, at = saved[2]  # after chunks (0, 10, 3) and (30, 20, 3)
     history = ({"train_loss": curves["train_loss"][:, :6], "acc": curves["acc"][:, :6]}, steps[:6])
     _, resumed, resumed_steps = train(program, consts, carry, start_step=at, history=history, **kw)
@@ -167,6 +191,7 @@ def test_log_spaced_run_resumed_at_a_chunk_boundary_equals_an_uninterrupted_one(
 
 
 # ---- properties every system keeps ---------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Dud(Scripted):
@@ -190,8 +215,17 @@ def test_padding_seeds_never_count_in_the_stop_test():
         layout = Layout(4)
         carry = init_ensemble(Dud(), layout, seed_keys(0, padded_seed_ids(np.arange(3), layout)), consts)
         carry["state"]["dud"] = carry["state"]["dud"].at[3].set(True)  # the padding seed never fires
-        _, _, eval_steps = train(Dud(), consts, carry, layout=layout, steps=100, eval_every=EVAL_EVERY,
-                                 evals_per_chunk=1, live_seeds=live, stop_event="hit")
+        _, _, eval_steps = train(
+            Dud(),
+            consts,
+            carry,
+            layout=layout,
+            steps=100,
+            eval_every=EVAL_EVERY,
+            evals_per_chunk=1,
+            live_seeds=live,
+            stop_event="hit",
+        )
         return int(eval_steps[-1])
 
     assert steps_run(live=3) == 30
@@ -211,13 +245,21 @@ def test_nothing_crosses_between_device_and_host_inside_a_chunk(tiny_raw):
 
 
 RAWS = {
-    "memorization": {"task": {"kind": "memorization", "K": 64, "D": 8}, "model": {"kind": "mlp", "width": 16},
-                     "train": {"lr": 0.5, "batch_size": 16, "steps": 200, "eval_every": 50, "eval_size": 32}},
-    "minimal": {"task": {"K": 200, "N": 8}, "model": {"kind": "minimal", "width": 16, "beta0": 1.0},
-                "train": {"lr": 0.5, "batch_size": 32, "steps": 200, "eval_every": 50, "eval_size": 64}},
-    "linear_attention": {"task": {"kind": "linear_regression", "D": 2, "N": 7, "P": 32, "per_seed_data": True},
-                         "model": {"kind": "attn_s", "heads": 2, "init_scale": 0.3},
-                         "train": {"lr": 0.5, "steps": 200, "eval_every": 50}},
+    "memorization": {
+        "task": {"kind": "memorization", "K": 64, "D": 8},
+        "model": {"kind": "mlp", "width": 16},
+        "train": {"lr": 0.5, "batch_size": 16, "steps": 200, "eval_every": 50, "eval_size": 32},
+    },
+    "minimal": {
+        "task": {"K": 200, "N": 8},
+        "model": {"kind": "minimal", "width": 16, "beta0": 1.0},
+        "train": {"lr": 0.5, "batch_size": 32, "steps": 200, "eval_every": 50, "eval_size": 64},
+    },
+    "linear_attention": {
+        "task": {"kind": "linear_regression", "D": 2, "N": 7, "P": 32, "per_seed_data": True},
+        "model": {"kind": "attn_s", "heads": 2, "init_scale": 0.3},
+        "train": {"lr": 0.5, "steps": 200, "eval_every": 50},
+    },
 }
 
 
@@ -232,11 +274,20 @@ def test_every_system_gives_a_seed_the_same_trajectory_alone_and_in_an_ensemble(
         def run(ids):
             layout = Layout(4)
             carry = init_ensemble(program, layout, seed_keys(0, padded_seed_ids(np.asarray(ids), layout)), consts)
-            carry, curves, _ = train(program, consts, carry, layout=layout, steps=cfg.train.steps,
-                                     eval_every=cfg.train.eval_every, evals_per_chunk=2)
+            carry, curves, _ = train(
+                program,
+                consts,
+                carry,
+                layout=layout,
+                steps=cfg.train.steps,
+                eval_every=cfg.train.eval_every,
+                evals_per_chunk=2,
+            )
             n = len(ids)
-            return ({k: np.asarray(v)[:n] for k, v in jax.device_get(carry["t_first"]).items()},
-                    {k: np.asarray(v)[:n] for k, v in curves.items()})
+            return (
+                {k: np.asarray(v)[:n] for k, v in jax.device_get(carry["t_first"]).items()},
+                {k: np.asarray(v)[:n] for k, v in curves.items()},
+            )
 
         t_all, curves_all = run(np.arange(8))
         t_one, curves_one = run([5])
@@ -259,8 +310,9 @@ def test_a_shorter_last_chunk_compiles_no_program_of_its_own(tiny_raw):
         carry = init_ensemble(program, layout, seed_keys(0, np.arange(2)), consts)
         jax.clear_caches()
         before = compile_stats.snapshot()[0]
-        _, curves, steps_seen = train(program, consts, carry, layout=layout, steps=steps, eval_every=10,
-                                      evals_per_chunk=2)
+        _, curves, steps_seen = train(
+            program, consts, carry, layout=layout, steps=steps, eval_every=10, evals_per_chunk=2
+        )
         assert curves["icl_acc"].shape == (2, steps // 10) and not np.isnan(curves["icl_acc"]).any()
         np.testing.assert_array_equal(steps_seen, np.arange(10, steps + 1, 10))
         return compile_stats.snapshot()[0] - before

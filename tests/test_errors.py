@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from icl_race.cli import main
-from icl_race.engine import compile_stats
+from icl_race.run import compile_stats
 
 TINY = """
 [task]
@@ -66,71 +66,193 @@ def _sweep_file(tmp_path, grid: str, body: str = TINY) -> Path:
 RUN = "run"
 CASES = [
     # integer fields: non-finite, beyond 64 bits, beyond what a key, a seed id or an index holds
-    *[(f"run {s}", lambda t, f, s=s: [RUN, _write(t / "c.toml", TINY), "--set", s], 2, s.partition("=")[0])
-      for s in ["task.N=inf", "task.N=nan", "task.N=-inf", "task.K=inf", "model.width=1.5", "ensemble.seeds=1e300",
-                "task.pool_seed=18446744073709551616", "task.novel_seed=-1", "ensemble.root_seed=4294967296",
-                "ensemble.first_seed=9223372036854775807", "ensemble.first_seed=4294967295", "train.steps=3e9",
-                "train.batch_size=true", "task.K=\"abc\"", "train.lr=nan", "train.lr=inf", "train.eval_every=-1",
-                "ensemble.block=2147483648"]],
+    *[
+        (f"run {s}", lambda t, f, s=s: [RUN, _write(t / "c.toml", TINY), "--set", s], 2, s.partition("=")[0])
+        for s in [
+            "task.N=inf",
+            "task.N=nan",
+            "task.N=-inf",
+            "task.K=inf",
+            "model.width=1.5",
+            "ensemble.seeds=1e300",
+            "task.pool_seed=18446744073709551616",
+            "task.novel_seed=-1",
+            "ensemble.root_seed=4294967296",
+            "ensemble.first_seed=9223372036854775807",
+            "ensemble.first_seed=4294967295",
+            "train.steps=3e9",
+            "train.batch_size=true",
+            'task.K="abc"',
+            "train.lr=nan",
+            "train.lr=inf",
+            "train.eval_every=-1",
+            "ensemble.block=2147483648",
+        ]
+    ],
     # sizes no machine holds: refused by the memory estimate before anything is allocated
-    *[(f"run {'+'.join(s)}", lambda t, f, s=s: [RUN, DEMO, *[a for x in s for a in ("--set", x)]], 2,
-       s[-1].partition("=")[0])
-      for s in [["model.width=1e9"], ["task.D=1e9"], ["task.K=2e9"], ["ensemble.seeds=1e9"], ["train.batch_size=1e9"],
-                ["train.eval_size=1e9"], ["task.variant=\"infinite\"", "task.N=1e9"]]],
+    *[
+        (
+            f"run {'+'.join(s)}",
+            lambda t, f, s=s: [RUN, DEMO, *[a for x in s for a in ("--set", x)]],
+            2,
+            s[-1].partition("=")[0],
+        )
+        for s in [
+            ["model.width=1e9"],
+            ["task.D=1e9"],
+            ["task.K=2e9"],
+            ["ensemble.seeds=1e9"],
+            ["train.batch_size=1e9"],
+            ["train.eval_size=1e9"],
+            ['task.variant="infinite"', "task.N=1e9"],
+        ]
+    ],
     # config files and paths
     ("run config not UTF-8", lambda t, f: [RUN, _write(t / "c.toml", b"[task]\nK = 1000 # \xff\xfe\n")], 2, "c.toml"),
     ("run config not TOML", lambda t, f: [RUN, _write(t / "c.toml", "[task\nK=")], 2, "c.toml"),
     ("run config missing", lambda t, f: [RUN, t / "nope.toml"], 2, "nope.toml"),
     ("run config is a directory", lambda t, f: [RUN, (t / "dir.toml").mkdir() or t / "dir.toml"], 2, "dir.toml"),
-    ("run --out is a file", lambda t, f: [RUN, _write(t / "c.toml", TINY), "--out", _write(t / "file", "x")], 2,
-     "--out"),
+    (
+        "run --out is a file",
+        lambda t, f: [RUN, _write(t / "c.toml", TINY), "--out", _write(t / "file", "x")],
+        2,
+        "--out",
+    ),
     # a finished run whose results file is damaged
-    *[(f"rerun with results {name}", lambda t, f, dmg=dmg: [RUN, (_finished_copy(f, t, dmg), t / "tiny.toml")[1],
-                                                            "--out", t / "run"], 2, "results.npz")
-      for name, dmg in [("truncated", b"half"), ("garbage", os.urandom(300)), ("empty", b"")]],
-    ("rerun with meta.json damaged", lambda t, f: [RUN, (_finished_copy(f, t, b"{\xff", "meta.json"), t / "tiny.toml")[1],
-                                                   "--out", t / "run"], 2, "meta.json: damaged"),
+    *[
+        (
+            f"rerun with results {name}",
+            lambda t, f, dmg=dmg: [RUN, (_finished_copy(f, t, dmg), t / "tiny.toml")[1], "--out", t / "run"],
+            2,
+            "results.npz",
+        )
+        for name, dmg in [("truncated", b"half"), ("garbage", os.urandom(300)), ("empty", b"")]
+    ],
+    (
+        "rerun with meta.json damaged",
+        lambda t, f: [RUN, (_finished_copy(f, t, b"{\xff", "meta.json"), t / "tiny.toml")[1], "--out", t / "run"],
+        2,
+        "meta.json: damaged",
+    ),
     # sweeps
-    *[(f"sweep grid {g}", lambda t, f, g=g: ["sweep", _sweep_file(t, g)], 2, field)
-      for g, field in [('"task.K" = ["abc"]', "task.K"), ('"task.K" = [[500]]', "task.K"), ('"task.K" = [inf]', "task.K"),
-                       ('"task.K" = [500, 500]', "task.K"), ('"task.KK" = [500]', "task.KK"),
-                       ('"task.K" = 500', "task.K"), ('"train.lr" = [0.1, nan]', "train.lr")]],
-    ("sweep with one impossible cell", lambda t, f: ["sweep", _sweep_file(t, '"train.batch_size" = [16, 1000000000]')],
-     2, "train.batch_size=1000000000: memory:"),
-    ("sweep --set task.N=inf", lambda t, f: ["sweep", _sweep_file(t, '"task.K" = [500]'), "--set", "task.N=inf"], 2,
-     "task.N"),
+    *[
+        (f"sweep grid {g}", lambda t, f, g=g: ["sweep", _sweep_file(t, g)], 2, field)
+        for g, field in [
+            ('"task.K" = ["abc"]', "task.K"),
+            ('"task.K" = [[500]]', "task.K"),
+            ('"task.K" = [inf]', "task.K"),
+            ('"task.K" = [500, 500]', "task.K"),
+            ('"task.KK" = [500]', "task.KK"),
+            ('"task.K" = 500', "task.K"),
+            ('"train.lr" = [0.1, nan]', "train.lr"),
+        ]
+    ],
+    (
+        "sweep with one impossible cell",
+        lambda t, f: ["sweep", _sweep_file(t, '"train.batch_size" = [16, 1000000000]')],
+        2,
+        "train.batch_size=1000000000: memory:",
+    ),
+    (
+        "sweep --set task.N=inf",
+        lambda t, f: ["sweep", _sweep_file(t, '"task.K" = [500]'), "--set", "task.N=inf"],
+        2,
+        "task.N",
+    ),
     ("sweep file not UTF-8", lambda t, f: ["sweep", _write(t / "s.toml", b"\xff[grid]\n")], 2, "s.toml"),
-    ("sweep --out is a file", lambda t, f: ["sweep", _sweep_file(t, '"task.K" = [500]'), "--out",
-                                            _write(t / "file", "x")], 2, "--out"),
+    (
+        "sweep --out is a file",
+        lambda t, f: ["sweep", _sweep_file(t, '"task.K" = [500]'), "--out", _write(t / "file", "x")],
+        2,
+        "--out",
+    ),
     # values no config holds: integers beyond any float, nesting beyond what is read recursively, a base
     # whose section is not a table, a grid that is not a table, a boolean in a numeric grid
-    *[(f"run --set {s[:24]}", lambda t, f, s=s: [RUN, _write(t / "c.toml", TINY), "--set", s], 2, s.partition("=")[0])
-      for s in [f"task.K={'9' * 400}", f"train.lr={'9' * 400}", f"train.icl_levels=[{'9' * 400}]", "train.lr=1e400",
-                f"task.K={'[' * 3000}1{']' * 3000}"]],
-    *[(f"run config {name}", lambda t, f, body=body: [RUN, _write(t / "c.toml", TINY + "\n[train]\n" + body)], 2,
-       "c.toml") for name, body in [("500 nested inline tables", "x = " + "{a = " * 500 + "1" + "}" * 500),
-                                    ("5000 nested arrays", "x = " + "[" * 5000 + "1" + "]" * 5000)]],
-    *[(f"sweep grid {name}", lambda t, f, g=g: ["sweep", _sweep_file(t, g), "--dry-run"], 2, text)
-      for name, g, text in [("400-digit K", f'"task.K" = [{"9" * 400}]', "task.K"),
-                            ("true among integers", '"task.K" = [true, 1]', "task.K = True: expected an integer"),
-                            ("nested 5000 deep", '"task.K" = ' + "[" * 5000 + "1" + "]" * 5000, "sweep.toml")]],
-    ("sweep grid = 5", lambda t, f: ["sweep", _write(t / "sweep.toml", "grid = 5\n" + TINY)], 2, "[grid]: expected a table"),
-    ("sweep base with task = 'x'", lambda t, f: ["sweep", _write(t / "s.toml", 'base = "b.toml"\n' + TINY + '[grid]\n"task.K" = [500]'),
-                                                 (_write(t / "b.toml", 'task = "x"\n'), "")[1]][:2], 2, "b.toml: task = 'x' here"),
-    ("sweep task = 'x' on a base with [task]", lambda t, f: ["sweep", _write(t / "s.toml", 'base = "b.toml"\ntask = "x"\n[grid]\n'
-                                                             '"task.K" = [500]'), (_write(t / "b.toml", TINY), "")[1]][:2],
-     2, "b.toml: [task] a table here, task = 'x'"),
-    ("run a 1 MB string", lambda t, f: [RUN, _write(t / "c.toml", TINY.replace("[task]", "[task]\nvariant = '" + "a" * 10**6 + "'"))],
-     2, "(1,000,002 characters): must be one of"),
+    *[
+        (f"run --set {s[:24]}", lambda t, f, s=s: [RUN, _write(t / "c.toml", TINY), "--set", s], 2, s.partition("=")[0])
+        for s in [
+            f"task.K={'9' * 400}",
+            f"train.lr={'9' * 400}",
+            f"train.icl_levels=[{'9' * 400}]",
+            "train.lr=1e400",
+            f"task.K={'[' * 3000}1{']' * 3000}",
+        ]
+    ],
+    *[
+        (
+            f"run config {name}",
+            lambda t, f, body=body: [RUN, _write(t / "c.toml", TINY + "\n[train]\n" + body)],
+            2,
+            "c.toml",
+        )
+        for name, body in [
+            ("500 nested inline tables", "x = " + "{a = " * 500 + "1" + "}" * 500),
+            ("5000 nested arrays", "x = " + "[" * 5000 + "1" + "]" * 5000),
+        ]
+    ],
+    *[
+        (f"sweep grid {name}", lambda t, f, g=g: ["sweep", _sweep_file(t, g), "--dry-run"], 2, text)
+        for name, g, text in [
+            ("400-digit K", f'"task.K" = [{"9" * 400}]', "task.K"),
+            ("true among integers", '"task.K" = [true, 1]', "task.K = True: expected an integer"),
+            ("nested 5000 deep", '"task.K" = ' + "[" * 5000 + "1" + "]" * 5000, "sweep.toml"),
+        ]
+    ],
+    (
+        "sweep grid = 5",
+        lambda t, f: ["sweep", _write(t / "sweep.toml", "grid = 5\n" + TINY)],
+        2,
+        "[grid]: expected a table",
+    ),
+    (
+        "sweep base with task = 'x'",
+        lambda t, f: [
+            "sweep",
+            _write(t / "s.toml", 'base = "b.toml"\n' + TINY + '[grid]\n"task.K" = [500]'),
+            (_write(t / "b.toml", 'task = "x"\n'), "")[1],
+        ][:2],
+        2,
+        "b.toml: task = 'x' here",
+    ),
+    (
+        "sweep task = 'x' on a base with [task]",
+        lambda t, f: [
+            "sweep",
+            _write(t / "s.toml", 'base = "b.toml"\ntask = "x"\n[grid]\n"task.K" = [500]'),
+            (_write(t / "b.toml", TINY), "")[1],
+        ][:2],
+        2,
+        "b.toml: [task] a table here, task = 'x'",
+    ),
+    (
+        "run a 1 MB string",
+        lambda t, f: [RUN, _write(t / "c.toml", TINY.replace("[task]", "[task]\nvariant = '" + "a" * 10**6 + "'"))],
+        2,
+        "(1,000,002 characters): must be one of",
+    ),
     # report and hist on damaged or missing directories
-    *[(f"{cmd} results {name}", lambda t, f, cmd=cmd, dmg=dmg: [cmd, _finished_copy(f, t, dmg)], 2, "results.npz")
-      for cmd in ("report", "hist") for name, dmg in [("truncated", b"half"), ("garbage", os.urandom(300)),
-                                                      ("empty", b"")]],
-    *[(f"{cmd} config.json damaged", lambda t, f, cmd=cmd: [cmd, _finished_copy(f, t, b"{\xff", "config.json")], 2,
-       "config.json") for cmd in ("report", "hist")],
-    *[(f"{cmd} missing directory", lambda t, f, cmd=cmd: [cmd, t / "nowhere"], 2, "nowhere")
-      for cmd in ("report", "hist")],
-    *[(f"{cmd} on a file", lambda t, f, cmd=cmd: [cmd, _write(t / "file", "x")], 2, "file") for cmd in ("report", "hist")],
+    *[
+        (f"{cmd} results {name}", lambda t, f, cmd=cmd, dmg=dmg: [cmd, _finished_copy(f, t, dmg)], 2, "results.npz")
+        for cmd in ("report", "hist")
+        for name, dmg in [("truncated", b"half"), ("garbage", os.urandom(300)), ("empty", b"")]
+    ],
+    *[
+        (
+            f"{cmd} config.json damaged",
+            lambda t, f, cmd=cmd: [cmd, _finished_copy(f, t, b"{\xff", "config.json")],
+            2,
+            "config.json",
+        )
+        for cmd in ("report", "hist")
+    ],
+    *[
+        (f"{cmd} missing directory", lambda t, f, cmd=cmd: [cmd, t / "nowhere"], 2, "nowhere")
+        for cmd in ("report", "hist")
+    ],
+    *[
+        (f"{cmd} on a file", lambda t, f, cmd=cmd: [cmd, _write(t / "file", "x")], 2, "file")
+        for cmd in ("report", "hist")
+    ],
 ]
 
 
@@ -185,7 +307,7 @@ def test_redo_trains_a_damaged_run_again_and_keeps_the_damaged_files(tmp_path, f
 
 
 def test_a_failed_checkpoint_write_names_its_own_step_and_the_last_good_one(tmp_path, monkeypatch):
-    from icl_race.engine.checkpoint import CheckpointError, Checkpointer
+    from icl_race.run.checkpoint import Checkpointer, CheckpointError
 
     ck = Checkpointer(tmp_path / "ck")
     tree = {"a": np.arange(4.0)}
@@ -203,15 +325,19 @@ def test_a_failed_checkpoint_write_names_its_own_step_and_the_last_good_one(tmp_
             return
         failures.pop()
         (tmp_path / "ck" / "2.orbax-checkpoint-tmp").mkdir(exist_ok=True)
-        raise ValueError('RESOURCE_EXHAUSTED: Error writing "a/0" in OCDBT database: Failed to write 409914 bytes '
-                         "to file 14: No space left on device [os_error_code='28']")
+        raise ValueError(
+            'RESOURCE_EXHAUSTED: Error writing "a/0" in OCDBT database: Failed to write 409914 bytes '
+            "to file 14: No space left on device [os_error_code='28']"
+        )
 
     monkeypatch.setattr(ck.manager, "wait_until_finished", full_disk)
     with pytest.raises(CheckpointError) as e:
         ck.save(3, tree, {})
     ck.close()
-    assert str(e.value) == (f"checkpoint at step 2 could not be written to {tmp_path / 'ck'} (No space left on "
-                            "device); the last good checkpoint is at step 1")
+    assert str(e.value) == (
+        f"checkpoint at step 2 could not be written to {tmp_path / 'ck'} (No space left on "
+        "device); the last good checkpoint is at step 1"
+    )
     assert not list((tmp_path / "ck").glob("*tmp*")), "the failed step's temporary directory is removed"
 
 
@@ -222,15 +348,40 @@ def test_a_full_disk_is_one_line_without_tracebacks(tmp_path):
 
     disk = tmp_path / "disk"
     disk.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(disk)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(disk)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("needs root to mount a small tmpfs")
     try:
-        cfg = _write(tmp_path / "c.toml", TINY.replace("steps = 100", "steps = 1000").replace("width = 16", "width = 128"))
-        r = subprocess.run([sys.executable, "-m", "icl_race.cli", "run", str(cfg), "--out", str(disk / "run"), "--quiet",
-                            "--set", "train.checkpoint_every=1", "--set", "train.evals_per_chunk=2",
-                            "--set", "train.stop_when_all_acquired=false"],
-                           capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300)
+        cfg = _write(
+            tmp_path / "c.toml", TINY.replace("steps = 100", "steps = 1000").replace("width = 16", "width = 128")
+        )
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "icl_race.cli",
+                "run",
+                str(cfg),
+                "--out",
+                str(disk / "run"),
+                "--quiet",
+                "--set",
+                "train.checkpoint_every=1",
+                "--set",
+                "train.evals_per_chunk=2",
+                "--set",
+                "train.stop_when_all_acquired=false",
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "JAX_PLATFORMS": "cpu"},
+            timeout=300,
+        )
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 1 and len(lines) == 1 and "No space left on device" in lines[0], r.stderr
         assert "the last good checkpoint is at step" in lines[0] or "no checkpoint was written" in lines[0]
@@ -259,7 +410,7 @@ def test_debug_shows_the_traceback(tmp_path):
 
 
 def test_a_sweep_summary_marks_a_damaged_cell_instead_of_failing(tmp_path):
-    from icl_race import sweep
+    from icl_race.run import sweep
 
     spec = sweep.expand({"task": {"K": 1000, "N": 8}}, {"train.lr": [0.1, 0.2]})
     d = sweep.cell_dir(tmp_path, spec.cells[0])

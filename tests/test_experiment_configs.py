@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from icl_race import config, sweep
+from icl_race import config
+from icl_race.run import sweep
 
 ROOT = Path(__file__).parents[1]
 TOMLS = sorted(p.relative_to(ROOT) for p in (ROOT / "experiments").rglob("*.toml"))
@@ -21,7 +22,13 @@ def _is_sweep(path: Path) -> bool:
 
 def test_every_study_has_its_configs_here():
     assert len(TOMLS) >= 80 and {p.parts[1] for p in TOMLS if len(p.parts) > 2} >= {
-        "cpu", "levers", "linear_attention", "memorization", "race", "regime"}
+        "cpu",
+        "levers",
+        "linear_attention",
+        "memorization",
+        "race",
+        "regime",
+    }
 
 
 @pytest.mark.parametrize("rel", TOMLS, ids=[str(p) for p in TOMLS])

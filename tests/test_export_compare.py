@@ -25,13 +25,18 @@ EVENT = "icl60"  # reached by most seeds of these 400-step runs (ICL itself is n
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Two 400-step runs of 4 seeds (~25 s each on 2 cores), and a sweep directory over train.lr of both."""
-    from icl_race.runner import execute
+    from icl_race.run.runner import execute
 
     root = tmp_path_factory.mktemp("across")
     for name, lr in LRS.items():
-        cfg = config.from_dict({"task": {"K": 1000, "N": 8}, "model": {"width": 32},
-                                "train": {"lr": lr, "batch_size": 64, "steps": 400, "eval_every": 50,
-                                          "eval_size": 100}, "ensemble": {"seeds": 4, "block": 4}})
+        cfg = config.from_dict(
+            {
+                "task": {"K": 1000, "N": 8},
+                "model": {"width": 32},
+                "train": {"lr": lr, "batch_size": 64, "steps": 400, "eval_every": 50, "eval_size": 100},
+                "ensemble": {"seeds": 4, "block": 4},
+            }
+        )
         execute(cfg, root / name, progress=False)
     sweep = root / "sweep"
     for name in LRS:
@@ -160,8 +165,13 @@ def test_bad_compare_and_export_input(runs, tmp_path, capsys):
 def test_a_missing_extra_is_one_line_naming_it(runs, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` now raises ImportError
     out = tmp_path / "out"
-    _one_line_exit_2(["export", str(runs / "a"), "--format", "parquet", "--out", str(out)], out, capsys,
-                     "pyarrow", "icl-race[export]")
+    _one_line_exit_2(
+        ["export", str(runs / "a"), "--format", "parquet", "--out", str(out)],
+        out,
+        capsys,
+        "pyarrow",
+        "icl-race[export]",
+    )
 
 
 def test_median_ratio_bootstrap_is_fixed_by_its_seed_and_independent_of_other_groups():

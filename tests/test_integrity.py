@@ -4,7 +4,6 @@ among a run's or a sweep's paths is refused before any write, and a crafted or d
 line naming the array (a damaged cell in a sweep's report), never a traceback or a wrong statistic."""
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -14,13 +13,21 @@ import pytest
 import icl_race
 from icl_race import config, rundir
 from icl_race.cli import main
-from icl_race.runner import execute
+from icl_race.run.runner import execute
 
 RAW = {
     "task": {"K": 200, "N": 8},
     "model": {"width": 16},
-    "train": {"lr": 0.1, "batch_size": 16, "steps": 200, "eval_every": 50, "eval_size": 50,
-              "evals_per_chunk": 1, "checkpoint_every": 1, "stop_when_all_acquired": False},
+    "train": {
+        "lr": 0.1,
+        "batch_size": 16,
+        "steps": 200,
+        "eval_every": 50,
+        "eval_size": 50,
+        "evals_per_chunk": 1,
+        "checkpoint_every": 1,
+        "stop_when_all_acquired": False,
+    },
     "ensemble": {"seeds": 2, "block": 4},
 }
 CFG = config.from_dict(RAW)
@@ -37,8 +44,11 @@ class Killed(BaseException):
 
 def _files(root: Path) -> list:
     """Every path under root with its size and mtime (the lock aside: a refused attempt may take it)."""
-    return sorted((str(p.relative_to(root)), p.lstat().st_size, p.lstat().st_mtime_ns)
-                  for p in root.rglob("*") if p.name != rundir.LOCK)
+    return sorted(
+        (str(p.relative_to(root)), p.lstat().st_size, p.lstat().st_mtime_ns)
+        for p in root.rglob("*")
+        if p.name != rundir.LOCK
+    )
 
 
 def _with(raw: dict, section: str, **fields) -> dict:
@@ -62,7 +72,7 @@ def _copy(finished, tmp_path) -> Path:
 
 
 def test_a_resume_refuses_a_checkpoint_written_for_another_config_and_changes_nothing(tmp_path, monkeypatch):
-    import icl_race.engine.checkpoint as ck
+    import icl_race.run.checkpoint as ck
 
     save = ck.Checkpointer.save
 
@@ -92,7 +102,7 @@ def test_a_resume_refuses_a_checkpoint_written_for_another_config_and_changes_no
 
 
 def test_a_resume_of_the_same_config_still_resumes(tmp_path, monkeypatch, finished):
-    import icl_race.engine.checkpoint as ck
+    import icl_race.run.checkpoint as ck
 
     save = ck.Checkpointer.save
 
@@ -160,11 +170,23 @@ def outside(tmp_path):
     return o
 
 
-@pytest.mark.parametrize("name", [".lock", "checkpoints", "checkpoints.damaged", "meta.json", "figures",
-                                  "report.md", "t_icl_hist.png", ".results.npz.tmp1"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".lock",
+        "checkpoints",
+        "checkpoints.damaged",
+        "meta.json",
+        "figures",
+        "report.md",
+        "t_icl_hist.png",
+        ".results.npz.tmp1",
+    ],
+)
 @pytest.mark.parametrize("target", ["file", "folder"])
-def test_a_symbolic_link_in_a_run_directory_is_refused_and_its_target_untouched(tmp_path, finished, outside, name,
-                                                                                 target, capsys):
+def test_a_symbolic_link_in_a_run_directory_is_refused_and_its_target_untouched(
+    tmp_path, finished, outside, name, target, capsys
+):
     d = _copy(finished, tmp_path)
     (d / name).unlink(missing_ok=True)
     (d / name).symlink_to(outside / target)
@@ -191,7 +213,7 @@ def test_a_fresh_run_refuses_a_planted_checkpoints_link_before_any_work(tmp_path
 
 
 def test_a_checkpoints_path_that_is_a_file_is_refused_before_compilation(tmp_path, capsys):
-    from icl_race.engine import compile_stats
+    from icl_race.run import compile_stats
 
     d = tmp_path / "run"
     d.mkdir()
@@ -215,7 +237,7 @@ def test_a_symbolic_link_in_a_sweep_directory_is_refused_and_its_target_untouche
     (tmp_path / "run.toml").write_text(_toml(RAW))
     (tmp_path / "sweep.toml").write_text(SWEEP)
     out = tmp_path / "sweep"
-    from icl_race import sweep
+    from icl_race.run import sweep
 
     spec = sweep.load(tmp_path / "sweep.toml", [])
     path = sweep.cell_dir(out, spec.cells[0]) if name == "CELL" else out / name

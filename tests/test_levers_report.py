@@ -2,18 +2,28 @@
 (and of the K = infinity median t_ICL) per value of that field."""
 
 import numpy as np
+from test_report_golden import _cell, _on_grid
 
 from icl_race import config
 from icl_race.report import levers, write_report
 from icl_race.report.sweep_sections import Scaling, Threshold
-from test_report_golden import _cell, _on_grid
 
 
 def _threshold(group, kstars):  # what by_lever reads of a Threshold; the rest left empty
-    return Threshold(group, "", "standard", sorted(kstars),
-                     # A K* past the grid (here > 10,000) is an extrapolation: not bracketed by the cells.
-                     {N: {"kstar": k, "kstar_ci": [k / 2, k * 2], "bracketed": k < 10000} for N, k in kstars.items()},
-                     {N: {"kstar": k + 1, "kstar_ci": None} for N, k in kstars.items()}, {}, {}, {}, [], {})
+    return Threshold(
+        group,
+        "",
+        "standard",
+        sorted(kstars),
+        # A K* past the grid (here > 10,000) is an extrapolation: not bracketed by the cells.
+        {N: {"kstar": k, "kstar_ci": [k / 2, k * 2], "bracketed": k < 10000} for N, k in kstars.items()},
+        {N: {"kstar": k + 1, "kstar_ci": None} for N, k in kstars.items()},
+        {},
+        {},
+        {},
+        [],
+        {},
+    )
 
 
 def _scaling(group, medians):  # what by_lever reads of a Scaling (no top-level N)
@@ -22,13 +32,23 @@ def _scaling(group, medians):  # what by_lever reads of a Scaling (no top-level 
 
 
 def test_kstar_per_lever_value_in_numeric_order_per_N():
-    ts = [_threshold({"task.zipf_alpha": a, "train.lr": 0.1}, {32: 1000 * (1 + a), 16: 500 * (1 + a)})
-          for a in (1.5, 0.0, 10.0, 0.5)]
+    ts = [
+        _threshold({"task.zipf_alpha": a, "train.lr": 0.1}, {32: 1000 * (1 + a), 16: 500 * (1 + a)})
+        for a in (1.5, 0.0, 10.0, 0.5)
+    ]
     out = levers.by_lever(ts, [])
     k = out["kstar"]
     assert k["fields"] == ["task.zipf_alpha"]  # train.lr is the same in every group: not a lever
     assert [(r["N"], r["lever"]["task.zipf_alpha"]) for r in k["rows"]] == [
-        (16, 0.0), (16, 0.5), (16, 1.5), (16, 10.0), (32, 0.0), (32, 0.5), (32, 1.5), (32, 10.0)]
+        (16, 0.0),
+        (16, 0.5),
+        (16, 1.5),
+        (16, 10.0),
+        (32, 0.0),
+        (32, 0.5),
+        (32, 1.5),
+        (32, 10.0),
+    ]
     assert [r["kstar"] for r in k["rows"][4:]] == [1000, 1500, 2500, 11000]
     assert k["rows"][0]["paper_sigmoid_kstar"] == 501 and k["rows"][0]["kstar_ci"] == [250, 1000]
     assert "t_icl_kinf" not in out
@@ -62,4 +82,7 @@ def test_a_real_sweep_report_puts_the_swept_lever_in_one_table(tmp_path):
     for row in ("| 8 | 1.0 | 20 | 20 | 300 |", "| 8 | 2.0 | 20 | 20 | 900 |", "| 16 | 2.0 | 20 | 20 | 1,800 |"):
         assert row in md, row
     # Every table names the lever's value beside the cell, so the cells table tells the groups apart.
-    assert "| infinite K=inf N=8 (qk_init_scale=2.0) | 20 |" in md and "| infinite K=inf N=8 (qk_init_scale=1.0) | 20 |" in md
+    assert (
+        "| infinite K=inf N=8 (qk_init_scale=2.0) | 20 |" in md
+        and "| infinite K=inf N=8 (qk_init_scale=1.0) | 20 |" in md
+    )

@@ -37,12 +37,20 @@ def _run(program, consts, *, seeds, steps, eval_every, block=4):
     layout = Layout(block)
     ids = padded_seed_ids(np.arange(seeds), layout)
     carry = init_ensemble(program, layout, seed_keys(0, ids), consts)
-    carry, curves, eval_steps = train(program, consts, carry, layout=layout, steps=steps, eval_every=eval_every,
-                                      evals_per_chunk=max(1, steps // eval_every))
+    carry, curves, eval_steps = train(
+        program,
+        consts,
+        carry,
+        layout=layout,
+        steps=steps,
+        eval_every=eval_every,
+        evals_per_chunk=max(1, steps // eval_every),
+    )
     return jax.device_get(carry), {k: v[:seeds] for k, v in curves.items()}, eval_steps
 
 
 # ---- the two implementations -----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind,R", [("attn_m", 1), ("attn_s", 1), ("attn_s", 2), ("mlp", 1)])
 def test_token_path_equals_fast_path_in_loss_and_gradient(kind, R):
@@ -72,8 +80,9 @@ def test_reference_code_output_is_N_times_the_paper_output(kind):
     X, _ = task.tokens(data)
     model = LinearAttention(kind, D=3, H=2)
     params = model.init(jax.random.key(2), 0.5, "entrywise")
-    np.testing.assert_allclose(model.predict_tokens(params, X, normalise=False), 7 * model.predict_tokens(params, X),
-                               rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        model.predict_tokens(params, X, normalise=False), 7 * model.predict_tokens(params, X), rtol=1e-12, atol=1e-14
+    )
 
 
 @pytest.mark.parametrize("kind,lr", [("attn_m", 1e-3), ("attn_s", 2e-2)])
@@ -93,8 +102,9 @@ def test_code_units_convert_a_reference_run(kind, lr):
     for _ in range(30):
         code = jax.tree.map(lambda p, g: p - lr * g, code, jax.grad(code_loss)(code))
         paper = jax.tree.map(lambda p, g: p - 0.5 * u["dt"] * g, paper, jax.grad(model.token_loss)(paper, X, yq))
-    np.testing.assert_allclose(model.predict_tokens(code, X, normalise=False), model.predict_tokens(paper, X),
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        model.predict_tokens(code, X, normalise=False), model.predict_tokens(paper, X), rtol=1e-9, atol=1e-12
+    )
 
 
 def test_mlp_on_cubic_features_is_attn_m():
@@ -109,6 +119,7 @@ def test_mlp_on_cubic_features_is_attn_m():
 
 # ---- moments ------------------------------------------------------------------------------------------
 
+
 def test_centring_and_whitening_are_exact():
     data, _, _ = _data(P=40)
     w = data["w_PxD"]
@@ -119,9 +130,10 @@ def test_centring_and_whitening_are_exact():
 
 def test_icl_fraction_is_traced_so_a_sweep_over_it_compiles_once():
     # The jitted chunk takes the program as a static argument: equal programs share one compilation.
-    build = lambda c, per_seed: LinearAttentionRegression.build(model="attn_s", D=3, N=5, H=2, P=40, icl_fraction=c,
-                                                                per_seed_data=per_seed)
-    from icl_race.engine import compile_stats
+    build = lambda c, per_seed: LinearAttentionRegression.build(
+        model="attn_s", D=3, N=5, H=2, P=40, icl_fraction=c, per_seed_data=per_seed
+    )
+    from icl_race.run import compile_stats
 
     for per_seed in (False, True):
         (p_a, c_a), (p_b, c_b) = build(0.3, per_seed), build(0.8, per_seed)
@@ -167,12 +179,16 @@ def test_in_weight_blocks_predict_from_the_query_alone(kind):
     params = model.init(jax.random.key(1), 0.5)
     assert not any(np.any(params[k]) for k in ("vt", "ut", "kt") if k in params)  # zero at init, as the reference
     plain = LinearAttention(kind, D=3, H=2, R=2)
-    np.testing.assert_allclose(model.predict_tokens(params, X),
-                               plain.predict_tokens(plain.init(jax.random.key(1), 0.5), X), rtol=1e-14)
+    np.testing.assert_allclose(
+        model.predict_tokens(params, X), plain.predict_tokens(plain.init(jax.random.key(1), 0.5), X), rtol=1e-14
+    )
     params = {**params, "v": jnp.zeros(2), "vt": jax.random.normal(jax.random.key(2), (2, 3), jnp.float64)}
     x = data["x_PxTxD"]
-    a_PxHxT = (jnp.einsum("pmj,hjk,pk->phm", x, params["U"], x[:, -1]) if kind == "attn_m" else
-               jnp.einsum("hrj,pmj,hrk,pk->phm", params["k"], x, params["q"], x[:, -1]))
+    a_PxHxT = (
+        jnp.einsum("pmj,hjk,pk->phm", x, params["U"], x[:, -1])
+        if kind == "attn_m"
+        else jnp.einsum("hrj,pmj,hrk,pk->phm", params["k"], x, params["q"], x[:, -1])
+    )
     expected = jnp.einsum("hi,pmi,phm->p", params["vt"], x, a_PxHxT) / 5
     np.testing.assert_allclose(model.predict_tokens(params, X.at[:, :, -1].multiply(-3.0)), expected, rtol=1e-12)
 
@@ -186,7 +202,11 @@ def test_population_moments_match_monte_carlo(prepared):
     x, y = data["x_PxTxD"], data["y_PxT"]
     beta, xq, yq = task.context_beta(x, y), x[:, -1], y[:, -1]
     z = task.cubic_features(beta, xq)
-    samples = {"s": yq[:, None] ** 2, "C_DxD": (yq[:, None] * z), "S_FxF": (z[:, :, None] * z[:, None, :]).reshape(P, -1)}
+    samples = {
+        "s": yq[:, None] ** 2,
+        "C_DxD": (yq[:, None] * z),
+        "S_FxF": (z[:, :, None] * z[:, None, :]).reshape(P, -1),
+    }
     pop = task.population_moments(Lambda, N)
     for name, smp in samples.items():
         zscore = (jnp.mean(smp, axis=0) - pop[name].reshape(-1)) / (jnp.std(smp, axis=0) / np.sqrt(P))
@@ -196,6 +216,7 @@ def test_population_moments_match_monte_carlo(prepared):
 
 
 # ---- theory -------------------------------------------------------------------------------------------
+
 
 def test_plateau_losses_and_maps():
     lam = task.spectrum("power", 5, alpha=2.0)
@@ -215,8 +236,9 @@ def test_plateau_losses_and_maps():
 def test_scalar_ode_closed_form_matches_an_ode_solver():
     lam, c, v0 = 0.2, 1.4, 1e-2
     ts = np.geomspace(1.0, 5e4, 60)
-    ref = solve_ivp(lambda t, v: th.scalar_ode_rhs(v, lam, c), (0, ts[-1]), [v0], method="LSODA", t_eval=ts,
-                    rtol=1e-12, atol=1e-15).y[0]
+    ref = solve_ivp(
+        lambda t, v: th.scalar_ode_rhs(v, lam, c), (0, ts[-1]), [v0], method="LSODA", t_eval=ts, rtol=1e-12, atol=1e-15
+    ).y[0]
     np.testing.assert_allclose(th.scalar_ode_solution(ts, v0, lam, c), ref, rtol=1e-7)
     vstar = (lam * c) ** (-1 / 3)
     assert th.scalar_ode_solution([1e9], v0, lam, c)[0] == pytest.approx(vstar, rel=1e-12)
@@ -266,8 +288,9 @@ def test_attn_m_white_time_course_matches_eq10_and_gd_converges_to_it():
     # the Richardson extrapolation 2 L(dt/2) − L(dt) removes it.
     curves = []
     for k, dt in enumerate((0.04, 0.02)):
-        program, consts = LinearAttentionRegression.build(model="attn_m", D=D, N=N, H=3, spectrum="white",
-                                                          init_scheme="aligned", init_scale=w_init, dt=dt)
+        program, consts = LinearAttentionRegression.build(
+            model="attn_m", D=D, N=N, H=3, spectrum="white", init_scheme="aligned", init_scale=w_init, dt=dt
+        )
         steps = int(round(ts[-1] / 0.04 / 50)) * 50 * 2**k
         _, c, eval_steps = _run(program, consts, seeds=1, steps=steps, eval_every=steps // 50, block=1)
         curves.append(c["loss"][0])
@@ -279,11 +302,13 @@ def test_attn_m_white_time_course_matches_eq10_and_gd_converges_to_it():
 
 # ---- the engine program -----------------------------------------------------------------------------
 
+
 def test_staircase_plateaus_match_eq19_in_an_engine_ensemble():
     # Fig. 3's setting (D = 4, λ ∝ d, H = 5, R = 1, N = 31, population), small balanced init, GD at 0.5 τ/step.
     D, N, dt = 4, 31, 0.5
-    program, consts = LinearAttentionRegression.build(model="attn_s", D=D, N=N, H=5, R=1, spectrum="linear",
-                                                      init_scale=1e-2, dt=dt)
+    program, consts = LinearAttentionRegression.build(
+        model="attn_s", D=D, N=N, H=5, R=1, spectrum="linear", init_scale=1e-2, dt=dt
+    )
     carry, curves, eval_steps = _run(program, consts, seeds=4, steps=120_000, eval_every=200)
     plateaus = th.plateau_losses(task.spectrum("linear", D), N)
     gap = np.min(plateaus[:-1] - plateaus[1:])
@@ -306,12 +331,23 @@ def test_staircase_plateaus_match_eq19_in_an_engine_ensemble():
     assert np.all(np.diff(idx) > 0) and idx[-1] == len(t) - 1
 
 
-@pytest.mark.parametrize("path,softmax,per_seed", [("moments", False, True), ("tokens", True, False),
-                                                   ("tokens", False, False)])
+@pytest.mark.parametrize(
+    "path,softmax,per_seed", [("moments", False, True), ("tokens", True, False), ("tokens", False, False)]
+)
 def test_finite_training_sets_in_the_engine(path, softmax, per_seed):
-    program, consts = LinearAttentionRegression.build(model="attn_s", D=2, N=4, H=2, P=24, path=path,
-                                                      softmax=softmax, per_seed_data=per_seed,
-                                                      init_scale=0.3, dt=0.5, spectrum="linear")
+    program, consts = LinearAttentionRegression.build(
+        model="attn_s",
+        D=2,
+        N=4,
+        H=2,
+        P=24,
+        path=path,
+        softmax=softmax,
+        per_seed_data=per_seed,
+        init_scale=0.3,
+        dt=0.5,
+        spectrum="linear",
+    )
     carry, curves, _ = _run(program, consts, seeds=2, steps=400, eval_every=100, block=2)
     loss = curves["loss"]
     assert np.all(np.isfinite(loss)) and np.all(loss[:, -1] < curves["train_loss"][:, 0])

@@ -8,11 +8,11 @@ import pytest
 
 from icl_race import config, rundir
 from icl_race.analysis import memorization as mem
-from icl_race.runner import execute
+from icl_race.run.runner import execute
 from icl_race.theory import kinetics as kin
 
-
 # ---- formulas -----------------------------------------------------------------------------------
+
 
 def test_budget_of_constant_c1_is_t():
     t = np.array([10.0, 20.0, 50.0, 100.0])
@@ -24,7 +24,7 @@ def test_budget_of_constant_c1_is_t():
 def test_budget_of_power_law_matches_closed_form():
     A, alpha = 0.7, 1.5
     t = np.geomspace(1, 1e4, 4001)
-    I = kin.memorization_budget(t, A * t ** -alpha, c1_at_0=None)
+    I = kin.memorization_budget(t, A * t**-alpha, c1_at_0=None)
     exact = 2 * A * (1 - t ** (1 - alpha)) / (alpha - 1)  # 2 int_1^t A s^-alpha ds
     np.testing.assert_allclose(I, exact, rtol=1e-4, atol=1e-9)
     # Plus the tail correction it is the whole integral 2A/(alpha - 1).
@@ -55,24 +55,24 @@ def test_t_icl_and_k_star():
 def test_tail_fit_recovers_a_synthetic_power_law():
     rng = np.random.default_rng(1)
     t = np.geomspace(10, 1e6, 101)
-    c1 = 0.3 * t ** -1.2 * np.exp(rng.normal(0, 0.05, (20, t.size)))
+    c1 = 0.3 * t**-1.2 * np.exp(rng.normal(0, 0.05, (20, t.size)))
     c1[:, t < 100] = 0.5  # a head that must fall outside the last decade
     fit = mem.tail_fit(t, c1, n_boot=200)
     assert fit["alpha"] == pytest.approx(1.2, abs=0.01) and fit["alpha_ci"][0] < 1.2 < fit["alpha_ci"][1]
     assert fit["A"] == pytest.approx(0.3, rel=0.1) and fit["t_range"] == [1e5, 1e6]
     early = mem.tail_fit(t, c1, n_boot=0, t_end=1e4)
     assert early["t_range"] == [1e3, 1e4] and early["alpha"] == pytest.approx(1.2, abs=0.02)
-    np.testing.assert_allclose(mem.local_slope(t, 0.3 * t ** -1.2), -1.2, rtol=1e-9)
+    np.testing.assert_allclose(mem.local_slope(t, 0.3 * t**-1.2), -1.2, rtol=1e-9)
 
 
 def test_nu_fit_recovers_a_synthetic_exponent():
     rng = np.random.default_rng(2)
     K = np.array([498, 900, 1622, 2924, 5268])
-    groups = [4.0 * k ** 0.7 * np.exp(rng.normal(0, 0.05, 16)) for k in K]
+    groups = [4.0 * k**0.7 * np.exp(rng.normal(0, 0.05, 16)) for k in K]
     fit = mem.nu_fit(K, groups, n_boot=200)
     assert fit["nu"] == pytest.approx(0.7, abs=0.02) and fit["nu_ci"][0] < 0.7 < fit["nu_ci"][1]
     assert fit["inv_nu"] == pytest.approx(1 / 0.7, abs=0.05)
-    exact = mem.nu_fit(K, [4.0 * k ** 0.7 * np.ones(2) for k in K], n_boot=0)
+    exact = mem.nu_fit(K, [4.0 * k**0.7 * np.ones(2) for k in K], n_boot=0)
     assert exact["C"] == pytest.approx(4.0) and exact["max_abs_log_residual"] < 1e-9
     assert [x["nu"] for x in exact["local"]] == pytest.approx([0.7] * 4)
 
@@ -82,7 +82,7 @@ def test_local_exponents_find_where_one_power_law_breaks():
     # octave's CI holds its own exponent, and the one fit over all K is neither.
     rng = np.random.default_rng(4)
     K = 256.0 * 2 ** np.arange(7)
-    mean = K ** 0.7 * np.maximum(K / 2048, 1) ** 0.8
+    mean = K**0.7 * np.maximum(K / 2048, 1) ** 0.8
     fit = mem.nu_fit(K, [m * np.exp(rng.normal(0, 0.05, 16)) for m in mean], n_boot=300)
     truth = [0.7, 0.7, 0.7, 1.5, 1.5, 1.5]
     assert [x["K"] for x in fit["local"]] == [[a, b] for a, b in zip(K, K[1:])]
@@ -137,6 +137,7 @@ def test_predict_k_star_inverts_the_memorization_law():
 
 # ---- programs -----------------------------------------------------------------------------------
 
+
 def test_attention_term_equals_numpy():
     from icl_race.models.minimal import MinimalModel
     from icl_race.tasks.classification import fresh_sequences
@@ -161,8 +162,14 @@ def test_attention_term_equals_numpy():
 MEM_RAW = {
     "task": {"kind": "memorization", "K": 64, "D": 16},
     "model": {"kind": "mlp", "width": 32},
-    "train": {"lr": 0.1, "batch_size": 16, "steps": 1500, "eval_every": 50, "checkpoint_every": 0,
-              "stop_when_all_acquired": False},
+    "train": {
+        "lr": 0.1,
+        "batch_size": 16,
+        "steps": 1500,
+        "eval_every": 50,
+        "checkpoint_every": 0,
+        "stop_when_all_acquired": False,
+    },
     "ensemble": {"seeds": 4, "block": 4},
 }
 
@@ -190,15 +197,21 @@ def test_mlp_only_memorizes_a_tiny_K(tmp_path):
 def test_input_scale_multiplies_the_items():
     from icl_race.systems.memorization import MemorizationRun
 
-    pools = [MemorizationRun.from_config(config.from_dict({**MEM_RAW, "task": {**MEM_RAW["task"], "input_scale": s}}))[1]["pool"]
-             for s in (1.0, 8.0)]
+    pools = [
+        MemorizationRun.from_config(config.from_dict({**MEM_RAW, "task": {**MEM_RAW["task"], "input_scale": s}}))[1][
+            "pool"
+        ]
+        for s in (1.0, 8.0)
+    ]
     np.testing.assert_allclose(pools[1], 8.0 * pools[0], rtol=1e-6)
 
 
 def _batches(task_fields, n_keys=400):
     from icl_race.systems.memorization import MemorizationRun
 
-    program, consts = MemorizationRun.from_config(config.from_dict({**MEM_RAW, "task": {**MEM_RAW["task"], **task_fields}}))
+    program, consts = MemorizationRun.from_config(
+        config.from_dict({**MEM_RAW, "task": {**MEM_RAW["task"], **task_fields}})
+    )
     state = program.init(jax.random.key(0), consts)
     keys = jax.random.split(jax.random.key(1), n_keys)
     x, y, ids = jax.vmap(lambda k: program.batch(state, consts, k))(keys)
@@ -241,11 +254,20 @@ def test_float64_mlp_trains_in_float64(tmp_path):
 
 def test_minimal_model_t_icl_grows_as_beta0_falls(tmp_path):
     def raw(beta0):
-        return {"task": {"variant": "infinite", "N": 8, "D": 32},
-                "model": {"kind": "minimal", "width": 16, "beta0": beta0},
-                "train": {"lr": 0.1, "batch_size": 32, "steps": 2000, "eval_every": 20, "eval_size": 256,
-                          "checkpoint_every": 0, "icl_threshold": 0.9},
-                "ensemble": {"seeds": 4, "block": 4}}
+        return {
+            "task": {"variant": "infinite", "N": 8, "D": 32},
+            "model": {"kind": "minimal", "width": 16, "beta0": beta0},
+            "train": {
+                "lr": 0.1,
+                "batch_size": 32,
+                "steps": 2000,
+                "eval_every": 20,
+                "eval_size": 256,
+                "checkpoint_every": 0,
+                "icl_threshold": 0.9,
+            },
+            "ensemble": {"seeds": 4, "block": 4},
+        }
 
     hi = execute(config.from_dict(raw(1.0)), tmp_path / "hi", progress=False)
     lo = execute(config.from_dict(raw(-1.0)), tmp_path / "lo", progress=False)
@@ -256,7 +278,10 @@ def test_minimal_model_t_icl_grows_as_beta0_falls(tmp_path):
     assert 3 < ratio < 20  # theory: e^2 = 7.4
     assert np.all(lo["w"][:, -1] > 0) and np.all(lo["beta"][:, -1] > -1.0)
     # t_ICL * lr / (N sqrt(2 pi) e^-beta0) is about one constant across beta0 (measured ~1.3 here).
-    r_hi, r_lo = (mem.summarize_minimal(rundir.load_cells(tmp_path / d), n_boot=50)["cells"][0]["ratio_flow"]["ratio"] for d in ("hi", "lo"))
+    r_hi, r_lo = (
+        mem.summarize_minimal(rundir.load_cells(tmp_path / d), n_boot=50)["cells"][0]["ratio_flow"]["ratio"]
+        for d in ("hi", "lo")
+    )
     assert 0.5 < r_hi < 3 and 0.5 < r_lo < 3 and 0.67 < r_lo / r_hi < 1.5
 
 
@@ -264,8 +289,12 @@ def test_minimal_beta0_random_is_per_seed():
     from icl_race.systems import build, system_class
     from icl_race.systems.minimal import MinimalRace
 
-    cfg = config.from_dict({"task": {"variant": "infinite", "N": 4, "D": 8},
-                            "model": {"kind": "minimal", "width": 4, "beta0_random": True}})
+    cfg = config.from_dict(
+        {
+            "task": {"variant": "infinite", "N": 4, "D": 8},
+            "model": {"kind": "minimal", "width": 4, "beta0_random": True},
+        }
+    )
     assert system_class(cfg) is MinimalRace
     program, consts = build(cfg)
     states = [program.init(jax.random.key(s), consts) for s in range(8)]
@@ -284,8 +313,15 @@ def test_load_cells_drops_diverged_seeds_and_fills_config_defaults(tmp_path):
     (d / "config.json").write_text(json.dumps(cfg))
     (d / "meta.json").write_text(json.dumps({"config": cfg}))
     c1 = np.array([[0.5, 0.2, 0.1], [np.nan, np.nan, np.nan], [0.4, 0.3, 0.2]])  # seed 1 diverged
-    np.savez(d / "results.npz", seed_ids=np.arange(3), diverged=np.array([False, True, False]),
-             t_memorized=np.array([100, -1, 150]), c1=c1, eval_steps=np.array([50, 100, 150]), budget=150)
+    np.savez(
+        d / "results.npz",
+        seed_ids=np.arange(3),
+        diverged=np.array([False, True, False]),
+        t_memorized=np.array([100, -1, 150]),
+        c1=c1,
+        eval_steps=np.array([50, 100, 150]),
+        budget=150,
+    )
     [(conf, r)] = rundir.load_cells(d)
     assert r["n_diverged"] == 1 and r["seed_ids"].tolist() == [0, 2] and r["t_memorized"].tolist() == [100, 150]
     assert np.isfinite(r["c1"]).all() and r["c1"].shape == (2, 3)

@@ -11,12 +11,21 @@ from icl_race.engine.ensemble import chunk_on_device, init_on_device
 from icl_race.systems import build, precision
 
 CASES = {
-    "classification": {"task": {"K": 1000, "N": 32}, "model": {"width": 64},
-                       "train": {"batch_size": 128, "eval_size": 256}},
-    "two-layer": {"task": {"K": 1000, "N": 32}, "model": {"width": 64, "layers": 2},
-                  "train": {"batch_size": 64, "eval_size": 128}},
-    "memorization": {"task": {"kind": "memorization", "K": 4000}, "model": {"width": 128},
-                     "train": {"batch_size": 256}},
+    "classification": {
+        "task": {"K": 1000, "N": 32},
+        "model": {"width": 64},
+        "train": {"batch_size": 128, "eval_size": 256},
+    },
+    "two-layer": {
+        "task": {"K": 1000, "N": 32},
+        "model": {"width": 64, "layers": 2},
+        "train": {"batch_size": 64, "eval_size": 128},
+    },
+    "memorization": {
+        "task": {"kind": "memorization", "K": 4000},
+        "model": {"width": 128},
+        "train": {"batch_size": 256},
+    },
     "linear attention, tokens": {"task": {"kind": "linear_regression", "P": 2000, "path": "tokens"}},
 }
 
@@ -29,22 +38,42 @@ def test_estimate_bounds_what_xla_allocates_for_the_chunk(name):
     block = 2
     with precision(cfg):
         program, consts = memory.abstract_build(lambda: build(cfg))
-        est = memory.estimate(program, consts, seeds_per_device=block, shards=1, block=block, total_seeds=block,
-                              evals=10, checkpoints=False, on_cpu=False)
+        est = memory.estimate(
+            program,
+            consts,
+            seeds_per_device=block,
+            shards=1,
+            block=block,
+            total_seeds=block,
+            evals=10,
+            checkpoints=False,
+            on_cpu=False,
+        )
         keys = jax.eval_shape(lambda: jax.vmap(jax.random.key)(jnp.arange(block)))
         carry = jax.eval_shape(lambda k, c: init_on_device(program, block, k, c), keys, consts)
-        xla = chunk_on_device.lower(program, block, 10, 2, carry, consts, jnp.int32(0),
-                                    jnp.int32(2)).compile().memory_analysis()
+        xla = (
+            chunk_on_device.lower(program, block, 10, 2, carry, consts, jnp.int32(0), jnp.int32(2))
+            .compile()
+            .memory_analysis()
+        )
     measured = xla.argument_size_in_bytes + xla.temp_size_in_bytes
     assert measured <= est.device <= 4 * measured, (name, est.parts(), measured)
 
 
-@pytest.mark.parametrize("overrides", [
-    ["model.width=1e9"], ["task.D=1e9"], ["task.K=2e9"], ["ensemble.seeds=1e9"], ["train.batch_size=1e9"],
-    ["train.eval_size=1e9"], ["task.variant=\"infinite\"", "task.N=1e9"],
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["model.width=1e9"],
+        ["task.D=1e9"],
+        ["task.K=2e9"],
+        ["ensemble.seeds=1e9"],
+        ["train.batch_size=1e9"],
+        ["train.eval_size=1e9"],
+        ['task.variant="infinite"', "task.N=1e9"],
+    ],
+)
 def test_impossible_sizes_are_refused_naming_the_field_to_lower(overrides):
-    from icl_race.runner import check_memory
+    from icl_race.run.runner import check_memory
 
     demo = config.read_toml("experiments/demo.toml")
     with pytest.raises(config.ConfigError, match="^memory: this run needs about") as e:
@@ -53,12 +82,19 @@ def test_impossible_sizes_are_refused_naming_the_field_to_lower(overrides):
     assert field in str(e.value).partition("; lower ")[2], str(e.value)
 
 
-@pytest.mark.parametrize("path", ["experiments/demo.toml", "experiments/memorization/minimal_cpu.toml",
-                                  "experiments/memorization/mlp_cpu.toml", "experiments/memorization/mlp_tail_f64_cpu.toml",
-                                  "experiments/linear_attention/fig3.toml"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "experiments/demo.toml",
+        "experiments/memorization/minimal_cpu.toml",
+        "experiments/memorization/mlp_cpu.toml",
+        "experiments/memorization/mlp_tail_f64_cpu.toml",
+        "experiments/linear_attention/fig3.toml",
+    ],
+)
 def test_every_system_is_estimated_and_its_cpu_experiments_fit(path):
-    from icl_race import sweep
-    from icl_race.runner import check_memory
+    from icl_race.run import sweep
+    from icl_race.run.runner import check_memory
 
     for cell in sweep.load(path).cells:
         check_memory(cell.cfg)

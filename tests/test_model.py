@@ -106,8 +106,10 @@ def test_memory_logit_is_the_logit_without_attention_output(layers):
     params = spec.init(jax.random.key(0))
     x = _tokens(jax.random.key(1))
     # With every value map zero the attention outputs vanish: the full logit is the in-weights path's.
-    silent = {m: ({**sub, "v": {"kernel": jnp.zeros_like(sub["v"]["kernel"])}} if "v" in sub else sub)
-              for m, sub in params.items()}
+    silent = {
+        m: ({**sub, "v": {"kernel": jnp.zeros_like(sub["v"]["kernel"])}} if "v" in sub else sub)
+        for m, sub in params.items()
+    }
     np.testing.assert_allclose(spec.memory_logit(silent, x), spec.apply(silent, x), rtol=1e-5, atol=1e-6)
     # It reads the query token only.
     np.testing.assert_array_equal(spec.memory_logit(params, x), spec.memory_logit(params, x.at[:, :-1].set(0.0)))
@@ -139,8 +141,9 @@ def test_query_scores_are_the_softmax_logits_of_the_forward_pass():
     # With the value map the identity, the attention output is softmax(s) . h: the logits really are these.
     eye = {**p, "attn": {**p["attn"], "v": {"kernel": jnp.eye(E)}}}
     a = jax.nn.softmax(spec.query_scores(eye, x), axis=-1)
-    np.testing.assert_allclose(spec.bind(eye).attn.query(m.ln(x)), jnp.einsum("bn,bne->be", a, m.ln(x)),
-                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        spec.bind(eye).attn.query(m.ln(x)), jnp.einsum("bn,bne->be", a, m.ln(x)), rtol=1e-4, atol=1e-5
+    )
 
 
 def test_activations_are_the_forward_pass_and_its_hidden_layers():
@@ -159,7 +162,9 @@ def test_activations_are_the_forward_pass_and_its_hidden_layers():
     np.testing.assert_allclose(act["relu1"], relu1, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(act["relu2"], np.maximum(relu1 @ w["fc2"][0] + w["fc2"][1], 0), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="one-layer"):
-        Transformer(E=E, width=16, layers=2).activations(Transformer(E=E, width=16, layers=2).init(jax.random.key(0)), x)
+        Transformer(E=E, width=16, layers=2).activations(
+            Transformer(E=E, width=16, layers=2).init(jax.random.key(0)), x
+        )
 
 
 @pytest.mark.parametrize("layers", [1, 2])

@@ -11,16 +11,19 @@ import numpy as np
 import pytest
 
 from icl_race import config
-from icl_race.engine import compile_stats
 from icl_race.engine.ensemble import Layout, init_ensemble, padded_seed_ids, seed_keys, train
 from icl_race.models.transformer import ATTENTION_PATH
-from icl_race.runner import execute
+from icl_race.run import compile_stats
+from icl_race.run.runner import execute
 from icl_race.systems import build
 from icl_race.systems.classification import ClassificationRace
 
 DEMO = Path(__file__).parents[1] / "experiments" / "demo.toml"
-TINY = {"task": {"K": 200, "N": 8}, "model": {"width": 16},
-        "train": {"lr": 0.05, "batch_size": 16, "weight_decay_attn": 0.3, "weight_decay_mlp": 0.01}}
+TINY = {
+    "task": {"K": 200, "N": 8},
+    "model": {"width": 16},
+    "train": {"lr": 0.05, "batch_size": 16, "weight_decay_attn": 0.3, "weight_decay_mlp": 0.01},
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,9 +33,11 @@ class HandWrittenSGD(ClassificationRace):
     def step(self, state, consts, key):
         x_BxNxE, y_B = self.train_batch(state, consts, key, self.batch_size)
         loss, grads = jax.value_and_grad(self.loss)(state["params"], x_BxNxE, y_B)
-        params = {m: jax.tree.map(lambda p, g: p - consts["lr"] * (g + wd * p), sub, grads[m])
-                  for m, sub in state["params"].items()
-                  for wd in [consts["wd_attn"] if m in ATTENTION_PATH else consts["wd_mlp"]]}
+        params = {
+            m: jax.tree.map(lambda p, g: p - consts["lr"] * (g + wd * p), sub, grads[m])
+            for m, sub in state["params"].items()
+            for wd in [consts["wd_attn"] if m in ATTENTION_PATH else consts["wd_mlp"]]
+        }
         return {**state, "params": params}, loss
 
 
@@ -40,8 +45,17 @@ def _train(program, consts, cfg, seed_ids, block, stop_event=None):
     ids = padded_seed_ids(np.asarray(seed_ids), Layout(block))
     carry = init_ensemble(program, Layout(block), seed_keys(0, ids), consts)
     tr = cfg.train
-    carry, curves, _ = train(program, consts, carry, layout=Layout(block), steps=tr.steps, eval_every=tr.eval_every,
-                             evals_per_chunk=tr.evals_per_chunk, live_seeds=len(seed_ids), stop_event=stop_event)
+    carry, curves, _ = train(
+        program,
+        consts,
+        carry,
+        layout=Layout(block),
+        steps=tr.steps,
+        eval_every=tr.eval_every,
+        evals_per_chunk=tr.evals_per_chunk,
+        live_seeds=len(seed_ids),
+        stop_event=stop_event,
+    )
     n = len(seed_ids)
     return jax.device_get(carry["t_first"]["icl"])[:n], {k: v[:n] for k, v in curves.items()}
 
@@ -53,8 +67,17 @@ def test_sgd_is_the_hand_written_coupled_sgd_bit_for_bit_on_the_demo_config():
     # seed 0 had not), so the run does not ask for them by a fixed step: it stops once both seeds have
     # acquired ICL, within a budget of 4,000 steps (both acquire by 600 on the machine this was written
     # on: a margin of over 6x), and the comparison needs only that the curves pass through a transition.
-    cfg = config.load(DEMO, ["train.steps=4000", "ensemble.seeds=2", "task.N=8", "task.K=1000", "train.eval_size=500",
-                                  "train.eval_batch=256"])
+    cfg = config.load(
+        DEMO,
+        [
+            "train.steps=4000",
+            "ensemble.seeds=2",
+            "task.N=8",
+            "task.K=1000",
+            "train.eval_size=500",
+            "train.eval_batch=256",
+        ],
+    )
     program, consts = build(cfg)
     oracle = HandWrittenSGD(**{f.name: getattr(program, f.name) for f in dataclasses.fields(program)})
     t_new, curves_new = _train(program, consts, cfg, np.arange(2), block=2, stop_event="icl")
@@ -63,8 +86,9 @@ def test_sgd_is_the_hand_written_coupled_sgd_bit_for_bit_on_the_demo_config():
     for name in curves_old:
         np.testing.assert_array_equal(curves_new[name], curves_old[name], err_msg=name)
     icl = curves_new["icl_acc"]
-    assert np.any((icl[:, 0] < 0.6) & (icl.max(axis=1) > 0.95)), \
+    assert np.any((icl[:, 0] < 0.6) & (icl.max(axis=1) > 0.95)), (
         f"the comparison should run through an ICL transition: ICL accuracy {icl[:, 0]} -> {icl.max(axis=1)}"
+    )
 
 
 def _two_steps(optimizer, **train_kw):
@@ -83,10 +107,12 @@ def _two_steps(optimizer, **train_kw):
 def _per_leaf(states, grads, group, update):
     """The definition `update(p0, g1, g2, wd) -> p2` on every leaf of a group, against the program."""
     wd = {"ln": 0.3, "attn": 0.3, "mlp": 0.01}[group]
-    expected = jax.tree.map(lambda p, g1, g2: update(p, g1, g2, wd), states[0]["params"][group], grads[0][group],
-                            grads[1][group])
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6), states[2]["params"][group],
-                 expected)
+    expected = jax.tree.map(
+        lambda p, g1, g2: update(p, g1, g2, wd), states[0]["params"][group], grads[0][group], grads[1][group]
+    )
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6), states[2]["params"][group], expected
+    )
 
 
 @pytest.mark.parametrize("group", ["ln", "attn", "mlp"])
@@ -149,15 +175,28 @@ class _Stop(BaseException):
 
 
 def test_adam_run_resumed_from_a_checkpoint_equals_an_uninterrupted_one(tmp_path, monkeypatch):
-    from icl_race.engine import checkpoint
+    from icl_race.run import checkpoint
 
-    raw = {"task": {"K": 1000, "N": 8}, "model": {"width": 32},
-           "train": {"optimizer": "adamw", "lr": 3e-3, "weight_decay_mlp": 0.1, "batch_size": 32, "steps": 200,
-                     "eval_every": 50, "eval_size": 100, "evals_per_chunk": 1, "checkpoint_every": 1,
-                     "stop_when_all_acquired": False},
-           "ensemble": {"seeds": 3, "block": 4}}
-    whole = execute(config.from_dict({**raw, "train": {**raw["train"], "checkpoint_every": 0}}), tmp_path / "a",
-                    progress=False)
+    raw = {
+        "task": {"K": 1000, "N": 8},
+        "model": {"width": 32},
+        "train": {
+            "optimizer": "adamw",
+            "lr": 3e-3,
+            "weight_decay_mlp": 0.1,
+            "batch_size": 32,
+            "steps": 200,
+            "eval_every": 50,
+            "eval_size": 100,
+            "evals_per_chunk": 1,
+            "checkpoint_every": 1,
+            "stop_when_all_acquired": False,
+        },
+        "ensemble": {"seeds": 3, "block": 4},
+    }
+    whole = execute(
+        config.from_dict({**raw, "train": {**raw["train"], "checkpoint_every": 0}}), tmp_path / "a", progress=False
+    )
     save = checkpoint.Checkpointer.save
 
     def save_then_stop(self, step, *a, **k):
@@ -189,9 +228,19 @@ def test_one_compilation_serves_every_traced_optimizer_and_lever_value(tiny_raw)
 
     base = run()
     before, _ = compile_stats.snapshot()
-    changed = [run(train__lr=0.02), run(train__weight_decay_attn=0.1), run(train__weight_decay_mlp=0.1),
-               run(train__b1=0.5), run(train__b2=0.9), run(train__eps=1e-3), run(model__qk_init_scale=2.0),
-               run(task__zipf_alpha=1.5), run(task__K=600), run(task__epsilon=1.0), run(task__p_bursty=0.9)]
+    changed = [
+        run(train__lr=0.02),
+        run(train__weight_decay_attn=0.1),
+        run(train__weight_decay_mlp=0.1),
+        run(train__b1=0.5),
+        run(train__b2=0.9),
+        run(train__eps=1e-3),
+        run(model__qk_init_scale=2.0),
+        run(task__zipf_alpha=1.5),
+        run(task__K=600),
+        run(task__epsilon=1.0),
+        run(task__p_bursty=0.9),
+    ]
     after, _ = compile_stats.snapshot()
     assert after == before, f"{after - before} recompilations for a new traced value"
     # ...and every value really changed what was trained or measured.

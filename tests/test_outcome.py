@@ -34,7 +34,7 @@ def test_classes_and_fall_time():
 def test_lasting_counts_evaluations_into_the_nan_tail():
     icl, t = _curves()
     icl[4, 22:] = 0.5
-    icl[4, 40 - 10:] = np.nan  # no-op on 30 columns; below from 22 to 29 = 8 evaluations
+    icl[4, 40 - 10 :] = np.nan  # no-op on 30 columns; below from 22 to 29 = 8 evaluations
     assert oc.lasting_fall(icl, STEPS, t, lasting=8)[4] == 230
     assert oc.lasting_fall(icl, STEPS, t, lasting=9)[4] == -1
 

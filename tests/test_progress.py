@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from icl_race.progress import ProgressBar
+from icl_race.run.progress import ProgressBar
 
 
 def test_progress_line_gives_elapsed_and_time_left_from_the_post_compile_rate():
@@ -47,8 +47,9 @@ def test_the_time_left_counts_the_programs_still_to_compile():
     assert [period for _, period, _ in plan] == [100, 200, 400, 300]
     times, compiled = iter([0.0, 12.0, 26.0]), iter([0.0, 10.0, 20.0])  # each chunk compiles for 10 s
     out = io.StringIO()
-    bar = ProgressBar("icl", stream=out, every=0.0, clock=lambda: next(times), compiled=lambda: next(compiled),
-                      plan=plan)
+    bar = ProgressBar(
+        "icl", stream=out, every=0.0, clock=lambda: next(times), compiled=lambda: next(compiled), plan=plan
+    )
     first = _line(bar, out, step=100, chunk_steps=100, chunk_seconds=12.0)
     assert "<= 0h00m48s left" in first  # 900 steps at 2 s per 100, and 3 programs of 10 s
     second = _line(bar, out, step=300, chunk_steps=200, chunk_seconds=14.0)
@@ -61,6 +62,15 @@ def test_the_rate_counts_the_seeds_a_chunk_computed():
     seeds x 100 steps in 2 s), not the run's 4 seeds as if all had trained."""
     out = io.StringIO()
     bar = ProgressBar("icl", stream=out, every=0.0, clock=iter([0.0, 2.0]).__next__, compiled=lambda: 0.0)
-    bar(SimpleNamespace(step=100, steps=1000, seeds=4, chunk_seeds=2, chunk_steps=100, chunk_seconds=2.0,
-                        t_first={"icl": np.array([100, 100, -1, -1])}))
+    bar(
+        SimpleNamespace(
+            step=100,
+            steps=1000,
+            seeds=4,
+            chunk_seeds=2,
+            chunk_steps=100,
+            chunk_seconds=2.0,
+            t_first={"icl": np.array([100, 100, -1, -1])},
+        )
+    )
     assert "| 100 seed-steps/s |" in out.getvalue() and "| 2 live |" in out.getvalue()

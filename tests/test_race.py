@@ -12,9 +12,13 @@ STEPS = np.arange(1, 11) * 100
 
 
 def test_first_passage_above_below_and_after():
-    v = np.array([[0.1, 0.5, 0.97, 0.99, 0.8, 0.6, 0.95, 0.5, 0.5, 0.5],
-                  [0.1] * 10,
-                  [0.96, 0.99, 0.99, 0.99, 0.99, 0.99, 0.99, 0.99, 0.99, 0.95]])
+    v = np.array(
+        [
+            [0.1, 0.5, 0.97, 0.99, 0.8, 0.6, 0.95, 0.5, 0.5, 0.5],
+            [0.1] * 10,
+            [0.96, 0.99, 0.99, 0.99, 0.99, 0.99, 0.99, 0.99, 0.99, 0.95],
+        ]
+    )
     np.testing.assert_array_equal(race.first_passage(v, STEPS, 0.95), [300, -1, 100])
     t_icl = race.first_passage(v, STEPS, 0.95)
     # The fall is strictly after acquisition; a seed that never acquired cannot fall; 0.95 < 0.9 is false.
@@ -40,7 +44,7 @@ def test_loss_relation_is_exact_on_the_theory_line():
     assert out["seeds_used"] == np.sum(t_icl >= 0)
     assert out["points"] == sum(np.sum(STEPS >= t) for t in t_icl if t >= 0)
     high = race.loss_relation(icl, iwl, STEPS, t_icl, min_x=1.0, n_boot=0)
-    assert high["points"] == np.sum((np.asarray(high["x"]) > 1.0)) < out["points"]
+    assert high["points"] == np.sum(np.asarray(high["x"]) > 1.0) < out["points"]
     assert min(high["x"]) > 1.0 and high["slope"] == pytest.approx(1.0)
 
 
@@ -79,9 +83,19 @@ def test_summarize_transience_on_constructed_cells(tmp_path):
         acc[:, STEPS >= fall] = 0.6
         acc[3] = np.where(STEPS >= 200, 0.99, 0.5)  # never falls: censored at 1000
         loss = np.full_like(acc, 0.3)
-        _write_cell(tmp_path / "cells" / str(wd), {"train": {"weight_decay_attn": wd}},
-                    {"eval_steps": STEPS, "t_icl": np.full(4, 200), "icl_acc": acc, "iwl_acc": acc,
-                     "icl_loss": loss, "iwl_loss": loss, "c3": np.tile(STEPS / 1000, (4, 1))})
+        _write_cell(
+            tmp_path / "cells" / str(wd),
+            {"train": {"weight_decay_attn": wd}},
+            {
+                "eval_steps": STEPS,
+                "t_icl": np.full(4, 200),
+                "icl_acc": acc,
+                "iwl_acc": acc,
+                "icl_loss": loss,
+                "iwl_loss": loss,
+                "c3": np.tile(STEPS / 1000, (4, 1)),
+            },
+        )
     out = race.summarize_transience(rundir.load_cells(tmp_path), n_boot=100)
     lo, hi = out["cells"]
     assert (lo["weight_decay_attn"], lo["fell"], lo["acquired"]) == (0.01, 3, 4)
@@ -96,20 +110,36 @@ def test_summarize_transience_on_constructed_cells(tmp_path):
 
 def test_after_memorization_counts_the_seeds_a_settle_rule_would_stop_and_those_that_acquired_later():
     steps = np.array([10, 20, 30, 40, 50])
-    iwl = np.array([[0.5, 0.95, 0.97, 0.9, 0.99],   # memorizes at 20, never acquires
-                    [0.5, 0.92, 0.95, 0.95, 0.95],  # memorizes at 20, acquires at 40: a loss of the bet
-                    [0.5, 0.6, 0.95, 0.96, 0.97],   # acquires at 10, memorizes at 30: not first
-                    [0.5, 0.6, 0.7, 0.8, 0.85]])    # never memorizes
-    icl = np.array([[0.5, 0.6, 0.7, 0.65, 0.6],
-                    [0.5, 0.6, 0.8, 0.96, 0.97],
-                    [0.96, 0.97, 0.97, 0.97, 0.97],
-                    [0.5, 0.5, 0.5, 0.5, 0.5]])
+    iwl = np.array(
+        [
+            [0.5, 0.95, 0.97, 0.9, 0.99],  # memorizes at 20, never acquires
+            [0.5, 0.92, 0.95, 0.95, 0.95],  # memorizes at 20, acquires at 40: a loss of the bet
+            [0.5, 0.6, 0.95, 0.96, 0.97],  # acquires at 10, memorizes at 30: not first
+            [0.5, 0.6, 0.7, 0.8, 0.85],
+        ]
+    )  # never memorizes
+    icl = np.array(
+        [
+            [0.5, 0.6, 0.7, 0.65, 0.6],
+            [0.5, 0.6, 0.8, 0.96, 0.97],
+            [0.96, 0.97, 0.97, 0.97, 0.97],
+            [0.5, 0.5, 0.5, 0.5, 0.5],
+        ]
+    )
     t_icl = np.array([-1, 40, 10, -1])
     out = race.after_memorization(t_icl, iwl, icl, steps, level=0.9)
-    assert out == {"seeds": 4, "memorized_first": 2, "acquired_after": 1, "t_mem_range": [20, 20],
-                   "max_icl_after": 0.97, "acquired": 2}
-    cells = [({"task": {"K": 800}}, {"t_icl": t_icl, "iwl_acc": iwl, "icl_acc": icl, "eval_steps": steps}),
-             ({"task": {"K": 400}}, {"t_icl": t_icl[:1], "iwl_acc": iwl[:1], "icl_acc": icl[:1], "eval_steps": steps})]
+    assert out == {
+        "seeds": 4,
+        "memorized_first": 2,
+        "acquired_after": 1,
+        "t_mem_range": [20, 20],
+        "max_icl_after": 0.97,
+        "acquired": 2,
+    }
+    cells = [
+        ({"task": {"K": 800}}, {"t_icl": t_icl, "iwl_acc": iwl, "icl_acc": icl, "eval_steps": steps}),
+        ({"task": {"K": 400}}, {"t_icl": t_icl[:1], "iwl_acc": iwl[:1], "icl_acc": icl[:1], "eval_steps": steps}),
+    ]
     pooled = race.settling(cells, level=0.9)
     assert [c["K"] for c in pooled.cells] == [400, 800]
     assert (pooled.memorized_first, pooled.acquired_after) == (3, 1)

@@ -8,7 +8,7 @@ from scipy import stats
 from icl_race import config
 from icl_race.analysis import regime
 from icl_race.analysis.race import first_passage
-from icl_race.runner import execute
+from icl_race.run.runner import execute
 
 STEPS = np.arange(1, 101) * 10  # evaluations at 10, 20, ..., 1000
 
@@ -26,12 +26,14 @@ def _jump(t_start, height, rise=0, second=None):
 
 
 def test_rise_fraction_and_plateau_of_constructed_traces():
-    acc = np.stack([
-        _jump(200, 0.99),                     # abrupt: 0.6 and 0.95 passed at the same evaluation
-        _jump(200, 0.98, rise=100),           # climbs 0.6 -> 0.98 over 100 steps
-        _jump(200, 0.85, second=(700, 0.97)),  # jumps to 0.85, reaches the threshold in a second phase
-        np.full(STEPS.size, 0.55),            # never rises
-    ])
+    acc = np.stack(
+        [
+            _jump(200, 0.99),  # abrupt: 0.6 and 0.95 passed at the same evaluation
+            _jump(200, 0.98, rise=100),  # climbs 0.6 -> 0.98 over 100 steps
+            _jump(200, 0.85, second=(700, 0.97)),  # jumps to 0.85, reaches the threshold in a second phase
+            np.full(STEPS.size, 0.55),  # never rises
+        ]
+    )
     t_start = first_passage(acc, STEPS, 0.6 - 1e-9)  # passage over (just below) 0.6: the ramp starts at 0.6
     t_thr = first_passage(acc, STEPS, 0.95)
     np.testing.assert_array_equal(t_start, [200, 200, 200, -1])

@@ -47,8 +47,12 @@ class SlopeProgram:
     @classmethod
     def from_config(cls, cfg: Config):
         t = cfg.task
-        return cls(t.batch), {"slope": jnp.float32(t.slope), "lr": jnp.float32(cfg.train.lr),
-                              "tol": jnp.float32(t.tol), "init_scale": jnp.float32(cfg.model.init_scale)}
+        return cls(t.batch), {
+            "slope": jnp.float32(t.slope),
+            "lr": jnp.float32(cfg.train.lr),
+            "tol": jnp.float32(t.tol),
+            "init_scale": jnp.float32(cfg.model.init_scale),
+        }
 
     def init(self, key, consts):
         return {"w": consts["init_scale"] * jax.random.normal(key, (), jnp.float32)}
@@ -65,12 +69,20 @@ class SlopeProgram:
         return {"learned": probes["error"] < consts["tol"]}
 
 
-TOY = System(task=SlopeTask, model=ScalarModel, model_kinds=("scalar",), validate=validate, program=SlopeProgram,
-             describe=lambda cfg: f"slope {cfg.task.slope}")
+TOY = System(
+    task=SlopeTask,
+    model=ScalarModel,
+    model_kinds=("scalar",),
+    validate=validate,
+    program=SlopeProgram,
+    describe=lambda cfg: f"slope {cfg.task.slope}",
+)
 
-RAW = {"task": {"kind": "toy_slope", "slope": 3.0},
-       "train": {"lr": 0.05, "steps": 400, "eval_every": 5, "checkpoint_every": 0},
-       "ensemble": {"seeds": 3, "block": 2}}
+RAW = {
+    "task": {"kind": "toy_slope", "slope": 3.0},
+    "train": {"lr": 0.05, "steps": 400, "eval_every": 5, "checkpoint_every": 0},
+    "ensemble": {"seeds": 3, "block": 2},
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -86,7 +98,9 @@ def test_the_loader_knows_the_new_system_and_its_validation():
     assert systems.system_class(cfg) is SlopeProgram
     with pytest.raises(ConfigError, match=r"^task\.tol = -1\.0: must be a finite number > 0$"):
         config.from_dict({**RAW, "task": {**RAW["task"], "tol": -1.0}})
-    with pytest.raises(ConfigError, match=r"^model\.kind = 'transformer': must be one of 'scalar' with task\.kind = 'toy_slope'"):
+    with pytest.raises(
+        ConfigError, match=r"^model\.kind = 'transformer': must be one of 'scalar' with task\.kind = 'toy_slope'"
+    ):
         config.from_dict({**RAW, "model": {"kind": "transformer"}})
     with pytest.raises(ConfigError, match=r"^task\.kind = 'nope': must be one of .*'memorization', 'toy_slope'$"):
         config.from_dict({"task": {"kind": "nope"}})
@@ -95,7 +109,7 @@ def test_the_loader_knows_the_new_system_and_its_validation():
 
 
 def test_the_new_system_runs_to_a_run_directory_that_load_reads(tmp_path):
-    from icl_race.runner import execute
+    from icl_race.run.runner import execute
 
     res = execute(config.from_dict(RAW), tmp_path / "run", progress=False)
     run = icl_race.load(tmp_path / "run")
@@ -111,8 +125,10 @@ def test_the_new_system_runs_to_a_run_directory_that_load_reads(tmp_path):
 
 def test_icl_race_run_trains_the_new_system(tmp_path, capsys):
     toml = tmp_path / "toy.toml"
-    toml.write_text('[task]\nkind = "toy_slope"\nslope = -1.5\n[train]\nlr = 0.05\nsteps = 300\neval_every = 5\n'
-                    'checkpoint_every = 0\n[ensemble]\nseeds = 2\nblock = 2\n')
+    toml.write_text(
+        '[task]\nkind = "toy_slope"\nslope = -1.5\n[train]\nlr = 0.05\nsteps = 300\neval_every = 5\n'
+        "checkpoint_every = 0\n[ensemble]\nseeds = 2\nblock = 2\n"
+    )
     assert main(["run", str(toml), "--out", str(tmp_path / "run"), "--quiet"]) == 0
     assert "learned reached in 2/2 seeds" in capsys.readouterr().out
     run = icl_race.load(tmp_path / "run")

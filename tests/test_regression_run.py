@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from icl_race import config
-from icl_race.runner import execute
+from icl_race.run.runner import execute
 
 RAW = {
     "task": {"kind": "linear_regression", "D": 2, "N": 15, "spectrum": "custom", "lambdas": [0.7, 0.3]},
@@ -36,8 +36,10 @@ def _toml(raw: dict, grid: dict) -> str:
         return str(v).lower() if isinstance(v, bool) else repr(v).replace("'", '"')
 
     tables = {**raw, "grid": grid}
-    return "\n".join(f"[{sec}]\n" + "\n".join(f"{json.dumps(k) if sec == 'grid' else k} = {value(v)}"
-                                                for k, v in table.items()) for sec, table in tables.items())
+    return "\n".join(
+        f"[{sec}]\n" + "\n".join(f"{json.dumps(k) if sec == 'grid' else k} = {value(v)}" for k, v in table.items())
+        for sec, table in tables.items()
+    )
 
 
 def test_report_of_a_sweep_shows_the_runs_levels_and_times(tmp_path):
@@ -78,12 +80,21 @@ def test_report_of_a_sweep_shows_the_runs_levels_and_times(tmp_path):
 def test_in_weight_learning_needs_the_in_weight_blocks(tmp_path):
     # c = 0: the context says nothing about y_q = wᵀx_q, so only ṽ_i / ũ_i can take the in-weight test
     # loss below E y_q² = wᵀΛw = 1; and a model that predicts from the weights fails the in-context test.
-    raw = {"task": {"kind": "linear_regression", "D": 2, "N": 7, "spectrum": "white", "P": 64, "path": "tokens",
-                    "icl_fraction": 0.0, "test_size": 64},
-           "model": {"kind": "attn_m", "heads": 2, "init_scale": 0.1, "in_weight": True},
-           "train": {"lr": 0.2, "steps": 300, "eval_every": 100, "stop_when_all_acquired": False,
-                     "checkpoint_every": 0},
-           "ensemble": {"seeds": 2, "block": 2}}
+    raw = {
+        "task": {
+            "kind": "linear_regression",
+            "D": 2,
+            "N": 7,
+            "spectrum": "white",
+            "P": 64,
+            "path": "tokens",
+            "icl_fraction": 0.0,
+            "test_size": 64,
+        },
+        "model": {"kind": "attn_m", "heads": 2, "init_scale": 0.1, "in_weight": True},
+        "train": {"lr": 0.2, "steps": 300, "eval_every": 100, "stop_when_all_acquired": False, "checkpoint_every": 0},
+        "ensemble": {"seeds": 2, "block": 2},
+    }
     res = execute(config.from_dict(raw), tmp_path / "iw", progress=False)
     assert np.all(res["iw_loss"][:, -1] < 0.3) and np.all(res["ic_loss"][:, -1] > 1.0)
     frozen = {**raw, "model": {**raw["model"], "in_weight": False}}
@@ -123,9 +134,12 @@ def test_attn_s_heads_follow_eq21_in_a_tiny_run(tmp_path):
     # is not Eq. 20's ansatz; at most one such seed of 8.
     from icl_race.cli import main
 
-    raw = {**RAW, "model": {**RAW["model"], "init_scale": 0.01},
-           "train": {"lr": 0.1, "steps": 100000, "eval_every": 20, "checkpoint_every": 0},
-           "ensemble": {"seeds": 8, "block": 8}}
+    raw = {
+        **RAW,
+        "model": {**RAW["model"], "init_scale": 0.01},
+        "train": {"lr": 0.1, "steps": 100000, "eval_every": 20, "checkpoint_every": 0},
+        "ensemble": {"seeds": 8, "block": 8},
+    }
     execute(config.from_dict(raw), tmp_path / "run", progress=False)
     assert main(["report", str(tmp_path / "run")]) == 0
     rep = json.loads((tmp_path / "run" / "report.json").read_text())

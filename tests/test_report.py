@@ -21,11 +21,16 @@ BUDGET, EVAL_EVERY = 4000, 50
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory):
     """A tiny engine run (about 10-20 s on 2 cores) in which most seeds acquire ICL."""
-    from icl_race.runner import execute
+    from icl_race.run.runner import execute
 
-    cfg = config.from_dict({"task": {"K": 1000, "N": 8}, "model": {"width": 32},
-                            "train": {"lr": 0.1, "batch_size": 64, "steps": 800, "eval_every": 50, "eval_size": 100},
-                            "ensemble": {"seeds": 8, "block": 8}})
+    cfg = config.from_dict(
+        {
+            "task": {"K": 1000, "N": 8},
+            "model": {"width": 32},
+            "train": {"lr": 0.1, "batch_size": 64, "steps": 800, "eval_every": 50, "eval_size": 100},
+            "ensemble": {"seeds": 8, "block": 8},
+        }
+    )
     out = tmp_path_factory.mktemp("real") / "run"
     execute(cfg, out, progress=False)
     return out
@@ -48,8 +53,17 @@ def test_report_on_a_tiny_real_run_writes_every_file(real_run, capsys):
     assert sum(c["k"] for c in counts.values()) == res["t_icl"].size  # every seed has one outcome
     assert counts["censored"]["k"] == int(np.sum(res["t_icl"] < 0))
     md = (real_run / "report.md").read_text()
-    for text in ("Kaplan-Meier median t_ICL", "never acquired", "Beside the paper", "figures/survival.png",
-                 "dip test p", "not measured in this directory", "## Outcomes", "Wilson score", "figures/curves.png"):
+    for text in (
+        "Kaplan-Meier median t_ICL",
+        "never acquired",
+        "Beside the paper",
+        "figures/survival.png",
+        "dip test p",
+        "not measured in this directory",
+        "## Outcomes",
+        "Wilson score",
+        "figures/curves.png",
+    ):
         assert text in md, text
 
     assert main(["report", str(real_run), "--boot", "200", "--json"]) == 0
@@ -77,10 +91,13 @@ def test_bad_directories_exit_2_with_one_line(tmp_path, capsys):
     (tmp_path / "sweep" / "cells" / mem.digest()).mkdir(parents=True)
     (tmp_path / "sweep" / "cells" / mem.digest() / "config.json").write_text(json.dumps(mem.to_dict()))
     assert main(["report", str(tmp_path / "sweep")]) == 2
-    assert "icl-race analyze memorization" in capsys.readouterr().err and not (tmp_path / "sweep" / "report.md").exists()
+    assert (
+        "icl-race analyze memorization" in capsys.readouterr().err and not (tmp_path / "sweep" / "report.md").exists()
+    )
 
 
 # ---- synthetic directories ----------------------------------------------------------------------
+
 
 def _write_cell(d, raw, t_icl, final_acc, diverged=None, fall=None):
     """A run directory with a real config.json and synthetic results.npz on the evaluation grid (ICL
@@ -96,9 +113,19 @@ def _write_cell(d, raw, t_icl, final_acc, diverged=None, fall=None):
     icl[:, -1] = final_acc
     if fall is not None:
         icl[(fall >= 0)[:, None] & (steps[None] >= fall[:, None])] = 0.2
-    res = {"seed_ids": np.arange(t_icl.size), "t_icl": t_icl, "t_converged": t_icl, "eval_steps": steps,
-           "icl_acc": icl, "iwl_acc": np.full_like(icl, 0.6), "icl_loss": 1 - icl, "iwl_loss": 1 - icl,
-           "train_loss": 1 - icl, "steps_run": np.int64(BUDGET), "budget": np.int64(BUDGET)}
+    res = {
+        "seed_ids": np.arange(t_icl.size),
+        "t_icl": t_icl,
+        "t_converged": t_icl,
+        "eval_steps": steps,
+        "icl_acc": icl,
+        "iwl_acc": np.full_like(icl, 0.6),
+        "icl_loss": 1 - icl,
+        "iwl_loss": 1 - icl,
+        "train_loss": 1 - icl,
+        "steps_run": np.int64(BUDGET),
+        "budget": np.int64(BUDGET),
+    }
     if diverged is not None:
         res["diverged"] = diverged
     np.savez(cell / "results.npz", **res)
@@ -121,7 +148,7 @@ def sweep_dir(tmp_path_factory):
     for N in (8, 16, 32):
         for variant, shift in (("standard", 0.0), ("balanced", SHIFT)):
             for x in xs:
-                K = 2 * int(round(10 ** x / 2))
+                K = 2 * int(round(10**x / 2))
                 p = expit(6 * (math.log10(K) - (INTERCEPT + SLOPE * math.log10(N) + shift)))
                 acq = rng.random(40) < p
                 t = _grid(np.where(acq, 300 * np.exp(rng.normal(0, 0.3, 40)), np.inf))
@@ -142,8 +169,16 @@ def test_sweep_report_recovers_slope_median_scaling_and_balanced_effect(sweep_di
     for f in written:
         assert (sweep_dir / f).stat().st_size > 0, f
     figs = {f.split("/")[1].split("__")[0] for f in written if f.startswith("figures/")}
-    assert figs == {"acquisition_vs_K", "kstar_vs_N", "heatmap", "near_kstar", "t_icl_vs_N", "balanced_vs_standard",
-                    "trajectories_by_cell", "curves_by_cell"}  # no seed falls: no fall_by_cell
+    assert figs == {
+        "acquisition_vs_K",
+        "kstar_vs_N",
+        "heatmap",
+        "near_kstar",
+        "t_icl_vs_N",
+        "balanced_vs_standard",
+        "trajectories_by_cell",
+        "curves_by_cell",
+    }  # no seed falls: no fall_by_cell
     # 10 of the analyses, ICL and IWL trajectories, the three recorded losses: small multiples, not one per cell
     assert sum(f.endswith(".pdf") for f in written) == sum(f.endswith(".png") for f in written) == 15
     rep = json.loads((sweep_dir / "report.json").read_text())
@@ -173,8 +208,17 @@ def test_sweep_report_recovers_slope_median_scaling_and_balanced_effect(sweep_di
     assert verdicts["balanced contexts reduce ICL (Fig 6E)"] == "agrees"
     assert verdicts["t_ICL proportional to N (theory t_ICL ~ N sqrt(2 pi) e^-beta0)"] == "agrees"
     md = (sweep_dir / "report.md").read_text()
-    for text in ("Beside the paper", "1.41", "Unfinished", "0123456789abcdef", "Balanced vs standard", "K = infinity",
-                 "## Outcomes per cell", "figures/trajectories_by_cell__icl.png", "figures/curves_by_cell__train_loss.png"):
+    for text in (
+        "Beside the paper",
+        "1.41",
+        "Unfinished",
+        "0123456789abcdef",
+        "Balanced vs standard",
+        "K = infinity",
+        "## Outcomes per cell",
+        "figures/trajectories_by_cell__icl.png",
+        "figures/curves_by_cell__train_loss.png",
+    ):
         assert text in md, text
 
     text = hist_text(sweep_dir)
@@ -201,24 +245,42 @@ def test_bimodality_near_kstar_is_read_from_the_best_observed_rerun_of_that_cell
     other learning rate."""
     rng = np.random.default_rng(7)
     for x in np.linspace(2.6, 3.6, 5):
-        K = 2 * int(round(10 ** x / 2))
+        K = 2 * int(round(10**x / 2))
         acq = rng.random(40) < expit(6 * (x - 3.1))
-        _write_cell(tmp_path, {"task": {"K": K, "N": 8}, "train": {"steps": BUDGET, "eval_every": EVAL_EVERY,
-                                                                    "eval_size": 200, "early_stop": "freeze"}},
-                    _grid(np.where(acq, 400.0, np.inf)),
-                    (0.7 + rng.normal(0, 0.02, 40)).astype(np.float32))
+        _write_cell(
+            tmp_path,
+            {
+                "task": {"K": K, "N": 8},
+                "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200, "early_stop": "freeze"},
+            },
+            _grid(np.where(acq, 400.0, np.inf)),
+            (0.7 + rng.normal(0, 0.02, 40)).astype(np.float32),
+        )
         split = np.where(np.arange(80) % 2 == 0, 0.99, 0.5) + rng.normal(0, 0.01, 80)
-        _write_cell(tmp_path, {"task": {"K": K, "N": 8}, "train": {"steps": BUDGET, "eval_every": EVAL_EVERY,
-                                                                    "eval_size": 200, "early_stop": "off"}},
-                    _grid(np.where(split > 0.9, 400.0, np.inf)), split.astype(np.float32))
-        _write_cell(tmp_path, {"task": {"K": K, "N": 8}, "train": {"steps": BUDGET, "eval_every": EVAL_EVERY,
-                                                                    "eval_size": 200, "lr": 0.05}},
-                    _grid(np.full(120, 400.0)), np.full(120, 0.99, np.float32))
+        _write_cell(
+            tmp_path,
+            {
+                "task": {"K": K, "N": 8},
+                "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200, "early_stop": "off"},
+            },
+            _grid(np.where(split > 0.9, 400.0, np.inf)),
+            split.astype(np.float32),
+        )
+        _write_cell(
+            tmp_path,
+            {
+                "task": {"K": K, "N": 8},
+                "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200, "lr": 0.05},
+            },
+            _grid(np.full(120, 400.0)),
+            np.full(120, 0.99, np.float32),
+        )
     rep, _, figs = sweep_report(load_sweep(tmp_path), Draws(0, 50))
     for fig in figs.values():
         plt.close(fig)
-    freeze = next(t for t in rep["thresholds"]
-                  if t["group"]["train.early_stop"] == "freeze" and t["group"]["train.lr"] != 0.05)
+    freeze = next(
+        t for t in rep["thresholds"] if t["group"]["train.early_stop"] == "freeze" and t["group"]["train.lr"] != 0.05
+    )
     near = freeze["near_kstar"][0]["bimodality"]["final_icl_acc"]
     assert near["n"] == 80 and near["bimodal"], near
 
@@ -230,11 +292,17 @@ def test_retirement_levers_do_not_split_a_kstar_group(tmp_path):
     rng = np.random.default_rng(3)
     for N, train in ((8, {}), (16, {"settle_iwl": 0.9, "stop_threshold": 0.95}), (16, {"lr": 0.05})):
         for x in np.linspace(2.5, 4.3, 7):
-            K = 2 * int(round(10 ** x / 2))
+            K = 2 * int(round(10**x / 2))
             acq = rng.random(40) < expit(6 * (x - (INTERCEPT + SLOPE * math.log10(N))))
-            _write_cell(tmp_path, {"task": {"K": K, "N": N},
-                                   "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200, **train}},
-                        _grid(np.where(acq, 400.0, np.inf)), np.where(acq, 0.99, 0.5).astype(np.float32))
+            _write_cell(
+                tmp_path,
+                {
+                    "task": {"K": K, "N": N},
+                    "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200, **train},
+                },
+                _grid(np.where(acq, 400.0, np.inf)),
+                np.where(acq, 0.99, 0.5).astype(np.float32),
+            )
     rep, md, figs = sweep_report(load_sweep(tmp_path), Draws(0, 50))
     for fig in figs.values():
         plt.close(fig)
@@ -261,14 +329,24 @@ def test_sweep_report_gives_each_cell_its_outcomes_fall_curve_and_trajectories(t
     for N, fall in falls.items():
         _write_cell(tmp_path, {"task": {"variant": "infinite", "N": N}}, t, np.where(t >= 0, 0.99, 0.5), fall=fall)
     _, md, figs = sweep_report(load_sweep(tmp_path), Draws(0, 50))
-    assert {"fall_by_cell", "trajectories_by_cell__icl", "trajectories_by_cell__iwl", "curves_by_cell__train_loss",
-            "curves_by_cell__icl_loss", "curves_by_cell__iwl_loss"} <= set(figs)
+    assert {
+        "fall_by_cell",
+        "trajectories_by_cell__icl",
+        "trajectories_by_cell__iwl",
+        "curves_by_cell__train_loss",
+        "curves_by_cell__icl_loss",
+        "curves_by_cell__iwl_loss",
+    } <= set(figs)
     assert len(figs["fall_by_cell"].axes) == 1  # the N = 16 cell, where nothing fell, has no panel
     assert len(figs["trajectories_by_cell__icl"].axes) == 2
     table = md.split("## Outcomes per cell")[1]
     row8 = next(line for line in table.splitlines() if line.startswith("| infinite K=inf N=8 |"))
     # 6 persistent, 4 transient (fell to 0.2 at step 1,500: 1,000 steps after t_ICL = 500), 2 censored
-    assert row8.startswith("| infinite K=inf N=8 | 6/12 = 50.0% [") and "| 4/12 = 33.3% [" in row8 and "| 2/12 = 16.7% [" in row8
+    assert (
+        row8.startswith("| infinite K=inf N=8 | 6/12 = 50.0% [")
+        and "| 4/12 = 33.3% [" in row8
+        and "| 2/12 = 16.7% [" in row8
+    )
     assert "0.99 (0.99-0.99) / 0.20 (0.20-0.20) / 0.50 (0.50-0.50)" in row8
     assert "not reached (4 of 10 fell)" in row8
     row16 = next(line for line in table.splitlines() if line.startswith("| infinite K=inf N=16 |"))

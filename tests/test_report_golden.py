@@ -28,9 +28,18 @@ def _cell(d: Path, raw: dict, t_icl: np.ndarray, final_acc: np.ndarray, diverged
     steps = np.arange(EVAL_EVERY, BUDGET + 1, EVAL_EVERY)
     icl = np.where((t_icl >= 0)[:, None] & (steps[None] >= t_icl[:, None]), 0.99, 0.5).astype(np.float32)
     icl[:, -1] = final_acc
-    np.savez(d / "results.npz", seed_ids=np.arange(t_icl.size), t_icl=t_icl, t_converged=t_icl, eval_steps=steps,
-             icl_acc=icl, iwl_acc=np.full_like(icl, 0.6), steps_run=np.int64(BUDGET), budget=np.int64(BUDGET),
-             diverged=np.zeros(t_icl.size, bool) if diverged is None else diverged)
+    np.savez(
+        d / "results.npz",
+        seed_ids=np.arange(t_icl.size),
+        t_icl=t_icl,
+        t_converged=t_icl,
+        eval_steps=steps,
+        icl_acc=icl,
+        iwl_acc=np.full_like(icl, 0.6),
+        steps_run=np.int64(BUDGET),
+        budget=np.int64(BUDGET),
+        diverged=np.zeros(t_icl.size, bool) if diverged is None else diverged,
+    )
 
 
 def _on_grid(t):
@@ -39,10 +48,18 @@ def _on_grid(t):
 
 def classification_run(d: Path) -> None:
     rng = np.random.default_rng(7)
-    t = _on_grid(np.concatenate([200 * np.exp(rng.normal(0, 0.4, 25)), 1200 * np.exp(rng.normal(0, 0.3, 10)),
-                                 np.full(5, np.inf)]))
-    _cell(d, {"task": {"K": 1000, "N": 8}}, t, np.where(t >= 0, 0.99, 0.5 + rng.normal(0, 0.02, t.size)),
-          diverged=np.arange(t.size) == 3)
+    t = _on_grid(
+        np.concatenate(
+            [200 * np.exp(rng.normal(0, 0.4, 25)), 1200 * np.exp(rng.normal(0, 0.3, 10)), np.full(5, np.inf)]
+        )
+    )
+    _cell(
+        d,
+        {"task": {"K": 1000, "N": 8}},
+        t,
+        np.where(t >= 0, 0.99, 0.5 + rng.normal(0, 0.02, t.size)),
+        diverged=np.arange(t.size) == 3,
+    )
 
 
 def classification_sweep(d: Path) -> None:
@@ -56,8 +73,12 @@ def classification_sweep(d: Path) -> None:
                 acq = rng.random(24) < p
                 t = _on_grid(np.where(acq, 300 * np.exp(rng.normal(0, 0.3, 24)), np.inf))
                 cfg = {"task": {"variant": variant, "K": K, "N": N}}
-                _cell(d / "cells" / config.from_dict(cfg).digest(), cfg, t,
-                      np.where(acq, 0.99, 0.5 + rng.normal(0, 0.02, 24)).astype(np.float32))
+                _cell(
+                    d / "cells" / config.from_dict(cfg).digest(),
+                    cfg,
+                    t,
+                    np.where(acq, 0.99, 0.5 + rng.normal(0, 0.02, 24)).astype(np.float32),
+                )
         t = _on_grid(40 * N * np.exp(rng.normal(0, 0.5, 30)))
         cfg = {"task": {"variant": "infinite", "N": N}}
         _cell(d / "cells" / config.from_dict(cfg).digest(), cfg, t, np.where(t >= 0, 0.99, 0.6))
@@ -70,8 +91,12 @@ def stored(name):
     return lambda d: shutil.copytree(GOLDEN / "inputs" / name, d)
 
 
-CASES = {"classification_run": classification_run, "classification_sweep": classification_sweep,
-         "regression_run": stored("regression_run"), "regression_sweep": stored("regression_sweep")}
+CASES = {
+    "classification_run": classification_run,
+    "classification_sweep": classification_sweep,
+    "regression_run": stored("regression_run"),
+    "regression_sweep": stored("regression_sweep"),
+}
 
 
 def _rendered(d: Path) -> tuple[str, dict]:

@@ -4,6 +4,7 @@ is added, every seed's outcome is reported with its Wilson interval, statistics 
 import json
 
 import numpy as np
+from test_report_golden import BUDGET, EVAL_EVERY, _cell, _on_grid
 
 from icl_race import config
 from icl_race.cli import main
@@ -11,7 +12,6 @@ from icl_race.report import classification_sweep, write_report
 from icl_race.report.draws import Draws
 from icl_race.report.sample import Sample, pool
 from icl_race.rundir import load_run, load_sweep
-from test_report_golden import BUDGET, EVAL_EVERY, _cell, _on_grid
 
 
 def _standard_cells(d, rng, Ks=(200, 500, 1000, 2000, 5000), Ns=(8, 16)):
@@ -20,8 +20,12 @@ def _standard_cells(d, rng, Ks=(200, 500, 1000, 2000, 5000), Ns=(8, 16)):
             p = 1 / (1 + np.exp(-5 * (np.log10(K) - (1.5 + 1.2 * np.log10(N)))))
             acq = rng.random(24) < p
             cfg = {"task": {"K": K, "N": N}}
-            _cell(d / "cells" / config.from_dict(cfg).digest(), cfg, _on_grid(np.where(acq, 300.0, np.inf)),
-                  np.where(acq, 0.99, 0.5 + rng.normal(0, 0.02, 24)).astype(np.float32))
+            _cell(
+                d / "cells" / config.from_dict(cfg).digest(),
+                cfg,
+                _on_grid(np.where(acq, 300.0, np.inf)),
+                np.where(acq, 0.99, 0.5 + rng.normal(0, 0.02, 24)).astype(np.float32),
+            )
 
 
 def test_a_section_keeps_its_numbers_when_another_section_is_added(tmp_path):
@@ -37,7 +41,10 @@ def test_a_section_keeps_its_numbers_when_another_section_is_added(tmp_path):
         a = json.dumps(before["thresholds"][0][key], default=str)
         assert a == json.dumps(after["thresholds"][0][key], default=str), key
     other = classification_sweep.compute(load_sweep(d), Draws(1, 50)).to_json()  # another --seed does move them
-    assert other["thresholds"][0]["acquisition"][8]["log10_kstar_ci"] != after["thresholds"][0]["acquisition"][8]["log10_kstar_ci"]
+    assert (
+        other["thresholds"][0]["acquisition"][8]["log10_kstar_ci"]
+        != after["thresholds"][0]["acquisition"][8]["log10_kstar_ci"]
+    )
 
 
 def test_the_paper_sigmoid_is_refused_on_four_values_of_K_and_the_report_says_why(tmp_path):
@@ -54,8 +61,10 @@ def test_a_seed_in_two_cells_at_one_K_counts_once_read_where_it_was_not_settled(
     d = tmp_path / "sweep"
     _standard_cells(d, np.random.default_rng(3), Ns=(8,))
     before = classification_sweep.compute(load_sweep(d), Draws(0, 50)).to_json()["thresholds"][0]
-    cfg = {"task": {"K": 1000, "N": 8},
-           "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200, "settle_iwl": 0.9}}
+    cfg = {
+        "task": {"K": 1000, "N": 8},
+        "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200, "settle_iwl": 0.9},
+    }
     _cell(d / "cells" / config.from_dict(cfg).digest(), cfg, np.full(24, -1), np.full(24, 0.5, np.float32))
     after = classification_sweep.compute(load_sweep(d), Draws(0, 50)).to_json()["thresholds"]
     assert len(after) == 1
@@ -70,8 +79,13 @@ STEPS = np.arange(EVAL_EVERY, BUDGET + 1, EVAL_EVERY)  # 40 evaluations
 def _run_with_known_outcomes(d, precision="default", device=None, first_seed=0):
     """Seeds 0-2 persistent (acquire at 300), seed 3 transient (acquires at 300, below 0.9 from step 1000
     on), seed 4 censored. With `device`, a meta.json that says the run was computed there."""
-    cfg = config.from_dict({"task": {"K": 1000, "N": 8}, "ensemble": {"first_seed": first_seed},
-                            "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "matmul_precision": precision}})
+    cfg = config.from_dict(
+        {
+            "task": {"K": 1000, "N": 8},
+            "ensemble": {"first_seed": first_seed},
+            "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "matmul_precision": precision},
+        }
+    )
     d.mkdir()
     (d / "config.json").write_text(json.dumps(cfg.to_dict()))
     if device:
@@ -80,8 +94,18 @@ def _run_with_known_outcomes(d, precision="default", device=None, first_seed=0):
     icl[3, STEPS >= 1000] = 0.55
     icl[4] = 0.5
     t = np.array([300, 300, 300, 300, -1])
-    np.savez(d / "results.npz", seed_ids=first_seed + np.arange(5), t_icl=t, t_converged=t, eval_steps=STEPS, icl_acc=icl,
-             iwl_acc=1.4 - icl, steps_run=np.int64(BUDGET), budget=np.int64(BUDGET), diverged=np.zeros(5, bool))
+    np.savez(
+        d / "results.npz",
+        seed_ids=first_seed + np.arange(5),
+        t_icl=t,
+        t_converged=t,
+        eval_steps=STEPS,
+        icl_acc=icl,
+        iwl_acc=1.4 - icl,
+        steps_run=np.int64(BUDGET),
+        budget=np.int64(BUDGET),
+        diverged=np.zeros(5, bool),
+    )
 
 
 def test_every_seeds_outcome_with_its_wilson_interval_and_fall_time(tmp_path, capsys):
@@ -90,7 +114,12 @@ def test_every_seeds_outcome_with_its_wilson_interval_and_fall_time(tmp_path, ca
     assert main(["report", str(d), "--boot", "20", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     o = rep["cell"]["outcomes"]
-    assert {k: v["k"] for k, v in o["counts"].items()} == {"persistent": 3, "transient": 1, "censored": 1, "diverged": 0}
+    assert {k: v["k"] for k, v in o["counts"].items()} == {
+        "persistent": 3,
+        "transient": 1,
+        "censored": 1,
+        "diverged": 0,
+    }
     fall = o["fall_after_t_icl"]  # fell at 1,000, acquired at 300: 3 of the 4 acquired seeds left
     assert fall["t"][0] == 700 and fall["survival"][0] == 0.75 and fall["acquired"] == 1
     assert o["by_class"]["transient"]["final_icl_acc"]["median"] == 0.55

@@ -8,9 +8,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from icl_race import config
-from icl_race.engine import compile_stats
-from icl_race.engine.ensemble import (DIVERGED, Layout, blocks_of, chunk_plan, init_ensemble, padded_seed_ids,
-                                      retired, retirement_steps, seed_keys, train)
+from icl_race.engine.ensemble import (
+    DIVERGED,
+    Layout,
+    blocks_of,
+    chunk_plan,
+    init_ensemble,
+    padded_seed_ids,
+    retired,
+    retirement_steps,
+    seed_keys,
+    train,
+)
+from icl_race.run import compile_stats
 from icl_race.systems import build
 
 EVAL_EVERY = 10
@@ -52,8 +62,11 @@ class Settling(Staggered):
 
     def probe(self, state, consts, key):
         memorized = state["updates"] // EVAL_EVERY >= jnp.where(state["lag"] % 2 == 1, 2, 8 + state["lag"])
-        return {**super().probe(state, consts, key), "memorized": memorized,
-                "draw": jax.random.uniform(jax.random.fold_in(key, 1))}
+        return {
+            **super().probe(state, consts, key),
+            "memorized": memorized,
+            "draw": jax.random.uniform(jax.random.fold_in(key, 1)),
+        }
 
     def events(self, probes, consts):
         return {**super().events(probes, consts), "noise": probes["draw"] > 0.8, "settled": probes["memorized"]}
@@ -67,8 +80,17 @@ def _staggered(seeds=10, block=4, retire=True, program=Staggered(), **kw):
     layout = Layout(block)
     carry = init_ensemble(program, layout, seed_keys(0, padded_seed_ids(np.arange(seeds), layout)), TRACE)
     live = []
-    carry, curves, steps = train(program, TRACE, carry, layout=layout, live_seeds=seeds, retire=retire,
-                                 on_chunk=lambda p: live.append(p.chunk_seeds), **PLAN, **kw)
+    carry, curves, steps = train(
+        program,
+        TRACE,
+        carry,
+        layout=layout,
+        live_seeds=seeds,
+        retire=retire,
+        on_chunk=lambda p: live.append(p.chunk_seeds),
+        **PLAN,
+        **kw,
+    )
     t_first = {k: np.asarray(v)[:seeds] for k, v in jax.device_get(carry["t_first"]).items()}
     return t_first, {k: v[:seeds] for k, v in curves.items()}, steps, live
 
@@ -81,15 +103,19 @@ def test_blocks_keep_their_width_and_fillers_point_past_the_end():
 
 def test_a_seed_retires_once_frozen_with_every_event_fired_or_diverged():
     program = Staggered()
-    t_first = {"hit": np.array([30, 30, -1, 40, -1]), "high": np.array([50, -1, -1, -1, -1]),
-               DIVERGED: np.array([-1, -1, 70, -1, -1])}
+    t_first = {
+        "hit": np.array([30, 30, -1, 40, -1]),
+        "high": np.array([50, -1, -1, -1, -1]),
+        DIVERGED: np.array([-1, -1, 70, -1, -1]),
+    }
     # seed 0 frozen with both events; 1 has "hit" only (still trains); 2 diverged; 3, 4 live; 4 is padding
     np.testing.assert_array_equal(retired(program, t_first, live_seeds=4), [True, False, True, False, True])
     # without the early stop nothing freezes, so only divergence (and padding) retires
     np.testing.assert_array_equal(retired(Staggered(freeze_event=None), t_first, 4), [False, False, True, False, True])
     plan = chunk_plan(100, 10, 2)  # chunks end at 20, 40, 60, 80, 100
-    np.testing.assert_array_equal(retirement_steps(program, {k: v[:4] for k, v in t_first.items()}, plan, 100),
-                                  [60, -1, 80, -1])
+    np.testing.assert_array_equal(
+        retirement_steps(program, {k: v[:4] for k, v in t_first.items()}, plan, 100), [60, -1, 80, -1]
+    )
     assert retirement_steps(program, {k: v[:1] for k, v in t_first.items()}, plan, 60)[0] == -1  # ran to its end
 
 
@@ -121,9 +147,13 @@ def test_resumed_after_retirements_equals_uninterrupted():
     fresh = lambda: init_ensemble(Staggered(), layout, seed_keys(0, padded_seed_ids(np.arange(seeds), layout)), TRACE)
     kw = dict(layout=layout, live_seeds=seeds, retire=True, **PLAN)
     saved = {}
-    _, curves, steps = train(Staggered(), TRACE, fresh(), **kw,
-                             on_chunk=lambda p: saved.setdefault(p.chunks_done, (jax.device_get(p.carry), p.step,
-                                                                                 p.chunk_seeds)))
+    _, curves, steps = train(
+        Staggered(),
+        TRACE,
+        fresh(),
+        **kw,
+        on_chunk=lambda p: saved.setdefault(p.chunks_done, (jax.device_get(p.carry), p.step, p.chunk_seeds)),
+    )
     carry, at, live = saved[5]
     assert live < seeds, "the resume point should come after some seeds retired"
     history = ({k: v[:, :10] for k, v in curves.items()}, steps[:10])
@@ -145,9 +175,19 @@ def test_a_real_seed_is_bit_identical_alone_in_64_and_among_retiring_neighbours(
     """The classification race at lr 0.1 amplifies a rounding difference of 1e-8 into another t_ICL:
     with the early stop on, seeds freeze at different times and retire, and the packing into fewer
     blocks must not change the rounding of the seeds left."""
-    raw = {**tiny_raw, "train": {**tiny_raw["train"], "early_stop": "freeze", "stop_threshold": 0.9,
-                                 "icl_threshold": 0.9, "icl_levels": [0.6], "steps": 1500, "evals_per_chunk": 2,
-                                 "stop_when_all_acquired": False}}
+    raw = {
+        **tiny_raw,
+        "train": {
+            **tiny_raw["train"],
+            "early_stop": "freeze",
+            "stop_threshold": 0.9,
+            "icl_threshold": 0.9,
+            "icl_levels": [0.6],
+            "steps": 1500,
+            "evals_per_chunk": 2,
+            "stop_when_all_acquired": False,
+        },
+    }
     cfg = config.from_dict(raw)
     program, consts = build(cfg)
     tr = cfg.train
@@ -156,12 +196,25 @@ def test_a_real_seed_is_bit_identical_alone_in_64_and_among_retiring_neighbours(
         layout = Layout(8)
         carry = init_ensemble(program, layout, seed_keys(0, padded_seed_ids(np.asarray(ids), layout)), consts)
         live = []
-        carry, curves, steps = train(program, consts, carry, layout=layout, steps=tr.steps, eval_every=tr.eval_every,
-                                     evals_per_chunk=tr.evals_per_chunk, live_seeds=len(ids), retire=retire,
-                                     on_chunk=lambda p: live.append(p.chunk_seeds))
+        carry, curves, steps = train(
+            program,
+            consts,
+            carry,
+            layout=layout,
+            steps=tr.steps,
+            eval_every=tr.eval_every,
+            evals_per_chunk=tr.evals_per_chunk,
+            live_seeds=len(ids),
+            retire=retire,
+            on_chunk=lambda p: live.append(p.chunk_seeds),
+        )
         n = len(ids)
-        return ({k: np.asarray(v)[:n] for k, v in jax.device_get(carry["t_first"]).items()},
-                {k: v[:n] for k, v in curves.items()}, steps, live)
+        return (
+            {k: np.asarray(v)[:n] for k, v in jax.device_get(carry["t_first"]).items()},
+            {k: v[:n] for k, v in curves.items()},
+            steps,
+            live,
+        )
 
     t_off, curves_off, steps, _ = run(np.arange(24), retire=False)
     t_on, curves_on, _, live = run(np.arange(24), retire=True)
@@ -186,16 +239,35 @@ def test_freezing_at_acquisition_leaves_every_first_passage_up_to_t_icl_unchange
     its t_ICL instead of at the paper's 0.99. Up to that evaluation its training is the same, so its
     t_ICL and the rise's first passages are those of the 0.99 run: what K* (the acquired fraction) and
     the t_ICL distribution read is unchanged, only the curves after t_ICL are no longer computed."""
+
     def run(stop_threshold):
-        raw = {**tiny_raw, "train": {**tiny_raw["train"], "early_stop": "freeze", "stop_threshold": stop_threshold,
-                                     "icl_threshold": 0.9, "icl_levels": [0.6, 0.75], "steps": 1200,
-                                     "evals_per_chunk": 2, "stop_when_all_acquired": False}}
+        raw = {
+            **tiny_raw,
+            "train": {
+                **tiny_raw["train"],
+                "early_stop": "freeze",
+                "stop_threshold": stop_threshold,
+                "icl_threshold": 0.9,
+                "icl_levels": [0.6, 0.75],
+                "steps": 1200,
+                "evals_per_chunk": 2,
+                "stop_when_all_acquired": False,
+            },
+        }
         cfg = config.from_dict(raw)
         program, consts = build(cfg)
         layout = Layout(8)
         carry = init_ensemble(program, layout, seed_keys(0, np.arange(8)), consts)
-        carry, _, _ = train(program, consts, carry, layout=layout, steps=cfg.train.steps,
-                            eval_every=cfg.train.eval_every, evals_per_chunk=2, retire=True)
+        carry, _, _ = train(
+            program,
+            consts,
+            carry,
+            layout=layout,
+            steps=cfg.train.steps,
+            eval_every=cfg.train.eval_every,
+            evals_per_chunk=2,
+            retire=True,
+        )
         return jax.device_get(carry["t_first"])
 
     at_099, at_090 = run(0.99), run(0.9)
@@ -218,15 +290,17 @@ def test_a_seed_settled_before_its_stop_event_freezes_records_nothing_more_and_r
     for k in t_off:
         np.testing.assert_array_equal(t_on[k], t_off[k], err_msg=k)
     settled = t_on["settled"] >= 0
-    lag = np.asarray(jax.vmap(lambda k: program.init(jax.random.fold_in(k, 0), TRACE)["lag"])(
-        seed_keys(0, np.arange(12))))
+    lag = np.asarray(
+        jax.vmap(lambda k: program.init(jax.random.fold_in(k, 0), TRACE)["lag"])(seed_keys(0, np.arange(12)))
+    )
     np.testing.assert_array_equal(settled, lag % 2 == 1)  # odd lags memorize before their hit, even ones after
     assert 0 < settled.sum() < 12, lag
     np.testing.assert_array_equal(t_on["settled"][settled], 2 * EVAL_EVERY)
     assert np.all(t_on["hit"][settled] < 0) and np.all(t_on["hit"][~settled] >= 0)
     assert np.all(t_on["noise"][settled] <= 2 * EVAL_EVERY), "nothing recorded after settling"
-    assert np.all(np.max(np.where(np.isnan(curves_off["acc"]), 0, curves_off["acc"])[settled], axis=1) < 0.5), \
+    assert np.all(np.max(np.where(np.isnan(curves_off["acc"]), 0, curves_off["acc"])[settled], axis=1) < 0.5), (
         "frozen before the rise"
+    )
     at = retirement_steps(program, t_on, chunk_plan(**PLAN), int(steps[-1]))
     np.testing.assert_array_equal(at[settled], 2 * EVAL_EVERY)  # the first chunk ends at evaluation 2
     assert live[1] <= 12 - settled.sum(), live
@@ -237,8 +311,12 @@ def test_a_settled_classification_seed_retires_with_its_results_unchanged(tiny_r
     """train.settle_iwl on the classification race: at K = 200 (N = 8, width 32) IWL wins within a few
     hundred steps; every seed that settles leaves, and every first passage and curve value up to
     retirement equals the run without retirement."""
-    raw = {**tiny_raw, "task": {**tiny_raw["task"], "K": 200},
-           "train": {**tiny_raw["train"], "settle_iwl": 0.9, "evals_per_chunk": 2}, "ensemble": {"seeds": 8}}
+    raw = {
+        **tiny_raw,
+        "task": {**tiny_raw["task"], "K": 200},
+        "train": {**tiny_raw["train"], "settle_iwl": 0.9, "evals_per_chunk": 2},
+        "ensemble": {"seeds": 8},
+    }
     cfg = config.from_dict(raw)
     program, consts = build(cfg)
     assert program.settle_event == "settled" and "settled" in program.event_names
@@ -247,9 +325,17 @@ def test_a_settled_classification_seed_retires_with_its_results_unchanged(tiny_r
     def run(retire):
         layout, live = Layout(4), []
         carry = init_ensemble(program, layout, seed_keys(0, np.arange(8)), consts)
-        carry, curves, steps = train(program, consts, carry, layout=layout, steps=cfg.train.steps,
-                                     eval_every=cfg.train.eval_every, evals_per_chunk=2, retire=retire,
-                                     on_chunk=lambda p: live.append(p.chunk_seeds))
+        carry, curves, steps = train(
+            program,
+            consts,
+            carry,
+            layout=layout,
+            steps=cfg.train.steps,
+            eval_every=cfg.train.eval_every,
+            evals_per_chunk=2,
+            retire=retire,
+            on_chunk=lambda p: live.append(p.chunk_seeds),
+        )
         return jax.device_get(carry["t_first"]), curves, steps, live
 
     t_off, curves_off, steps, _ = run(False)

@@ -11,19 +11,35 @@ import numpy as np
 import pytest
 
 import icl_race
-from icl_race import config, rundir, sweep
-from icl_race.runner import execute
+from icl_race import config, rundir
+from icl_race.run import sweep
+from icl_race.run.runner import execute
 
 RAW = {
     "task": {"K": 200, "N": 8},
     "model": {"width": 16},
-    "train": {"lr": 0.1, "batch_size": 16, "steps": 200, "eval_every": 50, "eval_size": 50,
-              "evals_per_chunk": 1, "checkpoint_every": 1, "stop_when_all_acquired": False},
+    "train": {
+        "lr": 0.1,
+        "batch_size": 16,
+        "steps": 200,
+        "eval_every": 50,
+        "eval_size": 50,
+        "evals_per_chunk": 1,
+        "checkpoint_every": 1,
+        "stop_when_all_acquired": False,
+    },
     "ensemble": {"seeds": 3, "block": 4},
 }
 CFG = config.from_dict(RAW)
-FINISH_STEPS = ["staged t_icl_hist.png", "staged meta.json", "staged results.npz", "renamed t_icl_hist.png",
-                "renamed meta.json", "renamed results.npz", "removed checkpoints"]
+FINISH_STEPS = [
+    "staged t_icl_hist.png",
+    "staged meta.json",
+    "staged results.npz",
+    "renamed t_icl_hist.png",
+    "renamed meta.json",
+    "renamed results.npz",
+    "removed checkpoints",
+]
 
 
 class Killed(BaseException):
@@ -59,8 +75,9 @@ def test_finish_steps_are_the_ones_the_kill_test_covers(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("step", FINISH_STEPS)
-def test_a_kill_at_any_step_of_the_finish_reruns_to_the_uninterrupted_results(tmp_path, monkeypatch, step,
-                                                                             uninterrupted):
+def test_a_kill_at_any_step_of_the_finish_reruns_to_the_uninterrupted_results(
+    tmp_path, monkeypatch, step, uninterrupted
+):
     out = tmp_path / "run"
     _kill_at(monkeypatch, step)
     with pytest.raises(Killed):
@@ -78,8 +95,9 @@ def test_a_kill_at_any_step_of_the_finish_reruns_to_the_uninterrupted_results(tm
     assert any(("nothing to do" if committed else "resuming from the checkpoint at step 150") in m for m in logs)
 
 
-def test_results_without_meta_from_an_older_version_are_redone_from_the_checkpoint(tmp_path, monkeypatch,
-                                                                                  uninterrupted):
+def test_results_without_meta_from_an_older_version_are_redone_from_the_checkpoint(
+    tmp_path, monkeypatch, uninterrupted
+):
     out = tmp_path / "run"
     _kill_at(monkeypatch, "staged results.npz")
     with pytest.raises(Killed):
@@ -109,10 +127,14 @@ def test_results_without_meta_and_no_checkpoint_redo_the_run(tmp_path, uninterru
 
 def test_sigkill_between_the_renames_leaves_a_resumable_run(tmp_path, uninterrupted):
     out = tmp_path / "run"
-    kill = ("import os, signal\nfrom icl_race.rundir import write\n"
-            "write.fault_hook = lambda s: s == 'renamed meta.json' and os.kill(os.getpid(), signal.SIGKILL)\n")
-    code = (f"{kill}import json\nfrom icl_race import config\nfrom icl_race.runner import execute\n"
-            f"execute(config.from_dict(json.loads({json.dumps(json.dumps(RAW))})), {str(out)!r}, progress=False)")
+    kill = (
+        "import os, signal\nfrom icl_race.rundir import write\n"
+        "write.fault_hook = lambda s: s == 'renamed meta.json' and os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    code = (
+        f"{kill}import json\nfrom icl_race import config\nfrom icl_race.run.runner import execute\n"
+        f"execute(config.from_dict(json.loads({json.dumps(json.dumps(RAW))})), {str(out)!r}, progress=False)"
+    )
     p = subprocess.run([sys.executable, "-c", code], env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300)
     assert p.returncode == -signal.SIGKILL
     assert (out / "meta.json").exists() and not rundir.is_done(out)
@@ -142,12 +164,21 @@ def _hand_made_cell(out, cell, t_icl, budget=300):
     d = sweep.cell_dir(out, cell)
     d.mkdir(parents=True)
     (d / "config.json").write_text(json.dumps(cell.cfg.to_dict()))
-    (d / "meta.json").write_text(json.dumps({"config": cell.cfg.to_dict(), "stop_event": "icl",
-                                             "seed_steps_per_s": 1.0}))
+    (d / "meta.json").write_text(
+        json.dumps({"config": cell.cfg.to_dict(), "stop_event": "icl", "seed_steps_per_s": 1.0})
+    )
     S = len(t_icl)
-    np.savez(d / "results.npz", seed_ids=np.arange(S), t_icl=np.array(t_icl), diverged=np.zeros(S, bool),
-             eval_steps=np.array([100, 200, 300]), icl_acc=np.zeros((S, 3)), iwl_acc=np.zeros((S, 3)),
-             steps_run=budget, budget=budget)
+    np.savez(
+        d / "results.npz",
+        seed_ids=np.arange(S),
+        t_icl=np.array(t_icl),
+        diverged=np.zeros(S, bool),
+        eval_steps=np.array([100, 200, 300]),
+        icl_acc=np.zeros((S, 3)),
+        iwl_acc=np.zeros((S, 3)),
+        steps_run=budget,
+        budget=budget,
+    )
     return d
 
 
@@ -182,7 +213,7 @@ def test_load_reads_a_run_and_a_sweep_with_their_swept_values(tmp_path, uninterr
 def test_a_checkpoint_of_another_state_layout_is_refused_in_one_line_and_left_alone(tmp_path, monkeypatch):
     # A checkpoint written by a version whose seed state had other fields (e.g. before the optimizer
     # state joined it) must not reach the compiled step, where it failed with a KeyError traceback.
-    import icl_race.engine.checkpoint as ck
+    import icl_race.run.checkpoint as ck
     from icl_race.systems.classification import ClassificationRace
 
     save = ck.Checkpointer.save
@@ -198,6 +229,7 @@ def test_a_checkpoint_of_another_state_layout_is_refused_in_one_line_and_left_al
     with pytest.raises(Killed):
         execute(CFG, out, progress=False)
     monkeypatch.setattr(ck.Checkpointer, "save", save)
+
     def files():  # all but the lock, which the second attempt takes and releases
         return sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*") if p.name != rundir.LOCK)
 

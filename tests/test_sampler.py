@@ -162,6 +162,7 @@ def test_icl_test_items_are_novel():
 
 # ---- the data-distribution levers (classification-task.md §2.7) -------------------------------------
 
+
 @pytest.mark.parametrize("alpha", [0.5, 1.0, 1.5])
 def test_zipf_frequencies_follow_the_law_below_a_traced_K(alpha):
     K, size, n = 40, 100, 400_000
@@ -224,8 +225,9 @@ def test_item_noise_has_the_defined_mean_and_variance_and_spares_the_labels(bank
     n, inv_P = 20000, 1 / bank if bank else 0.0
     np.testing.assert_allclose(items.mean(axis=(0, 1)), mu / scale, atol=5 * eps / scale * np.sqrt((1 / n + inv_P) / D))
     # Per-coordinate variance eps^2 / (D (1 + eps^2)), independent per token (uncorrelated across tokens).
-    np.testing.assert_allclose(items.var(axis=(0, 1)).mean(), eps**2 / (D * scale**2),
-                               rtol=5 * np.sqrt(2 * (1 / n + inv_P) / D))
+    np.testing.assert_allclose(
+        items.var(axis=(0, 1)).mean(), eps**2 / (D * scale**2), rtol=5 * np.sqrt(2 * (1 / n + inv_P) / D)
+    )
     corr = np.corrcoef(items[:, 0, 0], items[:, 1, 0])[0, 1]
     assert abs(corr) < 0.05
     if bank:  # every eta is a bank row, the rows chosen uniformly (chi-square over the 20,000 occurrences)

@@ -43,8 +43,15 @@ def test_an_lr_s_numbers_do_not_depend_on_the_other_lrs():
     full = _bridge()
     t, start = _sample(0.03, seed=1)
     t_ref, start_ref = _sample(0.01, seed=2)
-    two = lr_bridge(np.array([0.01, 0.03]), [t_ref, t], [start_ref, start], [1e9] * 2, [np.zeros(32, bool)] * 2,
-                    [np.zeros(32, bool)] * 2, n_boot=500)
+    two = lr_bridge(
+        np.array([0.01, 0.03]),
+        [t_ref, t],
+        [start_ref, start],
+        [1e9] * 2,
+        [np.zeros(32, bool)] * 2,
+        [np.zeros(32, bool)] * 2,
+        n_boot=500,
+    )
     assert two.cells[0] == full.cells[1] and two.cells[1] == full.cells[2]
 
 
@@ -55,24 +62,59 @@ def test_analyze_scale_lr_on_two_tiny_k_infinity_runs(tmp_path, capsys):
 
     from icl_race import config
     from icl_race.cli import main
-    from icl_race.runner import execute
+    from icl_race.run.runner import execute
 
-    raw = {"task": {"variant": "infinite", "N": 8}, "model": {"width": 32},
-           "train": {"batch_size": 64, "steps": 300, "eval_every": 50, "eval_size": 100, "icl_levels": [0.6]},
-           "ensemble": {"seeds": 4, "block": 4}}
+    raw = {
+        "task": {"variant": "infinite", "N": 8},
+        "model": {"width": 32},
+        "train": {"batch_size": 64, "steps": 300, "eval_every": 50, "eval_size": 100, "icl_levels": [0.6]},
+        "ensemble": {"seeds": 4, "block": 4},
+    }
     for lr in (0.1, 0.05):
-        execute(config.from_dict({**raw, "train": {**raw["train"], "lr": lr}}), tmp_path / f"lr{lr}", progress=False,
-                log=lambda m: None)
+        execute(
+            config.from_dict({**raw, "train": {**raw["train"], "lr": lr}}),
+            tmp_path / f"lr{lr}",
+            progress=False,
+            log=lambda m: None,
+        )
     out = tmp_path / "results" / "lr.json"
-    assert main(["analyze", "scale", "lr", str(tmp_path / "lr0.1"), str(tmp_path / "lr0.05"), "--out", str(out),
-                 "--boot", "50"]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                "scale",
+                "lr",
+                str(tmp_path / "lr0.1"),
+                str(tmp_path / "lr0.05"),
+                "--out",
+                str(out),
+                "--boot",
+                "50",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "| 0.1 | 4 |" in text and "| 0.05 | 4 |" in text and "bridge lr" in text
     result = json.loads(out.read_text())["result"]
     assert [c["lr"] for c in result["cells"]] == [0.1, 0.05] and result["reference_lr"] == 0.05
     kinf = tmp_path / "results" / "kinf.json"
-    assert main(["analyze", "scale", "kinf", str(tmp_path / "lr0.1"), str(tmp_path / "lr0.05"), "--out", str(kinf),
-                 "--boot", "50"]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                "scale",
+                "kinf",
+                str(tmp_path / "lr0.1"),
+                str(tmp_path / "lr0.05"),
+                "--out",
+                str(kinf),
+                "--boot",
+                "50",
+            ]
+        )
+        == 0
+    )
     fits = json.loads(kinf.read_text())["result"]["fits"]
     assert [(f["width"], f["lr"]) for f in fits] == [(32, 0.05), (32, 0.1)] and all(f["exponent"] is None for f in fits)
     assert kinf.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"  # the figure beside the JSON
@@ -95,7 +137,7 @@ def _kinf_cells(width, lr, Ns, power, rise_at=None, n=32, seed=0):
     rise_at = rise_at or {}
     out = []
     for i, N in enumerate(Ns):
-        t = np.round(2 * N ** power * np.exp(np.random.default_rng([seed, width, i]).normal(0, 0.1, n))).astype(int)
+        t = np.round(2 * N**power * np.exp(np.random.default_rng([seed, width, i]).normal(0, 0.1, n))).astype(int)
         out.append((width, lr, N, t, np.round((1 - rise_at.get(N, 0.05)) * t).astype(int), 1e9, np.zeros(n, bool)))
     return out
 
@@ -103,7 +145,7 @@ def _kinf_cells(width, lr, Ns, power, rise_at=None, n=32, seed=0):
 def test_the_width_axis_recovers_each_width_s_exponent_over_its_abrupt_n_only():
     from icl_race.analysis.scale import width_axis
 
-    cells = (_kinf_cells(128, 0.1, [32, 64, 128], 1.5) + _kinf_cells(512, 0.03, [16, 32, 64, 128], 1.0, {16: 0.3}))
+    cells = _kinf_cells(128, 0.1, [32, 64, 128], 1.5) + _kinf_cells(512, 0.03, [16, 32, 64, 128], 1.0, {16: 0.3})
     axis = width_axis(*map(list, zip(*cells)), n_boot=300)
     w128, w512 = axis.fits
     assert (w128.width, w128.lr, w512.width) == (128, 0.1, 512)

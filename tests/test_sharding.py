@@ -8,15 +8,18 @@ import subprocess
 import sys
 
 # A clean environment (no inherited XLA flags or device counts), with the test session's compilation cache.
-ENV = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin",
-       **{k: v for k, v in os.environ.items() if k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))}}
+ENV = {
+    "JAX_PLATFORMS": "cpu",
+    "PATH": "/usr/bin:/bin",
+    **{k: v for k, v in os.environ.items() if k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))},
+}
 
 SCRIPT = r"""
 import jax
 jax.config.update("jax_num_cpu_devices", 4)
 import numpy as np
 from icl_race import config
-from icl_race.runner import execute
+from icl_race.run.runner import execute
 
 assert len(jax.devices()) == 4
 raw = {"task": {"K": 1000, "N": 8}, "model": {"width": 32},
@@ -36,8 +39,13 @@ print("acquired", int((a["t_icl"] >= 0).sum()), "distinct", len(set(a["t_icl"].t
 
 
 def test_four_devices_match_one(tmp_path):
-    r = subprocess.run([sys.executable, "-c", "import sys\n" + SCRIPT, str(tmp_path)], capture_output=True, text=True,
-                       timeout=600, env=ENV)
+    r = subprocess.run(
+        [sys.executable, "-c", "import sys\n" + SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=ENV,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     words = r.stdout.split()
     acquired, distinct = int(words[words.index("acquired") + 1]), int(words[words.index("distinct") + 1])
@@ -52,8 +60,8 @@ import jax
 jax.config.update("jax_num_cpu_devices", int(sys.argv[2]))
 import numpy as np
 from icl_race import config
-from icl_race.runner import execute
-import icl_race.engine.checkpoint as ck
+from icl_race.run.runner import execute
+import icl_race.run.checkpoint as ck
 
 raw = {"task": {"K": 1000, "N": 8}, "model": {"width": 32},
        "train": {"lr": 0.1, "batch_size": 64, "steps": 400, "eval_every": 50, "eval_size": 100,
@@ -73,8 +81,13 @@ np.savez(sys.argv[1] + ".out.npz", **res)
 
 
 def _resume_script(out, devices, mode):
-    return subprocess.run([sys.executable, "-c", RESUME, str(out), str(devices), mode], capture_output=True,
-                          text=True, timeout=600, env=ENV)
+    return subprocess.run(
+        [sys.executable, "-c", RESUME, str(out), str(devices), mode],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=ENV,
+    )
 
 
 def test_a_run_checkpointed_on_four_devices_resumes_on_one_to_the_same_results(tmp_path):

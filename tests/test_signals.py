@@ -9,16 +9,24 @@ import time
 
 import numpy as np
 import pytest
+from runproc import start_run
 
 from icl_race import config
-from icl_race.runner import execute
-from runproc import start_run
+from icl_race.run.runner import execute
 
 RAW = {
     "task": {"K": 1000, "N": 8},
     "model": {"width": 32},
-    "train": {"lr": 0.1, "batch_size": 64, "steps": 600, "eval_every": 50, "eval_size": 100,
-              "evals_per_chunk": 2, "checkpoint_every": 1, "stop_when_all_acquired": False},
+    "train": {
+        "lr": 0.1,
+        "batch_size": 64,
+        "steps": 600,
+        "eval_every": 50,
+        "eval_size": 100,
+        "evals_per_chunk": 2,
+        "checkpoint_every": 1,
+        "stop_when_all_acquired": False,
+    },
     "ensemble": {"seeds": 3, "block": 4},
 }
 
@@ -37,9 +45,11 @@ def uninterrupted(tmp_path_factory):
 def test_signal_stops_at_the_next_chunk_with_a_checkpoint_and_the_rerun_resumes(tmp_path, uninterrupted, sig, code):
     out = tmp_path / "run"
     # The signal arrives right after the checkpoint at step 200 is queued, i.e. inside the run.
-    hook = ("import os, signal\nimport icl_race.engine.checkpoint as c\n_save = c.Checkpointer.save\n"
-            "def save(self, step, *a, **k):\n    _save(self, step, *a, **k)\n"
-            f"    if step == 200: os.kill(os.getpid(), {int(sig)})\nc.Checkpointer.save = save")
+    hook = (
+        "import os, signal\nimport icl_race.run.checkpoint as c\n_save = c.Checkpointer.save\n"
+        "def save(self, step, *a, **k):\n    _save(self, step, *a, **k)\n"
+        f"    if step == 200: os.kill(os.getpid(), {int(sig)})\nc.Checkpointer.save = save"
+    )
     p = start_run(RAW, out, hook)
     _, err = p.communicate(timeout=300)
     assert p.returncode == code, err
@@ -66,10 +76,12 @@ def _inside_a_slow_second_chunk(tmp_path, out, seconds):
     """A run whose second chunk takes `seconds` longer, returned once it is inside that chunk. The hook
     wraps the one-device chunk program, which every chunk runs (with retirement or without)."""
     marker = tmp_path / "in_chunk"
-    hook = ("import time, pathlib, icl_race.engine.ensemble as e\n_run = e.chunk_on_device\nn = [0]\n"
-            "def chunk_on_device(*a, **k):\n    r = _run(*a, **k)\n    n[0] += 1\n"
-            f"    if n[0] == 2:\n        pathlib.Path({str(marker)!r}).touch()\n        time.sleep({seconds})\n"
-            "    return r\ne.chunk_on_device = chunk_on_device")
+    hook = (
+        "import time, pathlib, icl_race.engine.ensemble as e\n_run = e.chunk_on_device\nn = [0]\n"
+        "def chunk_on_device(*a, **k):\n    r = _run(*a, **k)\n    n[0] += 1\n"
+        f"    if n[0] == 2:\n        pathlib.Path({str(marker)!r}).touch()\n        time.sleep({seconds})\n"
+        "    return r\ne.chunk_on_device = chunk_on_device"
+    )
     p = start_run(RAW, out, hook)
     deadline = time.time() + 240
     while not marker.exists() and time.time() < deadline and p.poll() is None:
@@ -87,7 +99,8 @@ def test_a_second_ctrl_c_exits_at_once_even_inside_a_long_chunk(tmp_path):
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130 and err.strip().splitlines() == [
-        "icl-race: interrupted again: exiting at once; rerun the same command to resume from the last checkpoint"], err
+        "icl-race: interrupted again: exiting at once; rerun the same command to resume from the last checkpoint"
+    ], err
 
 
 def test_one_sigterm_delivered_twice_as_timeout_does_still_stops_at_the_chunk_boundary(tmp_path):
@@ -109,11 +122,14 @@ def test_sigterm_during_the_imports_is_one_line_and_exit_143(tmp_path):
     """Before a run installs its own handling: the signal arrives while jax is being imported (from
     an import hook, a known moment), and the command's entry turns it into one line."""
     out = tmp_path / "run"
-    hook = ("import os, signal, sys\nclass AtJax:\n    def find_spec(self, name, path=None, target=None):\n"
-            "        if name == 'jax':\n            os.kill(os.getpid(), signal.SIGTERM)\n\n"
-            "sys.meta_path.insert(0, AtJax())")
+    hook = (
+        "import os, signal, sys\nclass AtJax:\n    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'jax':\n            os.kill(os.getpid(), signal.SIGTERM)\n\n"
+        "sys.meta_path.insert(0, AtJax())"
+    )
     p = start_run(RAW, out, hook)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 143 and err.strip().splitlines() == [
-        "icl-race: stopped by SIGTERM; finished work is kept, rerun the command to go on"], err
+        "icl-race: stopped by SIGTERM; finished work is kept, rerun the command to go on"
+    ], err
     assert not (out / "results.npz").exists() and _tmp_left(out) == []

@@ -30,6 +30,7 @@ RESULTS = Path(__file__).parent.parent / "experiments" / "linear_attention" / "r
 
 # ---- theory: the levels that define t_m and t_half ------------------------------------------------
 
+
 def test_transition_and_midpoint_levels_lie_inside_each_drop():
     lam = th.spectrum("power", 8, alpha=2.0)
     L = th.plateau_losses(lam, 31)
@@ -44,7 +45,7 @@ def test_transition_and_midpoint_levels_lie_inside_each_drop():
 
 LAM, N = np.array([0.8, 0.2]), 31
 C1, W1, C2, W2 = 10.0, 1.0, 100.0, 5.0  # the two drops' centres and widths (τ)
-A, B, DORMANT = 1e-2, 5e-3, 1e-3          # v at t = 0 of head 1 (learns e_1), head 2 (learns e_2), head 0 (never)
+A, B, DORMANT = 1e-2, 5e-3, 1e-3  # v at t = 0 of head 1 (learns e_1), head 2 (learns e_2), head 0 (never)
 
 
 def _sig(x):
@@ -118,7 +119,9 @@ def test_staircase_seed_on_a_known_staircase():
     assert (second.esc_head, second.unrec_head) == (2, 2) and second.unrec_is_esc and not second.esc_was_recruited
     v2 = synthetic(res.t_m[1])[1][0, 2]
     assert second.esc_ratio == pytest.approx((res.t_m[2] - res.t_m[1]) * LAM[1] ** 2 * v2)
-    assert second.esc_cos_k == pytest.approx(1 / math.hypot(1, 1e-3)) and second.esc_v_over_k == pytest.approx(second.esc_cos_k)
+    assert second.esc_cos_k == pytest.approx(1 / math.hypot(1, 1e-3)) and second.esc_v_over_k == pytest.approx(
+        second.esc_cos_k
+    )
     assert (res.seed, res.solver_steps, res.final_loss) == (7, 3, pytest.approx(th.plateau_losses(LAM, N)[2], rel=1e-9))
 
 
@@ -157,17 +160,31 @@ def test_median_ci_and_tolerance_check():
 
 # ---- the stored result --------------------------------------------------------------------------
 
+
 def from_json(d: dict) -> sh.SingleHead:
     """The typed result back from its JSON (this command's, or the script's unwrapped one)."""
     d = d.get("result", d)
 
     def check(v):
-        return sh.ToleranceCheck(**v) if "max_rel_change_t_m" in v else sh.GdVsFlow(**{k: sh.Passage(**p) for k, p in v.items()})
+        return (
+            sh.ToleranceCheck(**v)
+            if "max_rel_change_t_m" in v
+            else sh.GdVsFlow(**{k: sh.Passage(**p) for k, p in v.items()})
+        )
 
-    scales = {k: sh.ScaleResult(seeds=[sh.SeedStaircase(**{**s, "transitions": [sh.Transition(**t) for t in s["transitions"]]})
-                                       for s in v["seeds"]], table=[sh.TransitionSummary(**e) for e in v["table"]])
-              for k, v in d["scales"].items()}
-    return sh.SingleHead(**{**d, "scales": scales, "checks": d.get("checks") and {k: check(v) for k, v in d["checks"].items()}})
+    scales = {
+        k: sh.ScaleResult(
+            seeds=[
+                sh.SeedStaircase(**{**s, "transitions": [sh.Transition(**t) for t in s["transitions"]]})
+                for s in v["seeds"]
+            ],
+            table=[sh.TransitionSummary(**e) for e in v["table"]],
+        )
+        for k, v in d["scales"].items()
+    }
+    return sh.SingleHead(
+        **{**d, "scales": scales, "checks": d.get("checks") and {k: check(v) for k, v in d["checks"].items()}}
+    )
 
 
 def test_stored_result_reads_back_with_the_same_fields_and_tables():
@@ -175,11 +192,14 @@ def test_stored_result_reads_back_with_the_same_fields_and_tables():
     would refuse an unknown one), and text() renders the stored tables exactly."""
     stored = json.loads((RESULTS / "single_head.json").read_text())
     result = from_json(stored)
-    assert json.dumps(studies.payload(result), sort_keys=True) == json.dumps(stored.get("result", stored), sort_keys=True)
+    assert json.dumps(studies.payload(result), sort_keys=True) == json.dumps(
+        stored.get("result", stored), sort_keys=True
+    )
     assert result.text() == (RESULTS / "single_head.md").read_text()
 
 
 # ---- the command ---------------------------------------------------------------------------------
+
 
 def test_single_head_command_end_to_end(tmp_path):
     """`icl-race analyze linear_attention single_head` with no directory, in a fresh process as a user
@@ -190,14 +210,38 @@ def test_single_head_command_end_to_end(tmp_path):
     ~1e-14 there; asserted loosely, for another machine's float64; the active-head counts asserted
     exactly are 15% or more from their thresholds)."""
     out = tmp_path / "sh.json"
-    r = subprocess.run([sys.executable, "-m", "icl_race", "analyze", "linear_attention", "single_head",
-                        "--set", "seeds=1", "--set", "scales=1e-2", "--set", "checks=0", "--set", "horizon=1e4",
-                        "--out", str(out)], env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "icl_race",
+            "analyze",
+            "linear_attention",
+            "single_head",
+            "--set",
+            "seeds=1",
+            "--set",
+            "scales=1e-2",
+            "--set",
+            "checks=0",
+            "--set",
+            "horizon=1e4",
+            "--out",
+            str(out),
+        ],
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert "σ=0.01 seed 0: t_m = 292 1.45e+03 nan" in r.stderr  # the progress line
     doc = json.loads(out.read_text())
     assert (doc["study"], doc["analysis"], doc["dirs"]) == ("linear_attention", "single_head", [])
-    assert doc["result"]["horizon"] == 1e4 and doc["result"]["checks"] is None and list(doc["result"]["scales"]) == ["0.01"]
+    assert (
+        doc["result"]["horizon"] == 1e4
+        and doc["result"]["checks"] is None
+        and list(doc["result"]["scales"]) == ["0.01"]
+    )
     result = from_json(doc)
     assert (tmp_path / "sh.md").read_text() == result.text() and r.stdout.startswith(result.text())
     seed0 = result.scales["0.01"].seeds[0]

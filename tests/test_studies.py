@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from icl_race import config, runner, studies
+from icl_race import config, studies
 from icl_race.analysis import memorization as mem
 from icl_race.analysis import race
 from icl_race.config import ConfigError
+from icl_race.run import runner
 from icl_race.rundir import load_cells
 
 ROOT = Path(__file__).parent.parent
@@ -30,23 +31,47 @@ LEVERS = ROOT / "experiments" / "levers" / "results"
 GOLDEN = Path(__file__).parent / "golden" / "studies" / "levers_legacy.json"
 INPUTS = Path(__file__).parent / "golden" / "inputs" / "studies"
 
-_TRAIN = {"lr": 0.1, "batch_size": 64, "steps": 400, "eval_every": 50, "eval_size": 100,
-          "stop_when_all_acquired": False, "early_stop": "off"}
+_TRAIN = {
+    "lr": 0.1,
+    "batch_size": 64,
+    "steps": 400,
+    "eval_every": 50,
+    "eval_size": 100,
+    "stop_when_all_acquired": False,
+    "early_stop": "off",
+}
 _ENS = {"seeds": 4, "block": 4}
 RUNS = {  # name -> raw config: classification cells (two weight decays, Adam, another K, K = infinity),
     # MLP-only memorization cells at two K, minimal-model cells at two beta0
     "wd01": {"task": {"K": 1000, "N": 8}, "model": {"width": 32}, "train": _TRAIN | {"weight_decay_attn": 0.01}},
     "wd03": {"task": {"K": 1000, "N": 8}, "model": {"width": 32}, "train": _TRAIN | {"weight_decay_attn": 0.03}},
-    "adam": {"task": {"K": 1000, "N": 8}, "model": {"width": 32},
-             "train": _TRAIN | {"optimizer": "adam", "lr": 0.003, "weight_decay_attn": 0.01}},
+    "adam": {
+        "task": {"K": 1000, "N": 8},
+        "model": {"width": 32},
+        "train": _TRAIN | {"optimizer": "adam", "lr": 0.003, "weight_decay_attn": 0.01},
+    },
     "k200": {"task": {"K": 200, "N": 8}, "model": {"width": 32}, "train": _TRAIN},
     "kinf": {"task": {"variant": "infinite", "N": 8}, "model": {"width": 32}, "train": _TRAIN},
-    "mlp64": {"task": {"kind": "memorization", "D": 63, "K": 64}, "model": {"kind": "mlp", "width": 32}, "train": _TRAIN},
-    "mlp128": {"task": {"kind": "memorization", "D": 63, "K": 128}, "model": {"kind": "mlp", "width": 32}, "train": _TRAIN},
-    "min0": {"task": {"variant": "infinite", "N": 8}, "model": {"kind": "minimal", "width": 16, "beta0": 0.0},
-             "train": _TRAIN | {"icl_threshold": 0.9}},
-    "min1": {"task": {"variant": "infinite", "N": 8}, "model": {"kind": "minimal", "width": 16, "beta0": 1.0},
-             "train": _TRAIN | {"icl_threshold": 0.9}},
+    "mlp64": {
+        "task": {"kind": "memorization", "D": 63, "K": 64},
+        "model": {"kind": "mlp", "width": 32},
+        "train": _TRAIN,
+    },
+    "mlp128": {
+        "task": {"kind": "memorization", "D": 63, "K": 128},
+        "model": {"kind": "mlp", "width": 32},
+        "train": _TRAIN,
+    },
+    "min0": {
+        "task": {"variant": "infinite", "N": 8},
+        "model": {"kind": "minimal", "width": 16, "beta0": 0.0},
+        "train": _TRAIN | {"icl_threshold": 0.9},
+    },
+    "min1": {
+        "task": {"variant": "infinite", "N": 8},
+        "model": {"kind": "minimal", "width": 16, "beta0": 1.0},
+        "train": _TRAIN | {"icl_threshold": 0.9},
+    },
 }
 
 
@@ -84,6 +109,7 @@ def analyze(study, sub, dirs, tmp_path, **options):
 
 # ---- race: experiments/race/analyze.py called these summaries --------------------------------------
 
+
 def test_race_transience_is_the_summary_with_its_figure(runs, tmp_path):
     result, written = analyze("race", "transience", [runs["wd01"], runs["wd03"]], tmp_path)
     cells = load_cells(runs["wd01"], runs["wd03"])
@@ -105,28 +131,46 @@ def test_race_loss_is_the_loss_relation_per_cell(runs, tmp_path):
 
 def test_race_independence_takes_its_directories_in_order(runs, tmp_path):
     result, _ = analyze("race", "independence", [runs["wd01"], runs["kinf"], runs["mlp64"], runs["mlp128"]], tmp_path)
-    old = race.summarize_independence(load_cells(runs["wd01"]), load_cells(runs["kinf"]),
-                                      load_cells(runs["mlp64"], runs["mlp128"]), level=0.9, n_boot=1000)
+    old = race.summarize_independence(
+        load_cells(runs["wd01"]),
+        load_cells(runs["kinf"]),
+        load_cells(runs["mlp64"], runs["mlp128"]),
+        level=0.9,
+        n_boot=1000,
+    )
     assert _same(dataclasses.asdict(result), old)
     assert "memorization | none" in result.text()
 
 
 # ---- memorization: experiments/memorization/analyze.py printed these summaries ---------------------
 
+
 def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     sweep = [runs["mlp64"], runs["mlp128"]]
     result, _ = studies.run("memorization", "mlp", [sweep[0]], tmp_path / "m.json", None, 0, {"T": [200.0, 400.0]})
-    assert _same(dataclasses.asdict(result), mem.summarize_memorization(load_cells(sweep[0]), [200.0, 400.0], n_boot=1000))
+    assert _same(
+        dataclasses.asdict(result), mem.summarize_memorization(load_cells(sweep[0]), [200.0, 400.0], n_boot=1000)
+    )
     result, _ = analyze("memorization", "minimal", [runs["min0"], runs["min1"]], tmp_path)
     assert _same(dataclasses.asdict(result), mem.summarize_minimal(load_cells(runs["min0"], runs["min1"]), 1000))
     assert "N 8, beta0 0:" in result.text()
     report = tmp_path / "report.json"
     # A directory with K = infinity cells beside the K* grid labels the group by its fields; balanced
     # contexts are another group, never the race's K*.
-    groups = [{"label": "infinite_bank=0, variant=standard", "variant": "standard", "kstar_slope": {"slope": 1.0},
-               "acquisition": {"8": {"kstar": 900.0, "kstar_ci": [800.0, 1000.0]}}},
-              {"label": "variant=balanced", "variant": "balanced", "kstar_slope": {"slope": 1.0},
-               "acquisition": {"8": {"kstar": 2000.0, "kstar_ci": [1800.0, 2200.0]}}}]
+    groups = [
+        {
+            "label": "infinite_bank=0, variant=standard",
+            "variant": "standard",
+            "kstar_slope": {"slope": 1.0},
+            "acquisition": {"8": {"kstar": 900.0, "kstar_ci": [800.0, 1000.0]}},
+        },
+        {
+            "label": "variant=balanced",
+            "variant": "balanced",
+            "kstar_slope": {"slope": 1.0},
+            "acquisition": {"8": {"kstar": 2000.0, "kstar_ci": [1800.0, 2200.0]}},
+        },
+    ]
     report.write_text(json.dumps({"thresholds": groups}))
     for mlp_dir in sweep:  # one sweep directory in the old script: here each MLP-only cell in turn
         result, _ = analyze("memorization", "race", [mlp_dir, runs["kinf"]], tmp_path, T=400, kstar=str(report))
@@ -143,18 +187,24 @@ def test_memorization_mlp_minimal_and_race(runs, tmp_path):
 
 # ---- levers: the computations moved from experiments/levers/analyze.py -----------------------------
 
+
 def _levers(runs, tmp_path) -> dict:
     """What `icl-race analyze levers ...` gives on the tiny runs, JSON as written."""
     call = {
         "beta0": ("beta0", [runs["adam"], runs["wd01"]], {}),  # the old script's sweep read its cells by name
         "pair": ("pair", [runs["wd01"], runs["adam"]], {}),
-        "race": ("race", [runs["kinf"]], {"field": "task.epsilon", "values": [0.0], "mlp": [f"{runs['mlp64']}"],
-                                          "N": 8, "T": 400, "t_fixed": 300}),
+        "race": (
+            "race",
+            [runs["kinf"]],
+            {"field": "task.epsilon", "values": [0.0], "mlp": [f"{runs['mlp64']}"], "N": 8, "T": 400, "t_fixed": 300},
+        ),
         "transience": ("transience", [runs["wd01"], runs["wd03"], runs["adam"]], {"level": 0.9, "lasting": 2}),
         "kstar": ("kstar", [runs["k200"], runs["wd01"], runs["kinf"]], {"field": "task.epsilon", "N": 8}),
     }
-    return {name: json.loads(json.dumps(studies.payload(analyze("levers", sub, dirs, tmp_path, **opts)[0]), default=float))
-            for name, (sub, dirs, opts) in call.items()}
+    return {
+        name: json.loads(json.dumps(studies.payload(analyze("levers", sub, dirs, tmp_path, **opts)[0]), default=float))
+        for name, (sub, dirs, opts) in call.items()
+    }
 
 
 def _relative(out: dict, runs: dict) -> dict:
@@ -185,19 +235,34 @@ def _close(a, b) -> bool:
 
 def test_levers_ceiling_reproduces_its_stored_result(tmp_path):
     stored = json.loads((LEVERS / "ceiling.json").read_text())
-    result, _ = studies.run("levers", "ceiling", [], tmp_path / "c.json", None, 0,
-                            {"epsilon": [r["epsilon"] for r in stored["rows"]]})
+    result, _ = studies.run(
+        "levers", "ceiling", [], tmp_path / "c.json", None, 0, {"epsilon": [r["epsilon"] for r in stored["rows"]]}
+    )
     assert studies.payload(result) == stored
 
 
 @pytest.mark.parametrize("name", ["kstar_epsilon", "kstar_zipf"])
 def test_levers_kstar_reproduces_its_stored_results_from_their_counts(name, tmp_path):
     stored = json.loads((LEVERS / f"{name}.json").read_text())
-    result, written = studies.run("levers", "kstar", [], tmp_path / "k.json", 2000, 0,
-                                  {"field": stored["field"], "N": stored["N"], "counts": str(LEVERS / f"{name}.json")})
+    result, written = studies.run(
+        "levers",
+        "kstar",
+        [],
+        tmp_path / "k.json",
+        2000,
+        0,
+        {"field": stored["field"], "N": stored["N"], "counts": str(LEVERS / f"{name}.json")},
+    )
     assert json.loads(json.dumps(studies.payload(result))) == stored
-    again, _ = studies.run("levers", "kstar", [], tmp_path / "k2.json", 2000, 0,  # its own JSON taken back
-                           {"field": stored["field"], "N": stored["N"], "counts": str(written[0])})
+    again, _ = studies.run(
+        "levers",
+        "kstar",
+        [],
+        tmp_path / "k2.json",
+        2000,
+        0,  # its own JSON taken back
+        {"field": stored["field"], "N": stored["N"], "counts": str(written[0])},
+    )
     assert again == result
 
 

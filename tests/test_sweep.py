@@ -5,10 +5,9 @@ import io
 
 import pytest
 
-from icl_race import sweep
 from icl_race.cli import main
 from icl_race.config import ConfigError
-from icl_race.engine import compile_stats
+from icl_race.run import compile_stats, sweep
 
 BASE = {
     "task": {"K": 1000, "N": 8},
@@ -41,13 +40,15 @@ def test_grid_is_the_cartesian_product_with_a_shared_pool_size():
     assert len(s.cells) == 12 and len({c.name for c in s.cells}) == 12
     assert {c.cfg.task.K_max for c in s.cells} == {400}
     assert {(c.values["task.K"], c.values["task.N"], c.values["train.lr"]) for c in s.cells} == {
-        (k, n, lr) for k in (200, 400) for n in (8, 12) for lr in (0.1, 0.2, 0.3)}
+        (k, n, lr) for k in (200, 400) for n in (8, 12) for lr in (0.1, 0.2, 0.3)
+    }
 
 
 def test_zipped_fields_vary_together_and_cross_the_grid(tmp_path):
     s = sweep.expand(BASE, {"train.lr": [0.1, 0.2]}, {"task.N": [8, 12], "train.steps": [200, 400]})
     assert {(c.values["train.lr"], c.cfg.task.N, c.cfg.train.steps) for c in s.cells} == {
-        (lr, n, st) for lr in (0.1, 0.2) for n, st in ((8, 200), (12, 400))}
+        (lr, n, st) for lr in (0.1, 0.2) for n, st in ((8, 200), (12, 400))
+    }
     assert s.fields == ["train.lr", "task.N", "train.steps"]
     spec = tmp_path / "s.toml"
     spec.write_text(sweep.spec_toml(s))
@@ -106,7 +107,8 @@ def test_sweep_runs_cells_once_and_reuses_one_compilation(tmp_path, capsys):
     rows = _rows(out / "summary.csv")
     assert len(rows) == 6 and all(r["status"] == "done" and r["seeds"] == "2" for r in rows)
     assert {(r["task.K"], r["train.weight_decay_attn"]) for r in rows} == {
-        (k, w) for k in ("200", "400", "800") for w in ("0.0", "0.001")}
+        (k, w) for k in ("200", "400", "800") for w in ("0.0", "0.001")
+    }
     assert all(0 <= float(r["acquired_fraction"]) <= 1 and r["censored"] != "" for r in rows)
     # Rerun: everything is skipped, nothing rewritten.
     stamps = {p: p.stat().st_mtime_ns for p in (out / "cells").rglob("results.npz")}
@@ -136,8 +138,7 @@ def test_the_dry_run_projection_bounds_a_measured_tiny_sweep(tmp_path):
 
     from icl_race import rundir
 
-    s = sweep.expand({**BASE, "train": {**BASE["train"], "steps": 400, "checkpoint_every": 2}},
-                     {"task.K": [200, 400]})
+    s = sweep.expand({**BASE, "train": {**BASE["train"], "steps": 400, "checkpoint_every": 2}}, {"task.K": [200, 400]})
     out = tmp_path / "out"
     plan = sweep.dry_run(out, s)
     assert not out.exists() and plan.unmeasured == 0
@@ -176,10 +177,22 @@ def test_a_local_sweep_over_many_shapes_keeps_its_memory_flat(tmp_path, monkeypa
     # jax.clear_caches() between programs 603 -> 628 MB, flat after the first cells). Over the last 4
     # of 6 cells the bound is 15 MB a cell: a third of the old growth, above the allocator's noise.
     widths = [5, 6, 7, 8, 9, 10]
-    s = sweep.expand({**BASE, "task": {"K": 64, "N": 4, "D": 8},
-                      "train": {**BASE["train"], "steps": 20, "eval_every": 10, "eval_size": 16, "eval_batch": 16,
-                                "checkpoint_every": 0},
-                      "ensemble": {"seeds": 1, "block": 1}}, {"model.width": widths})
+    s = sweep.expand(
+        {
+            **BASE,
+            "task": {"K": 64, "N": 4, "D": 8},
+            "train": {
+                **BASE["train"],
+                "steps": 20,
+                "eval_every": 10,
+                "eval_size": 16,
+                "eval_batch": 16,
+                "checkpoint_every": 0,
+            },
+            "ensemble": {"seeds": 1, "block": 1},
+        },
+        {"model.width": widths},
+    )
     rss = []
     real = sweep.write_summary
     monkeypatch.setattr(sweep, "write_summary", lambda o, sw: (rss.append(_rss_mb()), real(o, sw))[1])

@@ -15,13 +15,27 @@ def _run(raw, seeds=2):
     program, consts = build(cfg)
     carry = init_ensemble(program, Layout(seeds), seed_keys(0, np.arange(seeds)), consts)
     tr = cfg.train
-    return program, consts, *train(program, consts, carry, layout=Layout(seeds), steps=tr.steps,
-                                   eval_every=tr.eval_every, evals_per_chunk=tr.evals_per_chunk)
+    return (
+        program,
+        consts,
+        *train(
+            program,
+            consts,
+            carry,
+            layout=Layout(seeds),
+            steps=tr.steps,
+            eval_every=tr.eval_every,
+            evals_per_chunk=tr.evals_per_chunk,
+        ),
+    )
 
 
 def test_infinite_variant_learns_icl_and_cannot_memorize():
-    raw = {"task": {"variant": "infinite", "N": 8}, "model": {"width": 32},
-           "train": {"lr": 0.1, "batch_size": 64, "steps": 2400, "eval_every": 100, "eval_size": 1000}}
+    raw = {
+        "task": {"variant": "infinite", "N": 8},
+        "model": {"width": 32},
+        "train": {"lr": 0.1, "batch_size": 64, "steps": 2400, "eval_every": 100, "eval_size": 1000},
+    }
     _, _, carry, curves, _ = _run(raw, seeds=4)
     # IWL is at chance by construction (sd of a 1000-sequence accuracy: 0.016).
     assert np.abs(curves["iwl_acc"] - 0.5).max() < 0.07
@@ -29,16 +43,22 @@ def test_infinite_variant_learns_icl_and_cannot_memorize():
 
 
 def test_balanced_variant_reports_both_icl_tests():
-    raw = {"task": {"variant": "balanced", "K": 200, "N": 8}, "model": {"width": 16},
-           "train": {"batch_size": 16, "steps": 20, "eval_every": 10, "eval_size": 50}}
+    raw = {
+        "task": {"variant": "balanced", "K": 200, "N": 8},
+        "model": {"width": 16},
+        "train": {"batch_size": 16, "steps": 20, "eval_every": 10, "eval_size": 50},
+    }
     _, _, _, curves, _ = _run(raw)
     for k in ("icl_acc", "icl_ref_acc", "iwl_acc", "train_loss"):
         assert curves[k].shape == (2, 2) and np.isfinite(curves[k]).all()
 
 
 def test_two_layer_with_frozen_readout_trains_everything_else():
-    raw = {"task": {"K": 200, "N": 8}, "model": {"layers": 2, "width": 16, "freeze_readout": True},
-           "train": {"batch_size": 16, "steps": 20, "eval_every": 10, "eval_size": 50}}
+    raw = {
+        "task": {"K": 200, "N": 8},
+        "model": {"layers": 2, "width": 16, "freeze_readout": True},
+        "train": {"batch_size": 16, "steps": 20, "eval_every": 10, "eval_size": 50},
+    }
     program, consts, carry, _, _ = _run(raw)
     init = init_ensemble(program, Layout(2), seed_keys(0, np.arange(2)), consts)
     same = jax.tree.map(lambda a, b: bool(jnp.all(a == b)), carry["state"]["params"], init["state"]["params"])
@@ -46,12 +66,23 @@ def test_two_layer_with_frozen_readout_trains_everything_else():
     assert not any(jax.tree.leaves(same["attn1"])) and not any(jax.tree.leaves(same["mlp1"]))
 
 
-@pytest.mark.parametrize("freeze, frozen, trained", [("attention", ("ln", "attn"), ("mlp",)),
-                                                    ("mlp", ("mlp",), ("ln", "attn"))])
+@pytest.mark.parametrize(
+    "freeze, frozen, trained", [("attention", ("ln", "attn"), ("mlp",)), ("mlp", ("mlp",), ("ln", "attn"))]
+)
 def test_frozen_group_stays_bit_identical_to_init(freeze, frozen, trained):
-    raw = {"task": {"K": 200, "N": 8}, "model": {"width": 16, "freeze": freeze},
-           "train": {"lr": 0.1, "batch_size": 16, "steps": 20, "eval_every": 10, "eval_size": 50,
-                     "weight_decay_attn": 0.01, "weight_decay_mlp": 0.01}}
+    raw = {
+        "task": {"K": 200, "N": 8},
+        "model": {"width": 16, "freeze": freeze},
+        "train": {
+            "lr": 0.1,
+            "batch_size": 16,
+            "steps": 20,
+            "eval_every": 10,
+            "eval_size": 50,
+            "weight_decay_attn": 0.01,
+            "weight_decay_mlp": 0.01,
+        },
+    }
     program, consts, carry, _, _ = _run(raw)
     init = init_ensemble(program, Layout(2), seed_keys(0, np.arange(2)), consts)
     same = jax.tree.map(lambda a, b: bool(jnp.all(a == b)), carry["state"]["params"], init["state"]["params"])
@@ -61,21 +92,26 @@ def test_frozen_group_stays_bit_identical_to_init(freeze, frozen, trained):
 
 def test_memory_path_c_statistics_of_a_silent_mlp():
     # phi = 0 for every query: sigma(-phi) = 1/2, so c1 = 1/2, c2 = 1 - (1/4)/(1/2) = 1/2, c3 = e^0 = 1.
-    program, consts = build(config.from_dict({"task": {"K": 200, "N": 8}, "model": {"width": 16},
-                                              "train": {"eval_size": 300}}))
+    program, consts = build(
+        config.from_dict({"task": {"K": 200, "N": 8}, "model": {"width": 16}, "train": {"eval_size": 300}})
+    )
     state = program.init(jax.random.key(0), consts)
     fc3 = jax.tree.map(jnp.zeros_like, state["params"]["mlp"]["fc3"])
     state["params"]["mlp"]["fc3"] = fc3
     probes = program.probe(state, consts, jax.random.key(1))
     for suffix in ("", "_sym"):
-        np.testing.assert_allclose([probes[f"c1{suffix}"], probes[f"c2{suffix}"], probes[f"c3{suffix}"]],
-                                   [0.5, 0.5, 1.0], rtol=1e-6)
+        np.testing.assert_allclose(
+            [probes[f"c1{suffix}"], probes[f"c2{suffix}"], probes[f"c3{suffix}"]], [0.5, 0.5, 1.0], rtol=1e-6
+        )
     np.testing.assert_allclose(probes["iwl_loss"], np.log(2), rtol=1e-6)  # the whole logit is 0 too
 
 
 def test_step_is_sgd_with_coupled_decay_per_group():
-    raw = {"task": {"K": 200, "N": 8}, "model": {"width": 16},
-           "train": {"lr": 0.05, "weight_decay_attn": 0.3, "weight_decay_mlp": 0.01}}
+    raw = {
+        "task": {"K": 200, "N": 8},
+        "model": {"width": 16},
+        "train": {"lr": 0.05, "weight_decay_attn": 0.3, "weight_decay_mlp": 0.01},
+    }
     program, consts = build(config.from_dict(raw))
     state = program.init(jax.random.key(0), consts)
     key = jax.random.key(1)
@@ -85,7 +121,9 @@ def test_step_is_sgd_with_coupled_decay_per_group():
     p = state["params"]
     for group, wd in (("ln", 0.3), ("attn", 0.3), ("mlp", 0.01)):
         expected = jax.tree.map(lambda p, g: p - 0.05 * (g + wd * p), p[group], g[group])
-        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7), new["params"][group], expected)
+        jax.tree.map(
+            lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7), new["params"][group], expected
+        )
 
 
 def test_matmul_precision_holds_for_the_run_only():
@@ -134,8 +172,9 @@ def test_beta0_is_measured_at_init_and_scales_with_the_square_of_qk_init_scale()
 def test_beta0_of_the_minimal_model_is_its_inverse_temperature():
     # The definition on the minimal model: s_copy - s_j = beta (|x_q|^2 - x_q . x_j), whose mean is beta
     # (|x|^2 ~ 1: sd 0.18 per sequence, 0.006 over 1024 of them).
-    program, consts, state = _init_state({"task": {"variant": "infinite", "N": 16},
-                                          "model": {"kind": "minimal", "width": 8}})
+    program, consts, state = _init_state(
+        {"task": {"variant": "infinite", "N": 16}, "model": {"kind": "minimal", "width": 8}}
+    )
     params = {**state["params"], "attn": {**state["params"]["attn"], "beta": jnp.float32(2.0)}}
     np.testing.assert_allclose(program.initial_sharpness(params, jax.random.key(3)), 2.0, atol=0.05)
 
@@ -159,8 +198,11 @@ def test_zipf_changes_the_training_items_but_not_the_icl_test():
 
 
 def test_zipf_run_reports_iwl_accuracy_by_band_and_memorizes_frequent_items_first():
-    raw = {"task": {"K": 400, "N": 8, "zipf_alpha": 1.5}, "model": {"width": 32},
-           "train": {"lr": 0.1, "batch_size": 64, "steps": 400, "eval_every": 100, "eval_size": 1000}}
+    raw = {
+        "task": {"K": 400, "N": 8, "zipf_alpha": 1.5},
+        "model": {"width": 32},
+        "train": {"lr": 0.1, "batch_size": 64, "steps": 400, "eval_every": 100, "eval_size": 1000},
+    }
     _, consts, _, curves, _ = _run(raw)
     # P(k) >= 1/400 for (k + 1)^1.5 <= 400 / sum_k (k + 1)^-1.5 = 400 / 2.51, i.e. k + 1 <= 29.
     assert int(consts["n_frequent"]) == 29
@@ -176,7 +218,10 @@ def test_item_noise_and_bursts_train_in_every_variant_that_allows_them(variant):
         task_raw |= {"burstiness": 7, "p_bursty": 0.5}
     if variant == "infinite":
         task_raw |= {"noise_bank": 4096}
-    raw = {"task": task_raw, "model": {"width": 16},
-           "train": {"batch_size": 16, "steps": 20, "eval_every": 10, "eval_size": 50}}
+    raw = {
+        "task": task_raw,
+        "model": {"width": 16},
+        "train": {"batch_size": 16, "steps": 20, "eval_every": 10, "eval_size": 50},
+    }
     _, _, _, curves, _ = _run(raw)
     assert all(np.isfinite(curves[k]).all() for k in ("icl_acc", "iwl_acc", "train_loss", "beta0"))

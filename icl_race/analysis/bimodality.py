@@ -109,7 +109,9 @@ def gaussian_mixture(x: np.ndarray, sd_floor_frac: float = 0.1, max_iter: int = 
     bic1 = -2 * ll1 + 2 * math.log(n)
     bic2 = -2 * ll2 + 5 * math.log(n)
     return {
-        "bic1": float(bic1), "bic2": float(bic2), "delta_bic": float(bic1 - bic2),
+        "bic1": float(bic1),
+        "bic2": float(bic2),
+        "delta_bic": float(bic1 - bic2),
         "prefers": 2 if bic2 < bic1 else 1,
         "one": {"mean": float(x.mean()), "sd": float(sd_all)},
         "two": {"weights": w[order].tolist(), "means": mu[order].tolist(), "sds": sd[order].tolist()},
@@ -123,14 +125,29 @@ def summarize(x: np.ndarray, alpha: float = 0.05) -> dict:
     dip = dip_test(x)
     bc = bimodality_coefficient(x)
     mix = gaussian_mixture(x)
-    votes = [v for v in (None if dip["p"] is None else dip["p"] < alpha, None if bc is None else bc > BC_UNIFORM,
-                         None if mix["delta_bic"] is None else mix["delta_bic"] > 0) if v is not None]
+    votes = [
+        v
+        for v in (
+            None if dip["p"] is None else dip["p"] < alpha,
+            None if bc is None else bc > BC_UNIFORM,
+            None if mix["delta_bic"] is None else mix["delta_bic"] > 0,
+        )
+        if v is not None
+    ]
     return {
         "n": int(x.size),
-        "dip": dip["dip"], "dip_p": dip["p"],
-        "bc": bc, "bc_above_5_9": None if bc is None else bool(bc > BC_UNIFORM),
+        "dip": dip["dip"],
+        "dip_p": dip["p"],
+        "bc": bc,
+        "bc_above_5_9": None if bc is None else bool(bc > BC_UNIFORM),
         "mixture": mix,
         "bimodal": None if dip["p"] is None else bool(dip["p"] < alpha),
-        "agreement": None if dip["p"] is None else "bimodal" if all(votes) else "unimodal" if not any(votes) else "disagree",
+        "agreement": None
+        if dip["p"] is None
+        else "bimodal"
+        if all(votes)
+        else "unimodal"
+        if not any(votes)
+        else "disagree",
         "underpowered": bool(x.size < MIN_N),
     }

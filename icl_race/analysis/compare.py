@@ -16,11 +16,13 @@ import numpy as np
 from icl_race.analysis.survival import LogRank, km_median, logrank
 from icl_race.analysis.threshold import km_median_boot
 
-METHOD = ("stratified percentile bootstrap over seeds: each ensemble's seeds resampled with replacement, "
-          "Kaplan-Meier medians recomputed (censored seeds kept), the ratio of each replicate pair; a resampled "
-          "median not reached is beyond the censoring time, so its replicate ranks above every ratio (the other "
-          "group's median unreached), below every ratio (the reference's), or on the open side of both ends "
-          "(both), and a CI end that falls on such a replicate is open (None)")
+METHOD = (
+    "stratified percentile bootstrap over seeds: each ensemble's seeds resampled with replacement, "
+    "Kaplan-Meier medians recomputed (censored seeds kept), the ratio of each replicate pair; a resampled "
+    "median not reached is beyond the censoring time, so its replicate ranks above every ratio (the other "
+    "group's median unreached), below every ratio (the reference's), or on the open side of both ends "
+    "(both), and a CI end that falls on such a replicate is open (None)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +62,11 @@ def open_ended_ci(reference: np.ndarray, other: np.ndarray, confidence: float) -
         if (rank < k).any() if low_side else (rank >= n - k).any():
             ends.append(None)
             continue
-        filled = np.where(open_, finite.min() if low_side else finite.max(),
-                          np.where(below | above, finite.max() if low_side else finite.min(), ratio))
+        filled = np.where(
+            open_,
+            finite.min() if low_side else finite.max(),
+            np.where(below | above, finite.max() if low_side else finite.min(), ratio),
+        )
         ends.append(float(np.percentile(filled, pct)))
     return ends[0], ends[1]
 
@@ -72,19 +77,32 @@ class PairStats:
     logrank: LogRank
 
 
-def median_ratio(reference: tuple[np.ndarray, np.ndarray], other: tuple[np.ndarray, np.ndarray], n_boot: int,
-                 rngs: tuple[np.random.Generator, np.random.Generator], confidence: float = 0.95) -> MedianRatio:
+def median_ratio(
+    reference: tuple[np.ndarray, np.ndarray],
+    other: tuple[np.ndarray, np.ndarray],
+    n_boot: int,
+    rngs: tuple[np.random.Generator, np.random.Generator],
+    confidence: float = 0.95,
+) -> MedianRatio:
     """Ratio of the KM medians of two (times, observed) samples, CI by `METHOD` with one generator each."""
     meds = [km_median(*s) for s in (reference, other)]
     ratio = meds[1] / meds[0] if all(np.isfinite(m) for m in meds) else None
-    boots = [km_median_boot(np.asarray(t, float), np.asarray(o, bool), n_boot, rng)
-             for (t, o), rng in zip((reference, other), rngs)]
-    return MedianRatio(None if ratio is None else float(ratio), open_ended_ci(boots[0], boots[1], confidence),
-                       confidence, n_boot, int(np.sum(np.isnan(boots[0]) | np.isnan(boots[1]))))
+    boots = [
+        km_median_boot(np.asarray(t, float), np.asarray(o, bool), n_boot, rng)
+        for (t, o), rng in zip((reference, other), rngs)
+    ]
+    return MedianRatio(
+        None if ratio is None else float(ratio),
+        open_ended_ci(boots[0], boots[1], confidence),
+        confidence,
+        n_boot,
+        int(np.sum(np.isnan(boots[0]) | np.isnan(boots[1]))),
+    )
 
 
-def compare_to_reference(samples: list[tuple[np.ndarray, np.ndarray]], n_boot: int, seed: int,
-                         confidence: float = 0.95) -> list[PairStats]:
+def compare_to_reference(
+    samples: list[tuple[np.ndarray, np.ndarray]], n_boot: int, seed: int, confidence: float = 0.95
+) -> list[PairStats]:
     """Every sample after the first against the first: median ratio (bootstrap seeded by
     SeedSequence(seed), one child per sample) and log-rank test."""
     children = np.random.SeedSequence(seed).spawn(len(samples))

@@ -28,7 +28,11 @@ SETTING = ("optimizer", "lr", "qk_init_scale")  # what tells a lever's cells apa
 
 
 def setting(cfg: dict) -> dict:
-    return {"optimizer": cfg["train"]["optimizer"], "lr": cfg["train"]["lr"], "qk_init_scale": cfg["model"]["qk_init_scale"]}
+    return {
+        "optimizer": cfg["train"]["optimizer"],
+        "lr": cfg["train"]["lr"],
+        "qk_init_scale": cfg["model"]["qk_init_scale"],
+    }
 
 
 def _label(c: dict) -> str:
@@ -53,7 +57,9 @@ def longest_run(mask_SxT: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Beta0:
-    cells: list  # per cell: its setting, N, seeds, acquired, beta0_mean, fit (log_t_vs_beta0), ln_t_spread, beta0_spread
+    cells: (
+        list  # per cell: its setting, N, seeds, acquired, beta0_mean, fit (log_t_vs_beta0), ln_t_spread, beta0_spread
+    )
     pooled: dict  # log_t_vs_beta0 over every cell's seeds
 
     def text(self) -> str:
@@ -61,12 +67,16 @@ class Beta0:
         for c in self.cells:
             f, s, sb = c["fit"], c["ln_t_spread"] or {"sd": float("nan"), "sd_ci": None}, c["beta0_spread"]
             slope = "not fitted (< 3 acquired)" if f is None else value_ci(f["slope"], f["slope_ci"], "{:.2f}")
-            lines.append(f"{_label(c)} (N = {c['N']}): acquired {c['acquired']}/{c['seeds']}, mean beta0 "
-                         f"{c['beta0_mean']:.3f}; slope of ln t_ICL on beta0 {slope}; sd of ln t_ICL "
-                         f"{value_ci(s['sd'], s['sd_ci'], '{:.3f}')} vs sd of beta0 {value_ci(sb['sd'], sb['sd_ci'], '{:.3f}')}")
+            lines.append(
+                f"{_label(c)} (N = {c['N']}): acquired {c['acquired']}/{c['seeds']}, mean beta0 "
+                f"{c['beta0_mean']:.3f}; slope of ln t_ICL on beta0 {slope}; sd of ln t_ICL "
+                f"{value_ci(s['sd'], s['sd_ci'], '{:.3f}')} vs sd of beta0 {value_ci(sb['sd'], sb['sd_ci'], '{:.3f}')}"
+            )
         p = self.pooled
-        lines.append(f"pooled: slope {value_ci(p['slope'], p['slope_ci'], '{:.2f}')} over {p['n']} acquired seeds "
-                     f"({p['censored']} censored, dropped)")
+        lines.append(
+            f"pooled: slope {value_ci(p['slope'], p['slope_ci'], '{:.2f}')} over {p['n']} acquired seeds "
+            f"({p['censored']} censored, dropped)"
+        )
         return "\n".join(lines)
 
 
@@ -80,14 +90,24 @@ def beta0(cells, n_boot: int = 1000, seed: int = 0) -> Beta0:
         t, b = np.asarray(r["t_icl"], float), np.asarray(r["beta0"], float)[:, 0]
         ok = t > 0
         fit = log_t_vs_beta0(t, b, n_boot=n_boot) if ok.sum() > 2 else None
-        rows.append({**setting(cfg), "N": cfg["task"]["N"], "seeds": int(t.size),
-                     "acquired": int(ok.sum()), "beta0_mean": float(b.mean()), "fit": fit,
-                     "ln_t_spread": spread(np.log(t[ok]), n_boot, rng) if ok.any() else None,
-                     "beta0_spread": spread(b, n_boot, rng)})
+        rows.append(
+            {
+                **setting(cfg),
+                "N": cfg["task"]["N"],
+                "seeds": int(t.size),
+                "acquired": int(ok.sum()),
+                "beta0_mean": float(b.mean()),
+                "fit": fit,
+                "ln_t_spread": spread(np.log(t[ok]), n_boot, rng) if ok.any() else None,
+                "beta0_spread": spread(b, n_boot, rng),
+            }
+        )
         pooled_t.append(t)
         pooled_b.append(b)
-    return Beta0(cells=sorted(rows, key=lambda c: tuple(c[k] for k in SETTING)),
-                 pooled=log_t_vs_beta0(np.concatenate(pooled_t), np.concatenate(pooled_b), n_boot=n_boot))
+    return Beta0(
+        cells=sorted(rows, key=lambda c: tuple(c[k] for k in SETTING)),
+        pooled=log_t_vs_beta0(np.concatenate(pooled_t), np.concatenate(pooled_b), n_boot=n_boot),
+    )
 
 
 @dataclass(frozen=True)
@@ -95,25 +115,38 @@ class Pair:
     pairs: list  # per (cell of a, cell of b): settings a and b, seeds acquired in both, spearman, p
 
     def text(self) -> str:
-        return "\n".join(f"{_label(row['a'])} vs {_label(row['b'])}: Spearman rho of t_ICL {row['spearman']:.2f} "
-                         f"(p = {row['p']:.2g}) over {row['seeds']} seeds acquired in both"
-                         for row in self.pairs if row["spearman"] is not None)
+        return "\n".join(
+            f"{_label(row['a'])} vs {_label(row['b'])}: Spearman rho of t_ICL {row['spearman']:.2f} "
+            f"(p = {row['p']:.2g}) over {row['seeds']} seeds acquired in both"
+            for row in self.pairs
+            if row["spearman"] is not None
+        )
 
 
 def pair(cells_a, cells_b) -> Pair:
     """The same seeds (same initial weights) under two settings, e.g. SGD and Adam: the Spearman
     correlation of their t_ICL, per pair of cells, over the seeds both acquired."""
+
     def by_setting(cells):
-        return {tuple(setting(cfg).values()): dict(zip(r["seed_ids"].tolist(), r["t_icl"].tolist())) for cfg, r in cells}
+        return {
+            tuple(setting(cfg).values()): dict(zip(r["seed_ids"].tolist(), r["t_icl"].tolist())) for cfg, r in cells
+        }
+
     a, b = by_setting(cells_a), by_setting(cells_b)
     rows = []
     for ka, ta in sorted(a.items()):
         for kb, tb in sorted(b.items()):
             seeds = sorted(s for s in ta.keys() & tb.keys() if ta[s] > 0 and tb[s] > 0)
             rho = stats.spearmanr([ta[s] for s in seeds], [tb[s] for s in seeds]) if len(seeds) > 2 else None
-            rows.append({"a": dict(zip(SETTING, ka)), "b": dict(zip(SETTING, kb)), "seeds": len(seeds),
-                         "spearman": None if rho is None else float(rho.statistic),
-                         "p": None if rho is None else float(rho.pvalue)})
+            rows.append(
+                {
+                    "a": dict(zip(SETTING, ka)),
+                    "b": dict(zip(SETTING, kb)),
+                    "seeds": len(seeds),
+                    "spearman": None if rho is None else float(rho.statistic),
+                    "p": None if rho is None else float(rho.pvalue),
+                }
+            )
     return Pair(pairs=rows)
 
 
@@ -129,9 +162,14 @@ class LeverRace:
         lines = []
         for row in self.values:
             k, f = row["kinf"], row["fixed"]
-            kinf = (f"{k['median_t_icl']:.0f} ({row['t_icl_from']}) -> K* {value_ci(k['k_star'], k['k_star_ci'])} "
-                    f"(x{k['shift']:.2f})") if np.isfinite(k["median_t_icl"]) else \
-                f"not reached by the budget ({row['t_icl_from']}) -> no K*"
+            kinf = (
+                (
+                    f"{k['median_t_icl']:.0f} ({row['t_icl_from']}) -> K* {value_ci(k['k_star'], k['k_star_ci'])} "
+                    f"(x{k['shift']:.2f})"
+                )
+                if np.isfinite(k["median_t_icl"])
+                else f"not reached by the budget ({row['t_icl_from']}) -> no K*"
+            )
             line = f"{self.field} = {row['value']:g}: nu {row['nu']:.3f}, C {row['C']:.3g}; K = inf median t_ICL {kinf}"
             if f:
                 line += f"; at t = {self.t_fixed:g}: K* {value_ci(f['k_star'], f['k_star_ci'])} (x{f['shift']:.2f})"
@@ -139,8 +177,17 @@ class LeverRace:
         return "\n".join(lines)
 
 
-def lever_race(field: str, values, mlp_cells_V, kinf_cells, N: int, T: float = 10000, t_fixed: float | None = None,
-               mlp_names=None, n_boot: int = 1000) -> LeverRace:
+def lever_race(
+    field: str,
+    values,
+    mlp_cells_V,
+    kinf_cells,
+    N: int,
+    T: float = 10000,
+    t_fixed: float | None = None,
+    mlp_names=None,
+    n_boot: int = 1000,
+) -> LeverRace:
     """(b), (c): the K* the race predicts at one N for each value of a lever, from the MLP-only I_K(T) = C K^nu
     measured under that value (the cells of `mlp_cells_V[v]`, I_K at the race's budget T) and the K =
     infinity median t_ICL of the `kinf_cells` at that N with that value of the lever (or, for a lever the
@@ -160,14 +207,26 @@ def lever_race(field: str, values, mlp_cells_V, kinf_cells, N: int, T: float = 1
         source = "the same value" if same else "the lever's default (no K = infinity cell with this value)"
         same = same or [(c, r) for c, r in kinf if value_of(c) == 0.0]
         if len(same) != 1 or not K:
-            raise ConfigError(f"{field} = {v}: {len(same)} K = infinity cells at N = {N} and "
-                              f"{len(K)} MLP-only cells reaching T = {T} (need 1 and some)")
-        (_, r), = same
+            raise ConfigError(
+                f"{field} = {v}: {len(same)} K = infinity cells at N = {N} and "
+                f"{len(K)} MLP-only cells reaching T = {T} (need 1 and some)"
+            )
+        ((_, r),) = same
         # t_fixed as a cell of seeds that all acquire at t: its KM median is t, with no spread.
         times = [np.asarray(r["t_icl"], float)] + ([np.full(r["t_icl"].size, t_fixed)] if t_fixed else [])
         pred = predict_k_star(K, I_by_K, np.full(len(times), N), times, float(r["budget"]), n_boot)
-        rows.append({"value": v, "mlp": name, "K": list(K), "nu": pred["nu"], "C": pred["C"], "t_icl_from": source,
-                     "kinf": pred["per_N"][0], "fixed": pred["per_N"][1] if t_fixed else None})
+        rows.append(
+            {
+                "value": v,
+                "mlp": name,
+                "K": list(K),
+                "nu": pred["nu"],
+                "C": pred["C"],
+                "t_icl_from": source,
+                "kinf": pred["per_N"][0],
+                "fixed": pred["per_N"][1] if t_fixed else None,
+            }
+        )
     base = rows[0]
     for row in rows:
         for k in ("kinf", "fixed"):
@@ -185,13 +244,17 @@ class LeverTransience:
     def text(self) -> str:
         lines = []
         for row in self.cells:
+
             def med(d):
                 return value_ci(d["median"], d.get("median_ci"))
-            lines.append(f"{row['optimizer']}, L2 {row['weight_decay_attn']:g}: acquired {row['acquired']}/{row['seeds']} "
-                         f"(KM median t_ICL {med(row['rise'])}), fell {row['fell']}/{row['acquired']} (KM median fall "
-                         f"{med(row['fall'])}, budget {row['budget']:.0f}), lost for >= {self.lasting} evaluations "
-                         f"{row['lost_lasting']}, ended below {self.level:g} {row['ended_below']}; final ICL accuracy "
-                         f"{row['final_icl_acc_median']:.2f}, IWL {row['final_iwl_acc_median']:.2f} (seed medians)")
+
+            lines.append(
+                f"{row['optimizer']}, L2 {row['weight_decay_attn']:g}: acquired {row['acquired']}/{row['seeds']} "
+                f"(KM median t_ICL {med(row['rise'])}), fell {row['fell']}/{row['acquired']} (KM median fall "
+                f"{med(row['fall'])}, budget {row['budget']:.0f}), lost for >= {self.lasting} evaluations "
+                f"{row['lost_lasting']}, ended below {self.level:g} {row['ended_below']}; final ICL accuracy "
+                f"{row['final_icl_acc_median']:.2f}, IWL {row['final_iwl_acc_median']:.2f} (seed medians)"
+            )
         return "\n".join(lines)
 
 
@@ -210,11 +273,16 @@ def transience(cells, level: float = 0.9, lasting: int = 10, n_boot: int = 1000)
             acquired = r["t_icl"] >= 0
             after_SxT = (r["eval_steps"][None, :] > r["t_icl"][:, None]) & acquired[:, None]
             below_SxT = after_SxT & (r["icl_acc"] < level)
-            rows.append({"optimizer": opt, "final_icl_acc_median": float(np.median(r["icl_acc"][:, -1])),
-                         "final_iwl_acc_median": float(np.median(r["iwl_acc"][:, -1])),
-                         "lost_lasting": int((longest_run(below_SxT) >= lasting).sum()),
-                         "ended_below": int((acquired & (r["icl_acc"][:, -1] < level)).sum()),
-                         **{k: row[k] for k in ("weight_decay_attn", "seeds", "acquired", "fell", "budget", "rise", "fall")}})
+            rows.append(
+                {
+                    "optimizer": opt,
+                    "final_icl_acc_median": float(np.median(r["icl_acc"][:, -1])),
+                    "final_iwl_acc_median": float(np.median(r["iwl_acc"][:, -1])),
+                    "lost_lasting": int((longest_run(below_SxT) >= lasting).sum()),
+                    "ended_below": int((acquired & (r["icl_acc"][:, -1] < level)).sum()),
+                    **{k: row[k] for k in ("weight_decay_attn", "seeds", "acquired", "fell", "budget", "rise", "fall")},
+                }
+            )
     return LeverTransience(level=level, lasting=lasting, cells=rows)
 
 
@@ -230,15 +298,19 @@ class KStar:
         # infinity; 0.17-0.25 near K* without a lever) says ICL climbed to the threshold rather than jumped.
         def rise(c):
             return "" if c.get("rise_fraction_median") is None else f" (r {c['rise_fraction_median']:.2f})"
+
         lines = []
         for fit in self.kstar:
             v = fit["value"]
-            counts = ", ".join(f"{c['acquired']}/{c['seeds']} at {c['K']:,}{rise(c)}" for c in self.cells if c["value"] == v)
+            counts = ", ".join(
+                f"{c['acquired']}/{c['seeds']} at {c['K']:,}{rise(c)}" for c in self.cells if c["value"] == v
+            )
             if not fit["ok"]:
                 verdict = f"no K* ({fit['reason']})"
             else:
-                verdict = (f"K* {fit['kstar']:,.0f} {ci_text(fit['kstar_ci'], '{:,.0f}')}"
-                           + ("" if fit["bracketed"] else ", not bracketed by the grid: an extrapolation"))
+                verdict = f"K* {fit['kstar']:,.0f} {ci_text(fit['kstar_ci'], '{:,.0f}')}" + (
+                    "" if fit["bracketed"] else ", not bracketed by the grid: an extrapolation"
+                )
             lines.append(f"{self.field} = {v:g} (N = {self.N}): {verdict}; acquired {counts}")
         return "\n".join(lines)
 
@@ -256,13 +328,21 @@ def kstar_cells(field: str, N: int, sources, prior=None) -> list:
                 continue
             t = np.asarray(r["t_icl"])
             r_S = rise_fraction(t, np.asarray(r["t_icl60"]))
-            cell = {"value": float(cfg[section].get(key, 0.0)), "K": int(task["K"]), "seeds": int(t.size),
-                    "acquired": int((t >= 0).sum()), "budget": int(cfg["train"]["steps"]),
-                    "rise_fraction_median": float(np.nanmedian(r_S)) if (t >= 0).any() else None, "source": str(name)}
+            cell = {
+                "value": float(cfg[section].get(key, 0.0)),
+                "K": int(task["K"]),
+                "seeds": int(t.size),
+                "acquired": int((t >= 0).sum()),
+                "budget": int(cfg["train"]["steps"]),
+                "rise_fraction_median": float(np.nanmedian(r_S)) if (t >= 0).any() else None,
+                "source": str(name),
+            }
             old = rows.get((cell["value"], cell["K"]))
             if old and (old["seeds"], old["acquired"]) != (cell["seeds"], cell["acquired"]):
-                raise ConfigError(f"{field} = {cell['value']:g}, K = {cell['K']}: {name} has {cell['acquired']}/"
-                                  f"{cell['seeds']} acquired, the earlier counts {old['acquired']}/{old['seeds']}")
+                raise ConfigError(
+                    f"{field} = {cell['value']:g}, K = {cell['K']}: {name} has {cell['acquired']}/"
+                    f"{cell['seeds']} acquired, the earlier counts {old['acquired']}/{old['seeds']}"
+                )
             rows[(cell["value"], cell["K"])] = {**cell, "source": old["source"] if old else cell["source"]}
     return [rows[k] for k in sorted(rows)]
 
@@ -275,8 +355,12 @@ def kstar(field: str, N: int, cells, n_boot: int = 1000, seed: int = 0) -> KStar
     fits = []
     for v in sorted({c["value"] for c in cells}):
         mine = [c for c in cells if c["value"] == v]
-        fit = acquisition_curve(np.log10([c["K"] for c in mine]),
-                                [np.arange(c["seeds"]) < c["acquired"] for c in mine], n_boot=n_boot, rng=rng)
+        fit = acquisition_curve(
+            np.log10([c["K"] for c in mine]),
+            [np.arange(c["seeds"]) < c["acquired"] for c in mine],
+            n_boot=n_boot,
+            rng=rng,
+        )
         fit.pop("boot_log10_kstar", None)
         fits.append({"value": v, **fit})
     return KStar(field=field, N=N, cells=list(cells), kstar=fits)
@@ -292,17 +376,23 @@ class Collapse:
     rows: list  # per inspected step: network_state's fields
 
     def text(self) -> str:
-        return "\n".join(f"step {r['step']}: ICL accuracy {r['icl_acc']:.3f}, training loss {r['train_loss']:.3f}; "
-                         f"attention logit spread {r['score_spread']:.1f}; ReLUs active {r['relu_active_fc1']:.2f} "
-                         f"(layer 1), {r['relu_active_fc2']:.2f} (layer 2); mean |logit| {r['logit_abs']:.3f}"
-                         for r in self.rows)
+        return "\n".join(
+            f"step {r['step']}: ICL accuracy {r['icl_acc']:.3f}, training loss {r['train_loss']:.3f}; "
+            f"attention logit spread {r['score_spread']:.1f}; ReLUs active {r['relu_active_fc1']:.2f} "
+            f"(layer 1), {r['relu_active_fc2']:.2f} (layer 2); mean |logit| {r['logit_abs']:.3f}"
+            for r in self.rows
+        )
 
 
 def network_state(step: int, icl_acc: float, train_loss: float, scores_BxN, relu1_BxW, relu2_BxW, logit_B) -> dict:
     """What collapse reads off a batch's activations: the spread of the query's attention logits over its
     context (a hard argmax when large), the fraction of each ReLU layer active, the mean |logit|."""
-    return {"step": int(step), "icl_acc": float(icl_acc), "train_loss": float(train_loss),
-            "score_spread": float(np.mean(np.std(np.asarray(scores_BxN), axis=-1))),
-            "relu_active_fc1": float(np.mean(np.asarray(relu1_BxW) > 0)),
-            "relu_active_fc2": float(np.mean(np.asarray(relu2_BxW) > 0)),
-            "logit_abs": float(np.mean(np.abs(np.asarray(logit_B))))}
+    return {
+        "step": int(step),
+        "icl_acc": float(icl_acc),
+        "train_loss": float(train_loss),
+        "score_spread": float(np.mean(np.std(np.asarray(scores_BxN), axis=-1))),
+        "relu_active_fc1": float(np.mean(np.asarray(relu1_BxW) > 0)),
+        "relu_active_fc2": float(np.mean(np.asarray(relu2_BxW) > 0)),
+        "logit_abs": float(np.mean(np.abs(np.asarray(logit_B)))),
+    }

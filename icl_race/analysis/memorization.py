@@ -37,14 +37,15 @@ def _line(x, y):
     return float(slope), float(intercept)
 
 
-def tail_fit(t, c1, decades: float = 1.0, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0,
-             t_end: float | None = None) -> dict:
+def tail_fit(
+    t, c1, decades: float = 1.0, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0, t_end: float | None = None
+) -> dict:
     """Fit c1 = A t^-alpha over t in [t_end / 10^decades, t_end] (t_end: default the last time).
     c1: [T] or [S, T] (seeds)."""
     t = np.asarray(t, float)
     c1 = np.atleast_2d(np.asarray(c1, float))
     t_end = t.max() if t_end is None else t_end
-    win = (t > 0) & (t >= t_end / 10 ** decades) & (t <= t_end)
+    win = (t > 0) & (t >= t_end / 10**decades) & (t <= t_end)
     if win.sum() < 2:
         raise ValueError("the tail window holds fewer than 2 times")
     x = np.log(t[win])
@@ -54,8 +55,14 @@ def tail_fit(t, c1, decades: float = 1.0, n_boot: int = 1000, confidence: float 
         return -slope, float(np.exp(icpt))
 
     alpha, A = fit(c1)
-    out = {"alpha": alpha, "A": A, "t_range": [float(t[win].min()), float(t[win].max())], "n_times": int(win.sum()),
-           "alpha_ci": None, "A_ci": None}
+    out = {
+        "alpha": alpha,
+        "A": A,
+        "t_range": [float(t[win].min()), float(t[win].max())],
+        "n_times": int(win.sum()),
+        "alpha_ci": None,
+        "A_ci": None,
+    }
     S = c1.shape[0]
     if S > 1 and n_boot:
         rng = np.random.default_rng(seed)
@@ -84,17 +91,26 @@ def nu_fit(K, I_by_K, n_boot: int = 1000, confidence: float = 0.95, seed: int = 
     groups = [np.asarray(g, float) for g in I_by_K]
     nu, icpt = _nu_line(logK, groups)
     resid = np.log([np.mean(g) for g in groups]) - (icpt + nu * logK)
-    out = {"nu": nu, "C": float(np.exp(icpt)), "nu_ci": None, "inv_nu": 1 / nu, "inv_nu_ci": None,
-           "max_abs_log_residual": float(np.abs(resid).max()),  # how far the K's are from one power law
-           "local": [{"K": [float(a), float(b)], "nu": float(v), "nu_ci": None}
-                     for a, b, v in zip(K, K[1:], _local_exponents(logK, groups))]}
+    out = {
+        "nu": nu,
+        "C": float(np.exp(icpt)),
+        "nu_ci": None,
+        "inv_nu": 1 / nu,
+        "inv_nu_ci": None,
+        "max_abs_log_residual": float(np.abs(resid).max()),  # how far the K's are from one power law
+        "local": [
+            {"K": [float(a), float(b)], "nu": float(v), "nu_ci": None}
+            for a, b, v in zip(K, K[1:], _local_exponents(logK, groups))
+        ],
+    }
     if n_boot and all(g.size > 1 for g in groups):
         rng = np.random.default_rng(seed)
         boot = _nu_replicates(logK, groups, n_boot, rng)[:, 0]
         out["nu_ci"] = percentile_ci(boot, confidence)
         out["inv_nu_ci"] = sorted(percentile_ci(1 / boot, confidence))
-        local = np.array([_local_exponents(logK, [g[rng.integers(0, g.size, g.size)] for g in groups])
-                          for _ in range(n_boot)])
+        local = np.array(
+            [_local_exponents(logK, [g[rng.integers(0, g.size, g.size)] for g in groups]) for _ in range(n_boot)]
+        )
         for row, col in zip(out["local"], local.T):
             row["nu_ci"] = percentile_ci(col, confidence)
     return out
@@ -105,8 +121,9 @@ def _local_exponents(logK, groups):
     return np.diff(np.log([np.mean(g) for g in groups])) / np.diff(logK)
 
 
-def predict_k_star(K, I_by_K, N, t_by_N, censor_at, n_boot: int = 1000, confidence: float = 0.95,
-                   seed: int = 0) -> dict:
+def predict_k_star(
+    K, I_by_K, N, t_by_N, censor_at, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> dict:
     """K*(N) = (median t_ICL(N) / C)^(1/nu) from I_K(T) = C K^nu (K: [M], I_by_K: per-seed I_K(T)) and the
     per-seed t_ICL at K = infinity for each N (t_by_N, -1 = censored at censor_at, one value or one per N),
     all in SGD steps.
@@ -122,24 +139,36 @@ def predict_k_star(K, I_by_K, N, t_by_N, censor_at, n_boot: int = 1000, confiden
     boot_med = np.stack([km_median_boot(t, o, n_boot, rng) for t, o in cens])  # [len(N), n_boot]
     k = k_star_from_time(med, nu, np.exp(icpt))
     boot_k = k_star_from_time(boot_med, boot_line[:, 0], np.exp(boot_line[:, 1]))
-    per_N = [{"N": int(n), "median_t_icl": float(m), "median_t_icl_ci": percentile_ci(bm, confidence),
-              "k_star": float(ks), "k_star_ci": percentile_ci(bk, confidence)}
-             for n, m, bm, ks, bk in zip(N, med, boot_med, k, boot_k)]
+    per_N = [
+        {
+            "N": int(n),
+            "median_t_icl": float(m),
+            "median_t_icl_ci": percentile_ci(bm, confidence),
+            "k_star": float(ks),
+            "k_star_ci": percentile_ci(bk, confidence),
+        }
+        for n, m, bm, ks, bk in zip(N, med, boot_med, k, boot_k)
+    ]
     with np.errstate(invalid="ignore", divide="ignore"):
         slope = power_law_slope(np.log10(N), np.log10(k), np.log10(boot_k), confidence)
     return {"nu": nu, "C": float(np.exp(icpt)), "per_N": per_N, "k_star_slope": slope}
 
 
-def t_icl_ratio(t_icl, N, beta0, time_scale: float = 1.0, n_boot: int = 1000, confidence: float = 0.95,
-                seed: int = 0) -> dict:
+def t_icl_ratio(
+    t_icl, N, beta0, time_scale: float = 1.0, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> dict:
     """Geometric-mean ratio of measured t_ICL * time_scale (e.g. lr, for eta * steps) to
     N sqrt(2 pi) e^-beta0. beta0 may be per seed (beta0_random) or a scalar."""
     t = np.asarray(t_icl, float)
     beta0 = np.broadcast_to(np.asarray(beta0, float), t.shape)
     ok = t > 0
     log_r = np.log(t[ok] * time_scale) - np.log(t_icl_minimal(N, beta0[ok]))
-    out = {"ratio": float(np.exp(np.mean(log_r))) if log_r.size else None, "ratio_ci": None,
-           "acquired": int(ok.sum()), "seeds": int(t.size)}
+    out = {
+        "ratio": float(np.exp(np.mean(log_r))) if log_r.size else None,
+        "ratio_ci": None,
+        "acquired": int(ok.sum()),
+        "seeds": int(t.size),
+    }
     if log_r.size > 1 and n_boot:
         rng = np.random.default_rng(seed)
         boot = np.exp([np.mean(log_r[rng.integers(0, log_r.size, log_r.size)]) for _ in range(n_boot)])
@@ -186,14 +215,19 @@ def minimal_scaling(N, beta0, t_icl, censor_at, n_boot: int = 1000, confidence: 
 
 # ---- cells: (config dict, results arrays of the kept seeds), as rundir.load_cells gives them ----------
 
+
 def _mean_ci(x, n_boot, confidence, rng):
-    return percentile_ci([np.mean(x[rng.integers(0, x.size, x.size)]) for _ in range(n_boot)], confidence) if x.size > 1 else None
+    return (
+        percentile_ci([np.mean(x[rng.integers(0, x.size, x.size)]) for _ in range(n_boot)], confidence)
+        if x.size > 1
+        else None
+    )
 
 
 def _alpha_by_decade(t, c1, n_boot, seed):
     """alpha over each whole decade [t_end / 10, t_end] (t_end a power of ten) inside the evaluated times."""
     lo, hi = np.ceil(np.log10(t[t > 0].min() * 10)), np.floor(np.log10(t.max()))
-    fits = ((10.0 ** k, tail_fit(t, c1, 1.0, n_boot, seed=seed, t_end=10.0 ** k)) for k in np.arange(lo, hi + 1))
+    fits = ((10.0**k, tail_fit(t, c1, 1.0, n_boot, seed=seed, t_end=10.0**k)) for k in np.arange(lo, hi + 1))
     return [{"t_end": te, "alpha": f["alpha"], "alpha_ci": f["alpha_ci"], "n_times": f["n_times"]} for te, f in fits]
 
 
@@ -217,24 +251,41 @@ def summarize_memorization(cells, Ts=None, decades: float = 1.0, n_boot: int = 1
         for T in (T for T in Ts if T <= t[-1]):
             I = budget_at(t, c1, T)
             I_10 = budget_at(t, c1, T / 10) if T / 10 >= t[0] else None
-            budgets.append({"T": T, "I_steps": float(I.mean()), "I_steps_ci": _mean_ci(I, n_boot, 0.95, rng),
-                            "I_flow": float(I.mean() * lr),
-                            "I_over_I_T10": float(I.mean() / I_10.mean()) if I_10 is not None else None})
+            budgets.append(
+                {
+                    "T": T,
+                    "I_steps": float(I.mean()),
+                    "I_steps_ci": _mean_ci(I, n_boot, 0.95, rng),
+                    "I_flow": float(I.mean() * lr),
+                    "I_over_I_T10": float(I.mean() / I_10.mean()) if I_10 is not None else None,
+                }
+            )
             I_at[T][0].append(K)
             I_at[T][1].append(I)
         # Extrapolate only a tail that starts after memorization: a window that still holds the fall of c1
         # from 1/2 gives a steep alpha and a meaningless correction.
         t_mem = np.asarray(r["t_memorized"], float)
-        converges = (tail["alpha_ci"] is not None and tail["alpha_ci"][0] > 1
-                     and np.all(t_mem >= 0) and t_mem.max() <= tail["t_range"][0])
+        converges = (
+            tail["alpha_ci"] is not None
+            and tail["alpha_ci"][0] > 1
+            and np.all(t_mem >= 0)
+            and t_mem.max() <= tail["t_range"][0]
+        )
         I_inf = budget_at(t, c1, t[-1]).mean() + tail_correction(tail["A"], tail["alpha"], t[-1])
-        rows.append({"K": K, "seeds": int(c1.shape[0]), "t_last": float(t[-1]), "tail": tail,
-                     "tail_sym": tail_fit(t, r["c1_sym"], decades, n_boot, seed=seed),
-                     "alpha_by_decade": _alpha_by_decade(t, c1, n_boot, seed),
-                     "budgets": budgets, "I_inf_steps": float(I_inf) if converges else None,
-                     "t_memorized_median": float(np.median(t_mem))})
-    nu = [{"T": T, "K": Ks, **nu_fit(Ks, Is, n_boot=n_boot, seed=seed)} for T, (Ks, Is) in I_at.items()
-          if len(Ks) >= 2]
+        rows.append(
+            {
+                "K": K,
+                "seeds": int(c1.shape[0]),
+                "t_last": float(t[-1]),
+                "tail": tail,
+                "tail_sym": tail_fit(t, r["c1_sym"], decades, n_boot, seed=seed),
+                "alpha_by_decade": _alpha_by_decade(t, c1, n_boot, seed),
+                "budgets": budgets,
+                "I_inf_steps": float(I_inf) if converges else None,
+                "t_memorized_median": float(np.median(t_mem)),
+            }
+        )
+    nu = [{"T": T, "K": Ks, **nu_fit(Ks, Is, n_boot=n_boot, seed=seed)} for T, (Ks, Is) in I_at.items() if len(Ks) >= 2]
     return {"Ts": Ts, "cells": rows, "nu": nu}
 
 
@@ -246,11 +297,14 @@ def summarize_minimal(cells, n_boot: int = 1000) -> dict:
     for cfg, r in cells:
         N, lr = cfg["task"]["N"], cfg["train"]["lr"]
         beta0 = r["beta0"][:, 0] if "beta0" in r else np.full(r["t_icl"].shape, cfg["model"]["beta0"])
-        row = {"N": N, "beta0": None if cfg["model"].get("beta0_random") else cfg["model"]["beta0"],
-               "seeds": int(r["t_icl"].size),
-               "ratio": t_icl_ratio(r["t_icl"], N, beta0, 1.0, n_boot),
-               "ratio_flow": t_icl_ratio(r["t_icl"], N, beta0, lr, n_boot),
-               "median_t_icl": float(np.median(r["t_icl"][r["t_icl"] > 0])) if np.any(r["t_icl"] > 0) else None}
+        row = {
+            "N": N,
+            "beta0": None if cfg["model"].get("beta0_random") else cfg["model"]["beta0"],
+            "seeds": int(r["t_icl"].size),
+            "ratio": t_icl_ratio(r["t_icl"], N, beta0, 1.0, n_boot),
+            "ratio_flow": t_icl_ratio(r["t_icl"], N, beta0, lr, n_boot),
+            "median_t_icl": float(np.median(r["t_icl"][r["t_icl"] > 0])) if np.any(r["t_icl"] > 0) else None,
+        }
         if not cfg["model"].get("beta0_random"):
             fixed.append((N, row["beta0"], r["t_icl"], float(r["budget"])))
         elif np.sum(r["t_icl"] > 0) >= 3:
@@ -264,17 +318,36 @@ def summarize_minimal(cells, n_boot: int = 1000) -> dict:
 
 def budgets_by_K(mlp_cells, T: float) -> tuple[tuple, tuple]:
     """(K, per-seed I_K(T)) of the MLP-only cells whose runs reached T, in increasing K."""
-    return tuple(zip(*sorted(((c["task"]["K"], budget_at(r["eval_steps"].astype(float), r["c1"], T))
-                              for c, r in mlp_cells if r["eval_steps"][-1] >= T), key=lambda x: x[0]))) or ((), ())
+    return tuple(
+        zip(
+            *sorted(
+                (
+                    (c["task"]["K"], budget_at(r["eval_steps"].astype(float), r["c1"], T))
+                    for c, r in mlp_cells
+                    if r["eval_steps"][-1] >= T
+                ),
+                key=lambda x: x[0],
+            )
+        )
+    ) or ((), ())
 
 
 def summarize_race(mlp_cells, kinf_cells, T: float, n_boot: int = 1000, seed: int = 0) -> dict:
     """nu from the MLP-only cells' I_K(T) (T: the race's training budget, in SGD
     steps) and the median t_ICL(N) of K = infinity race cells (e.g. the transformer) give the predicted
     K*(N) (predict_k_star)."""
-    kinf = sorted(((c["task"]["N"], r["t_icl"], float(r["budget"]),
-                    "inf" if c["task"].get("variant") == "infinite" else c["task"]["K"]) for c, r in kinf_cells),
-                  key=lambda x: x[0])
+    kinf = sorted(
+        (
+            (
+                c["task"]["N"],
+                r["t_icl"],
+                float(r["budget"]),
+                "inf" if c["task"].get("variant") == "infinite" else c["task"]["K"],
+            )
+            for c, r in kinf_cells
+        ),
+        key=lambda x: x[0],
+    )
     K, I_by_K = budgets_by_K(mlp_cells, T)
     N, t_by_N, budgets, t_K = zip(*kinf)
     out = predict_k_star(K, I_by_K, np.array(N), t_by_N, budgets, n_boot, seed=seed)
@@ -286,10 +359,12 @@ def summarize_race(mlp_cells, kinf_cells, T: float, n_boot: int = 1000, seed: in
 
 # ---- typed results (`icl-race analyze memorization ...`: icl_race/studies/memorization.py) ---------
 
+
 @dataclass(frozen=True)
 class Memorization:
     """summarize_memorization: per K (`cells`) the c1 tail fit, I_K(T) at each budget of `Ts` and
     I_K(inf); per budget (`nu`) nu(T) over K with its local exponent per step of K."""
+
     Ts: list
     cells: list
     nu: list
@@ -301,15 +376,21 @@ class Memorization:
 def _cell_line(c: dict) -> str:
     t = c["tail"]
     budgets = "; ".join(f"I_K({b['T']:g}) {value_ci(b['I_steps'], b['I_steps_ci'])} steps" for b in c["budgets"])
-    return (f"K {c['K']:,} ({c['seeds']} seeds, to step {c['t_last']:,.0f}): tail alpha "
-            f"{value_ci(t.get('alpha'), t.get('alpha_ci'), '{:.2f}')}; {budgets or 'no T reached'}; "
-            f"I_K(inf) {value_ci(c['I_inf_steps'], missing='not shown to converge')}")
+    return (
+        f"K {c['K']:,} ({c['seeds']} seeds, to step {c['t_last']:,.0f}): tail alpha "
+        f"{value_ci(t.get('alpha'), t.get('alpha_ci'), '{:.2f}')}; {budgets or 'no T reached'}; "
+        f"I_K(inf) {value_ci(c['I_inf_steps'], missing='not shown to converge')}"
+    )
 
 
 def _nu_lines(n: dict) -> tuple[str, str]:
-    local = "; ".join(f"{a:,.0f}-{b:,.0f} {value_ci(x['nu'], x['nu_ci'], '{:.2f}')}" for x in n["local"] for a, b in [x["K"]])
-    return (f"T {n['T']:g}: nu {value_ci(n['nu'], n['nu_ci'], '{:.3f}')} over K {', '.join(f'{k:,}' for k in n['K'])}",
-            f"  local exponent per step of K: {local}")
+    local = "; ".join(
+        f"{a:,.0f}-{b:,.0f} {value_ci(x['nu'], x['nu_ci'], '{:.2f}')}" for x in n["local"] for a, b in [x["K"]]
+    )
+    return (
+        f"T {n['T']:g}: nu {value_ci(n['nu'], n['nu_ci'], '{:.3f}')} over K {', '.join(f'{k:,}' for k in n['K'])}",
+        f"  local exponent per step of K: {local}",
+    )
 
 
 def memorization(cells, Ts=None, n_boot: int = 1000, seed: int = 0) -> Memorization:
@@ -319,6 +400,7 @@ def memorization(cells, Ts=None, n_boot: int = 1000, seed: int = 0) -> Memorizat
 @dataclass(frozen=True)
 class Minimal:
     """summarize_minimal's summary: per (N, beta0) cell the t_ICL ratios; the scaling over fixed-beta0 cells."""
+
     cells: list
     scaling: dict | None = None
 
@@ -328,11 +410,16 @@ class Minimal:
             r, rf = c["ratio"], c["ratio_flow"]
             beta0 = "random" if c["beta0"] is None else f"{c['beta0']:g}"
             slope = c.get("ln_t_vs_beta0")
-            lines.append(f"N {c['N']}, beta0 {beta0}: acquired {r['acquired']}/{r['seeds']}, t_ICL over N sqrt(2 pi) "
-                         f"e^-beta0 {value_ci(r['ratio'], r['ratio_ci'], '{:.3g}', 'n/a')} (steps), "
-                         f"{value_ci(rf['ratio'], rf['ratio_ci'], '{:.3g}', 'n/a')} (eta x steps)"
-                         + (f"; slope of ln t_ICL on beta0 {value_ci(slope['slope'], slope['slope_ci'], '{:.2f}')}"
-                            if slope else ""))
+            lines.append(
+                f"N {c['N']}, beta0 {beta0}: acquired {r['acquired']}/{r['seeds']}, t_ICL over N sqrt(2 pi) "
+                f"e^-beta0 {value_ci(r['ratio'], r['ratio_ci'], '{:.3g}', 'n/a')} (steps), "
+                f"{value_ci(rf['ratio'], rf['ratio_ci'], '{:.3g}', 'n/a')} (eta x steps)"
+                + (
+                    f"; slope of ln t_ICL on beta0 {value_ci(slope['slope'], slope['slope_ci'], '{:.2f}')}"
+                    if slope
+                    else ""
+                )
+            )
         return "\n".join(lines)
 
 
@@ -346,34 +433,47 @@ def measured_k_star(report: dict) -> dict:
     K = infinity cells). ValueError when there is no such group or more than one."""
     standard = [t for t in report["thresholds"] if t.get("variant", "standard") == "standard"]
     if len(standard) != 1:
-        raise ValueError(f"expected one K* group of standard contexts, found {len(standard)}"
-                         + (f" ({'; '.join(t['label'] for t in standard)})" if standard else ""))
+        raise ValueError(
+            f"expected one K* group of standard contexts, found {len(standard)}"
+            + (f" ({'; '.join(t['label'] for t in standard)})" if standard else "")
+        )
     th = standard[0]
-    return {"per_N": [{"N": int(n), "k_star": a["kstar"], "k_star_ci": a["kstar_ci"]} for n, a in th["acquisition"].items()],
-            "k_star_slope": th["kstar_slope"]}
+    return {
+        "per_N": [
+            {"N": int(n), "k_star": a["kstar"], "k_star_ci": a["kstar_ci"]} for n, a in th["acquisition"].items()
+        ],
+        "k_star_slope": th["kstar_slope"],
+    }
 
 
 @dataclass(frozen=True)
 class RaceKStar:
     """K*(N) predicted by summarize_race, beside the measured K*(N) of a report where one was given."""
+
     predicted: dict
     measured: dict | None = None
 
     def text(self) -> str:
         p = self.predicted
         measured = {m["N"]: m for m in (self.measured or {}).get("per_N", [])}
-        lines = [f"I_K({p['T']:g}) = C K^nu over K {', '.join(f'{k:,}' for k in p['K'])}: nu {p['nu']:.3f}, C {p['C']:.3g}"]
+        lines = [
+            f"I_K({p['T']:g}) = C K^nu over K {', '.join(f'{k:,}' for k in p['K'])}: nu {p['nu']:.3f}, C {p['C']:.3g}"
+        ]
         for row in p["per_N"]:
             m = measured.get(row["N"])
             k = row.get("t_icl_K", "inf")
-            lines.append(f"N {row['N']}: K = {k if k == 'inf' else f'{k:,}'} median t_ICL "
-                         f"{value_ci(row['median_t_icl'], row['median_t_icl_ci'])} "
-                         f"-> predicted K* {value_ci(row['k_star'], row['k_star_ci'])}"
-                         + (f", measured {value_ci(m['k_star'], m['k_star_ci'])}" if m else ""))
+            lines.append(
+                f"N {row['N']}: K = {k if k == 'inf' else f'{k:,}'} median t_ICL "
+                f"{value_ci(row['median_t_icl'], row['median_t_icl_ci'])} "
+                f"-> predicted K* {value_ci(row['k_star'], row['k_star_ci'])}"
+                + (f", measured {value_ci(m['k_star'], m['k_star_ci'])}" if m else "")
+            )
         for name, s in (("predicted", p["k_star_slope"]), ("measured", (self.measured or {}).get("k_star_slope"))):
             if s and s.get("ok"):
-                lines.append(f"slope of log K* on log N, {name}: {value_ci(s['slope'], s.get('slope_ci'), '{:.2f}')} "
-                             f"({s['n_points']} values of N)")
+                lines.append(
+                    f"slope of log K* on log N, {name}: {value_ci(s['slope'], s.get('slope_ci'), '{:.2f}')} "
+                    f"({s['n_points']} values of N)"
+                )
         return "\n".join(lines)
 
 

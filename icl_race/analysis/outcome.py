@@ -37,8 +37,9 @@ def last_finite(values_SxT: np.ndarray) -> np.ndarray:
     return np.where(finite.any(axis=1), out, np.nan)
 
 
-def lasting_fall(icl_acc_SxT: np.ndarray, steps_T: np.ndarray, t_icl_S: np.ndarray, level: float = LEVEL,
-                 lasting: int = LASTING) -> np.ndarray:
+def lasting_fall(
+    icl_acc_SxT: np.ndarray, steps_T: np.ndarray, t_icl_S: np.ndarray, level: float = LEVEL, lasting: int = LASTING
+) -> np.ndarray:
     """Per seed, the step of the first evaluation after t_ICL that starts `lasting` consecutive
     evaluations below `level`; -1 when there is none (or the seed never acquired)."""
     acc = np.asarray(icl_acc_SxT, float)
@@ -76,19 +77,35 @@ class Outcomes:
     def counts(self) -> dict:
         """Each class's count with its Wilson 95% CI as a fraction of all seeds."""
         n = int(self.classes_S.size)
-        return {c: {"k": self.count(c), "n": n, "fraction": self.count(c) / n if n else float("nan"),
-                    "ci": list(sv.proportion_ci(self.count(c), n)), "ci_method": "Wilson score 95%"}
-                for c in CLASSES}
+        return {
+            c: {
+                "k": self.count(c),
+                "n": n,
+                "fraction": self.count(c) / n if n else float("nan"),
+                "ci": list(sv.proportion_ci(self.count(c), n)),
+                "ci_method": "Wilson score 95%",
+            }
+            for c in CLASSES
+        }
 
     def sentence(self) -> str:
         """One line: what the seeds did."""
         parts = [f"{self.count(c)} {c}" for c in CLASSES if self.count(c) or c != "diverged"]
-        return (f"{', '.join(parts)} of {self.classes_S.size} seeds (transient: ICL below {self.level:g} for "
-                f">= {self.lasting} evaluations after t_ICL)")
+        return (
+            f"{', '.join(parts)} of {self.classes_S.size} seeds (transient: ICL below {self.level:g} for "
+            f">= {self.lasting} evaluations after t_ICL)"
+        )
 
 
-def classify(t_icl_S: np.ndarray, diverged_S: np.ndarray, icl_acc_SxT: np.ndarray, iwl_acc_SxT: np.ndarray,
-             steps_T: np.ndarray, level: float = LEVEL, lasting: int = LASTING) -> Outcomes:
+def classify(
+    t_icl_S: np.ndarray,
+    diverged_S: np.ndarray,
+    icl_acc_SxT: np.ndarray,
+    iwl_acc_SxT: np.ndarray,
+    steps_T: np.ndarray,
+    level: float = LEVEL,
+    lasting: int = LASTING,
+) -> Outcomes:
     """Outcomes of all S seeds (arrays over every seed, diverged ones included)."""
     t = np.asarray(t_icl_S, np.int64)
     div = np.asarray(diverged_S, bool)
@@ -99,8 +116,9 @@ def classify(t_icl_S: np.ndarray, diverged_S: np.ndarray, icl_acc_SxT: np.ndarra
     return Outcomes(level, lasting, classes.astype(str), fall, final_icl, final_iwl, ended_below)
 
 
-def of_results(times: dict[str, np.ndarray], diverged_S: np.ndarray, curves: dict[str, np.ndarray],
-               steps_T: np.ndarray) -> Outcomes | None:
+def of_results(
+    times: dict[str, np.ndarray], diverged_S: np.ndarray, curves: dict[str, np.ndarray], steps_T: np.ndarray
+) -> Outcomes | None:
     """`classify` on a run's arrays (every seed; event -> t[S], probe -> [S, T]); None for a system
     without an ICL event and ICL/IWL accuracy curves (the classes are about acquiring ICL)."""
     if "icl" not in times or not {"icl_acc", "iwl_acc"} <= curves.keys():
@@ -128,7 +146,8 @@ def class_summary(o: Outcomes) -> dict:
         row = {"n": int(m.sum())}
         for name, v in (("final_icl_acc", o.final_icl_S[m]), ("final_iwl_acc", o.final_iwl_S[m])):
             v = v[np.isfinite(v)]
-            row[name] = ({"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
-                         if v.size else None)
+            row[name] = (
+                {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())} if v.size else None
+            )
         out[c] = row
     return out

@@ -27,8 +27,7 @@ import numpy as np
 
 from icl_race.analysis.survival import censor_time, censored_times, km_median, proportion_ci
 from icl_race.analysis.text import value_ci
-from icl_race.analysis.threshold import (percentile_ci, interval_verdict, km_median_boot, power_law_slope,
-                                         sign_verdict)
+from icl_race.analysis.threshold import interval_verdict, km_median_boot, percentile_ci, power_law_slope, sign_verdict
 
 
 def first_passage(values_SxT, steps_T, level: float, below: bool = False, after_S=None) -> np.ndarray:
@@ -52,9 +51,13 @@ def km_summary(t_S, censor_at: float, n_boot: int = 1000, seed: int = 0, confide
     times, observed = censored_times(t_S, censor_at)
     med = km_median(times, observed) if times.size else float("nan")
     boot = km_median_boot(times, observed, n_boot, np.random.default_rng(seed)) if times.size else np.empty(0)
-    return {"n": int(times.size), "observed": int(observed.sum()),
-            "median": float(med) if np.isfinite(med) else None, "median_ci": percentile_ci(boot, confidence),
-            "boot": boot}
+    return {
+        "n": int(times.size),
+        "observed": int(observed.sum()),
+        "median": float(med) if np.isfinite(med) else None,
+        "median_ci": percentile_ci(boot, confidence),
+        "boot": boot,
+    }
 
 
 def median_ratio(a: dict, b: dict, confidence: float = 0.95) -> dict:
@@ -74,8 +77,16 @@ def _line_stats(stats_K):
         return slope, (sy - slope * sx) / n, sxy / sxx
 
 
-def loss_relation(icl_loss_SxT, iwl_loss_SxT, steps_T, t_icl_S, min_x: float = -np.inf, n_boot: int = 1000,
-                  seed: int = 0, confidence: float = 0.95) -> dict:
+def loss_relation(
+    icl_loss_SxT,
+    iwl_loss_SxT,
+    steps_T,
+    t_icl_S,
+    min_x: float = -np.inf,
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict:
     """L_ICL vs x = -1/2 log L_IWL at evaluations >= t_ICL of acquired seeds with x > min_x (see module
     docstring). Returns slope, intercept, prop (a of L_ICL = a x) with CIs and the points used."""
     t_icl = np.asarray(t_icl_S)
@@ -84,11 +95,17 @@ def loss_relation(icl_loss_SxT, iwl_loss_SxT, steps_T, t_icl_S, min_x: float = -
     after_SxT = (t_icl[:, None] >= 0) & (np.asarray(steps_T)[None, :] >= t_icl[:, None]) & (x_SxT > min_x)
     x_SxT = np.where(after_SxT, x_SxT, 0.0)
     y_SxT = np.where(after_SxT, np.asarray(icl_loss_SxT, float), 0.0)
-    stats_Sx5 = np.stack([after_SxT.sum(1), x_SxT.sum(1), y_SxT.sum(1), (x_SxT * x_SxT).sum(1),
-                          (x_SxT * y_SxT).sum(1)], axis=1).astype(float)
+    stats_Sx5 = np.stack(
+        [after_SxT.sum(1), x_SxT.sum(1), y_SxT.sum(1), (x_SxT * x_SxT).sum(1), (x_SxT * y_SxT).sum(1)], axis=1
+    ).astype(float)
     used = stats_Sx5[:, 0] > 0
-    out = {"seeds_used": int(used.sum()), "points": int(stats_Sx5[:, 0].sum()), "confidence": confidence,
-           "x": x_SxT[after_SxT].tolist(), "y": y_SxT[after_SxT].tolist()}
+    out = {
+        "seeds_used": int(used.sum()),
+        "points": int(stats_Sx5[:, 0].sum()),
+        "confidence": confidence,
+        "x": x_SxT[after_SxT].tolist(),
+        "y": y_SxT[after_SxT].tolist(),
+    }
     if used.sum() < 1:
         return out | {"slope": None, "intercept": None, "prop": None}
     slope, intercept, prop = _line_stats(stats_Sx5[used].sum(0))
@@ -98,8 +115,11 @@ def loss_relation(icl_loss_SxT, iwl_loss_SxT, steps_T, t_icl_S, min_x: float = -
         S = int(used.sum())
         counts_BxS = np.random.default_rng(seed).multinomial(S, np.full(S, 1 / S), size=n_boot)
         bs, bi, bp = _line_stats(counts_BxS @ stats_Sx5[used])
-        out |= {"slope_ci": percentile_ci(bs, confidence), "intercept_ci": percentile_ci(bi, confidence),
-                "prop_ci": percentile_ci(bp, confidence)}
+        out |= {
+            "slope_ci": percentile_ci(bs, confidence),
+            "intercept_ci": percentile_ci(bi, confidence),
+            "prop_ci": percentile_ci(bp, confidence),
+        }
     return out
 
 
@@ -114,13 +134,18 @@ def after_memorization(t_icl_S, iwl_acc_SxT, icl_acc_SxT, steps_T, level: float 
     first = (t_mem >= 0) & ((t_icl < 0) | (t_mem < t_icl))
     after = np.where(steps[None, :] >= t_mem[:, None], np.asarray(icl_acc_SxT, float), np.nan)[first]
     peak = float(np.nanmax(after)) if after.size and np.isfinite(after).any() else None
-    return {"seeds": int(t_icl.size), "memorized_first": int(first.sum()),
-            "acquired_after": int(np.sum(first & (t_icl >= 0))),
-            "t_mem_range": [int(t_mem[first].min()), int(t_mem[first].max())] if first.any() else None,
-            "max_icl_after": peak, "acquired": int(np.sum(t_icl >= 0))}
+    return {
+        "seeds": int(t_icl.size),
+        "memorized_first": int(first.sum()),
+        "acquired_after": int(np.sum(first & (t_icl >= 0))),
+        "t_mem_range": [int(t_mem[first].min()), int(t_mem[first].max())] if first.any() else None,
+        "max_icl_after": peak,
+        "acquired": int(np.sum(t_icl >= 0)),
+    }
 
 
 # ---- sweep directories ------------------------------------------------------------------------------
+
 
 def _censor_at(r, *t_S) -> float:
     """The censoring time of a cell (analysis.survival.censor_time) for the first passages `t_S`."""
@@ -156,30 +181,50 @@ def summarize_transience(cells, level: float = 0.9, n_boot: int = 1000) -> dict:
         fall_boots.append(fall["boot"])
         # c3 is absent in runs made before the memory-path probes.
         at_fall = {k: r[k][fell, np.searchsorted(steps, t_fall[fell])] for k in AT_FALL if k in r}
-        at_fall_boots.append({k: np.median(rng.choice(v, (n_boot, v.size)), axis=1) for k, v in at_fall.items() if v.size})
-        rows.append({
-            "weight_decay_attn": cfg["train"]["weight_decay_attn"], "seeds": int(t_icl.size),
-            "acquired": int(acquired.sum()), "fell": int(fell.sum()), "budget": T,
-            "rise": _without_boot(km_summary(t_icl, T, n_boot)), "fall": _without_boot(fall),
-            "t_icl": t_icl.tolist(), "t_fall": t_fall.tolist(),
-            "at_fall": {k: v.tolist() for k, v in at_fall.items()},
-            "at_fall_median": {k: float(np.median(v)) for k, v in at_fall.items() if v.size},
-            "eval_steps": steps.tolist(), "icl_acc_mean": r["icl_acc"].mean(0).tolist(),
-            # Seed medians: a seed whose MLP reads the attention output can have a huge c3 without it.
-            **{f"{k}_seed_median": np.median(r[k], 0).tolist() for k in AT_FALL if k in r},
-            "loss_relation": {k: v for k, v in loss_relation(r["icl_loss"], r["iwl_loss"], steps, t_icl,
-                                                             n_boot=n_boot).items() if k not in ("x", "y")}})
+        at_fall_boots.append(
+            {k: np.median(rng.choice(v, (n_boot, v.size)), axis=1) for k, v in at_fall.items() if v.size}
+        )
+        rows.append(
+            {
+                "weight_decay_attn": cfg["train"]["weight_decay_attn"],
+                "seeds": int(t_icl.size),
+                "acquired": int(acquired.sum()),
+                "fell": int(fell.sum()),
+                "budget": T,
+                "rise": _without_boot(km_summary(t_icl, T, n_boot)),
+                "fall": _without_boot(fall),
+                "t_icl": t_icl.tolist(),
+                "t_fall": t_fall.tolist(),
+                "at_fall": {k: v.tolist() for k, v in at_fall.items()},
+                "at_fall_median": {k: float(np.median(v)) for k, v in at_fall.items() if v.size},
+                "eval_steps": steps.tolist(),
+                "icl_acc_mean": r["icl_acc"].mean(0).tolist(),
+                # Seed medians: a seed whose MLP reads the attention output can have a huge c3 without it.
+                **{f"{k}_seed_median": np.median(r[k], 0).tolist() for k in AT_FALL if k in r},
+                "loss_relation": {
+                    k: v
+                    for k, v in loss_relation(r["icl_loss"], r["iwl_loss"], steps, t_icl, n_boot=n_boot).items()
+                    if k not in ("x", "y")
+                },
+            }
+        )
     reached = [i for i, w in enumerate(rows) if w["fall"]["median"]]
     trends = {}
     if len(reached) >= 2:
         log_wd = np.log10([rows[i]["weight_decay_attn"] for i in reached])
-        trends["fall"] = power_law_slope(log_wd, np.log10([rows[i]["fall"]["median"] for i in reached]),
-                                         np.log10(np.stack([fall_boots[i] for i in reached])))
+        trends["fall"] = power_law_slope(
+            log_wd,
+            np.log10([rows[i]["fall"]["median"] for i in reached]),
+            np.log10(np.stack([fall_boots[i] for i in reached])),
+        )
         trends["fall"]["verdict"] = sign_verdict(trends["fall"].get("slope_ci"), -1)
         for k in AT_FALL:
             if all(k in rows[i]["at_fall_median"] for i in reached):
-                trends[k] = power_law_slope(log_wd, np.log10([rows[i]["at_fall_median"][k] for i in reached]),
-                                            np.log10(np.stack([at_fall_boots[i][k] for i in reached])))
+                trends[k] = power_law_slope(
+                    log_wd,
+                    np.log10([rows[i]["at_fall_median"][k] for i in reached]),
+                    np.log10(np.stack([at_fall_boots[i][k] for i in reached])),
+                )
                 trends[k]["verdict_slope_1"] = interval_verdict(trends[k].get("slope_ci"), 1.0)
     return {"level": level, "cells": rows, "vs_wd_loglog": trends}
 
@@ -187,48 +232,70 @@ def summarize_transience(cells, level: float = 0.9, n_boot: int = 1000) -> dict:
 def _condition(cfg, r, n_boot, level):
     t_mem = first_passage(r["iwl_acc"], r["eval_steps"], level)
     T = _censor_at(r, t_mem, *([r["t_icl"]] if "t_icl" in r else []))
-    out = {"K": cfg["task"].get("K"), "variant": cfg["task"].get("variant"), "width": cfg["model"]["width"],
-           "lr": cfg["train"]["lr"], "seeds": int(r["iwl_acc"].shape[0]), "budget": T,
-           "memorization": km_summary(t_mem, T, n_boot),
-           "final_iwl_acc": float(r["iwl_acc"][:, -1].mean()), "eval_steps": r["eval_steps"].tolist(),
-           "iwl_acc_mean": r["iwl_acc"].mean(0).tolist(),
-           "iwl_acc_q": np.quantile(r["iwl_acc"], [0.1, 0.9], axis=0).tolist()}
+    out = {
+        "K": cfg["task"].get("K"),
+        "variant": cfg["task"].get("variant"),
+        "width": cfg["model"]["width"],
+        "lr": cfg["train"]["lr"],
+        "seeds": int(r["iwl_acc"].shape[0]),
+        "budget": T,
+        "memorization": km_summary(t_mem, T, n_boot),
+        "final_iwl_acc": float(r["iwl_acc"][:, -1].mean()),
+        "eval_steps": r["eval_steps"].tolist(),
+        "iwl_acc_mean": r["iwl_acc"].mean(0).tolist(),
+        "iwl_acc_q": np.quantile(r["iwl_acc"], [0.1, 0.9], axis=0).tolist(),
+    }
     if "t_icl" in r:
         out |= {"t_icl": km_summary(r["t_icl"], T, n_boot), "t_icl_seeds": r["t_icl"].tolist()}
     return out
 
 
 def _ratios(conds: dict, pairs: dict, key: str) -> dict:
-    return {name: median_ratio(conds[a][key], conds[b][key]) for name, (a, b) in pairs.items()
-            if a in conds and b in conds}
+    return {
+        name: median_ratio(conds[a][key], conds[b][key]) for name, (a, b) in pairs.items() if a in conds and b in conds
+    }
 
 
 def _strip_boot(conds: dict) -> dict:
     return {n: {k: _without_boot(v) if isinstance(v, dict) else v for k, v in c.items()} for n, c in conds.items()}
 
 
-def summarize_independence(memorization_cells, t_icl_cells, mlp_only_cells, level: float = 0.9,
-                           n_boot: int = 1000) -> dict:
+def summarize_independence(
+    memorization_cells, t_icl_cells, mlp_only_cells, level: float = 0.9, n_boot: int = 1000
+) -> dict:
     """memorization_cells: a sweep over model.freeze (none, attention); t_icl_cells: a sweep over
     model.freeze (none, mlp) x task.variant; mlp_only_cells: MLP-only runs at matched K, width, lr and
     budget (named by task.input_scale). Memorization time = the first evaluation with IWL accuracy >
     `level` (KM median, censored at the budget); ratios of KM medians with seed-bootstrap CIs (paired
     by seed id)."""
-    mem = {cfg["model"].get("freeze", "none"): _condition(cfg, r, n_boot, level)
-           for cfg, r in memorization_cells}
-    mem |= {f"mlp_only x{cfg['task'].get('input_scale', 1.0):g}": _condition(cfg, r, n_boot, level)
-            for cfg, r in mlp_only_cells}
-    icl = {f"{cfg['task']['variant']}, freeze {cfg['model'].get('freeze', 'none')}": _condition(cfg, r, n_boot, level)
-           for cfg, r in t_icl_cells}
-    mem_ratios = _ratios(mem, {f"{a} / {b}": (a, b) for a in ("attention", "none") for b in mem if b.startswith("mlp_only")},
-                         "memorization")
-    icl_ratios = _ratios(icl, {f"{v}: mlp_frozen_over_trained": (f"{v}, freeze mlp", f"{v}, freeze none")
-                               for v in ("standard", "infinite")}, "t_icl")
-    return {"level": level, "memorization": {"conditions": _strip_boot(mem), "ratios": mem_ratios},
-            "t_icl": {"conditions": _strip_boot(icl), "ratios": icl_ratios}}
+    mem = {cfg["model"].get("freeze", "none"): _condition(cfg, r, n_boot, level) for cfg, r in memorization_cells}
+    mem |= {
+        f"mlp_only x{cfg['task'].get('input_scale', 1.0):g}": _condition(cfg, r, n_boot, level)
+        for cfg, r in mlp_only_cells
+    }
+    icl = {
+        f"{cfg['task']['variant']}, freeze {cfg['model'].get('freeze', 'none')}": _condition(cfg, r, n_boot, level)
+        for cfg, r in t_icl_cells
+    }
+    mem_ratios = _ratios(
+        mem,
+        {f"{a} / {b}": (a, b) for a in ("attention", "none") for b in mem if b.startswith("mlp_only")},
+        "memorization",
+    )
+    icl_ratios = _ratios(
+        icl,
+        {f"{v}: mlp_frozen_over_trained": (f"{v}, freeze mlp", f"{v}, freeze none") for v in ("standard", "infinite")},
+        "t_icl",
+    )
+    return {
+        "level": level,
+        "memorization": {"conditions": _strip_boot(mem), "ratios": mem_ratios},
+        "t_icl": {"conditions": _strip_boot(icl), "ratios": icl_ratios},
+    }
 
 
 # ---- typed results (`icl-race analyze race ...`: icl_race/studies/race.py) -------------------------
+
 
 def _med(d: dict, key: str = "median", fmt: str = "{:.0f}") -> str:
     return value_ci(d.get(key), d.get(f"{key}_ci"), fmt)
@@ -245,6 +312,7 @@ class Transience:
     """summarize_transience: per weight-decay cell (`cells`) the rise and fall of ICL accuracy through
     `level`, c3 and L_IWL at the fall and the loss relation; across cells (`vs_wd_loglog`) the log-log
     slopes of the fall and of those values against weight decay."""
+
     level: float
     cells: list
     vs_wd_loglog: dict
@@ -252,9 +320,11 @@ class Transience:
     def text(self) -> str:
         lines = []
         for c in self.cells:
-            lines.append(f"wd {c['weight_decay_attn']:g}: acquired {c['acquired']}/{c['seeds']}, rise {_med(c['rise'])}, "
-                         f"fell {c['fell']}/{c['acquired']}, fall {_med(c['fall'])} (budget {c['budget']:.0f}), "
-                         f"medians at the fall {c['at_fall_median']}, loss relation {_fit_text(c['loss_relation'], '')}")
+            lines.append(
+                f"wd {c['weight_decay_attn']:g}: acquired {c['acquired']}/{c['seeds']}, rise {_med(c['rise'])}, "
+                f"fell {c['fell']}/{c['acquired']}, fall {_med(c['fall'])} (budget {c['budget']:.0f}), "
+                f"medians at the fall {c['at_fall_median']}, loss relation {_fit_text(c['loss_relation'], '')}"
+            )
         for k, t in self.vs_wd_loglog.items():
             verdict = t.get("verdict") or f"slope 1: {t['verdict_slope_1']}"
             what = "fall median" if k == "fall" else f"median {k} at the fall"
@@ -270,6 +340,7 @@ def transience(cells, level: float = 0.9, n_boot: int = 1000) -> Transience:
 class LossRelations:
     """Per cell (weight decay): loss_relation over every point after t_ICL and over those with x > min_x;
     `points` (not in the JSON) holds the first fit's x and y for its figure."""
+
     min_x: float
     cells: list  # {"weight_decay_attn", "x > -inf": fit, "x > <min_x>": fit}, fits without x and y
     points: list = field(default_factory=list, metadata={"json": False})  # per cell (wd, x, y, fit)
@@ -280,8 +351,10 @@ class LossRelations:
             for label, fit in c.items():
                 if label == "weight_decay_attn":
                     continue
-                lines.append(f"wd {c['weight_decay_attn']:g}, {label}: {_fit_text(fit)} "
-                             f"({fit['points']} points, {fit['seeds_used']} seeds)")
+                lines.append(
+                    f"wd {c['weight_decay_attn']:g}, {label}: {_fit_text(fit)} "
+                    f"({fit['points']} points, {fit['seeds_used']} seeds)"
+                )
         return "\n".join(lines)
 
 
@@ -290,10 +363,14 @@ def loss_relations(cells, min_x: float = 0.5, n_boot: int = 1000) -> LossRelatio
     rows, points = [], []
     for cfg, r in cells:
         wd = cfg["train"]["weight_decay_attn"]
-        fits = {f"x > {m:g}": loss_relation(r["icl_loss"], r["iwl_loss"], r["eval_steps"], r["t_icl"], m, n_boot=n_boot)
-                for m in (-np.inf, min_x)}
-        rows.append({"weight_decay_attn": wd} | {label: {k: v for k, v in f.items() if k not in ("x", "y")}
-                                                  for label, f in fits.items()})
+        fits = {
+            f"x > {m:g}": loss_relation(r["icl_loss"], r["iwl_loss"], r["eval_steps"], r["t_icl"], m, n_boot=n_boot)
+            for m in (-np.inf, min_x)
+        }
+        rows.append(
+            {"weight_decay_attn": wd}
+            | {label: {k: v for k, v in f.items() if k not in ("x", "y")} for label, f in fits.items()}
+        )
         first = fits["x > -inf"]
         points.append((wd, first["x"], first["y"], first))
     return LossRelations(min_x=min_x, cells=rows, points=points)
@@ -303,6 +380,7 @@ def loss_relations(cells, min_x: float = 0.5, n_boot: int = 1000) -> LossRelatio
 class Settling:
     """after_memorization per cell (task.K) and pooled, with the Wilson 95% CI of the fraction of
     memorized-first seeds that acquired ICL later: the bet train.settle_iwl = level makes."""
+
     level: float
     cells: list  # {"K", **after_memorization}
     memorized_first: int
@@ -314,18 +392,27 @@ class Settling:
         for c in self.cells:
             when = "" if c["t_mem_range"] is None else " at steps {:,}-{:,}".format(*c["t_mem_range"])
             peak = "-" if c["max_icl_after"] is None else f"{c['max_icl_after']:.2f}"
-            lines.append(f"K {c['K']:,}: {c['memorized_first']}/{c['seeds']} seeds memorized (IWL > {self.level:g}) "
-                         f"before ICL{when}; {c['acquired_after']} of them acquired ICL later; ICL accuracy after "
-                         f"memorizing at most {peak}")
+            lines.append(
+                f"K {c['K']:,}: {c['memorized_first']}/{c['seeds']} seeds memorized (IWL > {self.level:g}) "
+                f"before ICL{when}; {c['acquired_after']} of them acquired ICL later; ICL accuracy after "
+                f"memorizing at most {peak}"
+            )
         lo, hi = self.fraction_ci
-        lines.append(f"pooled: {self.acquired_after}/{self.memorized_first} memorized-first seeds acquired ICL later "
-                     f"(Wilson 95% CI {lo:.3f}-{hi:.3f})")
+        lines.append(
+            f"pooled: {self.acquired_after}/{self.memorized_first} memorized-first seeds acquired ICL later "
+            f"(Wilson 95% CI {lo:.3f}-{hi:.3f})"
+        )
         return "\n".join(lines)
 
 
 def settling(cells, level: float = 0.9) -> Settling:
-    rows = [{"K": cfg["task"].get("K"), **after_memorization(r["t_icl"], r["iwl_acc"], r["icl_acc"], r["eval_steps"],
-                                                             level)} for cfg, r in cells]
+    rows = [
+        {
+            "K": cfg["task"].get("K"),
+            **after_memorization(r["t_icl"], r["iwl_acc"], r["icl_acc"], r["eval_steps"], level),
+        }
+        for cfg, r in cells
+    ]
     rows.sort(key=lambda c: c["K"] or 0)
     k, n = sum(c["acquired_after"] for c in rows), sum(c["memorized_first"] for c in rows)
     return Settling(level=level, cells=rows, memorized_first=n, acquired_after=k, fraction_ci=list(proportion_ci(k, n)))
@@ -335,6 +422,7 @@ def settling(cells, level: float = 0.9) -> Settling:
 class Independence:
     """summarize_independence: the memorization time (`memorization`) and t_ICL (`t_icl`) per condition,
     a sub-circuit frozen at init or the MLP alone, with their ratios to the unfrozen model."""
+
     level: float
     memorization: dict
     t_icl: dict
@@ -345,13 +433,18 @@ class Independence:
             s = getattr(self, part)
             for name, c in s["conditions"].items():
                 extra = f", t_ICL {_med(c['t_icl'])}" if "t_icl" in c and part == "t_icl" else ""
-                lines.append(f"{part} | {name}: IWL acc > {self.level} at {_med(c['memorization'])} "
-                             f"(final IWL acc {c['final_iwl_acc']:.3f}){extra}")
+                lines.append(
+                    f"{part} | {name}: IWL acc > {self.level} at {_med(c['memorization'])} "
+                    f"(final IWL acc {c['final_iwl_acc']:.3f}){extra}"
+                )
             for name, r in s["ratios"].items():
                 lines.append(f"{part} ratio {name}: {_med(r, 'ratio', '{:.2f}')}")
         return "\n".join(lines)
 
 
-def independence(memorization_cells, t_icl_cells, mlp_only_cells, level: float = 0.9, n_boot: int = 1000) -> Independence:
-    return Independence(**summarize_independence(memorization_cells, t_icl_cells, mlp_only_cells, level=level,
-                                                 n_boot=n_boot))
+def independence(
+    memorization_cells, t_icl_cells, mlp_only_cells, level: float = 0.9, n_boot: int = 1000
+) -> Independence:
+    return Independence(
+        **summarize_independence(memorization_cells, t_icl_cells, mlp_only_cells, level=level, n_boot=n_boot)
+    )

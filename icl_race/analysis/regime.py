@@ -82,8 +82,16 @@ def _median_ci(x, n_boot: int, confidence: float, rng) -> dict:
     return {"median": float(np.median(x)), "ci": percentile_ci(boots, confidence), "n": int(x.size)}
 
 
-def summarize(t_thr_S, t_start_S, acc_SxT, eval_steps_T, threshold: float, n_boot: int = 2000,
-              confidence: float = 0.95, seed: int = 0) -> dict:
+def summarize(
+    t_thr_S,
+    t_start_S,
+    acc_SxT,
+    eval_steps_T,
+    threshold: float,
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict:
     """Per-cell regime statistics over the (non-diverged) seeds given: median rise fraction of the
     acquired seeds with a bootstrap CI, median plateau height (all seeds that started to rise) with a
     CI, the fraction of risers whose plateau reaches the threshold, and the final ICL accuracy of the

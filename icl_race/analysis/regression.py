@@ -47,9 +47,15 @@ def transition_stats(t_S: np.ndarray, censor_at: int, dt: float) -> dict:
     """One event over seeds: reached/censored counts, KM median and 95% CI, and quantiles of the reached
     seeds, in τ; the per-seed steps as recorded."""
     reached = t_S[t_S >= 0] * dt
-    out = {"t_steps": t_S.tolist(), "reached": int(reached.size), "censored": int(np.sum(t_S < 0)),
-           "censored_at_tau": censor_at * dt, "km_median_tau": None, "km_median_ci_tau": [None, None],
-           "quantiles_tau": {q: (float(np.quantile(reached, q / 100)) if reached.size else None) for q in (10, 50, 90)}}
+    out = {
+        "t_steps": t_S.tolist(),
+        "reached": int(reached.size),
+        "censored": int(np.sum(t_S < 0)),
+        "censored_at_tau": censor_at * dt,
+        "km_median_tau": None,
+        "km_median_ci_tau": [None, None],
+        "quantiles_tau": {q: (float(np.quantile(reached, q / 100)) if reached.size else None) for q in (10, 50, 90)},
+    }
     if t_S.size:
         km = kaplan_meier(*censored_times(t_S, censor_at))
         scale = lambda v: None if v is None else v * dt
@@ -57,8 +63,9 @@ def transition_stats(t_S: np.ndarray, censor_at: int, dt: float) -> dict:
     return out
 
 
-def dwell_stats(t: dict, D: int, dt: float, level_L: np.ndarray, loss_SxT: np.ndarray,
-                eval_steps_T: np.ndarray) -> list[dict]:
+def dwell_stats(
+    t: dict, D: int, dt: float, level_L: np.ndarray, loss_SxT: np.ndarray, eval_steps_T: np.ndarray
+) -> list[dict]:
     """Per level m = 0 … D−1: dwell t_m(m+1) − t_m(m) in τ (t_m0 = 0), for m ≥ 1 log10 t_m(m+1)/t_m(m)
     (the plateau's width on the log time axis), and the loss at the log-midpoint (median, 10% and 90%),
     over the seeds that reached both."""
@@ -71,10 +78,16 @@ def dwell_stats(t: dict, D: int, dt: float, level_L: np.ndarray, loss_SxT: np.nd
         ratio = np.log10(after[both] / before[both]) if m and both.any() else np.array([])
         mid = np.sqrt(np.maximum(before[both], eval_steps_T[0]) * after[both])
         mid_loss = loss_SxT[both, np.searchsorted(eval_steps_T, mid)]
-        rows.append({"m": m, "level": float(level_L[m]), "n": int(both.sum()),
-                     "median_tau": float(np.median(dwell)) if dwell.size else None,
-                     "median_log10_ratio": float(np.median(ratio)) if ratio.size else None,
-                     "mid_loss": [float(np.quantile(mid_loss, q)) for q in (0.5, 0.1, 0.9)] if mid.size else None})
+        rows.append(
+            {
+                "m": m,
+                "level": float(level_L[m]),
+                "n": int(both.sum()),
+                "median_tau": float(np.median(dwell)) if dwell.size else None,
+                "median_log10_ratio": float(np.median(ratio)) if ratio.size else None,
+                "mid_loss": [float(np.quantile(mid_loss, q)) for q in (0.5, 0.1, 0.9)] if mid.size else None,
+            }
+        )
     return rows
 
 
@@ -85,9 +98,13 @@ def final_stats(run: dict) -> dict:
         if not curve_SxT.size:
             continue
         med_T = np.median(curve_SxT, axis=0)
-        out[name] = {"final_median": float(med_T[-1]), "final_min": float(curve_SxT[:, -1].min()),
-                     "final_max": float(curve_SxT[:, -1].max()), "median_min": float(med_T.min()),
-                     "median_argmin_tau": float(tau_T[np.argmin(med_T)])}
+        out[name] = {
+            "final_median": float(med_T[-1]),
+            "final_min": float(curve_SxT[:, -1].min()),
+            "final_max": float(curve_SxT[:, -1].max()),
+            "median_min": float(med_T.min()),
+            "median_argmin_tau": float(tau_T[np.argmin(med_T)]),
+        }
     return out
 
 
@@ -96,8 +113,9 @@ def escaping_head(v_TxH: np.ndarray, i0: int, i1: int) -> int:
     return int(np.argmax(np.abs(v_TxH[i1]) - np.abs(v_TxH[i0])))
 
 
-def match_eq21(tau_T: np.ndarray, absv_T: np.ndarray, i0: int, lam: float, c: float,
-               start_frac: float = START_FRAC) -> dict | None:
+def match_eq21(
+    tau_T: np.ndarray, absv_T: np.ndarray, i0: int, lam: float, c: float, start_frac: float = START_FRAC
+) -> dict | None:
     """One head's escape against Eq. 21 (λ = λ_(m+1), c = c_(m+1), v* = (λc)^(−1/3)), from evaluation i0 on.
 
     Start: the last evaluation a ≥ i0 before |v| first reaches start_frac · v*; the ODE's t = 0 is there and
@@ -114,13 +132,21 @@ def match_eq21(tau_T: np.ndarray, absv_T: np.ndarray, i0: int, lam: float, c: fl
     a, h = i0 + max(above[0] - 1, 0), i0 + half[0]
     v0 = float(absv_T[a])
     # v just above v* (grid noise) would fall on the other branch of the clock: hold it just below
-    s_prev, s_next, s_half = scalar_ode_time(np.minimum([absv_T[h - 1], absv_T[h], vstar / 2], vstar * (1 - 1e-9)),
-                                             v0, lam, c)
+    s_prev, s_next, s_half = scalar_ode_time(
+        np.minimum([absv_T[h - 1], absv_T[h], vstar / 2], vstar * (1 - 1e-9)), v0, lam, c
+    )
     t_half = tau_T[h - 1] + (tau_T[h] - tau_T[h - 1]) * (s_half - s_prev) / (s_next - s_prev)
     measured = float(t_half - tau_T[a])
-    return {"start": int(a), "grown_before": bool(above[0] == 0), "t0_tau": float(tau_T[a]), "v0": v0,
-            "u0": v0 / vstar, "measured_tau": measured,
-            "predicted_tau": float(s_half), "rel_err": measured / float(s_half) - 1.0}
+    return {
+        "start": int(a),
+        "grown_before": bool(above[0] == 0),
+        "t0_tau": float(tau_T[a]),
+        "v0": v0,
+        "u0": v0 / vstar,
+        "measured_tau": measured,
+        "predicted_tau": float(s_half),
+        "rel_err": measured / float(s_half) - 1.0,
+    }
 
 
 def eq21_matches(run: dict) -> list[list[dict]]:
@@ -141,9 +167,15 @@ def eq21_matches(run: dict) -> list[list[dict]]:
             if match is None:
                 continue
             a = match["start"]
-            rows.append({"seed": s, "head": j, **match,
-                         "cos_k": float(abs(heads["k_align"][s, a, j, 0, m]) / heads["k_norm"][s, a, j]),
-                         "cos_q": float(abs(heads["q_align"][s, a, j, 0, m]) / heads["q_norm"][s, a, j])})
+            rows.append(
+                {
+                    "seed": s,
+                    "head": j,
+                    **match,
+                    "cos_k": float(abs(heads["k_align"][s, a, j, 0, m]) / heads["k_norm"][s, a, j]),
+                    "cos_q": float(abs(heads["q_align"][s, a, j, 0, m]) / heads["q_norm"][s, a, j]),
+                }
+            )
         out.append(rows)
     return out
 
@@ -157,13 +189,28 @@ def eq21_stats(matches: list[list[dict]], lam_D: np.ndarray, vstar_D: np.ndarray
     for m, rows in enumerate(matches):
         col = {k: np.array([r[k] for r in rows]) for k in ("u0", "cos_k", "cos_q", "rel_err", "grown_before")}
         ansatz = ~col["grown_before"].astype(bool) & (col["cos_k"] * col["cos_q"] >= ALIGNED)
-        out.append({"m": m, "lam": float(lam_D[m]), "vstar": float(vstar_D[m]), "n": len(rows),
-                    "n_grown_before": int(np.sum(col["grown_before"])), "n_ansatz": int(ansatz.sum()),
-                    "ansatz_abs_err_max": float(np.abs(col["rel_err"][ansatz]).max()) if ansatz.any() else None}
-                   | ({"u0_median": float(np.median(col["u0"])), "cos_k_median": float(np.median(col["cos_k"])),
-                       "cos_q_median": float(np.median(col["cos_q"])),
-                       "rel_err": [float(np.quantile(col["rel_err"], q)) for q in (0.5, 0.1, 0.9)],
-                       "abs_rel_err_median": float(np.median(np.abs(col["rel_err"])))} if rows else {}))
+        out.append(
+            {
+                "m": m,
+                "lam": float(lam_D[m]),
+                "vstar": float(vstar_D[m]),
+                "n": len(rows),
+                "n_grown_before": int(np.sum(col["grown_before"])),
+                "n_ansatz": int(ansatz.sum()),
+                "ansatz_abs_err_max": float(np.abs(col["rel_err"][ansatz]).max()) if ansatz.any() else None,
+            }
+            | (
+                {
+                    "u0_median": float(np.median(col["u0"])),
+                    "cos_k_median": float(np.median(col["cos_k"])),
+                    "cos_q_median": float(np.median(col["cos_q"])),
+                    "rel_err": [float(np.quantile(col["rel_err"], q)) for q in (0.5, 0.1, 0.9)],
+                    "abs_rel_err_median": float(np.median(np.abs(col["rel_err"]))),
+                }
+                if rows
+                else {}
+            )
+        )
     return out
 
 

@@ -22,9 +22,11 @@ from icl_race.analysis.regime import RISE_BOUND, rise_fraction
 from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import km_median_boot, percentile_ci
 
-METHOD = ("Kaplan-Meier median of t_ICL (censored seeds kept at the budget, diverged seeds excluded), "
-          "percentile bootstrap over seeds; ratio CI from independent bootstraps of the two lrs; rise "
-          "fraction median with a percentile bootstrap")
+METHOD = (
+    "Kaplan-Meier median of t_ICL (censored seeds kept at the budget, diverged seeds excluded), "
+    "percentile bootstrap over seeds; ratio CI from independent bootstraps of the two lrs; rise "
+    "fraction median with a percentile bootstrap"
+)
 
 
 @dataclass(frozen=True)
@@ -62,20 +64,30 @@ class LrBridge:
     method: str = METHOD
 
     def text(self) -> str:
-        rows = ["| lr | seeds | acquired | diverged | collapsed | KM median t_ICL (95% CI) | t_ICL x lr (95% CI) | "
-                "ratio to lr " + f"{self.reference_lr:g} (95% CI) | rise fraction (95% CI) | agrees, stable |",
-                "|---|---:|---:|---:|---:|---|---|---|---|---|"]
+        rows = [
+            "| lr | seeds | acquired | diverged | collapsed | KM median t_ICL (95% CI) | t_ICL x lr (95% CI) | "
+            "ratio to lr " + f"{self.reference_lr:g} (95% CI) | rise fraction (95% CI) | agrees, stable |",
+            "|---|---:|---:|---:|---:|---|---|---|---|---|",
+        ]
         for c in self.cells:
-            rows.append(f"| {c.lr:g} | {c.seeds} | {c.acquired} | {c.diverged} | {c.collapsed} | "
-                        f"{value_ci(c.t_icl, c.t_icl_ci, '{:,.0f}')} | {value_ci(c.t_lr, c.t_lr_ci, '{:,.0f}')} | "
-                        f"{value_ci(c.ratio, c.ratio_ci, '{:.2f}')} | {value_ci(c.rise, c.rise_ci, '{:.3f}')} | "
-                        f"{'yes' if c.agrees else 'no'}, {'yes' if c.stable else 'no'} |")
+            rows.append(
+                f"| {c.lr:g} | {c.seeds} | {c.acquired} | {c.diverged} | {c.collapsed} | "
+                f"{value_ci(c.t_icl, c.t_icl_ci, '{:,.0f}')} | {value_ci(c.t_lr, c.t_lr_ci, '{:,.0f}')} | "
+                f"{value_ci(c.ratio, c.ratio_ci, '{:.2f}')} | {value_ci(c.rise, c.rise_ci, '{:.3f}')} | "
+                f"{'yes' if c.agrees else 'no'}, {'yes' if c.stable else 'no'} |"
+            )
         abrupt = [c.lr for c in self.cells if c.rise is not None and c.rise <= RISE_BOUND]
         width = f"width {self.width}: " if self.width else ""
-        return "\n".join([*rows, "", f"{width}bridge lr {self.bridge_lr:g} (the largest lr whose t_ICL x lr ratio "
-                          f"to lr {self.reference_lr:g} has a CI containing 1, with no diverged or collapsed seed); "
-                          f"abrupt (median rise fraction <= {RISE_BOUND}) at lr {', '.join(f'{x:g}' for x in abrupt) or 'none'}",
-                          f"Method: {self.method}."])
+        return "\n".join(
+            [
+                *rows,
+                "",
+                f"{width}bridge lr {self.bridge_lr:g} (the largest lr whose t_ICL x lr ratio "
+                f"to lr {self.reference_lr:g} has a CI containing 1, with no diverged or collapsed seed); "
+                f"abrupt (median rise fraction <= {RISE_BOUND}) at lr {', '.join(f'{x:g}' for x in abrupt) or 'none'}",
+                f"Method: {self.method}.",
+            ]
+        )
 
 
 def _median_ci(x: np.ndarray, n_boot: int, rng: np.random.Generator):
@@ -86,8 +98,17 @@ def _median_ci(x: np.ndarray, n_boot: int, rng: np.random.Generator):
     return float(np.median(x)), tuple(percentile_ci(boots, 0.95))
 
 
-def lr_bridge(lr_C, t_icl_C, t_start_C, censor_at_C, diverged_C, collapsed_C, width: int | None = None,
-              n_boot: int = 2000, seed: int = 0) -> LrBridge:
+def lr_bridge(
+    lr_C,
+    t_icl_C,
+    t_start_C,
+    censor_at_C,
+    diverged_C,
+    collapsed_C,
+    width: int | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> LrBridge:
     """One entry per lr (cells of one lr pooled beforehand): t_ICL per seed (-1 censored), the first
     passage of the rise's lowest level per seed, the censoring step (a scalar, or per seed when cells
     of other budgets are pooled), per-seed diverged and collapsed flags. Each lr draws its bootstrap from a SeedSequence of (seed, the lr in units of 1e-9), so adding
@@ -116,11 +137,23 @@ def lr_bridge(lr_C, t_icl_C, t_start_C, censor_at_C, diverged_C, collapsed_C, wi
             ratio = med * scale / medians[ref]
             ratio_ci = tuple(percentile_ci(r_boot[np.isfinite(r_boot)], 0.95))
         rise, rise_ci = _median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), n_boot, rng)
-        cells.append(LrCell(lr=lr, seeds=int(keep.sum()), acquired=int(np.sum(t >= 0)), diverged=int((~keep).sum()),
-                            collapsed=int(np.sum(np.asarray(collapsed_C[c], bool) & keep)), t_icl=med, t_icl_ci=ci,
-                            t_lr=None if med is None else med * lr,
-                            t_lr_ci=tuple(None if v is None else v * lr for v in ci),
-                            ratio=ratio, ratio_ci=ratio_ci, rise=rise, rise_ci=rise_ci))
+        cells.append(
+            LrCell(
+                lr=lr,
+                seeds=int(keep.sum()),
+                acquired=int(np.sum(t >= 0)),
+                diverged=int((~keep).sum()),
+                collapsed=int(np.sum(np.asarray(collapsed_C[c], bool) & keep)),
+                t_icl=med,
+                t_icl_ci=ci,
+                t_lr=None if med is None else med * lr,
+                t_lr_ci=tuple(None if v is None else v * lr for v in ci),
+                ratio=ratio,
+                ratio_ci=ratio_ci,
+                rise=rise,
+                rise_ci=rise_ci,
+            )
+        )
     bridge = next((c.lr for c in cells if c.agrees and c.stable), float(lr_C[ref]))
     return LrBridge(width=width, reference_lr=float(lr_C[ref]), cells=tuple(cells), bridge_lr=bridge)
 
@@ -162,23 +195,33 @@ class WidthFit:
 @dataclass(frozen=True)
 class WidthAxis:
     fits: tuple[WidthFit, ...]  # by width, then lr
-    method: str = ("per N: Kaplan-Meier median t_ICL with a percentile bootstrap over seeds and the median rise "
-                   f"fraction (abrupt: <= {RISE_BOUND}); per (width, lr): least squares of log10 median on log10 N "
-                   "(exponent), of the median on N (slope, intercept) and a quadratic term, over the abrupt N, CIs "
-                   "from the per-N bootstraps")
+    method: str = (
+        "per N: Kaplan-Meier median t_ICL with a percentile bootstrap over seeds and the median rise "
+        f"fraction (abrupt: <= {RISE_BOUND}); per (width, lr): least squares of log10 median on log10 N "
+        "(exponent), of the median on N (slope, intercept) and a quadratic term, over the abrupt N, CIs "
+        "from the per-N bootstraps"
+    )
 
     def text(self) -> str:
-        lines = ["| width | lr | N (abrupt: *) | KM median t_ICL per N (95% CI) | rise fraction per N | exponent "
-                 "(95% CI) | slope, steps per token (95% CI) | intercept (95% CI) | quadratic term (95% CI) |",
-                 "|---:|---:|---|---|---|---|---|---|---|"]
+        lines = [
+            "| width | lr | N (abrupt: *) | KM median t_ICL per N (95% CI) | rise fraction per N | exponent "
+            "(95% CI) | slope, steps per token (95% CI) | intercept (95% CI) | quadratic term (95% CI) |",
+            "|---:|---:|---|---|---|---|---|---|---|",
+        ]
         for f in self.fits:
             ns = ", ".join(f"{p.N}{'*' if p.abrupt else ''}" for p in f.per_N)
             meds = "; ".join(value_ci(p.t_icl, p.t_icl_ci, "{:,.0f}") for p in f.per_N)
             rises = "; ".join(value_ci(p.rise, p.rise_ci, "{:.3f}") for p in f.per_N)
-            fit = ([value_ci(f.exponent, f.exponent_ci, "{:.2f}"), value_ci(f.slope, f.slope_ci, "{:,.0f}"),
+            fit = (
+                [
+                    value_ci(f.exponent, f.exponent_ci, "{:.2f}"),
+                    value_ci(f.slope, f.slope_ci, "{:,.0f}"),
                     value_ci(f.intercept, f.intercept_ci, "{:,.0f}"),
-                    "-" if f.quadratic is None else value_ci(f.quadratic, f.quadratic_ci, "{:,.0f}")]
-                   if f.exponent is not None else [f"not fitted: {f.reason}", "-", "-", "-"])
+                    "-" if f.quadratic is None else value_ci(f.quadratic, f.quadratic_ci, "{:,.0f}"),
+                ]
+                if f.exponent is not None
+                else [f"not fitted: {f.reason}", "-", "-", "-"]
+            )
             lines.append(f"| {f.width} | {f.lr:g} | {ns} | {meds} | {rises} | {' | '.join(fit)} |")
         return "\n".join([*lines, "", f"Method: {self.method}."])
 
@@ -187,8 +230,9 @@ def _pair(ci) -> tuple[float | None, float | None]:
     return (None, None) if ci is None else (ci[0], ci[1])
 
 
-def width_axis(width_C, lr_C, N_C, t_icl_C, t_start_C, censor_at_C, diverged_C, n_boot: int = 2000,
-               seed: int = 0) -> WidthAxis:
+def width_axis(
+    width_C, lr_C, N_C, t_icl_C, t_start_C, censor_at_C, diverged_C, n_boot: int = 2000, seed: int = 0
+) -> WidthAxis:
     """One entry per cell (K = infinity; cells of one (width, lr, N) pooled beforehand): t_ICL and the rise's
     first passage per seed, the censoring step (scalar or per seed), diverged flags. Each (width, lr)
     draws its bootstrap from SeedSequence(seed, width, lr in 1e-9), so other groups change none of its
@@ -211,19 +255,61 @@ def width_axis(width_C, lr_C, N_C, t_icl_C, t_start_C, censor_at_C, diverged_C, 
             rise, rise_ci = _median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), n_boot, rng)
             data.append((int(N_C[c]), times, observed, rise, rise_ci))
         mv = median_vs_N(np.array([d[0] for d in data]), [d[1] for d in data], [d[2] for d in data], n_boot, rng)
-        per_N = tuple(PerN(N=p["N"], seeds=p["n"], acquired=p["acquired"], t_icl=p["median"],
-                           t_icl_ci=_pair(p["median_ci"]) if p["median"] is not None else (None, None),
-                           rise=d[3], rise_ci=d[4]) for p, d in zip(mv["per_N"], data))
+        per_N = tuple(
+            PerN(
+                N=p["N"],
+                seeds=p["n"],
+                acquired=p["acquired"],
+                t_icl=p["median"],
+                t_icl_ci=_pair(p["median_ci"]) if p["median"] is not None else (None, None),
+                rise=d[3],
+                rise_ci=d[4],
+            )
+            for p, d in zip(mv["per_N"], data)
+        )
         fit_idx = [i for i, p in enumerate(per_N) if p.abrupt and p.t_icl is not None]
         fitted = tuple(per_N[i].N for i in fit_idx)
         if len(set(fitted)) < 2:
-            fits.append(WidthFit(width, lr, per_N, fitted, None, (None, None), None, (None, None), None, (None, None),
-                                 None, (None, None), reason="needs an abrupt, reached median at >= 2 values of N"))
+            fits.append(
+                WidthFit(
+                    width,
+                    lr,
+                    per_N,
+                    fitted,
+                    None,
+                    (None, None),
+                    None,
+                    (None, None),
+                    None,
+                    (None, None),
+                    None,
+                    (None, None),
+                    reason="needs an abrupt, reached median at >= 2 values of N",
+                )
+            )
             continue
-        sub = median_vs_N(np.array([data[i][0] for i in fit_idx]), [data[i][1] for i in fit_idx],
-                          [data[i][2] for i in fit_idx], n_boot, rng)
+        sub = median_vs_N(
+            np.array([data[i][0] for i in fit_idx]),
+            [data[i][1] for i in fit_idx],
+            [data[i][2] for i in fit_idx],
+            n_boot,
+            rng,
+        )
         lin, log, quad = sub["linear"], sub["loglog"], sub.get("quadratic")
-        fits.append(WidthFit(width, lr, per_N, fitted, log["slope"], _pair(log.get("slope_ci")), lin["slope"],
-                             _pair(lin.get("slope_ci")), lin["intercept"], _pair(lin.get("intercept_ci")),
-                             None if quad is None else quad["c2"], _pair(None if quad is None else quad["c2_ci"])))
+        fits.append(
+            WidthFit(
+                width,
+                lr,
+                per_N,
+                fitted,
+                log["slope"],
+                _pair(log.get("slope_ci")),
+                lin["slope"],
+                _pair(lin.get("slope_ci")),
+                lin["intercept"],
+                _pair(lin.get("intercept_ci")),
+                None if quad is None else quad["c2"],
+                _pair(None if quad is None else quad["c2_ci"]),
+            )
+        )
     return WidthAxis(tuple(fits))

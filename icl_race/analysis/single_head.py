@@ -30,17 +30,18 @@ from scipy.optimize import brentq
 
 from icl_race.theory import linear_attention as th
 
-PLATEAU_FRAC = 0.05              # t_m: loss within 5% of the gap above L(M_m) (theory.transition_levels)
-THRESHOLDS = (0.05, 0.1, 0.2)    # a head is active in a transition if its v moves by > f · v*_{m+1}
-PRIMARY = 0.1                    # the threshold of the decision rule; 0.05 and 0.2 are the sensitivity
-HOLDS_AT = 0.9                   # the picture holds for a transition if >= 90% of seeds have exactly one
-ESCAPE_BAND = (0.5, 2.0)         # the estimate is adequate if the median ratio's CI lies inside
-PATH_POINTS = 150                # samples of v along a transition, linear and geometric each
+PLATEAU_FRAC = 0.05  # t_m: loss within 5% of the gap above L(M_m) (theory.transition_levels)
+THRESHOLDS = (0.05, 0.1, 0.2)  # a head is active in a transition if its v moves by > f · v*_{m+1}
+PRIMARY = 0.1  # the threshold of the decision rule; 0.05 and 0.2 are the sensitivity
+HOLDS_AT = 0.9  # the picture holds for a transition if >= 90% of seeds have exactly one
+ESCAPE_BAND = (0.5, 2.0)  # the estimate is adequate if the median ratio's CI lies inside
+PATH_POINTS = 150  # samples of v along a transition, linear and geometric each
 
 Observe = Callable[[object], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
 
 
 # ---- one seed ------------------------------------------------------------------------------------
+
 
 def first_crossing(loss_at: Callable[[float], float], t_T: np.ndarray, loss_T: np.ndarray, level: float) -> float:
     """The first t with L(t) <= level: bracketed on the grid t_T (loss_T = L(t_T)), then refined by
@@ -68,14 +69,20 @@ def head_shape(v: float, k_D: np.ndarray, q_D: np.ndarray, d: int) -> tuple[floa
     """(cos k, cos q, |v|/‖k‖, ‖q‖/‖k‖) of one head: how far it is from the ansatz's aligned (cos = 1 along
     e_d) and balanced (|v| = ‖k‖ = ‖q‖) head."""
     nk = np.linalg.norm(k_D)
-    return (float(abs(k_D[d]) / nk), float(abs(q_D[d]) / np.linalg.norm(q_D)), float(abs(v) / nk),
-            float(np.linalg.norm(q_D) / nk))
+    return (
+        float(abs(k_D[d]) / nk),
+        float(abs(q_D[d]) / np.linalg.norm(q_D)),
+        float(abs(v) / nk),
+        float(np.linalg.norm(q_D) / nk),
+    )
 
 
 def path_times(a: float, b: float) -> np.ndarray:
     """Where v is sampled in the transition [a, b]: linear and geometric grids (the geometric one
     resolves the start of a transition that follows a plateau of many times its length)."""
-    return np.unique(np.concatenate([[a, b], np.linspace(a, b, PATH_POINTS), np.geomspace(max(a, 1e-3), b, PATH_POINTS)]))
+    return np.unique(
+        np.concatenate([[a, b], np.linspace(a, b, PATH_POINTS), np.geomspace(max(a, 1e-3), b, PATH_POINTS)])
+    )
 
 
 def moved(v_path_TxH: np.ndarray, v0_H: np.ndarray) -> np.ndarray:
@@ -94,26 +101,27 @@ class Transition:
     None where it is censored. Post hoc (the protocol's amendment, after the 2-seed pilot): esc_* for the
     head j whose v moves most, unrec_* for u, the pre-registered score restricted to heads not active in
     an earlier transition (a rule that can be applied at t_m without seeing the future)."""
+
     m: int
     t_start: float
     t_end: float
     t_half: float
     censored: bool
-    head: int                     # i*: the pre-registered rule's pick at t_m (0, with NaNs, if t_m is NaN)
+    head: int  # i*: the pre-registered rule's pick at t_m (0, with NaNs, if t_m is NaN)
     v_head: float
-    predicted: float              # τ / (λ² |v_i*(t_m)|)
-    predicted_geo: float          # the same with the score's cube root for |v|
+    predicted: float  # τ / (λ² |v_i*(t_m)|)
+    predicted_geo: float  # the same with the score's cube root for |v|
     cos_k: float
     cos_q: float
     v_over_k: float
     q_over_k: float
     max_unrecruited_v_ratio: float  # the largest |v| of the heads not yet recruited (i* aside) over |v_i*|
     n_active: dict | None = None  # per threshold (str(f)): how many heads are active
-    active: list | None = None    # the active heads at PRIMARY
+    active: list | None = None  # the active heads at PRIMARY
     head_active: bool | None = None
     head_moves_most: bool | None = None
     dv_sorted_over_vstar: list | None = None  # the four largest moves, over v*
-    ratio: float | None = None    # (t_{m+1} − t_m) / predicted
+    ratio: float | None = None  # (t_{m+1} − t_m) / predicted
     ratio_half: float | None = None  # (t_half − t_m) / predicted
     ratio_geo: float | None = None
     ratio_half_geo: float | None = None
@@ -142,16 +150,24 @@ class Transition:
 @dataclass(frozen=True)
 class SeedStaircase:
     seed: int
-    t_m: list            # [0, t_1, ..., t_D] (τ); NaN: not reached within the horizon
-    t_half: list         # [t_half of 0 → 1, ..., of D−1 → D]
+    t_m: list  # [0, t_1, ..., t_D] (τ); NaN: not reached within the horizon
+    t_half: list  # [t_half of 0 → 1, ..., of D−1 → D]
     final_loss: float
     solver_steps: int
-    seconds: float       # wall time of the seed (integration and analysis)
-    transitions: list    # of Transition, m = 0..D−1
+    seconds: float  # wall time of the seed (integration and analysis)
+    transitions: list  # of Transition, m = 0..D−1
 
 
-def staircase_seed(observe: Observe, t_T: np.ndarray, lam_D: np.ndarray, N: int, *, seed: int, solver_steps: int = 0,
-                   seconds: float = float("nan")) -> SeedStaircase:
+def staircase_seed(
+    observe: Observe,
+    t_T: np.ndarray,
+    lam_D: np.ndarray,
+    N: int,
+    *,
+    seed: int,
+    solver_steps: int = 0,
+    seconds: float = float("nan"),
+) -> SeedStaircase:
     """One seed of the test: its trajectory read through `observe` (module docstring) on the grid t_T
     (which brackets every first passage) and at the times each definition needs.
 
@@ -176,10 +192,19 @@ def staircase_seed(observe: Observe, t_T: np.ndarray, lam_D: np.ndarray, N: int,
         pred = th.escape_time(lam1, abs(v0_H[i]))
         pred_geo = th.escape_time(lam1, score_H[i] ** (1 / 3))
         others = [j for j in range(H) if j != i and j not in recruited]
-        row = dict(m=m, t_start=t_m[m], t_end=t_m[m + 1], t_half=t_half[m], censored=bool(np.isnan(t_m[m + 1])),
-                   head=i, v_head=float(v0_H[i]), predicted=float(pred), predicted_geo=float(pred_geo),
-                   **dict(zip(("cos_k", "cos_q", "v_over_k", "q_over_k"), head_shape(v0_H[i], k0_HxD[i], q0_HxD[i], e))),
-                   max_unrecruited_v_ratio=float(np.max(np.abs(v0_H[others])) / abs(v0_H[i])) if others else float("nan"))
+        row = dict(
+            m=m,
+            t_start=t_m[m],
+            t_end=t_m[m + 1],
+            t_half=t_half[m],
+            censored=bool(np.isnan(t_m[m + 1])),
+            head=i,
+            v_head=float(v0_H[i]),
+            predicted=float(pred),
+            predicted_geo=float(pred_geo),
+            **dict(zip(("cos_k", "cos_q", "v_over_k", "q_over_k"), head_shape(v0_H[i], k0_HxD[i], q0_HxD[i], e))),
+            max_unrecruited_v_ratio=float(np.max(np.abs(v0_H[others])) / abs(v0_H[i])) if others else float("nan"),
+        )
         if not row["censored"]:
             a, b = t_m[m], t_m[m + 1]
             dv_H = moved(observe(path_times(a, b))[1], v0_H)
@@ -187,30 +212,49 @@ def staircase_seed(observe: Observe, t_T: np.ndarray, lam_D: np.ndarray, N: int,
             j = int(np.argmax(dv_H))  # the head that escapes
             fresh = [h for h in range(H) if h not in recruited]
             u = fresh[int(np.argmax(score_H[fresh]))]
-            row.update(n_active={str(f): len(active[f]) for f in THRESHOLDS}, active=active[PRIMARY],
-                       head_active=i in active[PRIMARY], head_moves_most=j == i,
-                       dv_sorted_over_vstar=[float(x) for x in np.sort(dv_H)[::-1][:4] / vstar],
-                       ratio=(b - a) / pred, ratio_half=(t_half[m] - a) / pred,
-                       ratio_geo=(b - a) / pred_geo, ratio_half_geo=(t_half[m] - a) / pred_geo)
+            row.update(
+                n_active={str(f): len(active[f]) for f in THRESHOLDS},
+                active=active[PRIMARY],
+                head_active=i in active[PRIMARY],
+                head_moves_most=j == i,
+                dv_sorted_over_vstar=[float(x) for x in np.sort(dv_H)[::-1][:4] / vstar],
+                ratio=(b - a) / pred,
+                ratio_half=(t_half[m] - a) / pred,
+                ratio_geo=(b - a) / pred_geo,
+                ratio_half_geo=(t_half[m] - a) / pred_geo,
+            )
             for tag, h in (("esc", j), ("unrec", u)):
                 pred_h = th.escape_time(lam1, abs(v0_H[h]))
                 geo = (abs(v0_H[h]) * abs(k0_HxD[h, e]) * abs(q0_HxD[h, e])) ** (1 / 3)
                 shape = head_shape(v0_H[h], k0_HxD[h], q0_HxD[h], e)
-                row.update({f"{tag}_head": h, f"{tag}_v": float(v0_H[h]), f"{tag}_ratio": (b - a) / pred_h,
-                            f"{tag}_ratio_half": (t_half[m] - a) / pred_h,
-                            f"{tag}_ratio_geo": (b - a) / th.escape_time(lam1, geo),
-                            **{f"{tag}_{k}": x for k, x in zip(("cos_k", "cos_q", "v_over_k", "q_over_k"), shape)}})
+                row.update(
+                    {
+                        f"{tag}_head": h,
+                        f"{tag}_v": float(v0_H[h]),
+                        f"{tag}_ratio": (b - a) / pred_h,
+                        f"{tag}_ratio_half": (t_half[m] - a) / pred_h,
+                        f"{tag}_ratio_geo": (b - a) / th.escape_time(lam1, geo),
+                        **{f"{tag}_{k}": x for k, x in zip(("cos_k", "cos_q", "v_over_k", "q_over_k"), shape)},
+                    }
+                )
             row.update(unrec_is_esc=u == j, esc_was_recruited=j in recruited)
             recruited.update(active[PRIMARY])
         rows.append(Transition(**{k: float(x) if isinstance(x, np.floating) else x for k, x in row.items()}))
-    return SeedStaircase(seed=seed, t_m=[float(t) for t in t_m], t_half=[float(t) for t in t_half],
-                         final_loss=float(loss_T[-1]), solver_steps=int(solver_steps), seconds=float(seconds),
-                         transitions=rows)
+    return SeedStaircase(
+        seed=seed,
+        t_m=[float(t) for t in t_m],
+        t_half=[float(t) for t in t_half],
+        final_loss=float(loss_T[-1]),
+        solver_steps=int(solver_steps),
+        seconds=float(seconds),
+        transitions=rows,
+    )
 
 
 @dataclass(frozen=True)
 class ToleranceCheck:
     """The same seed integrated at a tighter solver tolerance."""
+
     max_rel_change_t_m: float
     same_active_counts: bool
 
@@ -225,19 +269,21 @@ def tolerance_check(a: SeedStaircase, b: SeedStaircase) -> ToleranceCheck:
 
 @dataclass(frozen=True)
 class Passage:
-    gd: float               # the first evaluation at or below the level, in τ (steps x dt)
-    flow: float             # the flow's t_m
+    gd: float  # the first evaluation at or below the level, in τ (steps x dt)
+    flow: float  # the flow's t_m
     grid_resolution: float  # GD's evaluation spacing in τ: the expected size of |gd − flow|
 
 
 @dataclass(frozen=True)
 class GdVsFlow:
     """Engine GD against the flow over the first two transitions (the protocol's check (b))."""
+
     t_1: Passage
     t_2: Passage
 
 
 # ---- over seeds ----------------------------------------------------------------------------------
+
 
 def median_ci(x, rng: np.random.Generator, n_boot: int = 2000) -> list[float]:
     """[median, 2.5%, 97.5%] of the finite values, the interval by a percentile bootstrap over seeds."""
@@ -254,10 +300,11 @@ class TransitionSummary:
     the seeds that completed it (None if none did); ratio-like fields are median_ci's [median, lo, hi].
     The decision rule (pre-registered): `holds` if at least HOLDS_AT of those seeds have exactly one
     active head at PRIMARY; the escape estimate is adequate if the ratio's CI lies in ESCAPE_BAND."""
+
     m: int
     seeds: int
     censored: int
-    median_cos_k: float       # the medians of i*'s shape and of max_unrecruited_v_ratio, over every seed
+    median_cos_k: float  # the medians of i*'s shape and of max_unrecruited_v_ratio, over every seed
     median_cos_q: float
     median_v_over_k: float
     median_q_over_k: float
@@ -309,14 +356,23 @@ def summarise(seeds: Sequence[SeedStaircase], n_boot: int = 2000, seed: int = 0)
             n_act = np.array([r.n_active[str(PRIMARY)] for r in done])
             ci = lambda key: median_ci([getattr(r, key) for r in done], rng, n_boot)  # noqa: E731
             entry.update(
-                active_hist={"1": int(np.sum(n_act == 1)), "2": int(np.sum(n_act == 2)), "3": int(np.sum(n_act == 3)),
-                             ">=4": int(np.sum(n_act >= 4)), "0": int(np.sum(n_act == 0))},
-                frac_exactly_one=float(np.mean(n_act == 1)), median_active=float(np.median(n_act)),
+                active_hist={
+                    "1": int(np.sum(n_act == 1)),
+                    "2": int(np.sum(n_act == 2)),
+                    "3": int(np.sum(n_act == 3)),
+                    ">=4": int(np.sum(n_act >= 4)),
+                    "0": int(np.sum(n_act == 0)),
+                },
+                frac_exactly_one=float(np.mean(n_act == 1)),
+                median_active=float(np.median(n_act)),
                 frac_exactly_one_5pct=float(np.mean([r.n_active["0.05"] == 1 for r in done])),
                 frac_exactly_one_20pct=float(np.mean([r.n_active["0.2"] == 1 for r in done])),
                 median_active_5pct=float(np.median([r.n_active["0.05"] for r in done])),
                 median_active_20pct=float(np.median([r.n_active["0.2"] for r in done])),
-                ratio=ci("ratio"), ratio_half=ci("ratio_half"), ratio_geo=ci("ratio_geo"), ratio_half_geo=ci("ratio_half_geo"),
+                ratio=ci("ratio"),
+                ratio_half=ci("ratio_half"),
+                ratio_geo=ci("ratio_geo"),
+                ratio_half_geo=ci("ratio_half_geo"),
                 head_active=float(np.mean([r.head_active for r in done])),
                 head_moves_most=float(np.mean([r.head_moves_most for r in done])),
                 holds=bool(np.mean(n_act == 1) >= HOLDS_AT),
@@ -337,6 +393,7 @@ def summarise(seeds: Sequence[SeedStaircase], n_boot: int = 2000, seed: int = 0)
 
 # ---- the whole test ------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ScaleResult:
     seeds: list  # of SeedStaircase
@@ -348,6 +405,7 @@ class SingleHead:
     """The test at each init scale σ (scales: f"{σ:g}" -> ScaleResult), with the protocol's numerical
     checks (None when not run): "rtol_1e-11_seed0_scale_<σ>" -> ToleranceCheck per scale and
     "gd_dt0.1_vs_flow_seed0_scale_0.01" -> GdVsFlow."""
+
     protocol: str
     D: int
     N: int
@@ -360,20 +418,29 @@ class SingleHead:
 
     def text(self) -> str:
         f = lambda x: f"{x[0]:.3g} [{x[1]:.3g}, {x[2]:.3g}]"  # noqa: E731
-        lines = ["# Single-active-head test: results", "",
-                 f"Protocol: `{self.protocol}` (pre-registered). ATTN_S, R = 1, D = {self.D}, H = {self.H}, "
-                 f"N = {self.N}, λ_d ∝ d⁻², population loss, float64 gradient flow (BDF, rtol {_e(self.rtol)}, "
-                 f"atol {_e(self.atol)}) to {_e(self.horizon)} τ.", ""]
+        lines = [
+            "# Single-active-head test: results",
+            "",
+            f"Protocol: `{self.protocol}` (pre-registered). ATTN_S, R = 1, D = {self.D}, H = {self.H}, "
+            f"N = {self.N}, λ_d ∝ d⁻², population loss, float64 gradient flow (BDF, rtol {_e(self.rtol)}, "
+            f"atol {_e(self.atol)}) to {_e(self.horizon)} τ.",
+            "",
+        ]
         for scale, res in self.scales.items():
-            lines += [f"## σ = {scale} ({len(res.seeds)} seeds)", "",
-                      "| m→m+1 | n | cens. | #active 1/2/3/≥4 (0) | exactly one | median | exactly one @5% / @20% "
-                      "| escape ratio median [95% CI] | midpoint ratio | ratio (geo v) | i* active / moves most "
-                      "| cos k, cos q at t_m | v/‖k‖, ‖q‖/‖k‖ | max unrecruited v / v_i* | verdict |",
-                      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            lines += [
+                f"## σ = {scale} ({len(res.seeds)} seeds)",
+                "",
+                "| m→m+1 | n | cens. | #active 1/2/3/≥4 (0) | exactly one | median | exactly one @5% / @20% "
+                "| escape ratio median [95% CI] | midpoint ratio | ratio (geo v) | i* active / moves most "
+                "| cos k, cos q at t_m | v/‖k‖, ‖q‖/‖k‖ | max unrecruited v / v_i* | verdict |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            ]
             for e in res.table:
                 if e.active_hist is None:
-                    lines.append(f"| {e.m}→{e.m + 1} | {e.seeds} | {e.censored} | – | – | – | – | – | – | – "
-                                 "| – | – | – | – | censored |")
+                    lines.append(
+                        f"| {e.m}→{e.m + 1} | {e.seeds} | {e.censored} | – | – | – | – | – | – | – "
+                        "| – | – | – | – | censored |"
+                    )
                     continue
                 h = e.active_hist
                 verdict = ("holds" if e.holds else "fails") + "; escape " + ("adequate" if e.escape_adequate else "off")
@@ -383,22 +450,33 @@ class SingleHead:
                     f"| {e.frac_exactly_one_5pct:.2f} / {e.frac_exactly_one_20pct:.2f} | {f(e.ratio)} "
                     f"| {f(e.ratio_half)} | {e.ratio_geo[0]:.3g} | {e.head_active:.2f} / {e.head_moves_most:.2f} "
                     f"| {e.median_cos_k:.3f}, {e.median_cos_q:.3f} | {e.median_v_over_k:.2f}, {e.median_q_over_k:.2f} "
-                    f"| {e.median_max_unrecruited_v_ratio:.2f} | {verdict} |")
-            lines += ["", "Post hoc (not pre-registered; see the protocol's amendment): the escaping head j = the head "
-                      "whose v moves most in the transition; u = the pre-registered score restricted to heads not "
-                      "active in an earlier transition.", "",
-                      "| m→m+1 | ratio with v_j(t_m) [95% CI] | midpoint ratio (j) | ratio with geo v_j | cos k_j, cos q_j "
-                      "| v_j/‖k_j‖, ‖q_j‖/‖k_j‖ | u = j | j active before | ratio with v_u [95% CI] |",
-                      "|---|---|---|---|---|---|---|---|---|"]
+                    f"| {e.median_max_unrecruited_v_ratio:.2f} | {verdict} |"
+                )
+            lines += [
+                "",
+                "Post hoc (not pre-registered; see the protocol's amendment): the escaping head j = the head "
+                "whose v moves most in the transition; u = the pre-registered score restricted to heads not "
+                "active in an earlier transition.",
+                "",
+                "| m→m+1 | ratio with v_j(t_m) [95% CI] | midpoint ratio (j) | ratio with geo v_j | cos k_j, cos q_j "
+                "| v_j/‖k_j‖, ‖q_j‖/‖k_j‖ | u = j | j active before | ratio with v_u [95% CI] |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
             for e in res.table:
                 if e.active_hist is None:
                     continue
-                lines.append(f"| {e.m}→{e.m + 1} | {f(e.esc_ratio)} | {f(e.esc_ratio_half)} "
-                             f"| {f(e.esc_ratio_geo)} | {e.median_esc_cos_k:.3f}, {e.median_esc_cos_q:.3f} "
-                             f"| {e.median_esc_v_over_k:.2f}, {e.median_esc_q_over_k:.2f} | {e.unrec_is_esc:.2f} "
-                             f"| {e.esc_was_recruited:.2f} | {f(e.unrec_ratio)} |")
-            lines += ["", "Median t_m (τ): " + ", ".join(
-                f"t_{m}={_nanmedian([s.t_m[m] for s in res.seeds]):.3g}" for m in range(1, self.D + 1)), ""]
+                lines.append(
+                    f"| {e.m}→{e.m + 1} | {f(e.esc_ratio)} | {f(e.esc_ratio_half)} "
+                    f"| {f(e.esc_ratio_geo)} | {e.median_esc_cos_k:.3f}, {e.median_esc_cos_q:.3f} "
+                    f"| {e.median_esc_v_over_k:.2f}, {e.median_esc_q_over_k:.2f} | {e.unrec_is_esc:.2f} "
+                    f"| {e.esc_was_recruited:.2f} | {f(e.unrec_ratio)} |"
+                )
+            lines += [
+                "",
+                "Median t_m (τ): "
+                + ", ".join(f"t_{m}={_nanmedian([s.t_m[m] for s in res.seeds]):.3g}" for m in range(1, self.D + 1)),
+                "",
+            ]
         if self.checks:
             checks = {k: dataclasses.asdict(v) for k, v in self.checks.items()}  # as the JSON holds them
             lines += ["## Numerical checks", "", "```", json.dumps(checks, indent=1), "```", ""]

@@ -58,6 +58,7 @@ def _z(confidence: float) -> float:
 # Kaplan-Meier
 # ----------------------------------------------------------------------------------------------
 
+
 def km_steps(times: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Kaplan-Meier survival right after each distinct event time: (event_times, S). Pure numpy,
     fast enough to be called inside a bootstrap; ties: events at t happen before censorings at t."""
@@ -124,7 +125,8 @@ def kaplan_meier(times: np.ndarray, observed: np.ndarray, confidence: float = 0.
         "median_ci": [first_below(lo), first_below(hi)],
         "last_time": float(times.max()),
         "at_risk": [int(np.sum(times >= v)) for v in q],  # seeds not yet past each time of `t`
-        "censored_t": cens_t.tolist(), "censored_n": cens_n.tolist(),  # where the censored seeds leave
+        "censored_t": cens_t.tolist(),
+        "censored_n": cens_n.tolist(),  # where the censored seeds leave
     }
 
 
@@ -170,6 +172,7 @@ def never_acquired(observed: np.ndarray, confidence: float = 0.95) -> dict:
 # Censored parametric fits
 # ----------------------------------------------------------------------------------------------
 
+
 def _hessian(f, x: np.ndarray, h: float = 1e-4) -> np.ndarray:
     x = np.asarray(x, float)
     k = x.size
@@ -177,7 +180,9 @@ def _hessian(f, x: np.ndarray, h: float = 1e-4) -> np.ndarray:
     for i in range(k):
         for j in range(i, k):
             e_i, e_j = np.eye(k)[i] * h, np.eye(k)[j] * h
-            H[i, j] = H[j, i] = (f(x + e_i + e_j) - f(x + e_i - e_j) - f(x - e_i + e_j) + f(x - e_i - e_j)) / (4 * h * h)
+            H[i, j] = H[j, i] = (f(x + e_i + e_j) - f(x + e_i - e_j) - f(x - e_i + e_j) + f(x - e_i - e_j)) / (
+                4 * h * h
+            )
     return H
 
 
@@ -221,11 +226,15 @@ def fit_lognormal(times: np.ndarray, observed: np.ndarray, confidence: float = 0
         se_mu = se_ls = float("nan")
     return {
         "ok": True,
-        "mu": float(mu), "sigma": float(math.exp(log_s)),
+        "mu": float(mu),
+        "sigma": float(math.exp(log_s)),
         "mu_ci": [float(mu - z * se_mu), float(mu + z * se_mu)],
         "sigma_ci": [float(math.exp(log_s - z * se_ls)), float(math.exp(log_s + z * se_ls))],
         "median": float(math.exp(mu)),
-        "loglik": float(-r.fun), "n": int(times.size), "acquired": d, "confidence": confidence,
+        "loglik": float(-r.fun),
+        "n": int(times.size),
+        "acquired": d,
+        "confidence": confidence,
     }
 
 
@@ -236,8 +245,7 @@ def _pareto_alpha(log_ratio: np.ndarray, obs: np.ndarray) -> float:
 
 
 def _pareto_pointwise(alpha, xmin, t_obs, t_cens):
-    return (math.log(alpha - 1) - math.log(xmin) - alpha * np.log(t_obs / xmin),
-            (1 - alpha) * np.log(t_cens / xmin))
+    return (math.log(alpha - 1) - math.log(xmin) - alpha * np.log(t_obs / xmin), (1 - alpha) * np.log(t_cens / xmin))
 
 
 def choose_xmin(times: np.ndarray, observed: np.ndarray, min_tail: int = 10, max_candidates: int = 60) -> float:
@@ -268,8 +276,9 @@ def choose_xmin(times: np.ndarray, observed: np.ndarray, min_tail: int = 10, max
     return best
 
 
-def fit_tail(times: np.ndarray, observed: np.ndarray, xmin: float | None = None, min_tail: int = 10,
-             confidence: float = 0.95) -> dict:
+def fit_tail(
+    times: np.ndarray, observed: np.ndarray, xmin: float | None = None, min_tail: int = 10, confidence: float = 0.95
+) -> dict:
     """Power-law (Pareto above xmin) and truncated-lognormal fits of the tail t >= xmin, both by
     censored maximum likelihood on the same seeds, and Vuong's likelihood-ratio comparison."""
     times = np.asarray(times, float)
@@ -305,8 +314,9 @@ def fit_tail(times: np.ndarray, observed: np.ndarray, xmin: float | None = None,
     best = None
     sd = max(float(y_obs.std()), 1e-2)
     for start in ((y_obs.mean(), math.log(sd)), (y_tr - 2, math.log(2.0))):
-        r = optimize.minimize(nll, np.array(start), method="Nelder-Mead",
-                              options={"xatol": 1e-7, "fatol": 1e-9, "maxiter": 2000})
+        r = optimize.minimize(
+            nll, np.array(start), method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-9, "maxiter": 2000}
+        )
         if best is None or r.fun < best.fun:
             best = r
     ln_o, ln_c = _lognormal_pointwise(best.x, y_obs, y_cens, y_tr)
@@ -323,11 +333,19 @@ def fit_tail(times: np.ndarray, observed: np.ndarray, xmin: float | None = None,
     favours = ("power law" if R > 0 else "lognormal") if p < 0.1 else "neither (p >= 0.1)"
     return {
         "ok": True,
-        "xmin": float(xmin), "n_tail": int(t.size), "acquired_tail": d,
-        "power_law": {"alpha": float(alpha), "alpha_ci": [float(alpha - z * se_alpha), float(alpha + z * se_alpha)],
-                      "loglik": float(pl_o.sum() + pl_c.sum())},
-        "lognormal": {"mu": float(best.x[0]), "sigma": float(math.exp(best.x[1])),
-                      "loglik": float(ln_o.sum() + ln_c.sum())},
+        "xmin": float(xmin),
+        "n_tail": int(t.size),
+        "acquired_tail": d,
+        "power_law": {
+            "alpha": float(alpha),
+            "alpha_ci": [float(alpha - z * se_alpha), float(alpha + z * se_alpha)],
+            "loglik": float(pl_o.sum() + pl_c.sum()),
+        },
+        "lognormal": {
+            "mu": float(best.x[0]),
+            "sigma": float(math.exp(best.x[1])),
+            "loglik": float(ln_o.sum() + ln_c.sum()),
+        },
         "likelihood_ratio": {"R": R, "z": float(zstat), "p": p, "favours": favours},
         "confidence": confidence,
     }

@@ -86,8 +86,13 @@ def logistic_fit(x: np.ndarray, k: np.ndarray, n: np.ndarray, ridge: float = RID
     return a, b
 
 
-def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], n_boot: int = 2000,
-                      rng: np.random.Generator | None = None, confidence: float = 0.95) -> dict:
+def acquisition_curve(
+    x: np.ndarray,
+    outcomes: list[np.ndarray],
+    n_boot: int = 2000,
+    rng: np.random.Generator | None = None,
+    confidence: float = 0.95,
+) -> dict:
     """Logistic fit of the fraction of seeds that acquired ICL against x = log10 K, and K* with its
     bootstrap CI. `outcomes[c]` holds one bool per seed of cell c (True = acquired)."""
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -96,15 +101,26 @@ def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], n_boot: int = 2
     n = np.array([len(o) for o in outcomes])
     keep = n > 0
     x, k, n = x[keep], k[keep], n[keep]
-    cells = [{"log10_K": float(xi), "k": int(ki), "n": int(ni), "fraction": ki / ni,
-              "ci": list(proportion_ci(ki, ni, confidence))} for xi, ki, ni in zip(x, k, n)]
+    cells = [
+        {
+            "log10_K": float(xi),
+            "k": int(ki),
+            "n": int(ni),
+            "fraction": ki / ni,
+            "ci": list(proportion_ci(ki, ni, confidence)),
+        }
+        for xi, ki, ni in zip(x, k, n)
+    ]
     out = {"cells": cells, "confidence": confidence, "n_boot": n_boot}
     if x.size < 2 or np.unique(x).size < 2:
         return out | {"ok": False, "reason": "needs >= 2 values of K"}
     a, b = logistic_fit(x, k, n)
     if not np.isfinite(b):
-        return out | {"ok": False, "reason": "no increasing acquisition curve (every cell all-0 or all-1, "
-                                               "or acquisition does not rise with K)"}
+        return out | {
+            "ok": False,
+            "reason": "no increasing acquisition curve (every cell all-0 or all-1, "
+            "or acquisition does not rise with K)",
+        }
     kb = rng.binomial(n, k / n, size=(n_boot, x.size))
     _, bb = logistic_fit(x, kb, n)
     frac = k / n
@@ -117,10 +133,14 @@ def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], n_boot: int = 2
         # width. All that is known is that K* lies between the last all-0 and the first all-1 cell.
         ci = [float(xs[fs == 0].max()), float(xs[fs == 1].min())]
     return out | {
-        "ok": True, "a": float(a), "b": float(b),
-        "kstar": float(10 ** b), "log10_kstar": float(b),
-        "log10_kstar_ci": ci, "separated": separated,
-        "kstar_ci": [None if v is None else 10 ** v for v in ci],
+        "ok": True,
+        "a": float(a),
+        "b": float(b),
+        "kstar": float(10**b),
+        "log10_kstar": float(b),
+        "log10_kstar_ci": ci,
+        "separated": separated,
+        "kstar_ci": [None if v is None else 10**v for v in ci],
         "boot_failed": int(np.sum(~np.isfinite(bb))),
         "bracketed": bool(frac.min() < 0.5 < frac.max()),
         "boot_log10_kstar": bb,  # array: dropped before JSON
@@ -145,16 +165,29 @@ def _fit_sigmoid4(x, ybar, n, b_bounds, p0=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            popt, _ = optimize.curve_fit(_sigmoid4, x, ybar, p0=p0, sigma=1 / np.sqrt(n), jac=_sigmoid4_jac,
-                                         method="dogbox", maxfev=2000,
-                                         bounds=([-1, b_bounds[0], 0, 0], [100, b_bounds[1], 1, 100]))
+            popt, _ = optimize.curve_fit(
+                _sigmoid4,
+                x,
+                ybar,
+                p0=p0,
+                sigma=1 / np.sqrt(n),
+                jac=_sigmoid4_jac,
+                method="dogbox",
+                maxfev=2000,
+                bounds=([-1, b_bounds[0], 0, 0], [100, b_bounds[1], 1, 100]),
+            )
         except (RuntimeError, ValueError):
             return None
     return popt
 
 
-def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], n_boot: int = 200,
-                  rng: np.random.Generator | None = None, confidence: float = 0.95) -> dict:
+def paper_sigmoid(
+    x_cells: np.ndarray,
+    acc: list[np.ndarray],
+    n_boot: int = 200,
+    rng: np.random.Generator | None = None,
+    confidence: float = 0.95,
+) -> dict:
     """The reference's K* estimator on final ICL accuracy (`acc[c]`: one value per seed of cell c)."""
     rng = rng if rng is not None else np.random.default_rng(0)
     x_cells = np.asarray(x_cells, float)
@@ -166,8 +199,11 @@ def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], n_boot: int = 200,
         return {"ok": False, "reason": f"needs >= {MIN_K_SIGMOID} values of K to fit 4 parameters (has {n_K})"}
     means = np.array([a.mean() for a in acc])
     if not (means.min() < MID_ACCURACY < means.max()):
-        return {"ok": False, "reason": f"the cells do not span the transition (no K with mean final accuracy on "
-                                       f"each side of {MID_ACCURACY})"}
+        return {
+            "ok": False,
+            "reason": f"the cells do not span the transition (no K with mean final accuracy on "
+            f"each side of {MID_ACCURACY})",
+        }
     b_bounds = (min(2.0, float(x_cells.min())), max(5.0, float(x_cells.max())))
     n = np.array([a.size for a in acc], float)
     popt = _fit_sigmoid4(x_cells, means, n, b_bounds)
@@ -182,11 +218,24 @@ def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], n_boot: int = 200,
             boots[i] = pb[1]
     ci = percentile_ci(boots, confidence)
     at_bound = bool(np.isclose(popt[1], b_bounds[0]) or np.isclose(popt[1], b_bounds[1]))
-    return {"ok": True, "a": float(popt[0]), "b": float(popt[1]), "c": float(popt[2]), "d": float(popt[3]),
-            "kstar": float(10 ** popt[1]), "log10_kstar": float(popt[1]), "log10_kstar_ci": ci,
-            "kstar_ci": [None if v is None else 10 ** v for v in ci], "b_bounds": list(b_bounds),
-            "at_bound": at_bound, "n_boot": n_boot, "confidence": confidence, "n_K": n_K,
-            "boot_failed": int(np.sum(~np.isfinite(boots))), "boot_log10_kstar": boots}
+    return {
+        "ok": True,
+        "a": float(popt[0]),
+        "b": float(popt[1]),
+        "c": float(popt[2]),
+        "d": float(popt[3]),
+        "kstar": float(10 ** popt[1]),
+        "log10_kstar": float(popt[1]),
+        "log10_kstar_ci": ci,
+        "kstar_ci": [None if v is None else 10**v for v in ci],
+        "b_bounds": list(b_bounds),
+        "at_bound": at_bound,
+        "n_boot": n_boot,
+        "confidence": confidence,
+        "n_K": n_K,
+        "boot_failed": int(np.sum(~np.isfinite(boots))),
+        "boot_log10_kstar": boots,
+    }
 
 
 def _ols_slopes(u: np.ndarray, v: np.ndarray):
@@ -196,8 +245,7 @@ def _ols_slopes(u: np.ndarray, v: np.ndarray):
     return slope, v.mean(-1) - slope * u.mean()
 
 
-def power_law_slope(x: np.ndarray, y: np.ndarray, boot_y: np.ndarray | None = None,
-                    confidence: float = 0.95) -> dict:
+def power_law_slope(x: np.ndarray, y: np.ndarray, boot_y: np.ndarray | None = None, confidence: float = 0.95) -> dict:
     """Least-squares line y = intercept + slope x (e.g. log10 K* on log10 N), with a bootstrap CI from
     replicates boot_y[i, b] of y[i] (independent across i). Replicates with a non-finite value are
     dropped (counted in boot_dropped)."""
@@ -205,8 +253,13 @@ def power_law_slope(x: np.ndarray, y: np.ndarray, boot_y: np.ndarray | None = No
     if x.size < 2 or np.unique(x).size < 2:
         return {"ok": False, "reason": "needs >= 2 values"}
     slope, intercept = _ols_slopes(x, y[None])
-    out = {"ok": True, "slope": float(slope[0]), "intercept": float(intercept[0]), "n_points": int(x.size),
-           "confidence": confidence}
+    out = {
+        "ok": True,
+        "slope": float(slope[0]),
+        "intercept": float(intercept[0]),
+        "n_points": int(x.size),
+        "confidence": confidence,
+    }
     if x.size > 2:
         resid = y - (intercept[0] + slope[0] * x)
         out["r2"] = float(1 - resid @ resid / ((y - y.mean()) @ (y - y.mean()))) if np.ptp(y) > 0 else None
@@ -214,8 +267,12 @@ def power_law_slope(x: np.ndarray, y: np.ndarray, boot_y: np.ndarray | None = No
         by = np.asarray(boot_y, float).T  # [B, n_points]
         good = np.all(np.isfinite(by), axis=1)
         bs, bi = _ols_slopes(x, by[good]) if good.any() else (np.empty(0), np.empty(0))
-        out |= {"slope_ci": percentile_ci(bs, confidence), "intercept_ci": percentile_ci(bi, confidence),
-                "boot_used": int(good.sum()), "boot_dropped": int((~good).sum())}
+        out |= {
+            "slope_ci": percentile_ci(bs, confidence),
+            "intercept_ci": percentile_ci(bi, confidence),
+            "boot_used": int(good.sum()),
+            "boot_dropped": int((~good).sum()),
+        }
     return out
 
 
@@ -226,20 +283,37 @@ def km_median_boot(times: np.ndarray, observed: np.ndarray, n_boot: int, rng: np
     return np.array([km_median(times[i], observed[i]) for i in idx])
 
 
-def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarray], n_boot: int = 2000,
-                rng: np.random.Generator | None = None, confidence: float = 0.95) -> dict:
+def median_vs_N(
+    N: np.ndarray,
+    times: list[np.ndarray],
+    observed: list[np.ndarray],
+    n_boot: int = 2000,
+    rng: np.random.Generator | None = None,
+    confidence: float = 0.95,
+) -> dict:
     """KM median t_ICL per N and its scaling with N (see the module docstring)."""
     rng = rng if rng is not None else np.random.default_rng(0)
     N = np.asarray(N, float)
     med = np.array([km_median(t, o) for t, o in zip(times, observed)])
-    boot = np.stack([km_median_boot(np.asarray(t, float), np.asarray(o, bool), n_boot, rng)
-                     for t, o in zip(times, observed)]) if len(times) else np.empty((0, n_boot))
-    per_n = [{"N": int(n_), "median": None if not np.isfinite(m) else float(m), "median_ci": percentile_ci(b, confidence),
-              "n": int(len(t)), "acquired": int(np.sum(o))}
-             for n_, m, b, t, o in zip(N, med, boot, times, observed)]
+    boot = (
+        np.stack(
+            [km_median_boot(np.asarray(t, float), np.asarray(o, bool), n_boot, rng) for t, o in zip(times, observed)]
+        )
+        if len(times)
+        else np.empty((0, n_boot))
+    )
+    per_n = [
+        {
+            "N": int(n_),
+            "median": None if not np.isfinite(m) else float(m),
+            "median_ci": percentile_ci(b, confidence),
+            "n": int(len(t)),
+            "acquired": int(np.sum(o)),
+        }
+        for n_, m, b, t, o in zip(N, med, boot, times, observed)
+    ]
     ok = np.isfinite(med)
-    out = {"per_N": per_n, "confidence": confidence, "n_boot": n_boot,
-           "excluded_N": [int(v) for v in N[~ok]]}
+    out = {"per_N": per_n, "confidence": confidence, "n_boot": n_boot, "excluded_N": [int(v) for v in N[~ok]]}
     # Distinct values: cells that split one N's seeds (ensemble.first_seed) give no slope between them.
     if np.unique(N[ok]).size < 2:
         return out | {"ok": False, "reason": "needs a reached median at >= 2 values of N"}
@@ -256,13 +330,19 @@ def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarra
         bt = bk.T
         good = np.all(np.isfinite(bt), 1)
         c2b = (bt[good] @ pinv.T)[:, 2]
-        out["quadratic"] = {"c2": float(c2), "c2_ci": percentile_ci(c2b, confidence),
-                            "units": "steps per (sd of N)^2"}
+        out["quadratic"] = {"c2": float(c2), "c2_ci": percentile_ci(c2b, confidence), "units": "steps per (sd of N)^2"}
     return out
 
 
-def fraction_difference(k1: np.ndarray, n1: np.ndarray, k2: np.ndarray, n2: np.ndarray, n_boot: int = 2000,
-                        rng: np.random.Generator | None = None, confidence: float = 0.95) -> dict:
+def fraction_difference(
+    k1: np.ndarray,
+    n1: np.ndarray,
+    k2: np.ndarray,
+    n2: np.ndarray,
+    n_boot: int = 2000,
+    rng: np.random.Generator | None = None,
+    confidence: float = 0.95,
+) -> dict:
     """p1 - p2 per cell and averaged over cells (e.g. standard minus balanced, per K)."""
     rng = rng if rng is not None else np.random.default_rng(0)
     k1, n1, k2, n2 = (np.asarray(v, int) for v in (k1, n1, k2, n2))
@@ -270,10 +350,16 @@ def fraction_difference(k1: np.ndarray, n1: np.ndarray, k2: np.ndarray, n2: np.n
     b1 = rng.binomial(n1, p1, size=(n_boot, n1.size)) / n1
     b2 = rng.binomial(n2, p2, size=(n_boot, n2.size)) / n2
     diffs = b1 - b2
-    return {"per_cell": [{"p1": float(a), "p2": float(b), "diff": float(a - b), "diff_ci": percentile_ci(d, confidence)}
-                         for a, b, d in zip(p1, p2, diffs.T)],
-            "mean_diff": float(np.mean(p1 - p2)), "mean_diff_ci": percentile_ci(diffs.mean(1), confidence),
-            "confidence": confidence, "n_boot": n_boot}
+    return {
+        "per_cell": [
+            {"p1": float(a), "p2": float(b), "diff": float(a - b), "diff_ci": percentile_ci(d, confidence)}
+            for a, b, d in zip(p1, p2, diffs.T)
+        ],
+        "mean_diff": float(np.mean(p1 - p2)),
+        "mean_diff_ci": percentile_ci(diffs.mean(1), confidence),
+        "confidence": confidence,
+        "n_boot": n_boot,
+    }
 
 
 def interval_verdict(ci: list, value: float) -> str:
@@ -291,4 +377,3 @@ def sign_verdict(ci: list, expected_sign: int) -> str:
     if ci[0] > 0 or ci[1] < 0:
         return "agrees" if (ci[0] > 0) == (expected_sign > 0) else "disagrees"
     return "inconclusive (CI includes 0)"
-

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -78,8 +79,9 @@ def _over_seeds(one_seed, block: int, consts, carry, *args):
         raise ValueError(f"{S} seeds on a device is not a multiple of block {block}; use padded_seed_ids")
     if S == block:
         return batched(consts, carry, *args)
-    out = jax.lax.map(lambda c: batched(consts, c, *args),
-                      jax.tree.map(lambda a: a.reshape(S // block, block, *a.shape[1:]), carry))
+    out = jax.lax.map(
+        lambda c: batched(consts, c, *args), jax.tree.map(lambda a: a.reshape(S // block, block, *a.shape[1:]), carry)
+    )
     return jax.tree.map(lambda a: a.reshape(S, *a.shape[2:]), out)
 
 
@@ -173,8 +175,11 @@ def _chunk_one_seed(program, eval_every, capacity, consts, carry, t0, n):
 
     def body(c, i):
         return jax.lax.cond(
-            i < n, lambda c: _period(program, eval_every, consts, c, t0 + i * eval_every),
-            lambda c: (c, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)), c)
+            i < n,
+            lambda c: _period(program, eval_every, consts, c, t0 + i * eval_every),
+            lambda c: (c, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)),
+            c,
+        )
 
     return jax.lax.scan(body, carry, jnp.arange(capacity))
 
@@ -185,16 +190,14 @@ def chunk_on_device(program, block: int, eval_every: int, capacity: int, carry, 
     return _over_seeds(one_seed, block, consts, carry, t0, n)
 
 
-def _dispatch(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0,
-              capacity: int | None):
+def _dispatch(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, capacity: int | None):
     """Dispatch n_evals periods in the program of `capacity` (default n_evals) periods, without waiting:
     metrics stay on the device, `capacity` columns, of which the first n_evals are the chunk's."""
     fn = functools.partial(chunk_on_device, program, layout.block, eval_every, capacity or n_evals)
     return on_each_device(fn, carry, consts, t0, jax.device_put(np.int32(n_evals)))
 
 
-def run_chunk(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0,
-              capacity: int | None = None):
+def run_chunk(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, capacity: int | None = None):
     """n_evals evaluation periods for the whole ensemble, in the program of `capacity` periods (default
     n_evals; `train` passes the run's evals_per_chunk, so that its last, shorter chunk compiles nothing
     new). Metrics come back on the host as {name: [S, n_evals]}."""
@@ -239,11 +242,20 @@ def blocks_of(live_L: np.ndarray, unit: int, end: int) -> list[np.ndarray]:
     rounding its own); the last block is filled up with the index `end` (one past the carry), which
     _take reads as the last seed and _put drops."""
     filled = np.concatenate([live_L, np.full(-len(live_L) % unit, end)]).astype(np.int32)
-    return [filled[i:i + unit] for i in range(0, len(filled), unit)]
+    return [filled[i : i + unit] for i in range(0, len(filled), unit)]
 
 
-def run_live(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, live_L: np.ndarray,
-             capacity: int | None = None):
+def run_live(
+    program,
+    layout: Layout,
+    eval_every: int,
+    n_evals: int,
+    carry,
+    consts,
+    t0,
+    live_L: np.ndarray,
+    capacity: int | None = None,
+):
     """run_chunk for the live seeds only: they are packed into blocks of the same width, each block
     runs the one-block program (one compilation whatever the number of live seeds), and its seeds
     are written back into the full carry. Metrics come back as {name: [S, n_evals]} on the host,
@@ -299,7 +311,9 @@ def _finished(t_first, stop_event) -> bool:
     return bool(stop_event) and bool(np.all((t_first[stop_event] >= 0) | (t_first[DIVERGED] >= 0)))
 
 
-def chunk_plan(steps: int, eval_every: int, evals_per_chunk: int, spacing: str = "linear") -> list[tuple[int, int, int]]:
+def chunk_plan(
+    steps: int, eval_every: int, evals_per_chunk: int, spacing: str = "linear"
+) -> list[tuple[int, int, int]]:
     """The run's chunks as (first step, evaluation period, evaluations), fixed by the config alone so
     that a resumed run cuts its chunks where an uninterrupted one does.
 
@@ -333,8 +347,9 @@ def _hold(metrics: dict[str, np.ndarray], live_L: np.ndarray, previous: dict[str
         v[held] = previous[k][held, -1:]
 
 
-def retirement_steps(program, t_first: dict[str, np.ndarray], plan: list[tuple[int, int, int]],
-                     steps_run: int) -> np.ndarray:
+def retirement_steps(
+    program, t_first: dict[str, np.ndarray], plan: list[tuple[int, int, int]], steps_run: int
+) -> np.ndarray:
     """Per seed, the step of the last evaluation a run with retirement made of it (the end of the
     chunk in which it became `retired`; its curves hold that value after), -1 for a seed evaluated
     to the run's last step: a pure function of the first passages and the chunk plan."""
@@ -349,11 +364,23 @@ def retirement_steps(program, t_first: dict[str, np.ndarray], plan: list[tuple[i
     return np.where(done & (at < steps_run), at, -1).astype(np.int64)
 
 
-def train(program, consts, carry, *, layout: Layout, steps: int, eval_every: int, evals_per_chunk: int,
-          spacing: str = "linear", live_seeds: int | None = None, stop_event: str | None = None,
-          start_step: int = 0, history: tuple[dict[str, np.ndarray], np.ndarray] | None = None,
-          retire: bool = False,
-          on_chunk: Callable[[Progress], None] | None = None) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
+def train(
+    program,
+    consts,
+    carry,
+    *,
+    layout: Layout,
+    steps: int,
+    eval_every: int,
+    evals_per_chunk: int,
+    spacing: str = "linear",
+    live_seeds: int | None = None,
+    stop_event: str | None = None,
+    start_step: int = 0,
+    history: tuple[dict[str, np.ndarray], np.ndarray] | None = None,
+    retire: bool = False,
+    on_chunk: Callable[[Progress], None] | None = None,
+) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
     """The host loop: the chunks of `chunk_plan` until the step budget, or until every live seed has
     fired `stop_event` (or diverged).
 
@@ -386,8 +413,9 @@ def train(program, consts, carry, *, layout: Layout, steps: int, eval_every: int
             live_L = np.flatnonzero(~retired(program, t_first, seeds))
             computed = live_L.size
             if live_L.size:
-                carry, metrics = run_live(program, layout, period, n, carry, consts, jnp.int32(t), live_L,
-                                          evals_per_chunk)
+                carry, metrics = run_live(
+                    program, layout, period, n, carry, consts, jnp.int32(t), live_L, evals_per_chunk
+                )
                 _hold(metrics, live_L, hist[-1] if hist else None)
             else:  # every seed has its final results: the curves hold them to the budget, nothing is computed
                 metrics = {k: np.repeat(v[:, -1:], n, axis=1) for k, v in hist[-1].items()}
@@ -398,6 +426,19 @@ def train(program, consts, carry, *, layout: Layout, steps: int, eval_every: int
         chunks += 1
         t_first = jax.device_get(carry["t_first"])
         if on_chunk:
-            on_chunk(Progress(t + period * n, steps, seeds, own(t_first), time.perf_counter() - tic,
-                              n * period, chunks, computed, carry, hist, steps_seen))
+            on_chunk(
+                Progress(
+                    t + period * n,
+                    steps,
+                    seeds,
+                    own(t_first),
+                    time.perf_counter() - tic,
+                    n * period,
+                    chunks,
+                    computed,
+                    carry,
+                    hist,
+                    steps_seen,
+                )
+            )
     return (carry, *concat_history(hist, steps_seen))

@@ -1,4 +1,5 @@
-"""How much memory a run will need, estimated before anything is allocated, and how much there is.
+"""How much memory a run will need, estimated before anything is allocated (what there is to hold it:
+icl_race/run/host.py).
 
 Everything the engine keeps comes from `jax.eval_shape` of the program's own functions, so nothing
 is materialised, however absurd the sizes: the per-seed state (parameters, optimizer state, label
@@ -11,7 +12,6 @@ intermediates); the engine adds the gradient and the updated copy of the state, 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import jax
@@ -41,8 +41,11 @@ class Estimate:
     def parts(self) -> dict[str, int]:
         """Bytes by kind: on one device, or on a CPU over all devices and the host's own."""
         n = self.shards if self.on_cpu else 1
-        parts = {"seed states": n * self.seeds * self.state, "shared constants": n * self.consts,
-                 "one block's work": n * self.work}
+        parts = {
+            "seed states": n * self.seeds * self.state,
+            "shared constants": n * self.consts,
+            "one block's work": n * self.work,
+        }
         return parts | (self.host_parts() if self.on_cpu else {})
 
     @property
@@ -62,8 +65,18 @@ def abstract_build(build):
     return box["program"], consts
 
 
-def estimate(program, consts, *, seeds_per_device: int, shards: int, block: int, total_seeds: int, evals: int,
-             checkpoints: bool, on_cpu: bool) -> Estimate:
+def estimate(
+    program,
+    consts,
+    *,
+    seeds_per_device: int,
+    shards: int,
+    block: int,
+    total_seeds: int,
+    evals: int,
+    checkpoints: bool,
+    on_cpu: bool,
+) -> Estimate:
     """The memory of a run of `program` (call inside the system's precision context) with abstract
     `consts` (from `abstract_build`)."""
     key = jax.eval_shape(lambda: jax.random.key(0))
@@ -72,35 +85,13 @@ def estimate(program, consts, *, seeds_per_device: int, shards: int, block: int,
     state_b = tree_bytes(seed)
     work = getattr(program, "work_bytes", lambda: 0)()  # optional in the system protocol
     per_eval = tree_bytes(probes) + jnp.dtype(jnp.float32).itemsize  # + train_loss
-    return Estimate(seeds=seeds_per_device, shards=shards, state=state_b, consts=tree_bytes(consts),
-                    work=block * (work + 2 * state_b), history=total_seeds * evals * per_eval,
-                    copies=2 * seeds_per_device * shards * state_b if checkpoints else 0, on_cpu=on_cpu)
-
-
-def host_available() -> int:
-    """Bytes the host can still give (MemAvailable), or its physical memory when that is unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def device_limit(device) -> tuple[int, str]:
-    """(bytes one device can hold, what it is): the allocator's limit on an accelerator, the host's
-    available memory on a CPU."""
-    stats = device.memory_stats() if device.platform != "cpu" else None
-    if stats and stats.get("bytes_limit"):
-        return int(stats["bytes_limit"]), f"{device.device_kind} memory"
-    return host_available(), "available host memory"
-
-
-def human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if abs(n) < 1024 or unit == "PB":
-            return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.3g} EB"
+    return Estimate(
+        seeds=seeds_per_device,
+        shards=shards,
+        state=state_b,
+        consts=tree_bytes(consts),
+        work=block * (work + 2 * state_b),
+        history=total_seeds * evals * per_eval,
+        copies=2 * seeds_per_device * shards * state_b if checkpoints else 0,
+        on_cpu=on_cpu,
+    )

@@ -22,8 +22,9 @@ def local_device_count() -> int:
 
 def seed_mesh(shards: int):
     """A 1-D mesh named "seed" over the first `shards` local devices (Auto axis: no mesh context needed)."""
-    return jax.make_mesh((shards,), ("seed",), axis_types=(jax.sharding.AxisType.Auto,),
-                         devices=jax.local_devices()[:shards])
+    return jax.make_mesh(
+        (shards,), ("seed",), axis_types=(jax.sharding.AxisType.Auto,), devices=jax.local_devices()[:shards]
+    )
 
 
 def place(carry, consts, mesh):
@@ -36,6 +37,7 @@ def place(carry, consts, mesh):
 
 def _on(device, tree):
     """The part of each multi-device leaf that lives on `device` (a view, no copy); other leaves as they are."""
+
     def local(a):
         if not isinstance(a, jax.Array) or len(a.sharding.device_set) == 1:
             return a

@@ -179,8 +179,7 @@ class LinearAttention:
 
     def moment_loss(self, params: dict, moments: dict) -> jax.Array:
         if self.softmax or self.in_weight:
-            raise ValueError("softmax attention and the in_weight blocks have no sufficient-statistics "
-                             "fast path")
+            raise ValueError("softmax attention and the in_weight blocks have no sufficient-statistics fast path")
         return gamma_loss(self.gamma(params), moments)
 
 

@@ -55,8 +55,7 @@ class MinimalModel:
         return ItemMLP(self.D, self.width)
 
     def init(self, key: jax.Array, beta0=0.0) -> dict:
-        return {"mlp": self.phi.init(key),
-                "attn": {"w": jnp.float32(0.0), "beta": jnp.asarray(beta0, jnp.float32)}}
+        return {"mlp": self.phi.init(key), "attn": {"w": jnp.float32(0.0), "beta": jnp.asarray(beta0, jnp.float32)}}
 
     def query_scores(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
         """The attention logits beta x_q . x_j over all N tokens (the query last)."""

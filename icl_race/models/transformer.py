@@ -38,8 +38,7 @@ def _matmul_bwd(res, g_BxO):
     Being a custom_vjp, the layers support reverse mode only: jvp / jacfwd of these models raise."""
     x, w = res
     lead = "".join(chr(ord("a") + i) for i in range(x.ndim - 1))  # any leading (batch, token) axes
-    return (jnp.einsum(f"{lead}o,io->{lead}i", g_BxO, w),
-            jnp.einsum(f"{lead}i,{lead}o->io", x, g_BxO))
+    return (jnp.einsum(f"{lead}o,io->{lead}i", g_BxO, w), jnp.einsum(f"{lead}i,{lead}o->io", x, g_BxO))
 
 
 _matmul.defvjp(_matmul_fwd, _matmul_bwd)
@@ -52,13 +51,17 @@ def _dense_dot_general(x, w, dimension_numbers, precision=None, **_):
     return _matmul(x, w)
 
 
-def torch_linear(fan_in: int, fan_out: int, rngs: nnx.Rngs, use_bias: bool = True,
-                 dtype=jnp.float32) -> nnx.Linear:
+def torch_linear(fan_in: int, fan_out: int, rngs: nnx.Rngs, use_bias: bool = True, dtype=jnp.float32) -> nnx.Linear:
     return nnx.Linear(
-        fan_in, fan_out, use_bias=use_bias, rngs=rngs, param_dtype=dtype, dtype=dtype,
+        fan_in,
+        fan_out,
+        use_bias=use_bias,
+        rngs=rngs,
+        param_dtype=dtype,
+        dtype=dtype,
         dot_general=_dense_dot_general,
         kernel_init=nnx.initializers.variance_scaling(1 / 3, "fan_in", "uniform"),  # bound 1/sqrt(fan_in)
-        bias_init=_symmetric_uniform(fan_in ** -0.5),
+        bias_init=_symmetric_uniform(fan_in**-0.5),
     )
 
 
@@ -131,8 +134,9 @@ class OneLayer(nnx.Module):
         g_1xE, b_1xE = ln.scale[...][None], ln.bias[...][None]
         h_BxE = xc_BxNxE[:, -1] * r_BxN[:, -1:] * g_1xE + b_1xE  # the query token's LayerNorm
         u_BxE = attn.q(h_BxE) @ attn.k.kernel[...].T
-        s_BxN = (jnp.einsum("bne,be->bn", xc_BxNxE, g_1xE * u_BxE) * r_BxN
-                 + jnp.sum(b_1xE * u_BxE, axis=-1, keepdims=True))
+        s_BxN = jnp.einsum("bne,be->bn", xc_BxNxE, g_1xE * u_BxE) * r_BxN + jnp.sum(
+            b_1xE * u_BxE, axis=-1, keepdims=True
+        )
         a_BxN = jax.nn.softmax(s_BxN, axis=-1)
         o_BxE = attn.v(g_1xE * jnp.einsum("bn,bne->be", a_BxN * r_BxN, xc_BxNxE) + b_1xE)
         return self.mlp(h_BxE + o_BxE)[:, 0]
@@ -157,8 +161,13 @@ class OneLayer(nnx.Module):
         h_BxNxE = self.ln(x_BxNxE)
         s_BxN = self.attn.query_scores(h_BxNxE)
         h1_BxW, h2_BxW, out_Bx1 = self.mlp.hidden(h_BxNxE[:, -1] + self.attn.query(h_BxNxE))
-        return {"query_scores": s_BxN, "attention": jax.nn.softmax(s_BxN, axis=-1), "relu1": h1_BxW,
-                "relu2": h2_BxW, "logit": out_Bx1[:, 0]}
+        return {
+            "query_scores": s_BxN,
+            "attention": jax.nn.softmax(s_BxN, axis=-1),
+            "relu1": h1_BxW,
+            "relu2": h2_BxW,
+            "logit": out_Bx1[:, 0],
+        }
 
 
 class TwoLayer(nnx.Module):
@@ -193,9 +202,12 @@ ATTENTION_PATH = frozenset({"ln", "attn", "attn1", "attn2"})
 def scale_qk(params: dict, scale: jax.Array) -> dict:
     """Every attention's query and key weights times `scale` (model.qk_init_scale). Traced, so a sweep
     over it compiles once; at 1 the product is exact, so the default init is unchanged bit for bit."""
-    return {m: {n: jax.tree.map(lambda w: w * scale, sub) if n in ("q", "k") else sub for n, sub in p.items()}
-               if m in ATTENTION_PATH and "q" in p else p
-            for m, p in params.items()}
+    return {
+        m: {n: jax.tree.map(lambda w: w * scale, sub) if n in ("q", "k") else sub for n, sub in p.items()}
+        if m in ATTENTION_PATH and "q" in p
+        else p
+        for m, p in params.items()
+    }
 
 
 @dataclass(frozen=True)

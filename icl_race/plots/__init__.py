@@ -53,14 +53,23 @@ def censored_histogram(ax, never_ax, t: np.ndarray, censor_at: float, bins: int 
 
 def histogram_axes(fig, spec=None):
     """(ax, never_ax): a wide panel for the times and a narrow one for the never-reached bar, sharing y."""
-    grid = (spec.subgridspec(1, 2, width_ratios=[7, 1], wspace=0.03) if spec is not None
-            else fig.add_gridspec(1, 2, width_ratios=[7, 1], wspace=0.03))
+    grid = (
+        spec.subgridspec(1, 2, width_ratios=[7, 1], wspace=0.03)
+        if spec is not None
+        else fig.add_gridspec(1, 2, width_ratios=[7, 1], wspace=0.03)
+    )
     ax = fig.add_subplot(grid[0])
     return ax, fig.add_subplot(grid[1], sharey=ax)
 
 
-def histogram(t: np.ndarray, censor_at: float, median: float | None = None, median_ci: list | None = None,
-              title: str = "", xlabel: str = "t_ICL (SGD steps, log scale)") -> plt.Figure:
+def histogram(
+    t: np.ndarray,
+    censor_at: float,
+    median: float | None = None,
+    median_ci: list | None = None,
+    title: str = "",
+    xlabel: str = "t_ICL (SGD steps, log scale)",
+) -> plt.Figure:
     """`censored_histogram` as a figure, with the Kaplan-Meier median and its CI as a line and a band."""
     fig = plt.figure(figsize=(6.8, 4.0), layout="constrained")
     ax, never_ax = histogram_axes(fig)
@@ -86,8 +95,9 @@ def km_step(ax, km: dict, color, label: str, band_label: bool = True) -> tuple[n
     lo = np.concatenate([[1.0], km["low"]])
     hi = np.concatenate([[1.0], km["high"]])
     ax.step(x, s, where="post", color=color, lw=2, label=label)
-    ax.fill_between(x, lo, hi, step="post", color=color, alpha=0.2,
-                    label=f"{km['confidence']:.0%} band" if band_label else None)
+    ax.fill_between(
+        x, lo, hi, step="post", color=color, alpha=0.2, label=f"{km['confidence']:.0%} band" if band_label else None
+    )
     return x, s
 
 
@@ -103,7 +113,7 @@ def colors(n):
 
 
 def slope_ci_text(fit: dict, fmt: str) -> str:
-    """" [lo, hi]" for a fit's slope CI in a legend, or "" when there is none."""
+    """ " [lo, hi]" for a fit's slope CI in a legend, or "" when there is none."""
     ci = fit.get("slope_ci") or (None, None)
     return "" if ci[0] is None else " " + ci_text(ci, "{:" + fmt + "}")
 

@@ -49,8 +49,12 @@ def fall_survival(items: list[tuple[str, dict]], title: str) -> plt.Figure:
     return _finish(fig, axes, title)
 
 
-def accuracies(items: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, float | None]], ylabel: str, title: str,
-               max_lines: int = 25) -> plt.Figure:
+def accuracies(
+    items: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, float | None]],
+    ylabel: str,
+    title: str,
+    max_lines: int = 25,
+) -> plt.Figure:
     """Per (label, eval steps, [seeds, T] accuracy, outcome per seed, threshold or None): each seed's curve
     coloured by its outcome (at most max_lines per outcome: the panels are small) and each outcome's median,
     with the ICL threshold when given."""

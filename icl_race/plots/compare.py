@@ -21,6 +21,10 @@ def km_overlay(kms: list[dict], labels: list[str], censor_at: list[float], event
     ax.axhline(0.5, color="black", lw=0.5, alpha=0.5)
     ax.set_xscale("log")
     ax.set_ylim(-0.02, 1.02)
-    label_panel(ax, "SGD steps (log scale); dotted: end of observation", f"P(t_{event} > t)",
-                f"Kaplan-Meier survival of t_{event} (shaded: {kms[0]['confidence']:.0%} pointwise bands)")
+    label_panel(
+        ax,
+        "SGD steps (log scale); dotted: end of observation",
+        f"P(t_{event} > t)",
+        f"Kaplan-Meier survival of t_{event} (shaded: {kms[0]['confidence']:.0%} pointwise bands)",
+    )
     return fig

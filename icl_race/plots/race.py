@@ -8,6 +8,7 @@ import numpy as np
 
 from icl_race.plots import colors, label_panel, slope_ci_text
 
+
 def _median_with_ci(ax, x, summary, censor_at, color, marker, label):
     """A KM median with its CI bar; unreached medians as an open marker at the censoring time."""
     med, (lo, hi) = summary["median"], summary["median_ci"]
@@ -25,10 +26,18 @@ def transience(summary: dict, title: str = "") -> plt.Figure:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
     for i, c in enumerate(cells):
         first = i == 0
-        _median_with_ci(axes[0], c["weight_decay_attn"], c["rise"], c["budget"], "tab:blue", "o",
-                        "rise: t_ICL" if first else None)
-        _median_with_ci(axes[0], c["weight_decay_attn"], c["fall"], c["budget"], "tab:red", "v",
-                        f"fall: ICL acc < {summary['level']} (open: not reached)" if first else None)
+        _median_with_ci(
+            axes[0], c["weight_decay_attn"], c["rise"], c["budget"], "tab:blue", "o", "rise: t_ICL" if first else None
+        )
+        _median_with_ci(
+            axes[0],
+            c["weight_decay_attn"],
+            c["fall"],
+            c["budget"],
+            "tab:red",
+            "v",
+            f"fall: ICL acc < {summary['level']} (open: not reached)" if first else None,
+        )
     axes[0].set(xscale="log", yscale="log", xlabel="weight decay on the attention path", ylabel="SGD steps (KM median)")
     axes[0].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # minor labels collide on a short range
     axes[0].set_xticks([c["weight_decay_attn"] for c in cells], [f"{c['weight_decay_attn']:g}" for c in cells])
@@ -55,8 +64,12 @@ def loss_relation(x: np.ndarray, y: np.ndarray, fit: dict, title: str = "") -> p
     x, y = np.asarray(x, float), np.asarray(y, float)
     ax.scatter(x, y, s=3, alpha=0.3, color="tab:blue", label=f"{fit['points']} evaluations, {fit['seeds_used']} seeds")
     grid = np.linspace(x.min(), x.max(), 50)
-    ax.plot(grid, fit["intercept"] + fit["slope"] * grid, color="black",
-            label=f"fit: slope {fit['slope']:.2f}{slope_ci_text(fit, '.2f')}")
+    ax.plot(
+        grid,
+        fit["intercept"] + fit["slope"] * grid,
+        color="black",
+        label=f"fit: slope {fit['slope']:.2f}{slope_ci_text(fit, '.2f')}",
+    )
     ax.plot(grid, grid, color="tab:red", ls="--", label="theory: L_ICL = -1/2 log L_IWL")
     label_panel(ax, "-1/2 log L_IWL", "L_ICL", title or "Loss relation after acquisition")
     return fig

@@ -8,8 +8,11 @@ import numpy as np
 from icl_race.analysis.regression import conspicuous, lambdas
 from icl_race.theory.linear_attention import scalar_ode_solution, staircase
 
-CURVES = {"loss": ("training loss", "black"), "iw_loss": ("in-weight test", "tab:red"),
-          "ic_loss": ("in-context test", "tab:blue")}
+CURVES = {
+    "loss": ("training loss", "black"),
+    "iw_loss": ("in-weight test", "tab:red"),
+    "ic_loss": ("in-context test", "tab:blue"),
+}
 MAX_LINES = 40  # per-seed lines drawn per curve; the median is over every seed
 N_SHOWN = 6  # seeds drawn in panels (b) and (c); the statistics are over every seed
 
@@ -26,8 +29,13 @@ def draw_curves(ax, run: dict, title: str = "") -> None:
         for row_T in curve_SxT[:MAX_LINES]:
             ax.plot(tau_T, row_T, color=color, lw=0.4, alpha=0.25)
         if curve_SxT.size:
-            ax.plot(tau_T, np.median(curve_SxT, axis=0), color=color, lw=1.8,
-                    label=f"{label}, median of {curve_SxT.shape[0]}")
+            ax.plot(
+                tau_T,
+                np.median(curve_SxT, axis=0),
+                color=color,
+                lw=1.8,
+                label=f"{label}, median of {curve_SxT.shape[0]}",
+            )
     ax.set_xscale("log")
     ax.set_xlabel("t (units of tau, log scale)")
     ax.set_ylabel("loss")
@@ -84,15 +92,22 @@ def heads_figure(run: dict, eq21: dict) -> plt.Figure:
             ax_b.plot(x_T, np.abs(heads["v"][s, :, j]), color=color, lw=1.2, marker=".", ms=3)
             ax_b.plot(x_ode, scalar_ode_solution(x_ode, r["v0"], lam, c), color="black", ls="--", lw=0.8)
             ax_c.plot(tau_T, np.abs(heads["k_align"][s, :, j, 0, m]) / heads["k_norm"][s, :, j], color=color, lw=1)
-            ax_c.plot(tau_T, np.abs(heads["q_align"][s, :, j, 0, m]) / heads["q_norm"][s, :, j], color=color,
-                      lw=1, ls="--")
+            ax_c.plot(
+                tau_T, np.abs(heads["q_align"][s, :, j, 0, m]) / heads["q_norm"][s, :, j], color=color, lw=1, ls="--"
+            )
             ax_c.plot(r["t0_tau"], r["cos_k"], "o", color=color, ms=4)
         ax_b.axhline(vstar, color="gray", ls=":", lw=1)
         ax_b.set_xlim(-span / 2, span)
         ax_b.set_ylim(0, 1.1 * vstar)
         if st["n"]:
-            ax_b.text(0.03, 0.85, f"time to v*/2 vs Eq. 21:\n{st['rel_err'][0]:+.1%} (median of {st['n']})",
-                      transform=ax_b.transAxes, fontsize=7, va="top")
+            ax_b.text(
+                0.03,
+                0.85,
+                f"time to v*/2 vs Eq. 21:\n{st['rel_err'][0]:+.1%} (median of {st['n']})",
+                transform=ax_b.transAxes,
+                fontsize=7,
+                va="top",
+            )
         ax_b.set_title(f"(b) M{m}→M{m + 1}: λ={lam:.3g}, v*={vstar:.3g}", fontsize=9)
         ax_b.set_xlabel("t − start of the ODE (tau)")
         ax_c.set_xscale("log")
@@ -108,8 +123,9 @@ def panels_figure(runs: list[dict], labels: list[str]) -> plt.Figure:
     n = len(runs)
     cols = min(3, n)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), layout="constrained",
-                             sharex=True, sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(4.6 * cols, 3.4 * rows), layout="constrained", sharex=True, sharey=True, squeeze=False
+    )
     for ax, run, label in zip(axes.flat, runs, labels):
         draw_curves(ax, run, label)
     for ax in axes.flat[n:]:
@@ -123,8 +139,13 @@ def medians_figure(runs: list[dict], labels: list[str]) -> plt.Figure:
     styles = ["-", "--", ":", "-."]
     for i, (run, label) in enumerate(zip(runs, labels)):
         loss_SxT = run["curves"]["loss"]
-        ax.plot(run["eval_steps"] * run["dt"], np.median(loss_SxT, axis=0), ls=styles[i % 4], lw=1.6,
-                label=f"{label} (median of {loss_SxT.shape[0]})")
+        ax.plot(
+            run["eval_steps"] * run["dt"],
+            np.median(loss_SxT, axis=0),
+            ls=styles[i % 4],
+            lw=1.6,
+            label=f"{label} (median of {loss_SxT.shape[0]})",
+        )
     for level in np.unique(np.concatenate([r["levels"] for r in runs])):
         ax.axhline(level, color="gray", ls=":", lw=0.7)
     ax.set_xscale("log")

@@ -22,6 +22,10 @@ def exponent_vs_width(width_W, lr_W, exponent_W, lo_W, hi_W, extra: dict | None 
         ax.errorbar([w], [e], yerr=[[e - lo], [hi - e]], fmt="s", mfc="none", color="gray", capsize=3, label=label)
     ax.axhline(1.0, color="black", lw=0.8, ls="--", label="theory: t_ICL ~ N")
     ax.set_xscale("log", base=2)
-    label_panel(ax, "MLP width (log scale)", "exponent of t_ICL ~ N^p at K = infinity",
-                "t_ICL(N) along the width axis (95% CIs; abrupt N only)")
+    label_panel(
+        ax,
+        "MLP width (log scale)",
+        "exponent of t_ICL ~ N^p at K = infinity",
+        "t_ICL(N) along the width axis (95% CIs; abrupt N only)",
+    )
     return fig

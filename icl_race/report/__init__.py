@@ -73,8 +73,16 @@ def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str
     written = []
     for name, fig in figs.items():
         written += save_figure(fig, d / "figures", name)
-    report = jsonable({"schema": SCHEMA, **report, "icl_race_version": __version__, "n_boot": n_boot, "seed": seed,
-                       "figures": written})
+    report = jsonable(
+        {
+            "schema": SCHEMA,
+            **report,
+            "icl_race_version": __version__,
+            "n_boot": n_boot,
+            "seed": seed,
+            "figures": written,
+        }
+    )
     rundir.atomic_write(d / "report.json", (json.dumps(report, indent=1, allow_nan=False) + "\n").encode())
     rundir.atomic_write(d / "report.md", md.encode())
     return ["report.md", "report.json", *written]

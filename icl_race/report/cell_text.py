@@ -30,14 +30,19 @@ def bimodal_verdict(st: dict) -> str:
     if st.get("not_measured"):
         return st["not_measured"]
     mix = st.get("mixture") or {}
-    text = {None: "too few values", "bimodal": "bimodal (dip, BC and Delta BIC agree)",
-            "unimodal": "not bimodal (dip, BC and Delta BIC agree)"}.get(st.get("agreement"))
+    text = {
+        None: "too few values",
+        "bimodal": "bimodal (dip, BC and Delta BIC agree)",
+        "unimodal": "not bimodal (dip, BC and Delta BIC agree)",
+    }.get(st.get("agreement"))
     if text is None:
         two = [f"BC {st['bc']:.2f} {'>' if st['bc_above_5_9'] else '<='} 0.555"] if st["bc"] is not None else []
         if mix.get("delta_bic") is not None:
             two.append(f"Delta BIC {mix['delta_bic']:.1f} {'>' if mix['delta_bic'] > 0 else '<='} 0")
-        text = (f"the tests disagree: the dip test {'rejects' if st['bimodal'] else 'keeps'} unimodality "
-                f"(p {'<' if st['bimodal'] else '>='} 0.05), {' and '.join(two)}")
+        text = (
+            f"the tests disagree: the dip test {'rejects' if st['bimodal'] else 'keeps'} unimodality "
+            f"(p {'<' if st['bimodal'] else '>='} 0.05), {' and '.join(two)}"
+        )
     if st.get("underpowered") and st.get("agreement") is not None:
         text += f"; underpowered (n = {st['n']} < {bm.MIN_N})"
     return text
@@ -45,29 +50,43 @@ def bimodal_verdict(st: dict) -> str:
 
 def bimod_row(name: str, st: dict) -> str:
     mix = st.get("mixture") or {}
-    return (f"| {name} | {st['n']} | {p_value(st.get('dip_p'))} | {num(st.get('bc'), '{:.2f}')} | "
-            f"{num(mix.get('delta_bic'), '{:.1f}')} | {bimodal_verdict(st)} |")
+    return (
+        f"| {name} | {st['n']} | {p_value(st.get('dip_p'))} | {num(st.get('bc'), '{:.2f}')} | "
+        f"{num(mix.get('delta_bic'), '{:.1f}')} | {bimodal_verdict(st)} |"
+    )
 
 
-BIMODALITY_HEADER = ["| sample | n | dip test p | BC | Delta BIC (1 - 2 comp.) | verdict |", "|---|---|---|---|---|---|"]
+BIMODALITY_HEADER = [
+    "| sample | n | dip test p | BC | Delta BIC (1 - 2 comp.) | verdict |",
+    "|---|---|---|---|---|---|",
+]
 
 
 def survival_table(c: CellStats) -> list[str]:
-    lines = ["| statistic | estimate (95% CI) | interval |", "|---|---|---|",
-             f"| seeds analysed | {c.n_seeds} ({c.n_diverged} diverged, excluded) | |",
-             f"| acquired ICL within {c.censor_at:,} steps | {c.acquired} | |",
-             f"| never acquired (right-censored at {c.censor_at:,}) | {never_text(c)} | Wilson score |",
-             f"| Kaplan-Meier median t_ICL (steps) | {median_text(c)} | Greenwood, log-log band inverted |"]
+    lines = [
+        "| statistic | estimate (95% CI) | interval |",
+        "|---|---|---|",
+        f"| seeds analysed | {c.n_seeds} ({c.n_diverged} diverged, excluded) | |",
+        f"| acquired ICL within {c.censor_at:,} steps | {c.acquired} | |",
+        f"| never acquired (right-censored at {c.censor_at:,}) | {never_text(c)} | Wilson score |",
+        f"| Kaplan-Meier median t_ICL (steps) | {median_text(c)} | Greenwood, log-log band inverted |",
+    ]
     ln = c.lognormal or {}
     if ln.get("ok"):
-        lines.append(f"| lognormal fit (censored MLE): mu, sigma of ln t_ICL | {ln['mu']:.3f} {ci_text(ln['mu_ci'], '{:.3f}')}, "
-                     f"{ln['sigma']:.3f} {ci_text(ln['sigma_ci'], '{:.3f}')} | Wald |")
+        lines.append(
+            f"| lognormal fit (censored MLE): mu, sigma of ln t_ICL | {ln['mu']:.3f} {ci_text(ln['mu_ci'], '{:.3f}')}, "
+            f"{ln['sigma']:.3f} {ci_text(ln['sigma_ci'], '{:.3f}')} | Wald |"
+        )
     tail = c.tail or {}
     if tail.get("ok"):
         pl, lr = tail["power_law"], tail["likelihood_ratio"]
-        lines.append(f"| power-law tail above xmin = {tail['xmin']:,.0f} ({tail['n_tail']} seeds): alpha | "
-                     f"{pl['alpha']:.2f} {ci_text(pl['alpha_ci'], '{:.2f}')} | Wald |")
-        lines.append(f"| tail comparison (Vuong): R, p | R = {lr['R']:.2f}, p = {lr['p']:.3g}: favours {lr['favours']} | |")
+        lines.append(
+            f"| power-law tail above xmin = {tail['xmin']:,.0f} ({tail['n_tail']} seeds): alpha | "
+            f"{pl['alpha']:.2f} {ci_text(pl['alpha_ci'], '{:.2f}')} | Wald |"
+        )
+        lines.append(
+            f"| tail comparison (Vuong): R, p | R = {lr['R']:.2f}, p = {lr['p']:.3g}: favours {lr['favours']} | |"
+        )
     elif tail:
         lines.append(f"| tail fits | not done: {tail.get('reason', '')} | |")
     return lines + [""]
@@ -75,46 +94,75 @@ def survival_table(c: CellStats) -> list[str]:
 
 def bimodality_table(c: CellStats) -> list[str]:
     b = c.bimodality
-    return ([f"Bimodality (dip test p < 0.05 rejects unimodality; BC > 0.555 and Delta BIC > 0 favour two modes; "
-             f"fewer than {bm.MIN_N} values are underpowered):", ""] + BIMODALITY_HEADER
-            + [bimod_row("log10 t_ICL, acquired seeds", b["log10_t_acquired"]),
-               bimod_row("log10 t_ICL, censored seeds at the budget (as Fig 6C draws it)", b["log10_t_censored_at_budget"]),
-               bimod_row("final ICL accuracy", b["final_icl_acc"]), "",
-               f"This cell is {'near' if b['near_threshold'] else 'not near'} the threshold "
-               f"(acquired fraction {pct(c.acquired_fraction)}; near = 10-90%).", ""])
+    return (
+        [
+            f"Bimodality (dip test p < 0.05 rejects unimodality; BC > 0.555 and Delta BIC > 0 favour two modes; "
+            f"fewer than {bm.MIN_N} values are underpowered):",
+            "",
+        ]
+        + BIMODALITY_HEADER
+        + [
+            bimod_row("log10 t_ICL, acquired seeds", b["log10_t_acquired"]),
+            bimod_row(
+                "log10 t_ICL, censored seeds at the budget (as Fig 6C draws it)", b["log10_t_censored_at_budget"]
+            ),
+            bimod_row("final ICL accuracy", b["final_icl_acc"]),
+            "",
+            f"This cell is {'near' if b['near_threshold'] else 'not near'} the threshold "
+            f"(acquired fraction {pct(c.acquired_fraction)}; near = 10-90%).",
+            "",
+        ]
+    )
 
 
 def regime_table(c: CellStats) -> list[str]:
     g = c.regime
     lv = f"{g['start_level']:g}"
     reach = g["plateau_reaches_threshold"]
-    return [f"Regime (is ICL acquired abruptly? `icl_race/analysis/regime.py`): rise fraction r = (t_ICL - t_{lv}) / t_ICL "
-            f"over acquired seeds, t_{lv} the first passage over {lv}; plateau = ICL accuracy held right after the first "
-            f"rise (median over [1.25, 1.5] t_{lv}). Intervals: bootstrap percentile over seeds.", "",
-            "| statistic | median (95% CI) |", "|---|---|",
-            f"| rise fraction r | {ci_cell(g['rise_fraction'])} |",
-            f"| plateau after the first rise | {ci_cell(g['plateau'])} |",
-            f"| plateau above the threshold | {'-' if reach is None else pct(reach)} of the seeds that rose |",
-            f"| median final ICL accuracy, acquired seeds (each class's range: *Outcomes*) | "
-            f"{ci_cell(g['final_icl_acc_acquired'])} |",
-            f"| effective threshold of first passage | {g['effective_threshold']:.3f}: a seed holding this accuracy "
-            f"passes {g['threshold']:g} within {g['looks']} evaluations of {c.eval_size} sequences "
-            f"with probability 1/2 ({g['confirm']} consecutive required) |", ""]
+    return [
+        f"Regime (is ICL acquired abruptly? `icl_race/analysis/regime.py`): rise fraction r = (t_ICL - t_{lv}) / t_ICL "
+        f"over acquired seeds, t_{lv} the first passage over {lv}; plateau = ICL accuracy held right after the first "
+        f"rise (median over [1.25, 1.5] t_{lv}). Intervals: bootstrap percentile over seeds.",
+        "",
+        "| statistic | median (95% CI) |",
+        "|---|---|",
+        f"| rise fraction r | {ci_cell(g['rise_fraction'])} |",
+        f"| plateau after the first rise | {ci_cell(g['plateau'])} |",
+        f"| plateau above the threshold | {'-' if reach is None else pct(reach)} of the seeds that rose |",
+        f"| median final ICL accuracy, acquired seeds (each class's range: *Outcomes*) | "
+        f"{ci_cell(g['final_icl_acc_acquired'])} |",
+        f"| effective threshold of first passage | {g['effective_threshold']:.3f}: a seed holding this accuracy "
+        f"passes {g['threshold']:g} within {g['looks']} evaluations of {c.eval_size} sequences "
+        f"with probability 1/2 ({g['confirm']} consecutive required) |",
+        "",
+    ]
 
 
 def outcomes_by_cell(cells: list[CellStats]) -> list[str]:
     """The outcome table of every cell in one: counts with Wilson CIs, each class's final ICL accuracy and
     the median time from t_ICL to a lasting fall."""
-    lines = ["| cell | " + " | ".join(f"{n} (95% CI, Wilson)" for n in CLASSES[:3]) + " | final ICL accuracy, median "
-             "(range): " + " / ".join(CLASSES[:3]) + " | t_ICL to a lasting fall: KM median (95% CI) |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| cell | " + " | ".join(f"{n} (95% CI, Wilson)" for n in CLASSES[:3]) + " | final ICL accuracy, median "
+        "(range): " + " / ".join(CLASSES[:3]) + " | t_ICL to a lasting fall: KM median (95% CI) |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in cells:
         o = c.outcomes
         fall = o["fall_after_t_icl"]
-        fell = ("-" if fall is None or not fall["acquired"] else
-                _fall_median(fall) if fall["median"] is not None else f"not reached ({fall['acquired']} of {fall['n']} fell)")
-        lines.append(f"| {c.label} | " + " | ".join(_count(o["counts"][n]) for n in CLASSES[:3]) + " | "
-                     + " / ".join(_range(o["by_class"][n]["final_icl_acc"]) for n in CLASSES[:3]) + f" | {fell} |")
+        fell = (
+            "-"
+            if fall is None or not fall["acquired"]
+            else _fall_median(fall)
+            if fall["median"] is not None
+            else f"not reached ({fall['acquired']} of {fall['n']} fell)"
+        )
+        lines.append(
+            f"| {c.label} | "
+            + " | ".join(_count(o["counts"][n]) for n in CLASSES[:3])
+            + " | "
+            + " / ".join(_range(o["by_class"][n]["final_icl_acc"]) for n in CLASSES[:3])
+            + f" | {fell} |"
+        )
     return lines + [""]
 
 
@@ -133,26 +181,40 @@ def _range(st: dict | None) -> str:
 def outcome_table(c: CellStats) -> list[str]:
     o = c.outcomes
     counts, by = o["counts"], o["by_class"]
-    lines = [f"What each seed did: persistent = acquired ICL and held it; transient = acquired, then ICL accuracy "
-             f"below {o['level']:g} for >= {o['lasting']} consecutive evaluations (a lasting fall); censored = never "
-             f"acquired within {c.censor_at:,} steps; diverged = a non-finite loss.", "",
-             "| outcome | seeds (95% CI, Wilson score) | final ICL accuracy, median (range) | final IWL accuracy, median (range) |",
-             "|---|---|---|---|"]
+    lines = [
+        f"What each seed did: persistent = acquired ICL and held it; transient = acquired, then ICL accuracy "
+        f"below {o['level']:g} for >= {o['lasting']} consecutive evaluations (a lasting fall); censored = never "
+        f"acquired within {c.censor_at:,} steps; diverged = a non-finite loss.",
+        "",
+        "| outcome | seeds (95% CI, Wilson score) | final ICL accuracy, median (range) | final IWL accuracy, median (range) |",
+        "|---|---|---|---|",
+    ]
     for name in CLASSES:
         k = counts[name]
         if name == "diverged" and not k["k"]:
             continue
         row = by.get(name) or {}
-        lines.append(f"| {name} | {_count(k)} | {_range(row.get('final_icl_acc'))} | {_range(row.get('final_iwl_acc'))} |")
+        lines.append(
+            f"| {name} | {_count(k)} | {_range(row.get('final_icl_acc'))} | {_range(row.get('final_iwl_acc'))} |"
+        )
     fall = o["fall_after_t_icl"]
     if fall is not None and fall["acquired"]:
-        median = (f"median {_fall_median(fall)} steps (Greenwood, log-log band inverted)" if fall["median"] is not None
-                  else "median not reached (fewer than half fell)")
-        lines += ["", f"Time from t_ICL to the lasting fall (Kaplan-Meier over the {fall['n']} acquired seeds, persistent "
-                      f"ones censored at the end of the run): {fall['acquired']} fell; {median}."]
+        median = (
+            f"median {_fall_median(fall)} steps (Greenwood, log-log band inverted)"
+            if fall["median"] is not None
+            else "median not reached (fewer than half fell)"
+        )
+        lines += [
+            "",
+            f"Time from t_ICL to the lasting fall (Kaplan-Meier over the {fall['n']} acquired seeds, persistent "
+            f"ones censored at the end of the run): {fall['acquired']} fell; {median}.",
+        ]
     if o["ended_below"]:
-        lines += ["", f"{o['ended_below']} persistent seed(s) end below {o['level']:g} after a fall shorter than "
-                      f"{o['lasting']} evaluations (not yet lasting)."]
+        lines += [
+            "",
+            f"{o['ended_below']} persistent seed(s) end below {o['level']:g} after a fall shorter than "
+            f"{o['lasting']} evaluations (not yet lasting).",
+        ]
     return lines + [""]
 
 
@@ -165,6 +227,8 @@ def outcome_counts_text(c: CellStats) -> str:
 def summary_line(c: CellStats) -> str:
     if not c.ok:
         return f"{c.label}: {c.reason}"
-    return (f"{c.label}: n={c.n_seeds} seeds ({c.n_diverged} diverged excluded), acquired "
-            f"{c.acquired}, KM median t_ICL {median_text(c)} steps, never acquired {never_text(c)}; "
-            f"{outcome_counts_text(c)}")
+    return (
+        f"{c.label}: n={c.n_seeds} seeds ({c.n_diverged} diverged excluded), acquired "
+        f"{c.acquired}, KM median t_ICL {median_text(c)} steps, never acquired {never_text(c)}; "
+        f"{outcome_counts_text(c)}"
+    )

@@ -10,8 +10,19 @@ from icl_race.report.cell import analyze
 from icl_race.report.draws import Draws
 
 # What `hist --json` gives of each cell of a sweep, beside its summary line.
-HIST_FIELDS = ("label", "variant", "K", "N", "n_seeds", "n_diverged", "acquired", "censor_at", "kaplan_meier",
-               "never_acquired", "outcomes")
+HIST_FIELDS = (
+    "label",
+    "variant",
+    "K",
+    "N",
+    "n_seeds",
+    "n_diverged",
+    "acquired",
+    "censor_at",
+    "kaplan_meier",
+    "never_acquired",
+    "outcomes",
+)
 
 run_report = classification_run.run_report
 hist_text = classification_run.hist_text
@@ -28,11 +39,18 @@ def sweep_hist_record(sweep: rundir.SweepDir) -> dict:
     """One summary per finished condition of a sweep."""
     samples, unfinished = classification_sweep.discover(sweep)
     cells = sorted((analyze(s, tails=False) for s in samples), key=lambda c: (c.variant, c.N or 0, c.K or 0))
-    return {"kind": "sweep_hist", "dir": str(sweep.dir), "n_cells_finished": len(samples), "unfinished": unfinished,
-            "cells": [{"summary": cell_text.summary_line(c), **{k: getattr(c, k) for k in HIST_FIELDS}} for c in cells]}
+    return {
+        "kind": "sweep_hist",
+        "dir": str(sweep.dir),
+        "n_cells_finished": len(samples),
+        "unfinished": unfinished,
+        "cells": [{"summary": cell_text.summary_line(c), **{k: getattr(c, k) for k in HIST_FIELDS}} for c in cells],
+    }
 
 
 def sweep_hist_text(sweep: rundir.SweepDir) -> str:
     h = sweep_hist_record(sweep)
-    return "\n".join([f"sweep {sweep.dir}: {h['n_cells_finished']} finished cells, {len(h['unfinished'])} unfinished"]
-                     + [c["summary"] for c in h["cells"]])
+    return "\n".join(
+        [f"sweep {sweep.dir}: {h['n_cells_finished']} finished cells, {len(h['unfinished'])} unfinished"]
+        + [c["summary"] for c in h["cells"]]
+    )

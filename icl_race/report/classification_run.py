@@ -19,8 +19,7 @@ from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
 from icl_race.report.cell import CellStats, analyze, dequantized
 from icl_race.report.draws import Draws
-from icl_race.report.paper import (comparison_markdown, methods_markdown, paper_differences, run_comparisons,
-                                   scale_text)
+from icl_race.report.paper import comparison_markdown, methods_markdown, paper_differences, run_comparisons, scale_text
 from icl_race.report.sample import Sample
 
 
@@ -37,9 +36,15 @@ class RunReport:
         return scale_text([self.sample.config])
 
     def to_json(self) -> dict:
-        return {"kind": "run", "dir": str(self.dir), "config": self.sample.config, "cell": dataclasses.asdict(self.cell),
-                "paper_comparisons": self.paper_comparisons, "paper_scale": self.paper_scale,
-                "differences_from_paper_settings": self.differences_from_paper_settings}
+        return {
+            "kind": "run",
+            "dir": str(self.dir),
+            "config": self.sample.config,
+            "cell": dataclasses.asdict(self.cell),
+            "paper_comparisons": self.paper_comparisons,
+            "paper_scale": self.paper_scale,
+            "differences_from_paper_settings": self.differences_from_paper_settings,
+        }
 
 
 def compute(run: rundir.Run, draws: Draws) -> RunReport:
@@ -52,55 +57,88 @@ def compute(run: rundir.Run, draws: Draws) -> RunReport:
 
 # ---- markdown, one section a function ----------------------------------------------------------------
 
+
 def _header(rep: RunReport) -> list[str]:
     s, c, tr = rep.sample, rep.cell, rep.sample.cfg.train
-    md = [f"# icl-race report: {rep.dir}", "",
-          f"Run: {c.label}, {s.seed_ids.size} seeds, budget {s.budget:,} steps (ran {s.steps_run:,}), evaluation "
-          f"every {tr.eval_every} steps on {tr.eval_size} sequences, ICL threshold {tr.icl_threshold}.", ""]
+    md = [
+        f"# icl-race report: {rep.dir}",
+        "",
+        f"Run: {c.label}, {s.seed_ids.size} seeds, budget {s.budget:,} steps (ran {s.steps_run:,}), evaluation "
+        f"every {tr.eval_every} steps on {tr.eval_size} sequences, ICL threshold {tr.icl_threshold}.",
+        "",
+    ]
     if c.ok:
         md += [f"Outcome: {T.outcome_counts_text(c)} of {s.seed_ids.size} seeds (table *Outcomes*).", ""]
     if rep.differences_from_paper_settings:
-        md += ["Differs from the paper's settings in: " + ", ".join(rep.differences_from_paper_settings) + ". Absolute "
-               "numbers are therefore not comparable with the paper's; shapes and scalings are.", ""]
+        md += [
+            "Differs from the paper's settings in: " + ", ".join(rep.differences_from_paper_settings) + ". Absolute "
+            "numbers are therefore not comparable with the paper's; shapes and scalings are.",
+            "",
+        ]
     return md
 
 
 def _t_icl(rep: RunReport) -> list[str]:
     if not rep.cell.ok:
         return [f"No statistics: {rep.cell.reason}.", ""]
-    return (["## t_ICL", ""] + T.survival_table(rep.cell)
-            + ["![t_ICL histogram](figures/t_icl_hist.png)", "", "![Kaplan-Meier](figures/survival.png)", ""])
+    return (
+        ["## t_ICL", ""]
+        + T.survival_table(rep.cell)
+        + ["![t_ICL histogram](figures/t_icl_hist.png)", "", "![Kaplan-Meier](figures/survival.png)", ""]
+    )
 
 
 def _outcomes(rep: RunReport) -> list[str]:
     if not rep.cell.ok:
         return []
     fall = rep.cell.outcomes["fall_after_t_icl"]
-    return (["## Outcomes", ""] + T.outcome_table(rep.cell) + ["![trajectories by outcome](figures/trajectories.png)", ""]
-            + (["![time from t_ICL to the fall](figures/fall.png)", ""] if fall is not None and fall["acquired"] else []))
+    return (
+        ["## Outcomes", ""]
+        + T.outcome_table(rep.cell)
+        + ["![trajectories by outcome](figures/trajectories.png)", ""]
+        + (["![time from t_ICL to the fall](figures/fall.png)", ""] if fall is not None and fall["acquired"] else [])
+    )
 
 
 def _bimodality(rep: RunReport) -> list[str]:
     if not rep.cell.ok:
         return []
-    return ["## Bimodality and regime", ""] + T.bimodality_table(rep.cell) + T.regime_table(rep.cell) + [
-        "![bimodality](figures/bimodality.png)", ""]
+    return (
+        ["## Bimodality and regime", ""]
+        + T.bimodality_table(rep.cell)
+        + T.regime_table(rep.cell)
+        + ["![bimodality](figures/bimodality.png)", ""]
+    )
 
 
 def _curves(rep: RunReport, names: list[str]) -> list[str]:
     if not names:
         return []
-    return ["## Recorded curves", "", f"Median and interquartile band over seeds of {', '.join(names)}.", "",
-            "![losses and c-statistics](figures/curves.png)", ""]
+    return [
+        "## Recorded curves",
+        "",
+        f"Median and interquartile band over seeds of {', '.join(names)}.",
+        "",
+        "![losses and c-statistics](figures/curves.png)",
+        "",
+    ]
 
 
 def markdown(rep: RunReport) -> str:
-    md = (_header(rep) + _t_icl(rep) + _outcomes(rep) + _bimodality(rep) + _curves(rep, list(rep.sample.curves))
-          + comparison_markdown(rep.paper_comparisons, rep.paper_scale) + methods_markdown())
+    md = (
+        _header(rep)
+        + _t_icl(rep)
+        + _outcomes(rep)
+        + _bimodality(rep)
+        + _curves(rep, list(rep.sample.curves))
+        + comparison_markdown(rep.paper_comparisons, rep.paper_scale)
+        + methods_markdown()
+    )
     return "\n".join(md) + "\n"
 
 
 # ---- figures ---------------------------------------------------------------------------------------------
+
 
 def figures(rep: RunReport) -> dict:
     s, c = rep.sample, rep.cell
@@ -108,19 +146,30 @@ def figures(rep: RunReport) -> dict:
     figs = {}
     if c.ok:
         km = c.kaplan_meier
-        figs["t_icl_hist"] = F.t_icl_histogram(s.t, s.censor_at, km["median"], km["median_ci"],
-                                               title=f"t_ICL, {c.label}, {c.n_seeds} seeds")
+        figs["t_icl_hist"] = F.t_icl_histogram(
+            s.t, s.censor_at, km["median"], km["median_ci"], title=f"t_ICL, {c.label}, {c.n_seeds} seeds"
+        )
         figs["survival"] = F.survival_curve(km, c.lognormal, c.tail, title=f"Kaplan-Meier, {c.label}")
         fall = c.outcomes["fall_after_t_icl"]
         if fall is not None and fall["acquired"]:
-            figs["fall"] = F.survival_curve(fall, title=f"Time from t_ICL to a lasting fall, {c.label}",
-                                            xlabel="SGD steps after t_ICL (log scale)", ylabel="P(ICL not yet lost)")
+            figs["fall"] = F.survival_curve(
+                fall,
+                title=f"Time from t_ICL to a lasting fall, {c.label}",
+                xlabel="SGD steps after t_ICL (log scale)",
+                ylabel="P(ICL not yet lost)",
+            )
         log_t, final_dq = dequantized(s)
-        figs["bimodality"] = F.bimodality(log_t, c.bimodality["log10_t_acquired"], final_dq,
-                                          c.bimodality["final_icl_acc"], title=c.label)
-    figs["trajectories"] = F.trajectories(s.eval_steps, s.icl_acc[s.kept], s.iwl_acc[s.kept],
-                                          s.cfg.train.icl_threshold, title=c.label,
-                                          classes=s.outcomes.classes_S[s.kept])
+        figs["bimodality"] = F.bimodality(
+            log_t, c.bimodality["log10_t_acquired"], final_dq, c.bimodality["final_icl_acc"], title=c.label
+        )
+    figs["trajectories"] = F.trajectories(
+        s.eval_steps,
+        s.icl_acc[s.kept],
+        s.iwl_acc[s.kept],
+        s.cfg.train.icl_threshold,
+        title=c.label,
+        classes=s.outcomes.classes_S[s.kept],
+    )
     if curves:
         figs["curves"] = F.recorded_curves(s.eval_steps, curves, title=c.label)
     return figs
@@ -132,6 +181,7 @@ def run_report(run: rundir.Run, draws: Draws) -> tuple[dict, str, dict]:
 
 
 # ---- hist --------------------------------------------------------------------------------------------
+
 
 def histogram_bins(t: np.ndarray, bins: int = 12) -> list[dict]:
     """The acquired seeds' t_ICL per log-spaced bin [lo, hi) (one bin per distinct value, lo = hi, when
@@ -151,16 +201,25 @@ def hist_record(run: rundir.Run, bins: int = 12) -> dict:
     """The `hist` view as data: the bins, the never-acquired count and the cell's statistics."""
     s = Sample.of(run)
     c = analyze(s, tails=False)
-    return {"kind": "hist", "dir": str(run.dir), "label": c.label, "censor_at": s.censor_at,
-            "bins": histogram_bins(s.t, bins), "never_acquired": int((s.t < 0).sum()), "summary": T.summary_line(c),
-            "cell": dataclasses.asdict(c)}
+    return {
+        "kind": "hist",
+        "dir": str(run.dir),
+        "label": c.label,
+        "censor_at": s.censor_at,
+        "bins": histogram_bins(s.t, bins),
+        "never_acquired": int((s.t < 0).sum()),
+        "summary": T.summary_line(c),
+        "cell": dataclasses.asdict(c),
+    }
 
 
 def hist_text(run: rundir.Run, bins: int = 12, width: int = 40) -> str:
     """A text histogram of t_ICL and the summary line of one run."""
     h = hist_record(run, bins)
-    rows = [(f"{b['lo']:>23,.0f}" if b["lo"] == b["hi"] else f"{b['lo']:>10,.0f} - {b['hi']:>10,.0f}", b["count"])
-            for b in h["bins"]]
+    rows = [
+        (f"{b['lo']:>23,.0f}" if b["lo"] == b["hi"] else f"{b['lo']:>10,.0f} - {b['hi']:>10,.0f}", b["count"])
+        for b in h["bins"]
+    ]
     if h["cell"]["n_seeds"]:
         never = f"never (> {h['censor_at']:,})"
         rows.append((f"{never:>23}", h["never_acquired"]))

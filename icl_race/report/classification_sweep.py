@@ -24,8 +24,15 @@ from icl_race.report.cell import CellStats, analyze
 from icl_race.report.draws import Draws
 from icl_race.report.paper import paper_differences, scale_text, sweep_comparisons
 from icl_race.report.sample import Sample, pool
-from icl_race.report.sweep_sections import (RETIREMENT_FIELDS, Scaling, Threshold, balanced, best_observed,
-                                           group_label, threshold)
+from icl_race.report.sweep_sections import (
+    RETIREMENT_FIELDS,
+    Scaling,
+    Threshold,
+    balanced,
+    best_observed,
+    group_label,
+    threshold,
+)
 
 # How a cell is observed, not what it measures: a budget and an evaluation period that scale with N (a
 # sweep's [zip]) do not split the cells of a K*(N) or t_ICL(N) analysis into groups.
@@ -57,18 +64,28 @@ class SweepReport:
         return scale_text([s.config for s in self.samples])
 
     def to_json(self) -> dict:
-        out = {"kind": "sweep", "dir": str(self.dir), "n_cells_finished": self.n_cells_finished,
-               "n_conditions": len(self.cells), "unfinished": self.unfinished, "varying_fields": self.varying_fields,
-               "cells": [dataclasses.asdict(c) for c in self.cells]}
+        out = {
+            "kind": "sweep",
+            "dir": str(self.dir),
+            "n_cells_finished": self.n_cells_finished,
+            "n_conditions": len(self.cells),
+            "unfinished": self.unfinished,
+            "varying_fields": self.varying_fields,
+            "cells": [dataclasses.asdict(c) for c in self.cells],
+        }
         if self.cells:
             out["differences_from_paper_settings"] = self.differences_from_paper_settings
         if self.sweep_toml is not None:
             out["sweep_toml"] = self.sweep_toml
-        return out | {"thresholds": [dataclasses.asdict(t) for t in self.thresholds],
-                      "t_icl_vs_N": [dataclasses.asdict(s) for s in self.t_icl_vs_N],
-                      "balanced_vs_standard": self.balanced_vs_standard, "regime": self.regime,
-                      "by_lever": self.by_lever, "paper_comparisons": self.paper_comparisons,
-                      "paper_scale": self.paper_scale}
+        return out | {
+            "thresholds": [dataclasses.asdict(t) for t in self.thresholds],
+            "t_icl_vs_N": [dataclasses.asdict(s) for s in self.t_icl_vs_N],
+            "balanced_vs_standard": self.balanced_vs_standard,
+            "regime": self.regime,
+            "by_lever": self.by_lever,
+            "paper_comparisons": self.paper_comparisons,
+            "paper_scale": self.paper_scale,
+        }
 
 
 def _label(cfg: dict) -> dict:
@@ -115,28 +132,52 @@ def compute(sweep: rundir.SweepDir, draws: Draws) -> SweepReport:
     extra = [k for k in varying if k not in {"task.K", "task.N", "task.variant"} | MEASUREMENT_FIELDS]
     stats = [analyze(s) for s in samples]
     if extra:
-        stats = [dataclasses.replace(st, label=f"{st.label} ({group_label({k: c.get(k) for k in extra})})")
-                 for st, c in zip(stats, conds)]
+        stats = [
+            dataclasses.replace(st, label=f"{st.label} ({group_label({k: c.get(k) for k in extra})})")
+            for st, c in zip(stats, conds)
+        ]
     common = set(paper_differences(samples[0].config)) if samples else set()
     for s in samples[1:]:
         common &= set(paper_differences(s.config))
     finite = _groups(conds, stats, varying, ("standard", "balanced"), {"task.K", "task.N"})
     kinf = _groups(conds, stats, varying, ("infinite",), {"task.K", "task.N"})
-    thresholds = [threshold(g, idx, samples, stats, draws, lambda j: best_observed(j, conds, samples)) for g, idx in finite]
+    thresholds = [
+        threshold(g, idx, samples, stats, draws, lambda j: best_observed(j, conds, samples)) for g, idx in finite
+    ]
     scalings = [_scaling(g, idx, samples, stats, draws) for g, idx in kinf]
-    bal = [balanced(g, idx, conds, samples, stats, draws)
-           for g, idx in _groups(conds, stats, varying, ("standard", "balanced"), {"task.K", "task.N", "task.variant"})]
+    bal = [
+        balanced(g, idx, conds, samples, stats, draws)
+        for g, idx in _groups(conds, stats, varying, ("standard", "balanced"), {"task.K", "task.N", "task.variant"})
+    ]
     regime = _regime_by_N(conds, stats)
     abrupt = {r["N"] for r in regime if r["abrupt"]}
     thresholds = [dataclasses.replace(t, in_regime=_in_regime_threshold(t, abrupt)) for t in thresholds]
-    scalings = [dataclasses.replace(sc, in_regime=_in_regime_scaling(sc, idx, samples, abrupt, draws))
-                for sc, (g, idx) in zip(scalings, kinf)]
-    times = {(json.dumps(sc.group, sort_keys=True, default=str), samples[i].N): censored_times(samples[i].t,
-                                                                                               samples[i].censor_at)
-             for sc, (g, idx) in zip(scalings, kinf) for i in idx}
-    return SweepReport(sweep.dir, samples, stats, len(found), unfinished, varying, sorted(common), sweep.spec,
-                       thresholds, scalings, [b for b in bal if b is not None], regime,
-                       levers.by_lever(thresholds, scalings, times))
+    scalings = [
+        dataclasses.replace(sc, in_regime=_in_regime_scaling(sc, idx, samples, abrupt, draws))
+        for sc, (g, idx) in zip(scalings, kinf)
+    ]
+    times = {
+        (json.dumps(sc.group, sort_keys=True, default=str), samples[i].N): censored_times(
+            samples[i].t, samples[i].censor_at
+        )
+        for sc, (g, idx) in zip(scalings, kinf)
+        for i in idx
+    }
+    return SweepReport(
+        sweep.dir,
+        samples,
+        stats,
+        len(found),
+        unfinished,
+        varying,
+        sorted(common),
+        sweep.spec,
+        thresholds,
+        scalings,
+        [b for b in bal if b is not None],
+        regime,
+        levers.by_lever(thresholds, scalings, times),
+    )
 
 
 def _regime_by_N(conds, stats: list[CellStats]) -> list[dict]:
@@ -152,10 +193,18 @@ def _regime_by_N(conds, stats: list[CellStats]) -> list[dict]:
         if not src:
             continue
         g = stats[src[0]].regime
-        out.append({"N": N, "source": "K = infinity" if kinf else f"largest K = {conds[src[0]]['task.K']:,} (proxy)",
-                    "cell": stats[src[0]].label, "rise_fraction": g["rise_fraction"], "plateau": g["plateau"],
-                    "plateau_reaches_threshold": g["plateau_reaches_threshold"], "abrupt": rg.is_abrupt(g),
-                    "paper_rule": all(stats[i].regime["paper_rule"] for i in ok)})
+        out.append(
+            {
+                "N": N,
+                "source": "K = infinity" if kinf else f"largest K = {conds[src[0]]['task.K']:,} (proxy)",
+                "cell": stats[src[0]].label,
+                "rise_fraction": g["rise_fraction"],
+                "plateau": g["plateau"],
+                "plateau_reaches_threshold": g["plateau_reaches_threshold"],
+                "abrupt": rg.is_abrupt(g),
+                "paper_rule": all(stats[i].regime["paper_rule"] for i in ok),
+            }
+        )
     return out
 
 
@@ -166,17 +215,29 @@ def _in_regime_threshold(t: Threshold, abrupt: set) -> dict:
     Ns = [N for N in t.N if N in abrupt and acq[N].get("ok")]
 
     def fit(ns):
-        return th.power_law_slope(np.log10(np.array(ns, float)), np.array([acq[N]["b"] for N in ns]),
-                                  np.stack([acq[N]["boot_log10_kstar"] for N in ns]) if ns else None)
+        return th.power_law_slope(
+            np.log10(np.array(ns, float)),
+            np.array([acq[N]["b"] for N in ns]),
+            np.stack([acq[N]["boot_log10_kstar"] for N in ns]) if ns else None,
+        )
 
-    return {"N": Ns, "kstar_slope": fit(Ns), "local_slopes": [{"N": [a, b], **fit([a, b])} for a, b in zip(Ns, Ns[1:])],
-            "near_kstar": [n for n in t.near_kstar if n["N"] in abrupt]}
+    return {
+        "N": Ns,
+        "kstar_slope": fit(Ns),
+        "local_slopes": [{"N": [a, b], **fit([a, b])} for a, b in zip(Ns, Ns[1:])],
+        "near_kstar": [n for n in t.near_kstar if n["N"] in abrupt],
+    }
 
 
 def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> dict:
     tt = [censored_times(samples[i].t, samples[i].censor_at) for i in idx]
-    return th.median_vs_N(np.array([samples[i].N for i in idx]), [a for a, _ in tt], [b for _, b in tt],
-                          n_boot=draws.n_boot, rng=draws.rng("t_icl_vs_N", *(c for i in idx for c in samples[i].cells)))
+    return th.median_vs_N(
+        np.array([samples[i].N for i in idx]),
+        [a for a, _ in tt],
+        [b for _, b in tt],
+        n_boot=draws.n_boot,
+        rng=draws.rng("t_icl_vs_N", *(c for i in idx for c in samples[i].cells)),
+    )
 
 
 def _in_regime_scaling(scaling: Scaling, idx, samples, abrupt: set, draws: Draws) -> dict:
@@ -186,13 +247,17 @@ def _in_regime_scaling(scaling: Scaling, idx, samples, abrupt: set, draws: Draws
     Ns = [samples[i].N for i in sub]
     if len(sub) == len(idx):
         return {"N": Ns, "median_vs_N": scaling.median_vs_N}
-    return {"N": Ns, "median_vs_N": _median_vs_N(sub, samples, draws)
-            if len(Ns) >= 2 else {"ok": False}}
+    return {"N": Ns, "median_vs_N": _median_vs_N(sub, samples, draws) if len(Ns) >= 2 else {"ok": False}}
 
 
 def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[CellStats], draws: Draws) -> Scaling:
     """Median t_ICL vs N of one group of K = infinity cells."""
     label = group_label(gfields) if gfields else "K = infinity"
     idx = sorted(idx, key=lambda i: samples[i].N)
-    return Scaling(gfields, label, _median_vs_N(idx, samples, draws),
-                   [{"N": samples[i].N, **(stats[i].lognormal or {})} for i in idx], idx)
+    return Scaling(
+        gfields,
+        label,
+        _median_vs_N(idx, samples, draws),
+        [{"N": samples[i].N, **(stats[i].lognormal or {})} for i in idx],
+        idx,
+    )

@@ -67,5 +67,3 @@ def save_figure(fig, figdir: Path, name: str) -> list[str]:
 
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", text.replace("=", "-")).strip("_") or "all"
-
-

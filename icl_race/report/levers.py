@@ -23,23 +23,38 @@ def by_lever(thresholds: list[Threshold], scalings: list[Scaling], times: dict |
     table reads K* per lever value the way K* per N is read. Empty unless two or more groups differ.
     `times` maps (the group as sorted JSON, N) to that cell's censored (times, observed): each t_ICL row
     then carries a log-rank test against the first row of its N (the lever's first value)."""
+
     def rows(entries, Ns, value):
-        fields = sorted({k for e in entries for k in e.group
-                         if len({json.dumps(x.group.get(k), default=str) for x in entries}) > 1})
+        fields = sorted(
+            {k for e in entries for k in e.group if len({json.dumps(x.group.get(k), default=str) for x in entries}) > 1}
+        )
         out = [{"lever": {k: e.group.get(k) for k in fields}, "N": N, **value(e, N)} for e in entries for N in Ns(e)]
         return {"fields": fields, "rows": sorted(out, key=lambda r: (r["N"], [_order(r["lever"][k]) for k in fields]))}
 
     out = {}
     if len(thresholds) > 1:
-        out["kstar"] = rows(thresholds, lambda t: t.N, lambda t, N: {
-            "kstar": t.acquisition[N].get("kstar"), "kstar_ci": t.acquisition[N].get("kstar_ci"),
-            "bracketed": t.acquisition[N].get("bracketed"),
-            "paper_sigmoid_kstar": t.paper_sigmoid[N].get("kstar"),
-            "paper_sigmoid_kstar_ci": t.paper_sigmoid[N].get("kstar_ci")})
+        out["kstar"] = rows(
+            thresholds,
+            lambda t: t.N,
+            lambda t, N: {
+                "kstar": t.acquisition[N].get("kstar"),
+                "kstar_ci": t.acquisition[N].get("kstar_ci"),
+                "bracketed": t.acquisition[N].get("bracketed"),
+                "paper_sigmoid_kstar": t.paper_sigmoid[N].get("kstar"),
+                "paper_sigmoid_kstar_ci": t.paper_sigmoid[N].get("kstar_ci"),
+            },
+        )
     if len(scalings) > 1:
+
         def median(sc, N):
             p = next(p for p in sc.median_vs_N["per_N"] if p["N"] == N)
-            return {"median_t_icl": p["median"], "median_t_icl_ci": p["median_ci"], "acquired": p["acquired"], "n": p["n"]}
+            return {
+                "median_t_icl": p["median"],
+                "median_t_icl_ci": p["median_ci"],
+                "acquired": p["acquired"],
+                "n": p["n"],
+            }
+
         out["t_icl_kinf"] = rows(scalings, lambda sc: [p["N"] for p in sc.median_vs_N["per_N"]], median)
         if times is not None:
             _logrank_against_first(out["t_icl_kinf"]["rows"], scalings, times)
@@ -48,8 +63,16 @@ def by_lever(thresholds: list[Threshold], scalings: list[Scaling], times: dict |
 
 def _logrank_against_first(rows: list[dict], scalings: list[Scaling], times: dict) -> None:
     """Each row's log-rank test of t_ICL against the first row of the same N (None for that first row)."""
-    group = {json.dumps({k: sc.group.get(k) for k in rows[0]["lever"]}, sort_keys=True, default=str):
-             json.dumps(sc.group, sort_keys=True, default=str) for sc in scalings} if rows else {}
+    group = (
+        {
+            json.dumps({k: sc.group.get(k) for k in rows[0]["lever"]}, sort_keys=True, default=str): json.dumps(
+                sc.group, sort_keys=True, default=str
+            )
+            for sc in scalings
+        }
+        if rows
+        else {}
+    )
     first: dict = {}
     for r in rows:
         key = (group[json.dumps(r["lever"], sort_keys=True, default=str)], r["N"])
@@ -60,10 +83,19 @@ def _logrank_against_first(rows: list[dict], scalings: list[Scaling], times: dic
 def _table(title: str, table: dict, columns: list[str], cells) -> list[str]:
     """One lever table: N, the lever fields, then `columns` filled by `cells(row)`."""
     fields = table["fields"]
-    return ([f"## {title} per {', '.join(fields)}", "", "| " + " | ".join(["N", *fields, *columns]) + " |",
-             "|---|" + "---|" * (len(fields) + len(columns))]
-            + ["| " + " | ".join([str(r["N"]), *(str(r["lever"][f]) for f in fields), *cells(r)]) + " |"
-               for r in table["rows"]] + [""])
+    return (
+        [
+            f"## {title} per {', '.join(fields)}",
+            "",
+            "| " + " | ".join(["N", *fields, *columns]) + " |",
+            "|---|" + "---|" * (len(fields) + len(columns)),
+        ]
+        + [
+            "| " + " | ".join([str(r["N"]), *(str(r["lever"][f]) for f in fields), *cells(r)]) + " |"
+            for r in table["rows"]
+        ]
+        + [""]
+    )
 
 
 def markdown(lever: dict) -> list[str]:
@@ -71,13 +103,35 @@ def markdown(lever: dict) -> list[str]:
     if "kstar" in lever:
         # An unbracketed K* (no cell on one side of half the seeds acquiring) is an extrapolation of the fit.
         boot = "95% CI (bootstrap percentile)"
-        md += _table("K*", lever["kstar"], ["K* (logistic midpoint)", boot, "paper's sigmoid K*", boot, "bracketed"],
-                     lambda r: [num(r["kstar"]), ci_text(r["kstar_ci"]), num(r["paper_sigmoid_kstar"]),
-                                ci_text(r["paper_sigmoid_kstar_ci"]), str(r.get("bracketed", "n/a"))])
+        md += _table(
+            "K*",
+            lever["kstar"],
+            ["K* (logistic midpoint)", boot, "paper's sigmoid K*", boot, "bracketed"],
+            lambda r: [
+                num(r["kstar"]),
+                ci_text(r["kstar_ci"]),
+                num(r["paper_sigmoid_kstar"]),
+                ci_text(r["paper_sigmoid_kstar_ci"]),
+                str(r.get("bracketed", "n/a")),
+            ],
+        )
     if "t_icl_kinf" in lever:
-        md += _table("t_ICL at K = infinity", lever["t_icl_kinf"],
-                     ["seeds", "acquired", "KM median t_ICL", "95% CI (bootstrap percentile)",
-                      "log-rank p vs the first row of its N"],
-                     lambda r: [str(r["n"]), str(r["acquired"]), num(r["median_t_icl"]), ci_text(r["median_t_icl_ci"]),
-                                "-" if r.get("logrank_vs_first") is None else p_value(r["logrank_vs_first"].p)])
+        md += _table(
+            "t_ICL at K = infinity",
+            lever["t_icl_kinf"],
+            [
+                "seeds",
+                "acquired",
+                "KM median t_ICL",
+                "95% CI (bootstrap percentile)",
+                "log-rank p vs the first row of its N",
+            ],
+            lambda r: [
+                str(r["n"]),
+                str(r["acquired"]),
+                num(r["median_t_icl"]),
+                ci_text(r["median_t_icl_ci"]),
+                "-" if r.get("logrank_vs_first") is None else p_value(r["logrank_vs_first"].p),
+            ],
+        )
     return md

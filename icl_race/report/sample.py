@@ -21,8 +21,8 @@ from icl_race.analysis import outcome as oc
 from icl_race.analysis import regime as rg
 from icl_race.analysis.race import first_passage
 from icl_race.config import Config, ConfigError
-from icl_race.provenance import platform_of
 from icl_race.report.paper import IGNORED_FIELDS, flat
+from icl_race.rundir.provenance import platform_of
 
 REQUIRED = ("icl_acc", "iwl_acc")
 # Curves a classification run records beside the accuracies, plotted when present.
@@ -66,16 +66,31 @@ class Sample:
         # (equal to the device's, tests/test_regime.py).
         t_start = run.times[start] if start in run.times else first_passage(icl, run.eval_steps, level)
         ref = run.curves.get("icl_ref_acc")
-        return cls(cells=(run.dir.name,), config=run.config, cfg=cfg, seed_ids=np.asarray(run.seed_ids),
-                   root_seeds=np.full(run.seed_ids.size, cfg.ensemble.root_seed), diverged=np.asarray(run.diverged, bool),
-                   t_icl=np.asarray(run.times["icl"], np.int64), t_start=np.asarray(t_start, np.int64),
-                   eval_steps=np.asarray(run.eval_steps), icl_acc=icl, iwl_acc=np.asarray(run.curves["iwl_acc"], float),
-                   final_icl_ref_acc=(oc.last_finite(np.asarray(ref, float)) if ref is not None and ref.ndim == 2
-                                      and ref.shape[1] else None),
-                   censor_at=run.censor_at("icl"), budget=run.budget, steps_run=run.steps_run,
-                   platform=platform_of((run.meta or {}).get("device")),
-                   recorded={k: np.asarray(run.curves[k]) for k in LOSS_CURVES + C_STATISTICS
-                             if k in run.curves and run.curves[k].ndim == 2})
+        return cls(
+            cells=(run.dir.name,),
+            config=run.config,
+            cfg=cfg,
+            seed_ids=np.asarray(run.seed_ids),
+            root_seeds=np.full(run.seed_ids.size, cfg.ensemble.root_seed),
+            diverged=np.asarray(run.diverged, bool),
+            t_icl=np.asarray(run.times["icl"], np.int64),
+            t_start=np.asarray(t_start, np.int64),
+            eval_steps=np.asarray(run.eval_steps),
+            icl_acc=icl,
+            iwl_acc=np.asarray(run.curves["iwl_acc"], float),
+            final_icl_ref_acc=(
+                oc.last_finite(np.asarray(ref, float)) if ref is not None and ref.ndim == 2 and ref.shape[1] else None
+            ),
+            censor_at=run.censor_at("icl"),
+            budget=run.budget,
+            steps_run=run.steps_run,
+            platform=platform_of((run.meta or {}).get("device")),
+            recorded={
+                k: np.asarray(run.curves[k])
+                for k in LOSS_CURVES + C_STATISTICS
+                if k in run.curves and run.curves[k].ndim == 2
+            },
+        )
 
     # ---- what the statistics read -------------------------------------------------------------------
     @property
@@ -172,12 +187,23 @@ def _merge(a: Sample, b: Sample) -> Sample:
     # task.K, is one sample, not two: keep its first copy.
     seen = set(a.seed_keys)
     new = np.array([k not in seen for k in b.seed_keys], bool)
-    both = {k: (None if getattr(a, k) is None or getattr(b, k) is None
-                else np.concatenate([getattr(a, k), getattr(b, k)[new]])) for k in PER_SEED}
+    both = {
+        k: (
+            None
+            if getattr(a, k) is None or getattr(b, k) is None
+            else np.concatenate([getattr(a, k), getattr(b, k)[new]])
+        )
+        for k in PER_SEED
+    }
     # A curve that only some of the cells recorded is dropped: it would not cover every seed.
     recorded = {k: np.concatenate([v, b.recorded[k][new]]) for k, v in a.recorded.items() if k in b.recorded}
-    return dataclasses.replace(a, cells=a.cells + b.cells, n_duplicates=a.n_duplicates + b.n_duplicates
-                               + int((~new).sum()), recorded=recorded, **both)
+    return dataclasses.replace(
+        a,
+        cells=a.cells + b.cells,
+        n_duplicates=a.n_duplicates + b.n_duplicates + int((~new).sum()),
+        recorded=recorded,
+        **both,
+    )
 
 
 def pool(samples: list[Sample]) -> list[Sample]:

@@ -68,11 +68,21 @@ def run_summary(d: str | Path) -> RunSummary:
     if stop == "icl" and {"icl_acc", "iwl_acc"} <= run.curves.keys():
         o = classify(t, run.diverged, run.curves["icl_acc"], run.curves["iwl_acc"], run.eval_steps)
     return RunSummary(
-        dir=str(d), event=stop, seeds=int(t.size), reached=int(hit.size), km_median=run.km_median() if hit.size else None,
-        range=(int(hit.min()), int(hit.max())) if hit.size else None, censored=int(t.size - hit.size),
+        dir=str(d),
+        event=stop,
+        seeds=int(t.size),
+        reached=int(hit.size),
+        km_median=run.km_median() if hit.size else None,
+        range=(int(hit.min()), int(hit.max())) if hit.size else None,
+        censored=int(t.size - hit.size),
         censor_at=run.censor_at(),
         settled=None if settled is None else int(np.sum(settled >= 0)),
-        settled_median=float(np.median(settled[settled >= 0])) if settled is not None and np.any(settled >= 0) else None,
-        rise_level=start if rise is not None else None, rise_fraction=rise,
+        settled_median=float(np.median(settled[settled >= 0]))
+        if settled is not None and np.any(settled >= 0)
+        else None,
+        rise_level=start if rise is not None else None,
+        rise_fraction=rise,
         outcomes={c: o.count(c) for c in ("persistent", "transient", "censored", "diverged")} if o else None,
-        outcome_sentence=o.sentence() if o else None, histogram=str(d / f"t_{stop}_hist.png"))
+        outcome_sentence=o.sentence() if o else None,
+        histogram=str(d / f"t_{stop}_hist.png"),
+    )

@@ -74,12 +74,14 @@ def observation_rank(s: Sample) -> tuple:
 def best_observed(j: int, conds: list[dict], samples: list[Sample]) -> int:
     """Of the cells that differ from cell j only in how they are observed or retire seeds (OBSERVATION_FIELDS,
     RETIREMENT_FIELDS), the best observed (`observation_rank`); j on ties."""
+
     def physics(i):
         return {k: v for k, v in conds[i].items() if k not in OBSERVATION_FIELDS | RETIREMENT_FIELDS}
 
     target = physics(j)
-    return max((i for i in range(len(conds)) if physics(i) == target),
-               key=lambda i: (*observation_rank(samples[i]), i == j))
+    return max(
+        (i for i in range(len(conds)) if physics(i) == target), key=lambda i: (*observation_rank(samples[i]), i == j)
+    )
 
 
 def logrank_of(a: Sample, b: Sample) -> dict:
@@ -89,12 +91,16 @@ def logrank_of(a: Sample, b: Sample) -> dict:
 
 def _slope(Ns: list, fits: dict, log_N) -> dict:
     ok = [N for N in Ns if fits[N].get("ok")]
-    return th.power_law_slope(log_N(np.array(ok, float)), np.array([fits[N]["b"] for N in ok]),
-                              np.stack([fits[N]["boot_log10_kstar"] for N in ok]) if ok else None)
+    return th.power_law_slope(
+        log_N(np.array(ok, float)),
+        np.array([fits[N]["b"] for N in ok]),
+        np.stack([fits[N]["boot_log10_kstar"] for N in ok]) if ok else None,
+    )
 
 
-def threshold(gfields: dict, idx: list[int], samples: list[Sample], stats: list[CellStats], draws: Draws,
-              best) -> Threshold:
+def threshold(
+    gfields: dict, idx: list[int], samples: list[Sample], stats: list[CellStats], draws: Draws, best
+) -> Threshold:
     """K* per N of one group of finite-K cells (logistic midpoint; the paper's sigmoid where it is
     determined), the slope of log K* on log N, the heatmap and the cells nearest K* (`best(j)`: the
     best-observed rerun of cell j)."""
@@ -114,24 +120,51 @@ def threshold(gfields: dict, idx: list[int], samples: list[Sample], stats: list[
         acquired, final = zip(*(_each_seed_once(at_K, samples) for at_K in sub))
         curves[N] = th.acquisition_curve(x, list(acquired), n_boot=draws.n_boot, rng=draws.rng("acquisition", *cells))
         curves[N]["ci_method"] = "bootstrap percentile, seeds resampled within cells"
-        sigmoids[N] = (th.paper_sigmoid(x, list(final), n_boot=min(draws.n_boot, N_BOOT_SIGMOID),
-                                        rng=draws.rng("paper_sigmoid", *cells))
-                       if all(samples[i].reads_final_accuracy for at_K in sub for i in at_K) else
-                       {"ok": False, "reason": "final accuracy is read at retirement (train.settle_iwl)"})
+        sigmoids[N] = (
+            th.paper_sigmoid(
+                x, list(final), n_boot=min(draws.n_boot, N_BOOT_SIGMOID), rng=draws.rng("paper_sigmoid", *cells)
+            )
+            if all(samples[i].reads_final_accuracy for at_K in sub for i in at_K)
+            else {"ok": False, "reason": "final accuracy is read at retirement (train.settle_iwl)"}
+        )
         for K, a in zip(sorted(by_K), acquired):
             grid[Ns.index(N), Ks.index(K)] = a.mean() if a.size else np.nan
         if curves[N].get("ok"):
             j = best(sub[int(np.argmin(np.abs(x - curves[N]["b"])))][0])
-            near.append({"N": N, "K": samples[j].K, "cell": stats[j].label, "bimodality": stats[j].bimodality,
-                         "acquired_fraction": stats[j].acquired_fraction, "cell_index": j})
+            near.append(
+                {
+                    "N": N,
+                    "K": samples[j].K,
+                    "cell": stats[j].label,
+                    "bimodality": stats[j].bimodality,
+                    "acquired_fraction": stats[j].acquired_fraction,
+                    "cell_index": j,
+                }
+            )
     variants = {samples[i].variant for i in idx}
     retirements = {tuple(samples[i].condition().get(k) for k in sorted(RETIREMENT_FIELDS)) for i in idx}
-    sigmoid_slope = (_slope(Ns, sigmoids, np.log10) if len(retirements) == 1 else
-                     {"ok": False, "reason": "the cells retire seeds differently (train.stop_threshold, "
-                                             "train.settle_iwl), which changes final accuracy"})
-    return Threshold(gfields, label, variants.pop() if len(variants) == 1 else "mixed", Ns, curves, sigmoids,
-                     _slope(Ns, curves, np.log10), _slope(Ns, curves, lambda n: np.log10(n - 1)),
-                     sigmoid_slope, near, {"K": Ks, "N": Ns, "fraction": grid})
+    sigmoid_slope = (
+        _slope(Ns, sigmoids, np.log10)
+        if len(retirements) == 1
+        else {
+            "ok": False,
+            "reason": "the cells retire seeds differently (train.stop_threshold, "
+            "train.settle_iwl), which changes final accuracy",
+        }
+    )
+    return Threshold(
+        gfields,
+        label,
+        variants.pop() if len(variants) == 1 else "mixed",
+        Ns,
+        curves,
+        sigmoids,
+        _slope(Ns, curves, np.log10),
+        _slope(Ns, curves, lambda n: np.log10(n - 1)),
+        sigmoid_slope,
+        near,
+        {"K": Ks, "N": Ns, "fraction": grid},
+    )
 
 
 def _each_seed_once(cells: list[int], samples: list[Sample]) -> tuple[np.ndarray, np.ndarray]:
@@ -150,19 +183,24 @@ def _each_seed_once(cells: list[int], samples: list[Sample]) -> tuple[np.ndarray
     return np.concatenate(acquired), np.concatenate(final)
 
 
-BALANCED_METRICS = (("acc_above_0.75", "fraction with final ICL accuracy > 0.75"),
-                    ("acquired", "fraction acquiring ICL within the budget"))
+BALANCED_METRICS = (
+    ("acc_above_0.75", "fraction with final ICL accuracy > 0.75"),
+    ("acquired", "fraction acquiring ICL within the budget"),
+)
 
 
 def _counts(stats: list[CellStats], ids: list[int], metric: str) -> tuple[np.ndarray, np.ndarray]:
     if metric == "acquired":
         return np.array([stats[i].acquired for i in ids]), np.array([stats[i].n_seeds for i in ids])
-    return (np.array([stats[i].final_icl_acc["above_0.75"] for i in ids]),
-            np.array([stats[i].final_icl_acc["n"] for i in ids]))
+    return (
+        np.array([stats[i].final_icl_acc["above_0.75"] for i in ids]),
+        np.array([stats[i].final_icl_acc["n"] for i in ids]),
+    )
 
 
-def balanced(gfields: dict, idx: list[int], conds: list[dict], samples: list[Sample], stats: list[CellStats],
-             draws: Draws) -> dict | None:
+def balanced(
+    gfields: dict, idx: list[int], conds: list[dict], samples: list[Sample], stats: list[CellStats], draws: Draws
+) -> dict | None:
     """Balanced minus standard contexts over the (N, K) cells of a group that have both, with a log-rank
     test of the two t_ICL distributions per cell; None without such a pair."""
     table: dict[tuple, int] = {}
@@ -174,15 +212,20 @@ def balanced(gfields: dict, idx: list[int], conds: list[dict], samples: list[Sam
     label = group_label(gfields) if gfields else "all"
     si = [table[(N, K, "standard")] for N, K in pairs]
     bi = [table[(N, K, "balanced")] for N, K in pairs]
-    entry = {"group": gfields, "label": label, "N": [N for N, _ in pairs], "K": [K for _, K in pairs],
-             "ci_method": "bootstrap percentile, binomial resampling of each cell",
-             "t_icl_logrank": [logrank_of(samples[s], samples[b]) for s, b in zip(si, bi)]}
+    entry = {
+        "group": gfields,
+        "label": label,
+        "N": [N for N, _ in pairs],
+        "K": [K for _, K in pairs],
+        "ci_method": "bootstrap percentile, binomial resampling of each cell",
+        "t_icl_logrank": [logrank_of(samples[s], samples[b]) for s, b in zip(si, bi)],
+    }
     for metric, _ in BALANCED_METRICS:
         ks, ns = _counts(stats, si, metric)
         kb, nb = _counts(stats, bi, metric)
-        entry[metric] = th.fraction_difference(ks, ns, kb, nb, n_boot=draws.n_boot,
-                                               rng=draws.rng(metric, *(c for i in si + bi for c in samples[i].cells))) | {
-            "standard": {"k": ks, "n": ns}, "balanced": {"k": kb, "n": nb}}
+        entry[metric] = th.fraction_difference(
+            ks, ns, kb, nb, n_boot=draws.n_boot, rng=draws.rng(metric, *(c for i in si + bi for c in samples[i].cells))
+        ) | {"standard": {"k": ks, "n": ns}, "balanced": {"k": kb, "n": nb}}
     ref = [stats[i].final_icl_ref_acc for i in bi]
     if all(ref):
         entry["balanced_reference_icl_test_above_0.75"] = [r["above_0.75"] / r["n"] for r in ref]

@@ -8,10 +8,51 @@
 Every public name is here too, as `icl_race.rundir.NAME`.
 """
 
-from icl_race.rundir.layout import (CHECKPOINTS, CONFIG, LOCK, META, RESULTS, RUN_NAMES, SCALARS, SWEEP_NAMES,
-                                    DamagedFileError, Locked, RunDirError, checkpoint_steps, half_finished, is_done)
-from icl_race.rundir.read import (CellEntry, Run, SweepDir, cell_status, check_provenance, check_results,
-                                  differing_fields, is_sweep, load, load_cells, load_run, load_sweep, read_config,
-                                  read_meta, read_results, stored_config, with_defaults)
-from icl_race.rundir.write import (atomic_write, check, drop_superseded_checkpoints, finish, json_bytes, lock,
-                                   npz_bytes, refuse_links, repair_notice, set_aside_final_files, write_config)
+from icl_race.rundir.layout import (
+    CHECKPOINTS,
+    CONFIG,
+    LOCK,
+    META,
+    RESULTS,
+    RUN_NAMES,
+    SCALARS,
+    SWEEP_NAMES,
+    DamagedFileError,
+    Locked,
+    RunDirError,
+    checkpoint_steps,
+    half_finished,
+    is_done,
+)
+from icl_race.rundir.read import (
+    CellEntry,
+    Run,
+    SweepDir,
+    cell_status,
+    check_provenance,
+    check_results,
+    differing_fields,
+    is_sweep,
+    load,
+    load_cells,
+    load_run,
+    load_sweep,
+    read_config,
+    read_meta,
+    read_results,
+    stored_config,
+    with_defaults,
+)
+from icl_race.rundir.write import (
+    atomic_write,
+    check,
+    drop_superseded_checkpoints,
+    finish,
+    json_bytes,
+    lock,
+    npz_bytes,
+    refuse_links,
+    repair_notice,
+    set_aside_final_files,
+    write_config,
+)

@@ -24,8 +24,7 @@ CONFIG, RESULTS, META, LOCK, CHECKPOINTS = "config.json", "results.npz", "meta.j
 SCALARS = ("steps_run", "budget")
 # Every name icl-race writes, moves or deletes inside a run directory (the histograms and damaged-*
 # folders are matched by pattern in `refuse_links`), and inside a sweep directory.
-RUN_NAMES = (CONFIG, RESULTS, META, LOCK, CHECKPOINTS, f"{CHECKPOINTS}.damaged", "figures", "report.md",
-             "report.json")
+RUN_NAMES = (CONFIG, RESULTS, META, LOCK, CHECKPOINTS, f"{CHECKPOINTS}.damaged", "figures", "report.md", "report.json")
 SWEEP_NAMES = ("cells", "sweep.toml", "summary.csv", "submitit", "figures", "report.md", "report.json")
 
 

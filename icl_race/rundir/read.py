@@ -23,8 +23,16 @@ import numpy as np
 
 from icl_race import config
 from icl_race.config import Config, ConfigError
-from icl_race.rundir.layout import (CONFIG, META, RESULTS, SCALARS, DamagedFileError, RunDirError, checkpoint_steps,
-                                    is_done)
+from icl_race.rundir.layout import (
+    CONFIG,
+    META,
+    RESULTS,
+    SCALARS,
+    DamagedFileError,
+    RunDirError,
+    checkpoint_steps,
+    is_done,
+)
 
 
 def _damaged(path: Path, e: BaseException) -> DamagedFileError:
@@ -69,8 +77,12 @@ def with_defaults(cfg: dict) -> dict:
 
 def differing_fields(a: dict, b: dict) -> list[str]:
     """`section.field` of every field whose value differs between two config dicts (one absent counts)."""
-    return sorted(f"{s}.{k}" for s in set(a) | set(b) for k in set(a.get(s) or {}) | set(b.get(s) or {})
-                  if (a.get(s) or {}).get(k) != (b.get(s) or {}).get(k))
+    return sorted(
+        f"{s}.{k}"
+        for s in set(a) | set(b)
+        for k in set(a.get(s) or {}) | set(b.get(s) or {})
+        if (a.get(s) or {}).get(k) != (b.get(s) or {}).get(k)
+    )
 
 
 def stored_config(d: Path) -> Config | None:
@@ -85,8 +97,9 @@ def stored_config(d: Path) -> Config | None:
     try:
         return config.from_dict(stored)  # a field added since fills in with its default
     except ConfigError as e:
-        raise RunDirError(f"--out {d}: holds a run whose config this version cannot read ({e}); "
-                          "choose another directory") from None
+        raise RunDirError(
+            f"--out {d}: holds a run whose config this version cannot read ({e}); choose another directory"
+        ) from None
 
 
 def read_config(d: Path) -> dict:
@@ -187,15 +200,23 @@ class Run:
     def kept_arrays(self) -> dict[str, np.ndarray]:
         """results.npz's arrays over the kept seeds, with `n_diverged`: no statistic averages a NaN curve."""
         keep = self.kept
-        return {"seed_ids": self.seed_ids[keep], **{f"t_{e}": v[keep] for e, v in self.times.items()},
-                "diverged": self.diverged[keep], "eval_steps": self.eval_steps,
-                **{k: v[keep] for k, v in self.curves.items()}, "steps_run": np.int64(self.steps_run),
-                "budget": np.int64(self.budget), "n_diverged": int((~keep).sum())}
+        return {
+            "seed_ids": self.seed_ids[keep],
+            **{f"t_{e}": v[keep] for e, v in self.times.items()},
+            "diverged": self.diverged[keep],
+            "eval_steps": self.eval_steps,
+            **{k: v[keep] for k, v in self.curves.items()},
+            "steps_run": np.int64(self.steps_run),
+            "budget": np.int64(self.budget),
+            "n_diverged": int((~keep).sum()),
+        }
 
 
 def _bad(d: Path, name: str, what: str) -> DamagedFileError:
-    return DamagedFileError(f"{Path(d) / RESULTS}: array {name}: {what}; not results icl-race wrote "
-                            "(rerun with --redo to set the run aside and train it again)")
+    return DamagedFileError(
+        f"{Path(d) / RESULTS}: array {name}: {what}; not results icl-race wrote "
+        "(rerun with --redo to set the run aside and train it again)"
+    )
 
 
 def _integers(a: np.ndarray) -> bool:
@@ -247,9 +268,11 @@ def check_provenance(d: Path, cfg: dict, meta: dict | None) -> None:
     made = with_defaults(meta["config"])
     if made != cfg:
         changed = differing_fields(made, cfg)
-        raise DamagedFileError(f"{Path(d) / CONFIG}: no longer the config the results were computed from (meta.json "
-                               f"differs in {', '.join(changed) or 'its sections'}); restore it, or rerun with --redo "
-                               "to set the results aside and train again")
+        raise DamagedFileError(
+            f"{Path(d) / CONFIG}: no longer the config the results were computed from (meta.json "
+            f"differs in {', '.join(changed) or 'its sections'}); restore it, or rerun with --redo "
+            "to set the results aside and train again"
+        )
 
 
 def load_run(d: Path) -> Run:
@@ -271,11 +294,20 @@ def load_run(d: Path) -> Run:
     if not isinstance(headline, str) or headline not in events:
         raise DamagedFileError(f"{d}/results.npz: missing t_{str(headline)[:80]} (meta.json's stop_event)")
     fixed = {"seed_ids", "diverged", "retired_at", "eval_steps", *SCALARS, *(f"t_{e}" for e in events)}
-    return Run(dir=d, config=cfg, seed_ids=np.asarray(res.get("seed_ids", np.arange(S))), times=events,
-               headline=headline, diverged=np.asarray(res.get("diverged", np.zeros(S, bool)), bool),
-               retired_at=np.asarray(res.get("retired_at", np.full(S, -1)), np.int64),
-               eval_steps=steps, curves={k: v for k, v in res.items() if k not in fixed}, budget=budget,
-               steps_run=steps_run, meta=meta)
+    return Run(
+        dir=d,
+        config=cfg,
+        seed_ids=np.asarray(res.get("seed_ids", np.arange(S))),
+        times=events,
+        headline=headline,
+        diverged=np.asarray(res.get("diverged", np.zeros(S, bool)), bool),
+        retired_at=np.asarray(res.get("retired_at", np.full(S, -1)), np.int64),
+        eval_steps=steps,
+        curves={k: v for k, v in res.items() if k not in fixed},
+        budget=budget,
+        steps_run=steps_run,
+        meta=meta,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -356,8 +388,10 @@ def load_sweep(d: Path) -> SweepDir:
             entries.append((c, cfg, "unreadable", None, str(e)))
     spec = (d / "sweep.toml").read_text() if (d / "sweep.toml").is_file() else None
     fields = _grid_fields(spec, [cfg for _, cfg, *_ in entries if cfg is not None])
-    cells = [CellEntry(c.name, c, {f: _flat(cfg).get(f) for f in fields} if cfg else {}, st, run, cfg, why)
-             for c, cfg, st, run, why in entries]
+    cells = [
+        CellEntry(c.name, c, {f: _flat(cfg).get(f) for f in fields} if cfg else {}, st, run, cfg, why)
+        for c, cfg, st, run, why in entries
+    ]
     return SweepDir(d, fields, cells, spec)
 
 

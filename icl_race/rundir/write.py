@@ -20,14 +20,25 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from icl_race.config import Config
-from icl_race.rundir.layout import (CHECKPOINTS, CONFIG, LOCK, META, RESULTS, RUN_NAMES, Locked, RunDirError,
-                                    checkpoint_steps, half_finished, is_done)
+from icl_race.rundir.layout import (
+    CHECKPOINTS,
+    CONFIG,
+    LOCK,
+    META,
+    RESULTS,
+    RUN_NAMES,
+    Locked,
+    RunDirError,
+    checkpoint_steps,
+    half_finished,
+    is_done,
+)
 from icl_race.rundir.read import differing_fields, stored_config
 
 # Called with the name of each step of `finish` right after it: a test kills the run there.
@@ -43,8 +54,10 @@ def refuse_links(d: Path, names=RUN_NAMES) -> None:
     found += sorted(d.glob(".*.tmp*"))
     for path in found:
         if path.is_symlink():
-            raise RunDirError(f"{path}: is a symbolic link; icl-race writes only inside {d}, never through a link: "
-                              "remove it (or choose another directory)")
+            raise RunDirError(
+                f"{path}: is a symbolic link; icl-race writes only inside {d}, never through a link: "
+                "remove it (or choose another directory)"
+            )
     ckpts = d / CHECKPOINTS
     if ckpts.exists() and not ckpts.is_dir():
         raise RunDirError(f"{ckpts}: is not a directory; move it aside (checkpoints are written there)")
@@ -142,8 +155,10 @@ def check(cfg: Config, d: Path) -> bool:
             raise RunDirError(f"--out {d}: directory is not empty and holds no icl-race run; choose another")
         return False
     if stored != cfg:
-        raise RunDirError(f"--out {d}: holds a run with a different config (differs in "
-                          f"{', '.join(differing_fields(stored.to_dict(), cfg.to_dict()))}); choose another directory")
+        raise RunDirError(
+            f"--out {d}: holds a run with a different config (differs in "
+            f"{', '.join(differing_fields(stored.to_dict(), cfg.to_dict()))}); choose another directory"
+        )
     return is_done(d)
 
 
@@ -185,7 +200,7 @@ def lock(d: Path):
     process dies, even by SIGKILL, so a stale lock never blocks a resume."""
     try:
         fd = os.open(Path(d) / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError as e:
+    except OSError:
         if Path(d, LOCK).is_symlink():  # ELOOP: refused like any link (refuse_links says the same first)
             raise RunDirError(f"{Path(d) / LOCK}: is a symbolic link; remove it") from None
         raise
@@ -194,8 +209,10 @@ def lock(d: Path):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            raise Locked(f"--out {d}: another icl-race process (pid {holder}) is running in this "
-                         "directory; wait for it or choose another") from None
+            raise Locked(
+                f"--out {d}: another icl-race process (pid {holder}) is running in this "
+                "directory; wait for it or choose another"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield

@@ -1,7 +1,7 @@
 """`icl-race analyze STUDY SUBCOMMAND [DIR...]`: each study's analyses of run directories, one command.
 
 A study module (`icl_race/studies/<study>.py`) is glue only: it reads run or sweep directories
-(`icl_race.runset`), or trains the seeds a test needs itself (`icl_race.retrain`, a system's integrator),
+(`icl_race.rundir.runset`), or trains the seeds a test needs itself (`icl_race.run.retrain`, a system's integrator),
 hands their arrays to pure functions in `icl_race.analysis` / `icl_race.theory`, and returns their typed
 result, which has a `text()` (markdown) and is a dataclass (its JSON). The
 command writes the JSON to `experiments/<study>/results/<subcommand>.json` (or --out) and prints the text.
@@ -79,8 +79,15 @@ def _plain(v):
     return v
 
 
-def run(study: str, sub: str, dirs: list[str], out: Path | None, n_boot: int | None = None, seed: int = 0,
-        options: dict | None = None):
+def run(
+    study: str,
+    sub: str,
+    dirs: list[str],
+    out: Path | None,
+    n_boot: int | None = None,
+    seed: int = 0,
+    options: dict | None = None,
+):
     """The analysis `study sub` of `dirs`, its JSON written to `out` (default
     experiments/<study>/results/<sub>.json), its markdown (MARKDOWN) and figures beside it; returns (result, paths written).
     n_boot None: the study function's own default."""
@@ -93,8 +100,10 @@ def run(study: str, sub: str, dirs: list[str], out: Path | None, n_boot: int | N
     takes = [n for n, p in inspect.signature(table[sub]).parameters.items() if p.kind == p.KEYWORD_ONLY]
     unknown = sorted(set(options or {}) - set(takes))
     if unknown:
-        raise ConfigError(f"analyze {study} {sub}: no option {', '.join(unknown)} (--set takes "
-                          f"{', '.join(n for n in takes if n not in ('n_boot', 'seed')) or 'none'})")
+        raise ConfigError(
+            f"analyze {study} {sub}: no option {', '.join(unknown)} (--set takes "
+            f"{', '.join(n for n in takes if n not in ('n_boot', 'seed')) or 'none'})"
+        )
     out = Path(out) if out else Path("experiments") / study / "results" / f"{sub}.json"
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out}: is a directory; give a file name")
@@ -103,8 +112,15 @@ def run(study: str, sub: str, dirs: list[str], out: Path | None, n_boot: int | N
         raise ConfigError(f"--out {out}: its tables go to <stem>.md beside the JSON; give the JSON another name")
     result = table[sub](list(dirs), **kwargs)
     out.parent.mkdir(parents=True, exist_ok=True)
-    rundir.atomic_write(out, (json.dumps({"study": study, "analysis": sub, "dirs": [str(d) for d in dirs],
-                                          "result": payload(result)}, indent=1) + "\n").encode())
+    rundir.atomic_write(
+        out,
+        (
+            json.dumps(
+                {"study": study, "analysis": sub, "dirs": [str(d) for d in dirs], "result": payload(result)}, indent=1
+            )
+            + "\n"
+        ).encode(),
+    )
     written = [out]
     if md:
         rundir.atomic_write(md, result.text().encode())

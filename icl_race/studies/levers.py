@@ -44,23 +44,45 @@ def pair(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Pair:
     return levers.pair(load_cells(dirs[0]), load_cells(dirs[1]))
 
 
-def race(dirs, *, field: str | None = None, values=None, mlp=None, N: int = 32, T: float = 10000,
-         t_fixed: float | None = None, n_boot: int = 1000, seed: int = 0) -> levers.LeverRace:
+def race(
+    dirs,
+    *,
+    field: str | None = None,
+    values=None,
+    mlp=None,
+    N: int = 32,
+    T: float = 10000,
+    t_fixed: float | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> levers.LeverRace:
     """dirs: the K = infinity race sweeps; `mlp`: one MLP-only sweep directory per lever value."""
     _need("race", field=field, values=values, mlp=mlp)
     values, mlp = [float(v) for v in _list(values)], [str(d) for d in _list(mlp)]
     if len(values) != len(mlp):
         raise ConfigError(f"analyze levers race: {len(values)} values but {len(mlp)} mlp directories")
-    return levers.lever_race(field, values, [load_cells(d) for d in mlp], [c for d in dirs for c in load_cells(d)],
-                             N, float(T), None if t_fixed is None else float(t_fixed), mlp_names=mlp, n_boot=n_boot)
+    return levers.lever_race(
+        field,
+        values,
+        [load_cells(d) for d in mlp],
+        [c for d in dirs for c in load_cells(d)],
+        N,
+        float(T),
+        None if t_fixed is None else float(t_fixed),
+        mlp_names=mlp,
+        n_boot=n_boot,
+    )
 
 
-def transience(dirs, *, level: float = 0.9, lasting: int = 10, n_boot: int = 1000, seed: int = 0) -> levers.LeverTransience:
+def transience(
+    dirs, *, level: float = 0.9, lasting: int = 10, n_boot: int = 1000, seed: int = 0
+) -> levers.LeverTransience:
     return levers.transience([c for d in dirs for c in load_cells(d)], level=level, lasting=lasting, n_boot=n_boot)
 
 
-def kstar(dirs, *, field: str | None = None, N: int = 32, counts: str | None = None, n_boot: int = 1000,
-          seed: int = 0) -> levers.KStar:
+def kstar(
+    dirs, *, field: str | None = None, N: int = 32, counts: str | None = None, n_boot: int = 1000, seed: int = 0
+) -> levers.KStar:
     """K* per lever value over the finite-K cells of dirs and of an earlier kstar result (`counts`: its JSON,
     as this command writes it or as experiments/levers/analyze.py wrote it), so K* can grow over sessions
     whose run directories (git-ignored) are gone."""
@@ -73,37 +95,53 @@ def kstar(dirs, *, field: str | None = None, N: int = 32, counts: str | None = N
         prior = json.loads(path.read_text())
         prior = prior.get("result", prior)  # this command's JSON wraps the result
         if (prior["field"], prior["N"]) != (field, N):
-            raise ConfigError(f"--set counts={counts}: field {prior['field']} at N = {prior['N']}, not {field} at N = {N}")
+            raise ConfigError(
+                f"--set counts={counts}: field {prior['field']} at N = {prior['N']}, not {field} at N = {N}"
+            )
     cells = levers.kstar_cells(field, N, [(d, load_cells(d)) for d in dirs], prior and prior["cells"])
     if not cells:
         raise ConfigError("analyze levers kstar: no finite-K cell (give directories or --set counts=FILE)")
     return levers.kstar(field, N, cells, n_boot=n_boot, seed=seed)
 
 
-def ceiling(dirs, *, epsilon=(0.0, 0.5, 1.0), D: int = 63, N: int = 32, sequences: int = 20000, n_boot: int = 1000,
-            seed: int = 0) -> Ceiling:
+def ceiling(
+    dirs,
+    *,
+    epsilon=(0.0, 0.5, 1.0),
+    D: int = 63,
+    N: int = 32,
+    sequences: int = 20000,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> Ceiling:
     return copy_ceiling([float(e) for e in _list(epsilon)], D=D, N=N, sequences=sequences, seed=seed)
 
 
-def collapse(dirs, *, seed_id: int = 0, at=(3000, 6000, 9000, 12000, 18000, 24000, 30000), n_boot: int = 1000,
-             seed: int = 0) -> levers.Collapse:
-    """One seed of a finished cell retrained alone (icl_race.retrain) in vmaps of one seed, the fast CPU
+def collapse(
+    dirs, *, seed_id: int = 0, at=(3000, 6000, 9000, 12000, 18000, 24000, 30000), n_boot: int = 1000, seed: int = 0
+) -> levers.Collapse:
+    """One seed of a finished cell retrained alone (icl_race.run.retrain) in vmaps of one seed, the fast CPU
     layout this was first written with, so the same trajectory as inside its ensemble to float tolerance
     (without the ensemble.block override: exactly its run's, at the cost of a whole block), its network
     read at each of the `at` steps (`Transformer.activations` on a training batch of 512). `seed_id`: the
     seed retrained (`seed` is the bootstrap's, unused: nothing here is resampled)."""
     import jax
 
-    from icl_race import runset, systems
-    from icl_race.retrain import retrain
+    from icl_race import systems
+    from icl_race.run.retrain import retrain
+    from icl_race.rundir import runset
 
     at = sorted(int(a) for a in _list(at))
     runs = runset.load(dirs).runs
     if len(runs) != 1:
-        raise ConfigError(f"{', '.join(map(str, dirs))}: analyze levers collapse needs one finished cell, found {len(runs)}")
+        raise ConfigError(
+            f"{', '.join(map(str, dirs))}: analyze levers collapse needs one finished cell, found {len(runs)}"
+        )
     run = runs[0]
     if seed_id not in run.seed_ids.tolist():
-        raise ConfigError(f"--set seed_id={seed_id}: not a seed of {run.dir} (its seeds: {run.seed_ids.min()}-{run.seed_ids.max()})")
+        raise ConfigError(
+            f"--set seed_id={seed_id}: not a seed of {run.dir} (its seeds: {run.seed_ids.min()}-{run.seed_ids.max()})"
+        )
     kept = {}  # step -> the seed's parameters, copied before the next chunk donates the carry
 
     def keep(p):
@@ -112,20 +150,46 @@ def collapse(dirs, *, seed_id: int = 0, at=(3000, 6000, 9000, 12000, 18000, 2400
 
     # One evaluation per chunk, at every multiple of the steps' gcd, and no early stop: each inspected
     # step is a chunk boundary, where `keep` looks.
-    res = retrain(run.dir, [seed_id], steps=max(at), on_chunk=keep,
-                  overrides=["ensemble.block=1", "ensemble.devices=0", f"train.eval_every={np.gcd.reduce(at)}",
-                             "train.evals_per_chunk=1", "train.stop_when_all_acquired=false"])
+    res = retrain(
+        run.dir,
+        [seed_id],
+        steps=max(at),
+        on_chunk=keep,
+        overrides=[
+            "ensemble.block=1",
+            "ensemble.devices=0",
+            f"train.eval_every={np.gcd.reduce(at)}",
+            "train.evals_per_chunk=1",
+            "train.stop_when_all_acquired=false",
+        ],
+    )
     program, consts = systems.build(run.cfg)
     rows = []
     for step, params in sorted(kept.items()):
         i = int(np.searchsorted(res["eval_steps"], step))
         x_BxNxE, _ = program.train_batch({"params": params}, consts, jax.random.key(step), 512)
         act = program.model.activations(params, x_BxNxE)
-        rows.append(levers.network_state(step, res["icl_acc"][0, i], res["train_loss"][0, i], act["query_scores"],
-                                         act["relu1"], act["relu2"], act["logit"]))
+        rows.append(
+            levers.network_state(
+                step,
+                res["icl_acc"][0, i],
+                res["train_loss"][0, i],
+                act["query_scores"],
+                act["relu1"],
+                act["relu2"],
+                act["logit"],
+            )
+        )
     return levers.Collapse(dir=str(dirs[0]), seed=seed_id, rows=rows)
 
 
-COMMANDS = {"beta0": beta0, "pair": pair, "race": race, "transience": transience, "kstar": kstar, "ceiling": ceiling,
-            "collapse": collapse}
+COMMANDS = {
+    "beta0": beta0,
+    "pair": pair,
+    "race": race,
+    "transience": transience,
+    "kstar": kstar,
+    "ceiling": ceiling,
+    "collapse": collapse,
+}
 DIRECTORIES = {"ceiling": "none", "kstar": "any"}  # ceiling: a Monte Carlo of the task's sequences; kstar: or counts=

@@ -6,7 +6,7 @@ trains its own seeds (no directories).
                D = 8, H = 16, N = 31, λ_d ∝ d⁻², population loss; seeds 0..seeds−1 of each init scale σ by
                float64 gradient flow (BDF) to `horizon` τ, read by `icl_race.analysis.single_head`; with
                checks, the protocol's numerical checks (each scale's seed 0 at rtol 1e-11; engine GD through
-               `icl_race.retrain.train_seeds` against the flow). About 5 s a seed on one CPU core, 3-5 min in
+               `icl_race.run.retrain.train_seeds` against the flow). About 5 s a seed on one CPU core, 3-5 min in
                all; also writes the tables as <out stem>.md.
 
 A seed's trajectory is the engine's: its init is the program's for seed id s (root seed 0), its flow
@@ -34,7 +34,7 @@ from icl_race.config import ConfigError  # noqa: E402
 PROTOCOL = "single_head_protocol.md"
 D, N, H = 8, 31, 16
 RTOL, ATOL, CHECK_RTOL = 1e-9, 1e-14, 1e-11
-GRID_POINTS = 4000   # the bracketing grid: 0, then geometric from 1e-2 τ to the horizon (0.5% spacing)
+GRID_POINTS = 4000  # the bracketing grid: 0, then geometric from 1e-2 τ to the horizon (0.5% spacing)
 GD_DT, GD_EVERY = 0.1, 20  # check (b): engine GD at 0.1 τ a step, evaluated every 20 steps (2 τ)
 
 
@@ -43,11 +43,21 @@ def config_of(scale: float, **train):
     used by check (b) only), one seed per vmap; `train` sets further [train] fields."""
     from icl_race import config
 
-    return config.from_dict({
-        "task": {"kind": "linear_regression", "D": D, "N": N, "spectrum": "power", "alpha": 2.0,
-                 "plateau_frac": sh.PLATEAU_FRAC},
-        "model": {"kind": "attn_s", "heads": H, "rank": 1, "init_scale": scale},
-        "train": {"lr": GD_DT, **train}, "ensemble": {"seeds": 1, "block": 1}})
+    return config.from_dict(
+        {
+            "task": {
+                "kind": "linear_regression",
+                "D": D,
+                "N": N,
+                "spectrum": "power",
+                "alpha": 2.0,
+                "plateau_frac": sh.PLATEAU_FRAC,
+            },
+            "model": {"kind": "attn_s", "heads": H, "rank": 1, "init_scale": scale},
+            "train": {"lr": GD_DT, **train},
+            "ensemble": {"seeds": 1, "block": 1},
+        }
+    )
 
 
 def grid(horizon: float) -> np.ndarray:
@@ -73,6 +83,7 @@ def flow(program, consts, seed: int, horizon: float, rtol: float = RTOL):
         def one(y):
             p = unravel(y)  # Λ is diagonal: e_dᵀ k_i = k_i[d]; rank 1: the head's one key and query
             return model.moment_loss(p, moments), p["v"], p["k"][:, 0, :], p["q"][:, 0, :]
+
         return jax.vmap(one, in_axes=1)(Y_nxT)
 
     def observe(t):
@@ -86,8 +97,9 @@ def one_seed(program, consts, seed: int, horizon: float, rtol: float = RTOL) -> 
 
     tic = time.perf_counter()
     sol, observe = flow(program, consts, seed, horizon, rtol)
-    res = sh.staircase_seed(observe, grid(horizon), spectrum("power", D, alpha=2.0), N, seed=seed,
-                            solver_steps=sol.t.size)
+    res = sh.staircase_seed(
+        observe, grid(horizon), spectrum("power", D, alpha=2.0), N, seed=seed, solver_steps=sol.t.size
+    )
     return replace(res, seconds=time.perf_counter() - tic)
 
 
@@ -100,8 +112,9 @@ def _flag(v) -> bool:
     raise ConfigError(f"--set checks={v}: expected 1 or 0 (true or false)")
 
 
-def single_head(dirs, *, seeds: int = 20, scales=(1e-2, 1e-3), checks=1, horizon: float = 1e9, n_boot: int = 2000,
-                seed: int = 0) -> sh.SingleHead:
+def single_head(
+    dirs, *, seeds: int = 20, scales=(1e-2, 1e-3), checks=1, horizon: float = 1e9, n_boot: int = 2000, seed: int = 0
+) -> sh.SingleHead:
     """The test on seeds 0..seeds−1 at each init scale (`seed`: the bootstrap's root)."""
     import jax
 
@@ -109,8 +122,10 @@ def single_head(dirs, *, seeds: int = 20, scales=(1e-2, 1e-3), checks=1, horizon
 
     scales = [float(s) for s in (scales if isinstance(scales, (list, tuple)) else [scales])]
     if int(seeds) < 1 or not scales or min(scales) <= 0 or float(horizon) <= 1e-2:
-        raise ConfigError(f"analyze linear_attention single_head: needs seeds >= 1 (got {seeds}), scales > 0 "
-                          f"(got {scales}) and horizon > 1e-2 (got {horizon})")
+        raise ConfigError(
+            f"analyze linear_attention single_head: needs seeds >= 1 (got {seeds}), scales > 0 "
+            f"(got {scales}) and horizon > 1e-2 (got {horizon})"
+        )
     horizon, run_checks = float(horizon), _flag(checks)
     out, zero = {}, {}
     with jax.enable_x64(True):
@@ -119,21 +134,27 @@ def single_head(dirs, *, seeds: int = 20, scales=(1e-2, 1e-3), checks=1, horizon
             done = []
             for s in range(int(seeds)):
                 done.append(one_seed(program, consts, s, horizon))
-                print(f"σ={scale:g} seed {s}: t_m = " + " ".join(f"{t:.3g}" for t in done[-1].t_m[1:])
-                      + " active = " + " ".join(str(r.n_active[str(sh.PRIMARY)]) if r.n_active else "c"
-                                                for r in done[-1].transitions)
-                      + f" ({done[-1].seconds:.1f} s)", file=sys.stderr, flush=True)
+                print(
+                    f"σ={scale:g} seed {s}: t_m = "
+                    + " ".join(f"{t:.3g}" for t in done[-1].t_m[1:])
+                    + " active = "
+                    + " ".join(str(r.n_active[str(sh.PRIMARY)]) if r.n_active else "c" for r in done[-1].transitions)
+                    + f" ({done[-1].seconds:.1f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             out[f"{scale:g}"] = sh.ScaleResult(seeds=done, table=sh.summarise(done, n_boot, seed))
             zero[scale] = done[0]
         found = _checks(scales, zero, horizon) if run_checks else None
-    return sh.SingleHead(protocol=PROTOCOL, D=D, N=N, H=H, horizon=horizon, rtol=RTOL, atol=ATOL, scales=out,
-                         checks=found)
+    return sh.SingleHead(
+        protocol=PROTOCOL, D=D, N=N, H=H, horizon=horizon, rtol=RTOL, atol=ATOL, scales=out, checks=found
+    )
 
 
 def _checks(scales, zero: dict, horizon: float) -> dict:
     """(a) seed 0 of each scale again at rtol 1e-11; (b) engine GD at dt = 0.1 τ for seed 0 at σ = 1e-2,
     its first passages t_1, t_2 on its evaluation grid against the flow's (float64, as the flow)."""
-    from icl_race.retrain import train_seeds
+    from icl_race.run.retrain import train_seeds
     from icl_race.systems.linear_attention import LinearAttentionRegression
 
     out = {}
@@ -146,8 +167,10 @@ def _checks(scales, zero: dict, horizon: float) -> dict:
         program, consts = LinearAttentionRegression.from_config(config_of(1e-2))
         base = one_seed(program, consts, 0, horizon)
     if not np.isfinite(base.t_m[2]):
-        raise ConfigError(f"analyze linear_attention single_head: check (b) needs t_2 within the horizon "
-                          f"({horizon:g} τ); --set checks=0 for a shorter one")
+        raise ConfigError(
+            f"analyze linear_attention single_head: check (b) needs t_2 within the horizon "
+            f"({horizon:g} τ); --set checks=0 for a shorter one"
+        )
     chunk = GD_EVERY * 100  # evaluations per chunk, as train.evals_per_chunk below
     steps = int(np.ceil(1.3 * base.t_m[2] / GD_DT / chunk)) * chunk
     gd_run = train_seeds(config_of(1e-2, steps=steps, eval_every=GD_EVERY, evals_per_chunk=100), [0])

@@ -39,8 +39,10 @@ def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: in
     kinf = load_cells(*dirs[1:])
     Ns = [c["task"]["N"] for c, _ in kinf]
     if len(set(Ns)) < len(Ns):
-        raise ConfigError(f"analyze memorization race: the K = infinity runs in {', '.join(map(str, dirs[1:]))} "
-                          f"repeat an N ({sorted(Ns)}): give one run per N (e.g. a sweep's cell directory)")
+        raise ConfigError(
+            f"analyze memorization race: the K = infinity runs in {', '.join(map(str, dirs[1:]))} "
+            f"repeat an N ({sorted(Ns)}): give one run per N (e.g. a sweep's cell directory)"
+        )
     measured = None
     if kstar:
         path = Path(kstar)

@@ -37,8 +37,9 @@ def independence(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0)
     if len(dirs) < 3:
         raise ConfigError("analyze race independence: give MEMORIZATION_DIR T_ICL_DIR MLP_ONLY_DIR... (3 or more)")
     with np.errstate(all="ignore"):
-        return race.independence(load_cells(dirs[0]), load_cells(dirs[1]), load_cells(*dirs[2:]), level=level,
-                                 n_boot=n_boot)
+        return race.independence(
+            load_cells(dirs[0]), load_cells(dirs[1]), load_cells(*dirs[2:]), level=level, n_boot=n_boot
+        )
 
 
 def settle(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> race.Settling:
@@ -47,8 +48,10 @@ def settle(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> ra
     train.settle_iwl (a settled seed's later history is not computed)."""
     cells = load_cells(*dirs)
     if any(cfg["train"].get("settle_iwl", 0) for cfg, _ in cells):
-        raise ConfigError("analyze race settle: a run trained with train.settle_iwl cannot show what a settled seed "
-                          "would have done; give runs without it")
+        raise ConfigError(
+            "analyze race settle: a run trained with train.settle_iwl cannot show what a settled seed "
+            "would have done; give runs without it"
+        )
     return race.settling(cells, level=level)
 
 
@@ -61,8 +64,11 @@ def _transience_figures(result) -> dict:
 def _loss_figures(result) -> dict:
     from icl_race.plots import race as figures
 
-    return {f"_wd{wd:g}": figures.loss_relation(np.asarray(x), np.asarray(y), fit, title=f"wd {wd:g}")
-            for wd, x, y, fit in result.points if len(x)}  # a cell with no point after t_ICL: no figure
+    return {
+        f"_wd{wd:g}": figures.loss_relation(np.asarray(x), np.asarray(y), fit, title=f"wd {wd:g}")
+        for wd, x, y, fit in result.points
+        if len(x)
+    }  # a cell with no point after t_ICL: no figure
 
 
 def _independence_figures(result) -> dict:

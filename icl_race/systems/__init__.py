@@ -16,8 +16,12 @@ import contextlib
 from icl_race.configbase import Config, ConfigError, System, resolve, short
 from icl_race.systems import classification_spec, linear_attention_spec, memorization_spec, minimal_spec
 
-SYSTEMS: list[System] = [classification_spec.SYSTEM, minimal_spec.SYSTEM, linear_attention_spec.SYSTEM,
-                         memorization_spec.SYSTEM]
+SYSTEMS: list[System] = [
+    classification_spec.SYSTEM,
+    minimal_spec.SYSTEM,
+    linear_attention_spec.SYSTEM,
+    memorization_spec.SYSTEM,
+]
 
 
 def register(system: System) -> System:
@@ -48,8 +52,10 @@ def lookup(task_kind: str, model_kind: str | None = None) -> System:
     allowed = model_kinds(task_kind)
     kind = allowed[0] if model_kind is None else model_kind
     if kind not in allowed:
-        raise ConfigError(f"model.kind = {short(kind)}: must be one of {', '.join(map(repr, allowed))} "
-                          f"with task.kind = {short(task_kind)}")
+        raise ConfigError(
+            f"model.kind = {short(kind)}: must be one of {', '.join(map(repr, allowed))} "
+            f"with task.kind = {short(task_kind)}"
+        )
     return next(s for s in SYSTEMS if s.task_kind == task_kind and kind in s.model_kinds)
 
 

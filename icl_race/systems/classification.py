@@ -36,10 +36,10 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from icl_race import optim
 from icl_race.analysis.regime import level_event
 from icl_race.configbase import Config
 from icl_race.models.transformer import ATTENTION_PATH, Transformer, scale_qk
+from icl_race.systems import optim
 from icl_race.systems.memorization import c_statistics
 from icl_race.tasks import classification as task
 
@@ -50,6 +50,7 @@ SHARPNESS_BATCH = 256
 SHARPNESS_SEQUENCES = 16 * SHARPNESS_BATCH
 # split(key, n)[i] is fold_in(key, i): side streams take indices that no split of the same key reaches.
 SHARPNESS_KEY, NOISE_KEY = 100, 101
+
 
 @dataclass(frozen=True)
 class ClassificationRace:
@@ -88,14 +89,17 @@ class ClassificationRace:
     # ---- set-up -------------------------------------------------------------------------------
 
     @classmethod
-    def from_config(cls, cfg: Config) -> tuple["ClassificationRace", dict]:
+    def from_config(cls, cfg: Config) -> tuple[ClassificationRace, dict]:
         t, tr = cfg.task, cfg.train
         infinite = t.variant == "infinite"
         program = cls(
-            variant=t.variant, N=t.N, D=t.D,
+            variant=t.variant,
+            N=t.N,
+            D=t.D,
             pool_size=0 if infinite else t.pool_size,
             novel_size=0 if infinite else t.novel_size,
-            batch_size=tr.batch_size, eval_size=tr.eval_size,
+            batch_size=tr.batch_size,
+            eval_size=tr.eval_size,
             model=Transformer(E=t.D + 2, width=cfg.model.width, layers=cfg.model.layers),
             freeze_readout=cfg.model.freeze_readout,
             freeze=cfg.model.freeze,
@@ -138,14 +142,18 @@ class ClassificationRace:
     def init(self, key, consts) -> dict:
         k_model, k_labels, k_novel = jax.random.split(key, 3)
         params = scale_qk(self.model.init(k_model), consts["qk_init_scale"])
-        state = {"params": params, "opt": optim.init(self._optimizer(consts), params),
-                 "beta0": self.initial_sharpness(params, jax.random.fold_in(key, SHARPNESS_KEY))}
+        state = {
+            "params": params,
+            "opt": optim.init(self._optimizer(consts), params),
+            "beta0": self.initial_sharpness(params, jax.random.fold_in(key, SHARPNESS_KEY)),
+        }
         if self.variant != "infinite":
             state["labels"], order = task.balanced_label_map(k_labels, consts["K"], self.pool_size)
         if self.variant == "balanced":
             state["order"] = order
             state["novel_labels"], state["novel_order"] = task.balanced_label_map(
-                k_novel, self._novel_K(consts), self.novel_size)
+                k_novel, self._novel_K(consts), self.novel_size
+            )
         return state
 
     def work_bytes(self) -> int:
@@ -167,9 +175,11 @@ class ClassificationRace:
     def initial_sharpness(self, params, key):
         """beta0 (module docstring): the mean log-odds of attending to the query's copy rather than to
         another context item, on fresh noiseless sequences (NaN at N = 2, where there is no other)."""
+
         def one(total, i):  # in sub-batches, so that memory stays that of an evaluation
-            x_BxNxE, _ = task.fresh_sequences(jax.random.fold_in(key, i), SHARPNESS_BATCH, self.N, self.D,
-                                              query_in_context=True)
+            x_BxNxE, _ = task.fresh_sequences(
+                jax.random.fold_in(key, i), SHARPNESS_BATCH, self.N, self.D, query_in_context=True
+            )
             s_BxM = self.model.query_scores(params, x_BxNxE)[:, :-1]
             copy_BxM = jnp.all(x_BxNxE[:, :-1, : self.D] == x_BxNxE[:, -1:, : self.D], axis=-1)
             s_copy_B = jnp.sum(jnp.where(copy_BxM, s_BxM, 0.0), axis=1)
@@ -192,8 +202,9 @@ class ClassificationRace:
         if not self.item_noise:
             return batch
         x_BxNxE, y_B = batch
-        return task.item_noise(jax.random.fold_in(key, NOISE_KEY), x_BxNxE, consts["epsilon"], self.D,
-                               consts.get("noise")), y_B
+        return task.item_noise(
+            jax.random.fold_in(key, NOISE_KEY), x_BxNxE, consts["epsilon"], self.D, consts.get("noise")
+        ), y_B
 
     def train_batch(self, state, consts, key, B):
         if self.variant == "infinite":
@@ -242,8 +253,9 @@ class ClassificationRace:
         return jnp.mean(jax.nn.softplus(-y_B * self.model.apply(params, x_BxNxE)))
 
     def _is_frozen(self, module: str) -> bool:
-        return ((self.freeze_readout and module == "readout")
-                or self.freeze == ("attention" if module in ATTENTION_PATH else "mlp"))
+        return (self.freeze_readout and module == "readout") or self.freeze == (
+            "attention" if module in ATTENTION_PATH else "mlp"
+        )
 
     def _groups(self, params):
         """Each parameter's optimizer group: frozen, attention (LayerNorm + q/k/v) or mlp."""
@@ -251,8 +263,9 @@ class ClassificationRace:
         return {m: jax.tree.map(lambda _: group(m), sub) for m, sub in params.items()}
 
     def _optimizer(self, consts):
-        return optim.transform(self.optimizer, consts, {"attention": consts["wd_attn"], "mlp": consts["wd_mlp"]},
-                               self._groups)
+        return optim.transform(
+            self.optimizer, consts, {"attention": consts["wd_attn"], "mlp": consts["wd_mlp"]}, self._groups
+        )
 
     def step(self, state, consts, key):
         x_BxNxE, y_B = self.train_batch(state, consts, key, self.batch_size)
@@ -282,11 +295,15 @@ class ClassificationRace:
         out = {k: v.reshape(-1) for k, v in out.items()}
         keep = jnp.arange(n_sub * b) < self.eval_size
         m = out["margin"]
-        stats = {f"{name}_loss": jnp.sum(jnp.where(keep, jax.nn.softplus(-m), 0.0)) / self.eval_size,
-                 f"{name}_acc": jnp.sum(keep & (m > 0)).astype(jnp.float32) / self.eval_size}
+        stats = {
+            f"{name}_loss": jnp.sum(jnp.where(keep, jax.nn.softplus(-m), 0.0)) / self.eval_size,
+            f"{name}_acc": jnp.sum(keep & (m > 0)).astype(jnp.float32) / self.eval_size,
+        }
         if memory:
-            stats |= {**c_statistics(out["memory_margin"], keep & (out["y"] > 0)),
-                      **c_statistics(out["memory_margin"], keep, suffix="_sym")}
+            stats |= {
+                **c_statistics(out["memory_margin"], keep & (out["y"] > 0)),
+                **c_statistics(out["memory_margin"], keep, suffix="_sym"),
+            }
         if "frequent" in out:
             for band, in_band in (("frequent", out["frequent"]), ("rare", ~out["frequent"])):
                 n = jnp.sum(keep & in_band)  # NaN when the test drew no target of the band
@@ -296,19 +313,25 @@ class ClassificationRace:
     def probe(self, state, consts, key):
         k_icl, k_iwl = jax.random.split(key)
         p = state["params"]
-        out = {**self._evaluate(p, lambda k, b: self.icl_batch(state, consts, k, b), k_icl, "icl"),
-               **self._evaluate(p, lambda k, b: self.iwl_batch(state, consts, k, b, bands=self.zipf), k_iwl, "iwl",
-                                memory=True),
-               "beta0": state["beta0"]}
+        out = {
+            **self._evaluate(p, lambda k, b: self.icl_batch(state, consts, k, b), k_icl, "icl"),
+            **self._evaluate(
+                p, lambda k, b: self.iwl_batch(state, consts, k, b, bands=self.zipf), k_iwl, "iwl", memory=True
+            ),
+            "beta0": state["beta0"],
+        }
         if self.variant == "balanced":
-            out |= self._evaluate(p, lambda k, b: self.icl_batch(state, consts, k, b, reference_labels=True),
-                                  k_icl, "icl_ref")
+            out |= self._evaluate(
+                p, lambda k, b: self.icl_batch(state, consts, k, b, reference_labels=True), k_icl, "icl_ref"
+            )
         return out
 
     def events(self, probes, consts):
         acc = probes["icl_acc"]
         # "settled" is IWL's side of the race; the engine lets it fire only while ICL has not
-        return {"icl": acc > consts["icl_threshold"], "converged": acc > consts["stop_threshold"],
-                **{level_event(v): acc > v for v in self.icl_levels},
-                **({"settled": probes["iwl_acc"] > consts["settle_iwl"]} if self.settle else {})}
-
+        return {
+            "icl": acc > consts["icl_threshold"],
+            "converged": acc > consts["stop_threshold"],
+            **{level_event(v): acc > v for v in self.icl_levels},
+            **({"settled": probes["iwl_acc"] > consts["settle_iwl"]} if self.settle else {}),
+        }

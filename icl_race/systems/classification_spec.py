@@ -55,8 +55,12 @@ class ModelConfig:
 
 def validate_task(t: TaskConfig) -> None:
     """The classification task's fields (with any model that reads it)."""
-    check(t.variant in ("standard", "infinite", "balanced"), "task.variant", t.variant,
-          'one of "standard", "infinite", "balanced"')
+    check(
+        t.variant in ("standard", "infinite", "balanced"),
+        "task.variant",
+        t.variant,
+        'one of "standard", "infinite", "balanced"',
+    )
     check(t.N >= 2, "task.N", t.N, "an integer >= 2 (tokens per sequence, query included)")
     check(t.D >= 1, "task.D", t.D, "an integer >= 1")
     if t.variant != "infinite":
@@ -68,8 +72,12 @@ def validate_task(t: TaskConfig) -> None:
         check(t.N % 2 == 0 and t.N >= 4, "task.N", t.N, "even and >= 4 with the balanced variant")
     check(t.icl_pool >= 2, "task.icl_pool", t.icl_pool, "an integer >= 2")
     check(t.infinite_bank >= 0, "task.infinite_bank", t.infinite_bank, "an integer in [0, 2^31) (0: fresh items)")
-    check(t.infinite_bank == 0 or (t.variant == "infinite" and t.infinite_bank >= 2 * t.N), "task.infinite_bank",
-          t.infinite_bank, f'0, or >= 2 N = {2 * t.N} with task.variant = "infinite"')
+    check(
+        t.infinite_bank == 0 or (t.variant == "infinite" and t.infinite_bank >= 2 * t.N),
+        "task.infinite_bank",
+        t.infinite_bank,
+        f'0, or >= 2 N = {2 * t.N} with task.variant = "infinite"',
+    )
     # The data-distribution levers: frequencies and bursts need a finite pool drawn i.i.d. (the standard
     # variant); item noise applies to every variant.
     for name in ("zipf_alpha", "epsilon"):
@@ -77,13 +85,25 @@ def validate_task(t: TaskConfig) -> None:
         check(v >= 0, f"task.{name}", v, "a finite number >= 0")
     check(t.noise_bank >= 0, "task.noise_bank", t.noise_bank, "an integer in [0, 2^31) (0: fresh noise)")
     check(t.noise_bank == 0 or t.epsilon > 0, "task.noise_bank", t.noise_bank, "0 unless task.epsilon > 0")
-    check(t.zipf_alpha == 0 or t.variant == "standard", "task.zipf_alpha", t.zipf_alpha,
-          '0 unless task.variant = "standard"')
+    check(
+        t.zipf_alpha == 0 or t.variant == "standard",
+        "task.zipf_alpha",
+        t.zipf_alpha,
+        '0 unless task.variant = "standard"',
+    )
     check(t.burstiness >= 0, "task.burstiness", t.burstiness, "an integer >= 0 (0: no bursty sequences)")
-    check(t.burstiness == 0 or t.variant == "standard", "task.burstiness", t.burstiness,
-          '0 unless task.variant = "standard"')
-    check(t.burstiness == 0 or (t.N - 1) % t.burstiness == 0, "task.burstiness", t.burstiness,
-          f"0 or a divisor of task.N - 1 = {t.N - 1} (a bursty context holds (N - 1) / B items, B times each)")
+    check(
+        t.burstiness == 0 or t.variant == "standard",
+        "task.burstiness",
+        t.burstiness,
+        '0 unless task.variant = "standard"',
+    )
+    check(
+        t.burstiness == 0 or (t.N - 1) % t.burstiness == 0,
+        "task.burstiness",
+        t.burstiness,
+        f"0 or a divisor of task.N - 1 = {t.N - 1} (a bursty context holds (N - 1) / B items, B times each)",
+    )
     check(0 <= t.p_bursty <= 1, "task.p_bursty", t.p_bursty, "in [0, 1]")
 
 
@@ -92,8 +112,9 @@ def validate(cfg: Config) -> None:
     validate_task(cfg.task)
     check(m.width >= 1, "model.width", m.width, "an integer >= 1")
     check(m.layers in (1, 2), "model.layers", m.layers, "1 or 2")
-    check(not m.freeze_readout or m.layers == 2, "model.freeze_readout", m.freeze_readout,
-          "false unless model.layers = 2")
+    check(
+        not m.freeze_readout or m.layers == 2, "model.freeze_readout", m.freeze_readout, "false unless model.layers = 2"
+    )
     check(m.freeze in ("none", "attention", "mlp"), "model.freeze", m.freeze, 'one of "none", "attention", "mlp"')
     check(m.qk_init_scale > 0, "model.qk_init_scale", m.qk_init_scale, "a finite number > 0")
     validate_minibatch_train(cfg.train)
@@ -111,6 +132,13 @@ def pool_K(task: dict):
     return None if task.get("variant", "standard") == "infinite" else task.get("K", TaskConfig.K)
 
 
-SYSTEM = System(task=TaskConfig, model=ModelConfig, model_kinds=("transformer",), validate=validate,
-                program="icl_race.systems.classification:ClassificationRace", describe=describe,
-                report="icl_race.report.classification", pool_K=pool_K)
+SYSTEM = System(
+    task=TaskConfig,
+    model=ModelConfig,
+    model_kinds=("transformer",),
+    validate=validate,
+    program="icl_race.systems.classification:ClassificationRace",
+    describe=describe,
+    report="icl_race.report.classification",
+    pool_K=pool_K,
+)

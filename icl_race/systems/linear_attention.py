@@ -39,21 +39,47 @@ from icl_race.tasks.regression import F64
 from icl_race.theory import linear_attention as theory
 
 # The keywords of `LinearAttentionRegression.build` and the config fields they set.
-BUILD_FIELDS = {"model": "model.kind", "H": "model.heads", "R": "model.rank", "softmax": "model.softmax",
-                "temperature": "model.temperature", "in_weight": "model.in_weight",
-                "init_scheme": "model.init_scheme", "init_scale": "model.init_scale", "dt": "train.lr",
-                **{name: f"task.{name}" for name in ("D", "N", "icl_fraction", "test_size", "spectrum", "alpha",
-                                                     "lambdas", "rotate", "cov_seed", "P", "center", "whiten",
-                                                     "data_seed", "per_seed_data", "path", "plateau_frac",
-                                                     "converged_tol")}}
+BUILD_FIELDS = {
+    "model": "model.kind",
+    "H": "model.heads",
+    "R": "model.rank",
+    "softmax": "model.softmax",
+    "temperature": "model.temperature",
+    "in_weight": "model.in_weight",
+    "init_scheme": "model.init_scheme",
+    "init_scale": "model.init_scale",
+    "dt": "train.lr",
+    **{
+        name: f"task.{name}"
+        for name in (
+            "D",
+            "N",
+            "icl_fraction",
+            "test_size",
+            "spectrum",
+            "alpha",
+            "lambdas",
+            "rotate",
+            "cov_seed",
+            "P",
+            "center",
+            "whiten",
+            "data_seed",
+            "per_seed_data",
+            "path",
+            "plateau_frac",
+            "converged_tol",
+        )
+    },
+}
 
 
 @dataclass(frozen=True)
 class LinearAttentionRegression:
     model: LinearAttention
     N: int
-    P: int = 0                 # training sequences; 0 = population (P = ∞)
-    path: str = "moments"      # moments (fast path) | tokens (token-level; the only one for softmax)
+    P: int = 0  # training sequences; 0 = population (P = ∞)
+    path: str = "moments"  # moments (fast path) | tokens (token-level; the only one for softmax)
     init_scheme: str = "balanced"
     per_seed_data: bool = False
     center: bool = True
@@ -69,7 +95,7 @@ class LinearAttentionRegression:
     # ---- set-up -------------------------------------------------------------------------------
 
     @classmethod
-    def from_config(cls, cfg: Config) -> tuple["LinearAttentionRegression", dict]:
+    def from_config(cls, cfg: Config) -> tuple[LinearAttentionRegression, dict]:
         """(program, consts) for a validated config (systems/linear_attention_spec.py). Static
         (recompiling) fields: shapes, model kind, P, path, data options. Traced (consts): train.lr (dt,
         in units of τ), init_scale, icl_fraction, Λ's eigenvectors, the moments and the event thresholds.
@@ -80,8 +106,17 @@ class LinearAttentionRegression:
         task.require_x64()
         t, m, tr = cfg.task, cfg.model, cfg.train
         net = LinearAttention(m.kind, t.D, m.heads, m.rank, m.softmax, m.temperature, m.in_weight)
-        program = cls(net, t.N, t.P, t.path, m.init_scheme, t.per_seed_data, t.center, t.whiten,
-                      "converged" if tr.early_stop == "freeze" else None)
+        program = cls(
+            net,
+            t.N,
+            t.P,
+            t.path,
+            m.init_scheme,
+            t.per_seed_data,
+            t.center,
+            t.whiten,
+            "converged" if tr.early_stop == "freeze" else None,
+        )
 
         lam_D = task.spectrum(t.spectrum, t.D, alpha=t.alpha, values=list(t.lambdas) or None)
         Lambda_DxD, E_DxD = task.covariance(lam_D, jax.random.key(t.cov_seed) if t.rotate else None)
@@ -103,16 +138,20 @@ class LinearAttentionRegression:
             consts["icl_fraction"] = jnp.asarray(t.icl_fraction, F64)  # traced: a sweep over it compiles once
         data = dict(center=t.center, whiten=t.whiten, w_fixed_D=consts.get("w_fixed_D"))
         if t.P > 0 and not t.per_seed_data:
-            consts["train"] = program.prepare(task.sample_dataset(
-                jax.random.key(t.data_seed), t.P, t.N, Lambda_DxD, icl_fraction=t.icl_fraction, **data))
+            consts["train"] = program.prepare(
+                task.sample_dataset(
+                    jax.random.key(t.data_seed), t.P, t.N, Lambda_DxD, icl_fraction=t.icl_fraction, **data
+                )
+            )
         if t.test_size:
-            consts["tests"] = {name: program.prepare(task.sample_dataset(
-                k, t.test_size, t.N, Lambda_DxD, icl_fraction=c, **data))
-                for name, k, c in (("iw", k_iw, 0.0), ("ic", k_ic, 1.0))}
+            consts["tests"] = {
+                name: program.prepare(task.sample_dataset(k, t.test_size, t.N, Lambda_DxD, icl_fraction=c, **data))
+                for name, k, c in (("iw", k_iw, 0.0), ("ic", k_ic, 1.0))
+            }
         return program, consts
 
     @classmethod
-    def build(cls, *, freeze_converged: bool = False, **fields) -> tuple["LinearAttentionRegression", dict]:
+    def build(cls, *, freeze_converged: bool = False, **fields) -> tuple[LinearAttentionRegression, dict]:
         """`from_config` for Python callers: each keyword sets the config field BUILD_FIELDS names (model =
         model.kind, H = model.heads, R = model.rank, dt = train.lr, D = task.D, ...; None keeps the
         default), every other field keeps the config's default, and the config's validation applies
@@ -142,9 +181,18 @@ class LinearAttentionRegression:
         k_model, k_data = jax.random.split(key)
         state = {"params": self.model.init(k_model, consts["init_scale"], self.init_scheme)}
         if self.per_seed_data:
-            state["train"] = self.prepare(task.sample_dataset(
-                k_data, self.P, self.N, consts["Lambda_DxD"], center=self.center, whiten=self.whiten,
-                icl_fraction=consts["icl_fraction"], w_fixed_D=consts["w_fixed_D"]))
+            state["train"] = self.prepare(
+                task.sample_dataset(
+                    k_data,
+                    self.P,
+                    self.N,
+                    consts["Lambda_DxD"],
+                    center=self.center,
+                    whiten=self.whiten,
+                    icl_fraction=consts["icl_fraction"],
+                    w_fixed_D=consts["w_fixed_D"],
+                )
+            )
         return state
 
     # ---- training -------------------------------------------------------------------------------
@@ -216,8 +264,18 @@ def log_subsample(eval_steps: np.ndarray, n: int) -> np.ndarray:
 
 # ---- gradient flow with an adaptive implicit solver ----------------------------------------------------
 
-def gradient_flow(model: LinearAttention, moments: dict, params0: dict, t_end: float, *,
-                  rtol: float = 1e-9, atol: float = 1e-14, method: str = "BDF", t_eval=None):
+
+def gradient_flow(
+    model: LinearAttention,
+    moments: dict,
+    params0: dict,
+    t_end: float,
+    *,
+    rtol: float = 1e-9,
+    atol: float = 1e-14,
+    method: str = "BDF",
+    t_eval=None,
+):
     """τ θ̇ = −½ ∇_θ L(θ) on the fast path from params0 (one seed) to t_end (in τ), by scipy's solve_ivp
     with the vector field and its Jacobian compiled by JAX.
 
@@ -232,9 +290,17 @@ def gradient_flow(model: LinearAttention, moments: dict, params0: dict, t_end: f
     flat0, unravel = ravel_pytree(params0)
     field = jax.jit(lambda y: -0.5 * jax.grad(lambda p: model.moment_loss(unravel(p), moments))(y))
     jac = jax.jit(jax.jacfwd(field))
-    sol = solve_ivp(lambda t, y: np.asarray(field(y)), (0.0, float(t_end)), np.asarray(flat0, np.float64),
-                    method=method, jac=lambda t, y: np.asarray(jac(y)), rtol=rtol, atol=atol,
-                    dense_output=True, t_eval=t_eval)
+    sol = solve_ivp(
+        lambda t, y: np.asarray(field(y)),
+        (0.0, float(t_end)),
+        np.asarray(flat0, np.float64),
+        method=method,
+        jac=lambda t, y: np.asarray(jac(y)),
+        rtol=rtol,
+        atol=atol,
+        dense_output=True,
+        t_eval=t_eval,
+    )
     if sol.status < 0:
         raise RuntimeError(f"gradient flow failed: {sol.message}")
     return sol, unravel

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from icl_race import optim
 from icl_race.configbase import Config
 from icl_race.models.minimal import ItemMLP
+from icl_race.systems import optim
 from icl_race.tasks import classification as task
 
 PROBE_CHUNK = 2048  # probed items per forward pass: bounds memory at large ensembles
@@ -52,12 +52,18 @@ class MemorizationRun:
     stop_event = "memorized"
 
     @classmethod
-    def from_config(cls, cfg: Config) -> tuple["MemorizationRun", dict]:
+    def from_config(cls, cfg: Config) -> tuple[MemorizationRun, dict]:
         t, tr = cfg.task, cfg.train
-        program = cls(pool_size=t.pool_size, probe_items=t.probe_items, batch_size=tr.batch_size,
-                      model=ItemMLP(t.D, cfg.model.width, "float64" if cfg.model.float64 else "float32"),
-                      freeze_event="converged" if tr.early_stop == "freeze" else None, optimizer=tr.optimizer,
-                      zipf=t.zipf_alpha > 0, item_noise=t.epsilon > 0)
+        program = cls(
+            pool_size=t.pool_size,
+            probe_items=t.probe_items,
+            batch_size=tr.batch_size,
+            model=ItemMLP(t.D, cfg.model.width, "float64" if cfg.model.float64 else "float32"),
+            freeze_event="converged" if tr.early_stop == "freeze" else None,
+            optimizer=tr.optimizer,
+            zipf=t.zipf_alpha > 0,
+            item_noise=t.epsilon > 0,
+        )
         consts = {
             "K": jnp.int32(t.K),
             **optim.hyperparams(tr),
@@ -79,7 +85,9 @@ class MemorizationRun:
         return {"params": params, "opt": optim.init(self._optimizer(consts), params), "labels": labels}
 
     def _optimizer(self, consts):
-        return optim.transform(self.optimizer, consts, {"mlp": consts["wd"]}, lambda p: jax.tree.map(lambda _: "mlp", p))
+        return optim.transform(
+            self.optimizer, consts, {"mlp": consts["wd"]}, lambda p: jax.tree.map(lambda _: "mlp", p)
+        )
 
     def work_bytes(self) -> int:
         """One seed's largest live intermediates (engine/memory.py): the hidden activations of a
@@ -96,7 +104,9 @@ class MemorizationRun:
         ids_B = task.iid_ids(key, consts["K"], (self.batch_size,), consts["cdf"] if self.zipf else None)
         x_BxD = consts["pool"][ids_B]
         if self.item_noise:
-            x_BxD = task.noisy_items(jax.random.fold_in(key, NOISE_KEY), x_BxD, consts["epsilon"], consts["input_scale"])
+            x_BxD = task.noisy_items(
+                jax.random.fold_in(key, NOISE_KEY), x_BxD, consts["epsilon"], consts["input_scale"]
+            )
         return x_BxD, 2.0 * state["labels"][ids_B].astype(x_BxD.dtype) - 1.0, ids_B
 
     def step(self, state, consts, key):
@@ -121,14 +131,18 @@ class MemorizationRun:
         valid_P = ids_P < consts["K"]
         lab_P = state["labels"][: self.probe_items]
         y_P = 2.0 * lab_P.astype(phi_P.dtype) - 1.0
-        return {**c_statistics(phi_P, valid_P & (lab_P == 1), suffix=""),
-                **c_statistics(y_P * phi_P, valid_P, suffix="_sym"),
-                "iwl_acc": _mean(y_P * phi_P > 0, valid_P),
-                "iwl_loss": _mean(jax.nn.softplus(-y_P * phi_P), valid_P)}
+        return {
+            **c_statistics(phi_P, valid_P & (lab_P == 1), suffix=""),
+            **c_statistics(y_P * phi_P, valid_P, suffix="_sym"),
+            "iwl_acc": _mean(y_P * phi_P > 0, valid_P),
+            "iwl_loss": _mean(jax.nn.softplus(-y_P * phi_P), valid_P),
+        }
 
     def events(self, probes, consts):
-        return {"memorized": probes["iwl_acc"] > consts["icl_threshold"],
-                "converged": probes["iwl_acc"] > consts["stop_threshold"]}
+        return {
+            "memorized": probes["iwl_acc"] > consts["icl_threshold"],
+            "converged": probes["iwl_acc"] > consts["stop_threshold"],
+        }
 
 
 def _mean(v, mask):
@@ -139,5 +153,8 @@ def c_statistics(margin, mask, suffix=""):
     """c1 = <sigmoid(-m)>, c2 = 1 - <sigmoid(-m)^2>/c1, c3 = <exp(-m)> over the masked margins m."""
     s = jax.nn.sigmoid(-margin)
     c1 = _mean(s, mask)
-    return {f"c1{suffix}": c1, f"c2{suffix}": 1.0 - _mean(s * s, mask) / c1,
-            f"c3{suffix}": _mean(jnp.exp(-margin), mask)}
+    return {
+        f"c1{suffix}": c1,
+        f"c2{suffix}": 1.0 - _mean(s * s, mask) / c1,
+        f"c3{suffix}": _mean(jnp.exp(-margin), mask),
+    }

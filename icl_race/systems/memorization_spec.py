@@ -71,7 +71,14 @@ def pool_K(task: dict):
     return task.get("K", MemorizationTaskConfig.K)
 
 
-SYSTEM = System(task=MemorizationTaskConfig, model=MLPModelConfig, model_kinds=("mlp",), validate=validate,
-                program="icl_race.systems.memorization:MemorizationRun", describe=describe, needs_x64=needs_x64,
-                no_report="memorization runs have no t_ICL report; summarise them with "
-                          "`icl-race analyze memorization mlp DIR`", pool_K=pool_K)
+SYSTEM = System(
+    task=MemorizationTaskConfig,
+    model=MLPModelConfig,
+    model_kinds=("mlp",),
+    validate=validate,
+    program="icl_race.systems.memorization:MemorizationRun",
+    describe=describe,
+    needs_x64=needs_x64,
+    no_report="memorization runs have no t_ICL report; summarise them with `icl-race analyze memorization mlp DIR`",
+    pool_K=pool_K,
+)

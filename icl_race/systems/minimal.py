@@ -24,7 +24,7 @@ from icl_race.systems.classification_spec import ModelConfig
 @dataclass(frozen=True)
 class MinimalRace(ClassificationRace):
     @classmethod
-    def from_config(cls, cfg: Config) -> tuple["MinimalRace", dict]:
+    def from_config(cls, cfg: Config) -> tuple[MinimalRace, dict]:
         # The race's set-up with a stand-in transformer config, then the model swapped in.
         stand_in = dataclasses.replace(cfg, model=ModelConfig(width=cfg.model.width))
         program, consts = super().from_config(stand_in)

@@ -26,6 +26,13 @@ def validate(cfg: Config) -> None:
     validate_minibatch_train(cfg.train)
 
 
-SYSTEM = System(task=race.TaskConfig, model=MinimalModelConfig, model_kinds=("minimal",), validate=validate,
-                program="icl_race.systems.minimal:MinimalRace", describe=race.describe,
-                report="icl_race.report.classification", pool_K=race.pool_K)
+SYSTEM = System(
+    task=race.TaskConfig,
+    model=MinimalModelConfig,
+    model_kinds=("minimal",),
+    validate=validate,
+    program="icl_race.systems.minimal:MinimalRace",
+    describe=race.describe,
+    report="icl_race.report.classification",
+    pool_K=race.pool_K,
+)

@@ -54,7 +54,7 @@ def zipf_cdf(alpha: float, K: int, size: int) -> jax.Array:
     uniform draws it is searched with, so items rarer than that are drawn at a coarsened rate."""
     w = np.where(np.arange(size) < K, (np.arange(size) + 1.0) ** -alpha, 0.0)
     cdf = np.cumsum(w) / np.sum(w)
-    cdf[K - 1:] = 1.0  # exactly: a uniform draw in [0, 1) then always lands below K
+    cdf[K - 1 :] = 1.0  # exactly: a uniform draw in [0, 1) then always lands below K
     return jnp.asarray(cdf, jnp.float32)
 
 
@@ -84,8 +84,9 @@ def target_present_ids(key: jax.Array, K: jax.Array, B: int, N: int, cdf_P: jax.
     return ids_BxN.at[:, -1].set(jnp.where(present_B, ids_BxN[:, -1], fallback_B))
 
 
-def bursty_ids(key: jax.Array, K: jax.Array, B: int, N: int, burst: int, p_bursty: jax.Array,
-               cdf_P: jax.Array | None = None) -> jax.Array:
+def bursty_ids(
+    key: jax.Array, K: jax.Array, B: int, N: int, burst: int, p_bursty: jax.Array, cdf_P: jax.Array | None = None
+) -> jax.Array:
     """Reddy (2023)'s training sequences (README, *Config*, task.burstiness): with probability p_bursty a
     bursty context of (N - 1) / burst ids drawn i.i.d. (uniform, or by cdf_P), each repeated `burst`
     times in shuffled order, and a target that is one of them chosen uniformly (so it occurs `burst`
@@ -101,8 +102,9 @@ def bursty_ids(key: jax.Array, K: jax.Array, B: int, N: int, burst: int, p_burst
     return jnp.where(jax.random.bernoulli(k_mix, p_bursty, (B, 1)), bursty_BxN, iid_BxN)
 
 
-def noisy_items(key: jax.Array, items_xD: jax.Array, epsilon: jax.Array, scale: float = 1.0,
-                bank_PxD: jax.Array | None = None) -> jax.Array:
+def noisy_items(
+    key: jax.Array, items_xD: jax.Array, epsilon: jax.Array, scale: float = 1.0, bank_PxD: jax.Array | None = None
+) -> jax.Array:
     """Every item mu (pool items times `scale`) replaced by (mu + epsilon * scale * eta) / sqrt(1 + epsilon^2),
     eta ~ N(0, I/D) independent per occurrence, so items keep their norm: drawn fresh, or as a uniformly
     chosen row of bank_PxD (make_pool's N(0, I/D) rows), which costs one id per occurrence instead of D
@@ -115,11 +117,11 @@ def noisy_items(key: jax.Array, items_xD: jax.Array, epsilon: jax.Array, scale: 
     return (items_xD + (epsilon * scale) * eta_xD) / jnp.sqrt(1.0 + epsilon * epsilon)
 
 
-def item_noise(key: jax.Array, x_BxNxE: jax.Array, epsilon: jax.Array, D: int,
-               bank_PxD: jax.Array | None = None) -> jax.Array:
+def item_noise(
+    key: jax.Array, x_BxNxE: jax.Array, epsilon: jax.Array, D: int, bank_PxD: jax.Array | None = None
+) -> jax.Array:
     """Every token's item made noisy (`noisy_items`), query included; the label slots are untouched."""
-    return jnp.concatenate([noisy_items(key, x_BxNxE[..., :D], epsilon, bank_PxD=bank_PxD), x_BxNxE[..., D:]],
-                           axis=-1)
+    return jnp.concatenate([noisy_items(key, x_BxNxE[..., :D], epsilon, bank_PxD=bank_PxD), x_BxNxE[..., D:]], axis=-1)
 
 
 def balanced_ids(key: jax.Array, order_P: jax.Array, K: jax.Array, B: int, N: int) -> jax.Array:

@@ -25,8 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from icl_race.models.linear_attention import context_beta, cubic_features
-from icl_race.theory.linear_attention import in_context_covariance
-from icl_race.theory.linear_attention import spectrum  # noqa: F401 (re-exported: the spectra of Λ)
+from icl_race.theory.linear_attention import (
+    in_context_covariance,
+    spectrum,  # noqa: F401 (re-exported: the spectra of Λ)
+)
 
 F64 = jnp.float64
 
@@ -34,11 +36,14 @@ F64 = jnp.float64
 def require_x64(what: str = "linear attention") -> None:
     """Raise unless float64 is enabled (globally or by the `jax.enable_x64(True)` context manager)."""
     if jax.dtypes.canonicalize_dtype(jnp.float64) != np.dtype("float64"):
-        raise RuntimeError(f"{what} needs float64: run inside `with jax.enable_x64(True):` "
-                           "or set JAX_ENABLE_X64=1 (not flipped globally by the library on purpose)")
+        raise RuntimeError(
+            f"{what} needs float64: run inside `with jax.enable_x64(True):` "
+            "or set JAX_ENABLE_X64=1 (not flipped globally by the library on purpose)"
+        )
 
 
 # ---- covariance -------------------------------------------------------------------------------------
+
 
 def random_rotation(key: jax.Array, D: int) -> jax.Array:
     """A Haar-random orthogonal D×D matrix (QR of a Gaussian with the signs of diag(R) fixed)."""
@@ -66,6 +71,7 @@ def _sym_power(M_DxD: jax.Array, p: float) -> jax.Array:
 
 # ---- the finite training set ------------------------------------------------------------------------
 
+
 def fixed_task_vector(key: jax.Array, D: int) -> jax.Array:
     """The in-weight task's single w (reference `gen_dataset`): N(0, I_D) rescaled to norm exactly √D."""
     require_x64()
@@ -73,9 +79,17 @@ def fixed_task_vector(key: jax.Array, D: int) -> jax.Array:
     return w_D * np.sqrt(D) / jnp.linalg.norm(w_D)
 
 
-def sample_dataset(key: jax.Array, P: int, N: int, Lambda_DxD: jax.Array, *, center: bool = True,
-                   whiten: bool = True, icl_fraction: float = 1.0, w_fixed_D: jax.Array | None = None
-                   ) -> dict[str, jax.Array]:
+def sample_dataset(
+    key: jax.Array,
+    P: int,
+    N: int,
+    Lambda_DxD: jax.Array,
+    *,
+    center: bool = True,
+    whiten: bool = True,
+    icl_fraction: float = 1.0,
+    w_fixed_D: jax.Array | None = None,
+) -> dict[str, jax.Array]:
     """P sequences of N context tokens and a query, drawn once (the reference's fixed training set).
 
     center: subtract from x its mean over the P sequences, per (position, coordinate), query included
@@ -131,12 +145,15 @@ def finite_moments(data: dict) -> dict[str, jax.Array]:
     P = x_PxTxD.shape[0]
     beta_PxD, xq_PxD, yq_P = context_beta(x_PxTxD, y_PxT), x_PxTxD[:, -1], y_PxT[:, -1]
     z_PxF = cubic_features(beta_PxD, xq_PxD)
-    return {"s": jnp.mean(yq_P**2),
-            "C_DxD": jnp.einsum("p,pi,pj->ij", yq_P, beta_PxD, xq_PxD) / P,
-            "S_FxF": z_PxF.T @ z_PxF / P}
+    return {
+        "s": jnp.mean(yq_P**2),
+        "C_DxD": jnp.einsum("p,pi,pj->ij", yq_P, beta_PxD, xq_PxD) / P,
+        "S_FxF": z_PxF.T @ z_PxF / P,
+    }
 
 
 # ---- the population (P = ∞) -------------------------------------------------------------------------
+
 
 def population_moments(Lambda_DxD: jax.Array, N: int) -> dict[str, jax.Array]:
     """s = tr Λ, C = Λ², S = A ⊗ Λ (row-major vec: S[(i,j),(k,l)] = A_ik Λ_jl): the P = ∞ limit of

@@ -34,9 +34,11 @@ class Ceiling:
     rows: tuple[CeilingRow, ...]
 
     def text(self) -> str:
-        return "\n".join(f"epsilon = {r.epsilon:g} (N = {self.N}, D = {self.D}): nearest-item rule {r.nearest:.3f} "
-                         f"(copy found in {r.copy_found:.3f}), softmax attention {r.soft_best:.3f} at beta {r.soft_beta}"
-                         for r in self.rows)
+        return "\n".join(
+            f"epsilon = {r.epsilon:g} (N = {self.N}, D = {self.D}): nearest-item rule {r.nearest:.3f} "
+            f"(copy found in {r.copy_found:.3f}), softmax attention {r.soft_best:.3f} at beta {r.soft_beta}"
+            for r in self.rows
+        )
 
 
 def copy_ceiling(epsilon=(0.0, 0.5, 1.0), D: int = 63, N: int = 32, sequences: int = 20000, seed: int = 0) -> Ceiling:
@@ -59,6 +61,13 @@ def copy_ceiling(epsilon=(0.0, 0.5, 1.0), D: int = 63, N: int = 32, sequences: i
             w_SxC = np.exp(beta * (score_SxC - score_SxC.max(1, keepdims=True)))
             soft[beta] = float(((w_SxC * np.where(same_SxC, 1, -1)).sum(1) > 0).mean())
         best = max(soft, key=soft.get)
-        rows.append(CeilingRow(epsilon=float(eps), nearest=nearest, soft_best=soft[best], soft_beta=best,
-                               copy_found=float((score_SxC.argmax(1) == 0).mean())))
+        rows.append(
+            CeilingRow(
+                epsilon=float(eps),
+                nearest=nearest,
+                soft_best=soft[best],
+                soft_beta=best,
+                copy_found=float((score_SxC.argmax(1) == 0).mean()),
+            )
+        )
     return Ceiling(D=D, N=N, sequences=n, rows=tuple(rows))

@@ -65,8 +65,9 @@ def budget_at(t, c1, T, c1_at_0: float | None = 0.5):
         return memorization_budget(t[: i + 1], c1[..., : i + 1], c1_at_0)[..., -1]
     w = (T - t[i - 1]) / (t[i] - t[i - 1])
     c1_T = (1 - w) * c1[..., i - 1] + w * c1[..., i]
-    return memorization_budget(np.append(t[:i], T), np.concatenate([c1[..., :i], c1_T[..., None]], axis=-1),
-                               c1_at_0)[..., -1]
+    return memorization_budget(np.append(t[:i], T), np.concatenate([c1[..., :i], c1_T[..., None]], axis=-1), c1_at_0)[
+        ..., -1
+    ]
 
 
 def tail_correction(A, alpha, T):

@@ -93,8 +93,11 @@ def in_context_covariance(Lambda, N: int):
     definition, used by the theory and by the simulator's population moments (tasks/regression.py). A jax
     array is computed in its own namespace (jax.numpy, traceable) without this module importing jax;
     anything else as numpy float64."""
-    xp = np if isinstance(Lambda, np.ndarray) or not hasattr(Lambda, "__array_namespace__") \
+    xp = (
+        np
+        if isinstance(Lambda, np.ndarray) or not hasattr(Lambda, "__array_namespace__")
         else Lambda.__array_namespace__()
+    )
     L = np.asarray(Lambda, np.float64) if xp is np else Lambda
     return L @ L + (L + xp.trace(L) * xp.eye(L.shape[0], dtype=L.dtype)) @ L / N
 
@@ -125,6 +128,7 @@ def converged_map(Lambda, N: int) -> np.ndarray:
 
 
 # ---- ATTN_M, white covariance (Eq. 10) --------------------------------------------------------------
+
 
 def attn_m_white_map(t, D: int, N: int, w_init: float, s: float | None = None) -> np.ndarray:
     """σ(t) of ŷ = σ(t) βᵀ x_q for ATTN_M (or the MLP on z) under population gradient flow from the aligned,
@@ -161,6 +165,7 @@ def attn_m_white_half_time(D: int, N: int, w_init: float, s: float | None = None
 
 # ---- ATTN_S rank 1: the scalar ODE of one transition (Eqs. 20-21) ------------------------------------
 
+
 def scalar_ode_rhs(v, lam: float, c: float):
     """τ dv/dt of Eq. 21 for transition M_m → M_{m+1} (λ = λ_{m+1}, c = c_{m+1}): λ² v² − λ³ c v⁵."""
     v = np.asarray(v, np.float64)
@@ -170,8 +175,12 @@ def scalar_ode_rhs(v, lam: float, c: float):
 def _F(u):
     # An antiderivative of 1/(u² (1 − u³)) (partial fractions), valid on both sides of u = 1 (+inf at 1).
     with np.errstate(divide="ignore"):
-            return (-1.0 / u - np.log(np.abs(1.0 - u)) / 3.0 + np.log(u**2 + u + 1.0) / 6.0
-                - np.arctan((2.0 * u + 1.0) / np.sqrt(3.0)) / np.sqrt(3.0))
+        return (
+            -1.0 / u
+            - np.log(np.abs(1.0 - u)) / 3.0
+            + np.log(u**2 + u + 1.0) / 6.0
+            - np.arctan((2.0 * u + 1.0) / np.sqrt(3.0)) / np.sqrt(3.0)
+        )
 
 
 def scalar_ode_time(v, v0: float, lam: float, c: float):
@@ -213,5 +222,4 @@ def staircase(lambdas, N: int) -> dict[str, np.ndarray]:
     v*_{m+1} and the plateau losses before (L(M_m)) and after (L(M_{m+1}))."""
     lam = _lams(lambdas)
     L = plateau_losses(lam, N)
-    return {"lam": lam, "c": c_factors(lam, N), "vstar": plateau_values(lam, N),
-            "L_before": L[:-1], "L_after": L[1:]}
+    return {"lam": lam, "c": c_factors(lam, N), "vstar": plateau_values(lam, N), "L_before": L[:-1], "L_after": L[1:]}

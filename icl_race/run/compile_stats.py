@@ -1,7 +1,7 @@
 """Counts XLA compilations and their seconds through jax's monitoring events.
 
 Used for `meta.json`'s compile seconds and by tests that assert one compilation serves many cells. A
-program loaded from the persistent compilation cache (icl_race/compile_cache.py) counts as a
+program loaded from the persistent compilation cache (icl_race/run/compile_cache.py) counts as a
 compilation whose seconds are the load's, and also as a cache hit.
 """
 

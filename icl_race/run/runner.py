@@ -8,7 +8,7 @@
                                             rundir.finish
 
 A rerun of the same config does nothing when the run is done. `start_fresh`, `train_phase` and
-`results_arrays` are also what icl_race/retrain.py trains chosen seeds with, writing nothing.
+`results_arrays` are also what icl_race/run/retrain.py trains chosen seeds with, writing nothing.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import numpy as np
 
 from icl_race import rundir
 from icl_race.config import Config, ConfigError
-from icl_race.progress import ProgressBar
-from icl_race.provenance import provenance
-from icl_race.signals import Stop, stop_on_signals
+from icl_race.run.progress import ProgressBar
+from icl_race.run.signals import Stop, stop_on_signals
+from icl_race.rundir.provenance import provenance
 
 
 class RunError(RuntimeError):
@@ -68,7 +68,7 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
     Skips the work when `out` already holds this config's results; resumes from the newest intact
     checkpoint when it holds this config's unfinished run. Damaged results are an error, or with
     `redo` are moved aside and the run is trained again. SIGINT and SIGTERM stop it at the next chunk
-    boundary (icl_race/signals.py: `Interrupted`)."""
+    boundary (icl_race/run/signals.py: `Interrupted`)."""
     out = Path(out)
     rundir.refuse_links(out)
     if rundir.check(cfg, out) and not redo:
@@ -85,7 +85,7 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
         notice = rundir.repair_notice(out)
         if notice:
             log(notice)
-        from icl_race.engine.checkpoint import CheckpointError
+        from icl_race.run.checkpoint import CheckpointError
         from icl_race.systems import precision
 
         try:
@@ -94,12 +94,18 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
                 bar = ProgressBar(prepared.program.stop_event, plan=plan(cfg)) if progress else None
                 return commit(out, prepared, train_phase(prepared, stop, bar))
         except CheckpointError as e:
-            raise RunError(f"{e}: rerun the same command to resume from it" if e.last_good is not None
-                           else f"{e}: a rerun starts from step 0") from e
+            raise RunError(
+                f"{e}: rerun the same command to resume from it"
+                if e.last_good is not None
+                else f"{e}: a rerun starts from step 0"
+            ) from e
         except OSError as e:
             step = max(rundir.checkpoint_steps(out), default=None)
-            kept = (f"the last good checkpoint is at step {step:,}: rerun the same command to resume from it"
-                    if step is not None else "there is no checkpoint: a rerun starts from step 0")
+            kept = (
+                f"the last good checkpoint is at step {step:,}: rerun the same command to resume from it"
+                if step is not None
+                else "there is no checkpoint: a rerun starts from step 0"
+            )
             raise RunError(f"cannot write {e.filename or out}: {e.strerror or e}; {kept}") from e
 
 
@@ -111,8 +117,10 @@ def _finished_results(out: Path, redo: bool, log) -> dict | None:
         return rundir.read_results(out)
     except rundir.DamagedFileError as e:
         if not redo:
-            raise rundir.DamagedFileError(f"{e}; rerun with --redo to train this run again (from its checkpoints "
-                                          "if any, else from the config), keeping the damaged files aside") from None
+            raise rundir.DamagedFileError(
+                f"{e}; rerun with --redo to train this run again (from its checkpoints "
+                "if any, else from the config), keeping the damaged files aside"
+            ) from None
     aside = rundir.set_aside_final_files(out)
     log(f"{out}: damaged results moved to {aside.name}/; training again")
     return None
@@ -121,9 +129,10 @@ def _finished_results(out: Path, redo: bool, log) -> dict | None:
 def prepare(cfg: Config, out: Path, log) -> Prepared:
     """config.json (first), the program, and the carry: restored from the newest intact checkpoint of
     this config, else fresh."""
-    from icl_race import compile_cache, systems
+    from icl_race import systems
     from icl_race.engine.ensemble import padded_seed_ids
     from icl_race.engine.sharding import place
+    from icl_race.run import compile_cache
 
     compile_cache.setup()
     rundir.write_config(out, cfg)
@@ -133,7 +142,7 @@ def prepare(cfg: Config, out: Path, log) -> Prepared:
     seed_ids = np.arange(e.first_seed, e.first_seed + e.seeds, dtype=np.int64)
     if not cfg.train.checkpoint_every:
         return start_fresh(cfg, program, consts, seed_ids, since)
-    from icl_race.engine.checkpoint import Checkpointer
+    from icl_race.run.checkpoint import Checkpointer
 
     ckpt = Checkpointer(out / rundir.CHECKPOINTS, keep=2)
     restored = ckpt.restore_latest(report=lambda m: log(f"{out}: {m}"))
@@ -146,8 +155,9 @@ def prepare(cfg: Config, out: Path, log) -> Prepared:
     tree = _repad(tree, len(padded_seed_ids(seed_ids, lay)), e.seeds)
     carry, consts = place(_device_carry(tree["carry"]), consts, _mesh(lay))
     log(f"{out}: resuming from the checkpoint at step {meta['step']:,}")
-    return Prepared(cfg, program, consts, lay, seed_ids, carry, meta["step"], (tree["curves"], tree["eval_steps"]),
-                    ckpt, since)
+    return Prepared(
+        cfg, program, consts, lay, seed_ids, carry, meta["step"], (tree["curves"], tree["eval_steps"]), ckpt, since
+    )
 
 
 def start_fresh(cfg: Config, program, consts, seed_ids: np.ndarray, since=None, checkpointer=None) -> Prepared:
@@ -159,8 +169,18 @@ def start_fresh(cfg: Config, program, consts, seed_ids: np.ndarray, since=None, 
 
     lay = layout(cfg)
     keys, consts = place(seed_keys(cfg.ensemble.root_seed, padded_seed_ids(seed_ids, lay)), consts, _mesh(lay))
-    return Prepared(cfg, program, consts, lay, seed_ids, init_ensemble(program, lay, keys, consts), 0, None,
-                    checkpointer, since or _counters())
+    return Prepared(
+        cfg,
+        program,
+        consts,
+        lay,
+        seed_ids,
+        init_ensemble(program, lay, keys, consts),
+        0,
+        None,
+        checkpointer,
+        since or _counters(),
+    )
 
 
 def train_phase(prep: Prepared, stop: Stop, on_chunk: Callable[[Any], None] | None = None) -> Trained:
@@ -183,8 +203,11 @@ def train_phase(prep: Prepared, stop: Stop, on_chunk: Callable[[Any], None] | No
         stopping = p.step < tr.steps and stop.requested
         if ckpt and p.step < tr.steps and (p.chunks_done % tr.checkpoint_every == 0 or stopping):
             curves, steps_seen = concat_history(p.history, p.eval_steps)
-            ckpt.save(p.step, {"carry": host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
-                      {"config_digest": cfg.digest(), "config": cfg.to_dict()})
+            ckpt.save(
+                p.step,
+                {"carry": host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
+                {"config_digest": cfg.digest(), "config": cfg.to_dict()},
+            )
             saved[0] = p.step
         if stopping:
             stop.check(p.step, saved[0])
@@ -192,10 +215,21 @@ def train_phase(prep: Prepared, stop: Stop, on_chunk: Callable[[Any], None] | No
     stop.check(prep.start, prep.start)  # a signal that arrived before training (or between a sweep's cells)
     try:
         carry, curves, eval_steps = train(
-            prep.program, prep.consts, prep.carry, layout=prep.layout, steps=tr.steps, eval_every=tr.eval_every,
-            evals_per_chunk=tr.evals_per_chunk, spacing=tr.eval_spacing, live_seeds=seeds, start_step=prep.start,
-            history=prep.history, retire=cfg.ensemble.retire,
-            stop_event=prep.program.stop_event if tr.stop_when_all_acquired else None, on_chunk=each_chunk)
+            prep.program,
+            prep.consts,
+            prep.carry,
+            layout=prep.layout,
+            steps=tr.steps,
+            eval_every=tr.eval_every,
+            evals_per_chunk=tr.evals_per_chunk,
+            spacing=tr.eval_spacing,
+            live_seeds=seeds,
+            start_step=prep.start,
+            history=prep.history,
+            retire=cfg.ensemble.retire,
+            stop_event=prep.program.stop_event if tr.stop_when_all_acquired else None,
+            on_chunk=each_chunk,
+        )
     finally:
         if ckpt:
             try:
@@ -203,10 +237,16 @@ def train_phase(prep: Prepared, stop: Stop, on_chunk: Callable[[Any], None] | No
             finally:
                 ckpt.close()
     now, compiles, compile_s, hits = _counters()
-    return Trained(t_first={k: v[:seeds] for k, v in jax.device_get(carry["t_first"]).items()},
-                   curves={k: v[:seeds] for k, v in curves.items()}, eval_steps=eval_steps,
-                   seed_steps_computed=computed[0], run_seconds=now - prep.since[0], compiles=compiles - prep.since[1],
-                   compile_seconds=compile_s - prep.since[2], compile_cache_hits=hits - prep.since[3])
+    return Trained(
+        t_first={k: v[:seeds] for k, v in jax.device_get(carry["t_first"]).items()},
+        curves={k: v[:seeds] for k, v in curves.items()},
+        eval_steps=eval_steps,
+        seed_steps_computed=computed[0],
+        run_seconds=now - prep.since[0],
+        compiles=compiles - prep.since[1],
+        compile_seconds=compile_s - prep.since[2],
+        compile_cache_hits=hits - prep.since[3],
+    )
 
 
 def results_arrays(prepared: Prepared, trained: Trained) -> dict[str, np.ndarray]:
@@ -240,8 +280,12 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> dict[str, np.ndar
     results = results_arrays(prepared, trained)
     steps_run = int(results["steps_run"])
     t_kept = results[f"t_{stop}"][~results["diverged"]]
-    fig = histogram(t_kept, censor_time(cfg.train.steps, steps_run, bool(np.any(t_kept < 0))),
-                    title=f"t_{stop}, {systems.of(cfg).describe(cfg)}, {e.seeds} seeds", xlabel=f"t_{stop} (steps)")
+    fig = histogram(
+        t_kept,
+        censor_time(cfg.train.steps, steps_run, bool(np.any(t_kept < 0))),
+        title=f"t_{stop}, {systems.of(cfg).describe(cfg)}, {e.seeds} seeds",
+        xlabel=f"t_{stop} (steps)",
+    )
     hist = png_bytes(fig, dpi=120)
 
     trained_s = max(trained.run_seconds - trained.compile_seconds, 1e-9)
@@ -294,7 +338,7 @@ def _mesh(lay):
 
 
 def _counters() -> tuple[float, int, float, int]:
-    from icl_race.engine import compile_stats
+    from icl_race.run import compile_stats
 
     return (time.perf_counter(), *compile_stats.snapshot(), compile_stats.cache_hits())
 
@@ -319,17 +363,22 @@ def _check_state_layout(out: Path, program, consts, state, step: int) -> None:
     import jax
 
     def paths(tree):  # every leaf's path, and the top-level fields (an optimizer state may hold no leaf)
-        return ({jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]}
-                | {f"[{k!r}]" for k in (tree if isinstance(tree, dict) else ())})
+        return {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]} | {
+            f"[{k!r}]" for k in (tree if isinstance(tree, dict) else ())
+        }
 
     want, have = paths(jax.eval_shape(program.init, jax.random.key(0), consts)), paths(state)
     if want != have:
-        diff = [f"{what} {', '.join(sorted(ps)[:3])}{' ...' if len(ps) > 3 else ''}"
-                for what, ps in (("lacks", want - have), ("has extra", have - want)) if ps]
+        diff = [
+            f"{what} {', '.join(sorted(ps)[:3])}{' ...' if len(ps) > 3 else ''}"
+            for what, ps in (("lacks", want - have), ("has extra", have - want))
+            if ps
+        ]
         raise rundir.RunDirError(
             f"--out {out}: the checkpoint at step {step:,} was written by another icl-race version (its seed state "
             f"{'; '.join(diff)}); resume it with the version that wrote it (meta of its cells / git log), or move "
-            f"{out / rundir.CHECKPOINTS} aside to start the run over")
+            f"{out / rundir.CHECKPOINTS} aside to start the run over"
+        )
 
 
 def _check_provenance(out: Path, cfg: Config, meta: dict) -> None:
@@ -345,7 +394,8 @@ def _check_provenance(out: Path, cfg: Config, meta: dict) -> None:
     raise rundir.RunDirError(
         f"--out {out}: the checkpoint at step {int(meta.get('step', 0)):,} was written for another config (digest {str(digest)[:16]}, this "
         f"config's {cfg.digest()}){changed}; rerun with the config it was written for, or move "
-        f"{out / rundir.CHECKPOINTS} aside to start this one over")
+        f"{out / rundir.CHECKPOINTS} aside to start this one over"
+    )
 
 
 def _repad(tree, padded: int, live: int):
@@ -368,37 +418,51 @@ def check_memory(cfg: Config) -> None:
     import jax
 
     from icl_race.engine import memory
+    from icl_race.run import host
     from icl_race.systems import build, precision
 
     e, tr = cfg.ensemble, cfg.train
     lay = layout(cfg)
     padded = -(-e.seeds // lay.unit) * lay.unit
-    evals = (tr.steps // tr.eval_every if tr.eval_spacing == "linear"
-             else sum(n for _, _, n in plan(cfg)))
+    evals = tr.steps // tr.eval_every if tr.eval_spacing == "linear" else sum(n for _, _, n in plan(cfg))
     device = jax.local_devices()[0]
     with precision(cfg):
         program, consts = memory.abstract_build(lambda: build(cfg))
-        est = memory.estimate(program, consts, seeds_per_device=padded // lay.shards, shards=lay.shards,
-                              block=e.block, total_seeds=e.seeds, evals=evals, checkpoints=tr.checkpoint_every > 0,
-                              on_cpu=device.platform == "cpu")
-    checks = [(est.parts(), *memory.device_limit(device))]
+        est = memory.estimate(
+            program,
+            consts,
+            seeds_per_device=padded // lay.shards,
+            shards=lay.shards,
+            block=e.block,
+            total_seeds=e.seeds,
+            evals=evals,
+            checkpoints=tr.checkpoint_every > 0,
+            on_cpu=device.platform == "cpu",
+        )
+    checks = [(est.parts(), *host.device_limit(device))]
     if device.platform != "cpu":
-        checks.append((est.host_parts(), memory.host_available(), "available host memory"))
+        checks.append((est.host_parts(), host.host_available(), "available host memory"))
     for parts, limit, what in checks:
         need = sum(parts.values())
         if need > limit:
             top = max(parts, key=parts.get)
-            detail = ", ".join(f"{k} {memory.human(v)}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
-            raise ConfigError(f"memory: this run needs about {memory.human(need)} but {what} is "
-                              f"{memory.human(limit)} ({detail}); lower {_LOWER[top]}")
+            detail = ", ".join(f"{k} {host.human(v)}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+            raise ConfigError(
+                f"memory: this run needs about {host.human(need)} but {what} is "
+                f"{host.human(limit)} ({detail}); lower {_LOWER[top]}"
+            )
 
 
 # What to lower when one kind of memory dominates a refused run.
-_STATE_SIZES = "ensemble.seeds (run the seeds in parts with ensemble.first_seed) or the model and task sizes " \
-               "(model.width, task.D, task.K_max)"
-_LOWER = {"seed states": _STATE_SIZES,
-          "shared constants": "the task's sizes (task.K, task.K_max, task.icl_pool, task.D, task.P)",
-          "one block's work": "ensemble.block, train.batch_size, train.eval_size or the sequence and model sizes "
-                              "(task.N, task.D, model.width)",
-          "probe history": "the number of evaluations (train.steps / train.eval_every) or ensemble.seeds",
-          "checkpoint copies": f"{_STATE_SIZES}, or set train.checkpoint_every = 0"}
+_STATE_SIZES = (
+    "ensemble.seeds (run the seeds in parts with ensemble.first_seed) or the model and task sizes "
+    "(model.width, task.D, task.K_max)"
+)
+_LOWER = {
+    "seed states": _STATE_SIZES,
+    "shared constants": "the task's sizes (task.K, task.K_max, task.icl_pool, task.D, task.P)",
+    "one block's work": "ensemble.block, train.batch_size, train.eval_size or the sequence and model sizes "
+    "(task.N, task.D, model.width)",
+    "probe history": "the number of evaluations (train.steps / train.eval_every) or ensemble.seeds",
+    "checkpoint copies": f"{_STATE_SIZES}, or set train.checkpoint_every = 0",
+}

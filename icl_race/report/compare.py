@@ -16,12 +16,13 @@ import json
 import string
 from pathlib import Path
 
-from icl_race import rundir, runset
+from icl_race import rundir
 from icl_race.analysis.compare import PairStats, compare_to_reference
 from icl_race.analysis.outcome import CLASSES, of_results
 from icl_race.analysis.survival import kaplan_meier
 from icl_race.config import ConfigError
 from icl_race.report.format import ci_text, jsonable, num, p_value, save_figure
+from icl_race.rundir import runset
 
 N_BOOT = 2000
 
@@ -53,9 +54,16 @@ def _group(name: str, run: rundir.Run, event: str) -> Group:
     if times.size == 0:
         raise ConfigError(f"{run.dir}: no seed to compare (all {run.diverged.size} diverged)")
     o = of_results(run.times, run.diverged, run.curves, run.eval_steps)
-    return Group(name, run.dir, int(times.size), int(run.diverged.sum()), int(observed.sum()),
-                 run.censor_at(event), kaplan_meier(times, observed),
-                 None if o is None else {c: o.count(c) for c in CLASSES})
+    return Group(
+        name,
+        run.dir,
+        int(times.size),
+        int(run.diverged.sum()),
+        int(observed.sum()),
+        run.censor_at(event),
+        kaplan_meier(times, observed),
+        None if o is None else {c: o.count(c) for c in CLASSES},
+    )
 
 
 def compare(dirs: list[str | Path], event: str | None = None, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
@@ -73,8 +81,9 @@ def compare(dirs: list[str | Path], event: str | None = None, n_boot: int = N_BO
     groups = [_group(name, r, event) for name, r in zip(string.ascii_uppercase, runs)]
     pairs = compare_to_reference([r.censored(event) for r in runs], n_boot, seed)
     fields = runset.differing([r.config for r in runs])
-    return Comparison(event, groups, pairs, {f: [runset.value(r.config, f) for r in runs] for f in fields},
-                      n_boot, seed)
+    return Comparison(
+        event, groups, pairs, {f: [runset.value(r.config, f) for r in runs] for f in fields}, n_boot, seed
+    )
 
 
 def _value(v) -> str:
@@ -94,35 +103,55 @@ def _ratio(p: PairStats) -> str:
     if p.ratio.n_boot < 10:
         return f"{num(p.ratio.ratio, '{:.3g}')} {ci_text(p.ratio.ci, '{:.3g}', 'n/a')}"
     # An open end: the CI reaches replicates whose median is beyond the censoring time.
-    return (f"{num(p.ratio.ratio, '{:.3g}')} [{'below' if lo is None else num(lo, '{:.3g}')}, "
-            f"{'beyond' if hi is None else num(hi, '{:.3g}')}]")
+    return (
+        f"{num(p.ratio.ratio, '{:.3g}')} [{'below' if lo is None else num(lo, '{:.3g}')}, "
+        f"{'beyond' if hi is None else num(hi, '{:.3g}')}]"
+    )
 
 
 def markdown(c: Comparison) -> str:
     conf = f"{c.groups[0].km['confidence']:.0%}"
-    out = [f"# Comparison of t_{c.event} over {len(c.groups)} runs", "",
-           f"Reference: A. Times to `{c.event}` of the kept (not diverged) seeds; a seed that never reached it "
-           "is censored when its run stopped observing it.", "",
-           f"| group | directory | seeds | reached | censored at | KM median [{conf} CI] | diverged | ICL outcomes |",
-           "|---|---|---:|---:|---:|---|---:|---|"]
+    out = [
+        f"# Comparison of t_{c.event} over {len(c.groups)} runs",
+        "",
+        f"Reference: A. Times to `{c.event}` of the kept (not diverged) seeds; a seed that never reached it "
+        "is censored when its run stopped observing it.",
+        "",
+        f"| group | directory | seeds | reached | censored at | KM median [{conf} CI] | diverged | ICL outcomes |",
+        "|---|---|---:|---:|---:|---|---:|---|",
+    ]
     for g in c.groups:
         outcomes = ", ".join(f"{k} {v}" for k, v in g.outcomes.items()) if g.outcomes is not None else "n/a"
         median = "not reached" if g.km["median"] is None else f"{num(g.km['median'])} {ci_text(g.km['median_ci'])}"
-        out.append(f"| {g.name} | `{g.dir}` | {g.n} | {g.reached} | {g.censor_at:,} | {median} | {g.diverged} "
-                   f"| {outcomes} |")
-    out += ["", f"| vs A | median ratio [{conf} CI] | replicates with a median not reached | log-rank p (statistic) |",
-            "|---|---|---:|---|"]
+        out.append(
+            f"| {g.name} | `{g.dir}` | {g.n} | {g.reached} | {g.censor_at:,} | {median} | {g.diverged} | {outcomes} |"
+        )
+    out += [
+        "",
+        f"| vs A | median ratio [{conf} CI] | replicates with a median not reached | log-rank p (statistic) |",
+        "|---|---|---:|---|",
+    ]
     for g, p in zip(c.groups[1:], c.versus_first):
         stat = "n/a" if p.logrank.statistic is None else f"{p.logrank.statistic:.3g}"
-        out.append(f"| {g.name} / A | {_ratio(p)} "
-                   f"| {p.ratio.unreached} of {p.ratio.n_boot} | {p_value(p.logrank.p)} ({stat}) |")
+        out.append(
+            f"| {g.name} / A | {_ratio(p)} "
+            f"| {p.ratio.unreached} of {p.ratio.n_boot} | {p_value(p.logrank.p)} ({stat}) |"
+        )
     first = c.versus_first[0]
-    out += ["", f"Median ratio: the group's Kaplan-Meier median over A's; CI: {first.ratio.method}; {c.n_boot} "
-                f"replicates from numpy SeedSequence({c.seed}) (one child per group). "
-                f"Log-rank: {first.logrank.method}.", ""]
+    out += [
+        "",
+        f"Median ratio: the group's Kaplan-Meier median over A's; CI: {first.ratio.method}; {c.n_boot} "
+        f"replicates from numpy SeedSequence({c.seed}) (one child per group). "
+        f"Log-rank: {first.logrank.method}.",
+        "",
+    ]
     if c.differences:
-        out += ["## Config differences", "", f"| field | {' | '.join(g.name for g in c.groups)} |",
-                f"|---|{'---|' * len(c.groups)}"]
+        out += [
+            "## Config differences",
+            "",
+            f"| field | {' | '.join(g.name for g in c.groups)} |",
+            f"|---|{'---|' * len(c.groups)}",
+        ]
         out += [f"| `{f}` | {' | '.join(f'`{_value(v)}`' for v in vals)} |" for f, vals in c.differences.items()]
     else:
         out += ["The configs are identical (every field, defaults included)."]
@@ -132,10 +161,12 @@ def markdown(c: Comparison) -> str:
 def summary(c: Comparison) -> str:
     """One line per group against the reference, for the terminal."""
     lines = []
-    for i, (g, p) in enumerate(zip(c.groups[1:], c.versus_first), start=1):
+    for i, p in enumerate(c.versus_first, start=1):
         diff = ", ".join(f for f, v in c.differences.items() if v[i] != v[0])
-        lines.append(f"{label(c, i)} vs A: t_{c.event} median ratio {_ratio(p)}, log-rank p {p_value(p.logrank.p)}; "
-                     f"{f'differ in {diff}' if diff else 'same config'}")
+        lines.append(
+            f"{label(c, i)} vs A: t_{c.event} median ratio {_ratio(p)}, log-rank p {p_value(p.logrank.p)}; "
+            f"{f'differ in {diff}' if diff else 'same config'}"
+        )
     return "\n".join(lines)
 
 
@@ -145,8 +176,9 @@ def write(c: Comparison, out: str | Path) -> list[str]:
     from icl_race.plots.compare import km_overlay
 
     out = Path(out)
-    fig = km_overlay([g.km for g in c.groups], [label(c, i) for i in range(len(c.groups))],
-                     [g.censor_at for g in c.groups], c.event)
+    fig = km_overlay(
+        [g.km for g in c.groups], [label(c, i) for i in range(len(c.groups))], [g.censor_at for g in c.groups], c.event
+    )
     out.mkdir(parents=True, exist_ok=True)
     written = save_figure(fig, out / "figures", "km")
     record = jsonable(dataclasses.asdict(c)) | {"icl_race_version": __version__, "figures": written}

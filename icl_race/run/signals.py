@@ -50,9 +50,11 @@ class Stop:
         if not self.received:
             return
         signum = self.received[0]
-        where = (f"rerun the same command to resume from the checkpoint at step {checkpoint_step:,}"
-                 if checkpoint_step else "no checkpoint (train.checkpoint_every = 0 or none yet): a rerun starts "
-                 "from step 0")
+        where = (
+            f"rerun the same command to resume from the checkpoint at step {checkpoint_step:,}"
+            if checkpoint_step
+            else "no checkpoint (train.checkpoint_every = 0 or none yet): a rerun starts from step 0"
+        )
         raise Interrupted(signum, f"stopped by {signal.Signals(signum).name} at step {step:,}; {where}")
 
 
@@ -101,8 +103,11 @@ def stop_on_signals() -> Iterator[Stop]:
                 first_at = first_at or now
                 stop.received.append(signum)
                 if len(stop.received) > 1:
-                    os.write(2, b"icl-race: interrupted again: exiting at once; rerun the same command to resume "
-                                b"from the last checkpoint\n")
+                    os.write(
+                        2,
+                        b"icl-race: interrupted again: exiting at once; rerun the same command to resume "
+                        b"from the last checkpoint\n",
+                    )
                     os._exit(128 + signum)
 
     handler = _Handler(stop)

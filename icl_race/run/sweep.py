@@ -33,7 +33,6 @@ import io
 import itertools
 import json
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ import numpy as np
 
 from icl_race import config, rundir, systems
 from icl_race.config import Config, ConfigError, name_of, short
-from icl_race.progress import hms
+from icl_race.run.progress import hms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,10 +70,14 @@ def _merge(base: dict, top: dict, base_path: Path) -> dict:
     out = copy.deepcopy(base)
     for sec, table in top.items():
         if sec in out and isinstance(out[sec], dict) != isinstance(table, dict):
-            said = [f"[{name_of(sec)}] a table" if isinstance(v, dict) else f"{name_of(sec)} = {short(v)}"
-                    for v in (out[sec], table)]
-            raise ConfigError(f"{base_path}: {said[0]} here, {said[1]} in the file based on it; a section is "
-                              "a table in both or in neither")
+            said = [
+                f"[{name_of(sec)}] a table" if isinstance(v, dict) else f"{name_of(sec)} = {short(v)}"
+                for v in (out[sec], table)
+            ]
+            raise ConfigError(
+                f"{base_path}: {said[0]} here, {said[1]} in the file based on it; a section is "
+                "a table in both or in neither"
+            )
         out.setdefault(sec, {}).update(table) if isinstance(table, dict) else out.__setitem__(sec, table)
     return out
 
@@ -103,16 +106,15 @@ def load(path: str | Path, overrides: list[str] = ()) -> Sweep:
 
 def _check_fields(table, name: str) -> None:
     if not isinstance(table, dict):
-        raise ConfigError(f"[{name}]: expected a table of \"section.key\" = [values]")
+        raise ConfigError(f'[{name}]: expected a table of "section.key" = [values]')
     for field, values in table.items():
         sec, _, key = field.partition(".")
         if sec not in config.SECTIONS or key not in config.field_names(sec):
-            raise ConfigError(f"{name} field {short(field)}: not a config field (section.key, e.g. \"task.K\")")
+            raise ConfigError(f'{name} field {short(field)}: not a config field (section.key, e.g. "task.K")')
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{name} field {short(field)}: expected a non-empty list of values")
         # Same value and type: true == 1 in Python, but true is a value of its own for the field to refuse.
-        twice = next((v for i, v in enumerate(values) if any(v == w and type(v) is type(w) for w in values[:i])),
-                     None)
+        twice = next((v for i, v in enumerate(values) if any(v == w and type(v) is type(w) for w in values[:i])), None)
         if name == "grid" and twice is not None:  # a [zip] column may repeat a value in other rows
             raise ConfigError(f"grid field {short(field)}: the value {short(twice)} is listed twice (one cell each)")
 
@@ -134,8 +136,10 @@ def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
     _check_fields(grid, "grid")
     _check_fields(zipped, "zip")
     if len({len(v) for v in zipped.values()}) > 1:
-        raise ConfigError("[zip]: every field needs a list of the same length "
-                          f"(got {', '.join(f'{k}: {len(v)}' for k, v in zipped.items())})")
+        raise ConfigError(
+            "[zip]: every field needs a list of the same length "
+            f"(got {', '.join(f'{k}: {len(v)}' for k, v in zipped.items())})"
+        )
     if set(grid) & set(zipped):
         raise ConfigError(f"{short(sorted(set(grid) & set(zipped))[0])}: in both [grid] and [zip]")
     rows = list(zip(*zipped.values())) if zipped else [()]
@@ -172,6 +176,7 @@ def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
 
 def spec_toml(sweep: Sweep) -> str:
     """The resolved spec as TOML (a small writer: our values are strings, numbers, bools, lists)."""
+
     def value(v):
         if isinstance(v, bool):
             return "true" if v else "false"
@@ -214,8 +219,19 @@ def checkpoint_step(out: Path, cell: Cell) -> int:
     return max(rundir.checkpoint_steps(cell_dir(out, cell)), default=0)
 
 
-SUMMARY_FIELDS = ["cell", "status", "seeds", "acquired", "acquired_fraction", "median_t_icl", "censored",
-                  "diverged", "steps_run", "budget", "seed_steps_per_s"]
+SUMMARY_FIELDS = [
+    "cell",
+    "status",
+    "seeds",
+    "acquired",
+    "acquired_fraction",
+    "median_t_icl",
+    "censored",
+    "diverged",
+    "steps_run",
+    "budget",
+    "seed_steps_per_s",
+]
 
 
 def summary_row(out: Path, cell: Cell) -> dict:
@@ -228,10 +244,16 @@ def summary_row(out: Path, cell: Cell) -> dict:
         t = run.t()
         # The Kaplan-Meier median (censored seeds kept): "" when more than half never reached the event.
         med = run.km_median()
-        row.update(acquired=int(np.sum(t >= 0)), acquired_fraction=round(float(np.mean(t >= 0)), 4) if t.size else "",
-                   median_t_icl="" if med is None else med, censored=int(np.sum(t < 0)),
-                   diverged=int(np.sum(run.diverged)), steps_run=run.steps_run, budget=run.budget,
-                   seed_steps_per_s=run.meta.get("seed_steps_per_s", ""))
+        row.update(
+            acquired=int(np.sum(t >= 0)),
+            acquired_fraction=round(float(np.mean(t >= 0)), 4) if t.size else "",
+            median_t_icl="" if med is None else med,
+            censored=int(np.sum(t < 0)),
+            diverged=int(np.sum(run.diverged)),
+            steps_run=run.steps_run,
+            budget=run.budget,
+            seed_steps_per_s=run.meta.get("seed_steps_per_s", ""),
+        )
     return row
 
 
@@ -263,7 +285,7 @@ def store_spec(out: Path, sweep: Sweep, log) -> None:
 
 def run_cell(cfg_dict: dict, out: str) -> str:
     """One cell, in this process (the unit of work of every executor; picklable for submitit)."""
-    from icl_race.runner import execute
+    from icl_race.run.runner import execute
 
     try:
         execute(config.from_dict(cfg_dict), Path(out), progress=False, log=lambda m: None)
@@ -275,7 +297,7 @@ def run_cell(cfg_dict: dict, out: str) -> str:
 def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True) -> None:
     import jax
 
-    from icl_race.runner import execute
+    from icl_race.run.runner import execute
 
     last_program = None
     for i, cell in enumerate(sweep.cells, 1):
@@ -284,7 +306,9 @@ def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True) -> None
         if st == "done":
             log(f"[{i}/{len(sweep.cells)}] {where}: done, skipped")
             continue
-        log(f"[{i}/{len(sweep.cells)}] {where}: {'resuming' if st == 'partial' else 'running'} -> {cell_dir(out, cell)}")
+        log(
+            f"[{i}/{len(sweep.cells)}] {where}: {'resuming' if st == 'partial' else 'running'} -> {cell_dir(out, cell)}"
+        )
         # jit keeps every compiled program for the life of the process: ~44 MB per cell of a new shape,
         # never released (benchmarks/compile_memory.py). A cell of another program drops the last one's,
         # so the worker's memory stays flat over any number of shapes; cells of one program (a K or lr
@@ -333,7 +357,7 @@ class CellPlan:
 
 @dataclasses.dataclass(frozen=True)
 class DryRun:
-    """A sweep's cells, their state and an upper bound on the wall time of the rest (`icl_race.cost`)."""
+    """A sweep's cells, their state and an upper bound on the wall time of the rest (`icl_race.run.cost`)."""
 
     out: str
     executor: str
@@ -351,11 +375,16 @@ class DryRun:
             lines.append(f"{done}/{len(self.cells)} done; no projection (not measured)")
             return "\n".join(lines)
         note = f" (+{self.unmeasured} cells not measured)" if self.unmeasured else ""
-        how = ("cells one after another in one process, each program compiled once" if self.executor == "local"
-               else "summed over the cells, each a process of its own that compiles its programs")
-        lines.append(f"{done}/{len(self.cells)} done; projected wall time for the rest <= {hms(self.seconds)}{note} "
-                     f"({how}; compilation, evaluation and checkpoints measured on this machine's programs; "
-                     "early stops and retirement make it shorter)")
+        how = (
+            "cells one after another in one process, each program compiled once"
+            if self.executor == "local"
+            else "summed over the cells, each a process of its own that compiles its programs"
+        )
+        lines.append(
+            f"{done}/{len(self.cells)} done; projected wall time for the rest <= {hms(self.seconds)}{note} "
+            f"({how}; compilation, evaluation and checkpoints measured on this machine's programs; "
+            "early stops and retirement make it shorter)"
+        )
         return "\n".join(lines)
 
 
@@ -366,8 +395,8 @@ def dry_run(out: Path, sweep: Sweep, measure: bool = True, executor: str = "loca
     machine) and projected over each unfinished cell's plan from its checkpoint (`cost.project`). With
     the local executor a cell of the program the previous cell ran pays no compilation (the sweep keeps
     it; see run_local); with the others every cell is a fresh process and pays it."""
-    from icl_race import cost
-    from icl_race.runner import layout  # its device count: the one the run will use
+    from icl_race.run import cost
+    from icl_race.run.runner import layout  # its device count: the one the run will use
 
     costs: dict[tuple, cost.Cost] = {}
     cells, total, unmeasured, last_program = [], 0.0, 0, None
@@ -377,8 +406,13 @@ def dry_run(out: Path, sweep: Sweep, measure: bool = True, executor: str = "loca
             if key not in costs and measure:
                 costs[key] = cost.measure(cell.cfg)
             if key in costs:
-                seconds = cost.project(cell.cfg, costs[key], checkpoint_step(out, cell),
-                                       compiled=executor == "local" and key == last_program, shards=layout(cell.cfg).shards)
+                seconds = cost.project(
+                    cell.cfg,
+                    costs[key],
+                    checkpoint_step(out, cell),
+                    compiled=executor == "local" and key == last_program,
+                    shards=layout(cell.cfg).shards,
+                )
                 total += seconds
             else:
                 unmeasured += 1
@@ -391,8 +425,9 @@ def _shape(cfg: Config) -> tuple:
     """What decides the speed of a step: the static shape of the program."""
     d = cfg.to_dict()
     task = {k: v for k, v in d["task"].items() if k != "K"}  # K is traced: it does not change the step
-    return json.dumps([task, d["model"], d["train"]["batch_size"], d["train"]["optimizer"], d["ensemble"]["block"]],
-                      sort_keys=True)
+    return json.dumps(
+        [task, d["model"], d["train"]["batch_size"], d["train"]["optimizer"], d["ensemble"]["block"]], sort_keys=True
+    )
 
 
 def _program(cfg: Config) -> tuple:

@@ -21,11 +21,17 @@ import numpy as np
 
 from icl_race import config, rundir
 from icl_race.config import Config, ConfigError
-from icl_race.signals import Stop
+from icl_race.run.signals import Stop
 
 
-def retrain(run_dir: str | Path, seed_ids: Sequence[int], *, steps: int | None = None, overrides: Sequence[str] = (),
-            on_chunk: Callable[[Any], None] | None = None) -> dict[str, np.ndarray]:
+def retrain(
+    run_dir: str | Path,
+    seed_ids: Sequence[int],
+    *,
+    steps: int | None = None,
+    overrides: Sequence[str] = (),
+    on_chunk: Callable[[Any], None] | None = None,
+) -> dict[str, np.ndarray]:
     """The seeds `seed_ids` of the run in `run_dir` trained again from its config, to `steps` (default
     the run's budget) with `overrides` ("section.field=value", as `--set`) on top. The budget, the
     chunking (train.evals_per_chunk: where `on_chunk` looks) and the early stop change only what is
@@ -34,18 +40,21 @@ def retrain(run_dir: str | Path, seed_ids: Sequence[int], *, steps: int | None =
     e = config.from_dict(raw).ensemble
     strays = sorted({int(s) for s in seed_ids} - set(range(e.first_seed, e.first_seed + e.seeds)))
     if strays:
-        raise ConfigError(f"{run_dir}: seed {strays[0]} is not one of the run's seeds "
-                          f"({e.first_seed}..{e.first_seed + e.seeds - 1})")
+        raise ConfigError(
+            f"{run_dir}: seed {strays[0]} is not one of the run's seeds ({e.first_seed}..{e.first_seed + e.seeds - 1})"
+        )
     budget = [] if steps is None else [f"train.steps={steps}"]
-    return train_seeds(config.from_dict(config.apply_overrides(raw, [*overrides, *budget])), seed_ids,
-                       on_chunk=on_chunk)
+    return train_seeds(
+        config.from_dict(config.apply_overrides(raw, [*overrides, *budget])), seed_ids, on_chunk=on_chunk
+    )
 
 
-def train_seeds(cfg: Config, seed_ids: Sequence[int], *,
-                on_chunk: Callable[[Any], None] | None = None) -> dict[str, np.ndarray]:
+def train_seeds(
+    cfg: Config, seed_ids: Sequence[int], *, on_chunk: Callable[[Any], None] | None = None
+) -> dict[str, np.ndarray]:
     """The seeds `seed_ids` (not cfg.ensemble's) trained under cfg; results.npz's arrays for them."""
     from icl_race import systems
-    from icl_race.runner import results_arrays, start_fresh, train_phase
+    from icl_race.run.runner import results_arrays, start_fresh, train_phase
 
     ids = np.asarray(seed_ids, np.int64)
     if ids.ndim != 1 or ids.size == 0 or np.unique(ids).size != ids.size or np.any(ids < 0):

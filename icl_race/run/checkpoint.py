@@ -59,9 +59,11 @@ def _drop_closed_loop_noise(hook):
     """An unraisable-exception hook that drops the "Event loop is closed" errors that tensorstore's
     callbacks raise after orbax has closed its event loop (on a failed write or a damaged restore:
     the real error reaches us as an exception), and passes everything else on."""
+
     def quiet(u):
         if not (isinstance(u.exc_value, RuntimeError) and str(u.exc_value) == "Event loop is closed"):
             hook(u)
+
     quiet.drops_closed_loop_noise = True
     return quiet
 
@@ -73,8 +75,9 @@ class _DropOrphanedTaskErrors(logging.Filter):
     are collected (a Future's, not only a Task's: seen once in CI-like runs of the damaged-checkpoint test)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(("Task exception was never retrieved",
-                                                   "Future exception was never retrieved"))
+        return not record.getMessage().startswith(
+            ("Task exception was never retrieved", "Future exception was never retrieved")
+        )
 
 
 _ORPHANED_TASK_FILTER = _DropOrphanedTaskErrors()
@@ -104,8 +107,8 @@ class Checkpointer:
             if not getattr(sys.unraisablehook, "drops_closed_loop_noise", False):
                 sys.unraisablehook = _drop_closed_loop_noise(sys.unraisablehook)
         self.manager = ocp.CheckpointManager(
-            self.root, options=ocp.CheckpointManagerOptions(
-                max_to_keep=keep, create=True, cleanup_tmp_directories=True))  # left by a process killed mid-save
+            self.root, options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, cleanup_tmp_directories=True)
+        )  # left by a process killed mid-save
         self.last_good = self.manager.latest_step()
         self.pending: int | None = None
         self.broken = False
@@ -117,8 +120,9 @@ class Checkpointer:
         meta = {**meta, "step": int(step), "sha256": tree_digest(tree)}
         self.pending = int(step)
         try:
-            self.manager.save(int(step), args=ocp.args.Composite(
-                state=ocp.args.StandardSave(tree), meta=ocp.args.JsonSave(meta)))
+            self.manager.save(
+                int(step), args=ocp.args.Composite(state=ocp.args.StandardSave(tree), meta=ocp.args.JsonSave(meta))
+            )
         except Exception as e:  # orbax wraps I/O errors in its own types
             self._failed(e)
 
@@ -134,10 +138,14 @@ class Checkpointer:
         step, self.pending, self.broken = self.pending, None, True
         for tmp in self.root.glob(f"{step}.orbax-checkpoint-tmp*"):
             shutil.rmtree(tmp, ignore_errors=True)
-        kept = (f"the last good checkpoint is at step {self.last_good:,}" if self.last_good is not None
-                else "no checkpoint was written before it")
-        raise CheckpointError(f"checkpoint at step {step:,} could not be written to {self.root} "
-                              f"({_cause(err)}); {kept}", self.last_good) from err
+        kept = (
+            f"the last good checkpoint is at step {self.last_good:,}"
+            if self.last_good is not None
+            else "no checkpoint was written before it"
+        )
+        raise CheckpointError(
+            f"checkpoint at step {step:,} could not be written to {self.root} ({_cause(err)}); {kept}", self.last_good
+        ) from err
 
     def close(self) -> None:
         try:
@@ -156,14 +164,17 @@ class Checkpointer:
         ocp = self._ocp
         for step in sorted(self.manager.all_steps(), reverse=True):
             try:
-                r = self.manager.restore(step, args=ocp.args.Composite(
-                    state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()))
+                r = self.manager.restore(
+                    step, args=ocp.args.Composite(state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore())
+                )
                 tree, meta = r.state, r.meta
                 if meta.get("sha256") != tree_digest(tree):
                     raise ValueError("checksum mismatch")
             except Exception as e:  # orbax/tensorstore raise many types for damaged files
-                message = (f"checkpoint at step {step} is damaged ({type(e).__name__}: {str(e)[:200]}); moved to "
-                           f"{self.root.name}.damaged/, falling back to the previous one")
+                message = (
+                    f"checkpoint at step {step} is damaged ({type(e).__name__}: {str(e)[:200]}); moved to "
+                    f"{self.root.name}.damaged/, falling back to the previous one"
+                )
                 if report:
                     report(message)
                 else:

@@ -29,13 +29,17 @@ from typing import Any
 
 import numpy as np
 
-from icl_race import rundir, runset
+from icl_race import rundir
 from icl_race.config import ConfigError
+from icl_race.rundir import runset
 
 EXTRA = "export"
 # format -> (file extension, the modules it needs)
-FORMATS = {"csv": ("csv", ("pandas", "xarray")), "parquet": ("parquet", ("pandas", "xarray", "pyarrow")),
-           "netcdf": ("nc", ("pandas", "xarray", "h5netcdf", "h5py"))}
+FORMATS = {
+    "csv": ("csv", ("pandas", "xarray")),
+    "parquet": ("parquet", ("pandas", "xarray", "pyarrow")),
+    "netcdf": ("nc", ("pandas", "xarray", "h5netcdf", "h5py")),
+}
 
 
 class MissingExtra(ConfigError):
@@ -47,8 +51,10 @@ def require(*modules: str) -> None:
         try:
             importlib.import_module(name)
         except ImportError:
-            raise MissingExtra(f"export needs {name}, which is not installed: it is in the optional extra "
-                               f"[{EXTRA}] (pip install 'icl-race[{EXTRA}]')") from None
+            raise MissingExtra(
+                f"export needs {name}, which is not installed: it is in the optional extra "
+                f"[{EXTRA}] (pip install 'icl-race[{EXTRA}]')"
+            ) from None
 
 
 def _scalar_column(values: list) -> list:
@@ -73,8 +79,13 @@ def seed_columns(run: rundir.Run, cell: dict[str, Any]) -> dict[str, np.ndarray]
     from icl_race.analysis.outcome import last_finite, of_results
 
     S = run.seed_ids.size
-    cols = {"run": np.full(S, str(run.dir)), **{f: np.full(S, v) for f, v in cell.items()},
-            "seed": run.seed_ids, "diverged": run.diverged, "retired_at": run.retired_at}
+    cols = {
+        "run": np.full(S, str(run.dir)),
+        **{f: np.full(S, v) for f, v in cell.items()},
+        "seed": run.seed_ids,
+        "diverged": run.diverged,
+        "retired_at": run.retired_at,
+    }
     outcomes = of_results(run.times, run.diverged, run.curves, run.eval_steps)
     if outcomes is not None:
         cols |= {"outcome": outcomes.classes_S, "fall_step": outcomes.fall_S}
@@ -88,8 +99,9 @@ def seed_table(rs: runset.RunSet):
     require("pandas")
     import pandas as pd
 
-    return pd.concat([pd.DataFrame(seed_columns(r, cell)) for r, cell in zip(rs.runs, cell_values(rs))],
-                     ignore_index=True)
+    return pd.concat(
+        [pd.DataFrame(seed_columns(r, cell)) for r, cell in zip(rs.runs, cell_values(rs))], ignore_index=True
+    )
 
 
 def curves(rs: runset.RunSet):
@@ -99,12 +111,14 @@ def curves(rs: runset.RunSet):
 
     parts = []
     for r, cell in zip(rs.runs, cell_values(rs)):
-        data = {name: (("seed", "step", *(f"{name}_dim{i}" for i in range(2, c.ndim))), c)
-                for name, c in r.curves.items()}
+        data = {
+            name: (("seed", "step", *(f"{name}_dim{i}" for i in range(2, c.ndim))), c) for name, c in r.curves.items()
+        }
         ds = xr.Dataset(data, coords={"seed": r.seed_ids, "step": r.eval_steps})
         parts.append(ds.expand_dims(run=[str(r.dir)]).assign_coords({f: ("run", [v]) for f, v in cell.items()}))
-    return xr.concat(parts, dim="run", join="outer", fill_value=np.nan, data_vars="all", coords="different",
-                     compat="equals")
+    return xr.concat(
+        parts, dim="run", join="outer", fill_value=np.nan, data_vars="all", coords="different", compat="equals"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,11 +150,16 @@ def _encode(t: Tables, fmt: str) -> dict[str, bytes]:
         import xarray as xr
 
         seeds = xr.Dataset.from_dataframe(t.seeds.rename_axis("row"))
-        return {f"seeds.{ext}": bytes(seeds.to_netcdf(engine="h5netcdf")),
-                f"curves.{ext}": bytes(t.curves.to_netcdf(engine="h5netcdf"))}
+        return {
+            f"seeds.{ext}": bytes(seeds.to_netcdf(engine="h5netcdf")),
+            f"curves.{ext}": bytes(t.curves.to_netcdf(engine="h5netcdf")),
+        }
     long = t.curves.to_dataframe().reset_index()
     if fmt == "csv":
-        return {f"seeds.{ext}": t.seeds.to_csv(index=False).encode(), f"curves.{ext}": long.to_csv(index=False).encode()}
+        return {
+            f"seeds.{ext}": t.seeds.to_csv(index=False).encode(),
+            f"curves.{ext}": long.to_csv(index=False).encode(),
+        }
     return {f"seeds.{ext}": t.seeds.to_parquet(index=False), f"curves.{ext}": long.to_parquet(index=False)}
 
 

@@ -35,10 +35,17 @@ class ProgressBar:
     chunk and nothing after it; a log-spaced run compiles one per new evaluation period, which `plan`
     (the run's `engine.ensemble.chunk_plan`) tells. Without a plan no compilation is expected."""
 
-    def __init__(self, event: str = "icl", stream=sys.stderr, every: float = 10.0, clock=time.monotonic,
-                 compiled: Callable[[], float] | None = None, plan: Sequence[tuple[int, int, int]] = ()):
+    def __init__(
+        self,
+        event: str = "icl",
+        stream=sys.stderr,
+        every: float = 10.0,
+        clock=time.monotonic,
+        compiled: Callable[[], float] | None = None,
+        plan: Sequence[tuple[int, int, int]] = (),
+    ):
         if compiled is None:
-            from icl_race.engine import compile_stats
+            from icl_race.run import compile_stats
 
             compiled = lambda: compile_stats.snapshot()[1]
         self.event, self.stream, self.every, self.clock, self.compiled = event, stream, every, clock, compiled
@@ -71,10 +78,12 @@ class ProgressBar:
         to_compile = {period for t0, period, _ in self.plan if t0 >= p.step} - self.periods_run
         left = (p.steps - p.step) * max(per_step, 0.0) + len(to_compile) * self.longest_compile
         bar = "#" * int(24 * frac) + "-" * (24 - int(24 * frac))
-        line = (f"[{bar}] step {p.step:,}/{p.steps:,} | {rate:,.0f} seed-steps/s | "
-                f"{self.label} {acquired}/{p.seeds} ({acquired / p.seeds:.0%}) | "
-                + (f"{p.chunk_seeds} live | " if p.chunk_seeds < p.seeds else "") +
-                f"{hms(now - self.start)} elapsed, <= {hms(left)} left")
+        line = (
+            f"[{bar}] step {p.step:,}/{p.steps:,} | {rate:,.0f} seed-steps/s | "
+            f"{self.label} {acquired}/{p.seeds} ({acquired / p.seeds:.0%}) | "
+            + (f"{p.chunk_seeds} live | " if p.chunk_seeds < p.seeds else "")
+            + f"{hms(now - self.start)} elapsed, <= {hms(left)} left"
+        )
         done = p.step >= p.steps or acquired == p.seeds
         if self.tty:
             self.stream.write("\r" + line + ("\n" if done else ""))

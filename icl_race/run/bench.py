@@ -17,7 +17,7 @@ from icl_race import config
 def measure(cfg: config.Config, seeds: int, steps: int, repeats: int, block: int | None = None) -> dict:
     """Compile seconds, steady-state seed-steps/s and memory of cfg's training step at `seeds` seeds, in
     vmaps of `block` seeds (default: one vmap of all of them). On a CPU, block 1 is the fast layout."""
-    from icl_race import compile_cache
+    from icl_race.run import compile_cache
     from icl_race.systems import build, precision
 
     compile_cache.setup()
@@ -72,12 +72,14 @@ def measure_program(program, consts, seeds: int, steps: int, repeats: int, block
 
 
 def main(args) -> int:
-    from icl_race.provenance import provenance
+    from icl_race.rundir.provenance import provenance
 
     try:
         sizes = [int(s) for s in args.seeds.split(",")]
     except ValueError:
-        raise config.ConfigError(f"--seeds {config.short(args.seeds)}: expected comma-separated integers >= 1") from None
+        raise config.ConfigError(
+            f"--seeds {config.short(args.seeds)}: expected comma-separated integers >= 1"
+        ) from None
     if not sizes or min(sizes) < 1:
         raise config.ConfigError(f"--seeds {config.short(args.seeds)}: expected comma-separated integers >= 1")
     if args.block is not None and any(s % args.block for s in sizes):
@@ -86,23 +88,32 @@ def main(args) -> int:
     header = {
         **provenance(),
         # every system's task and model sections as they are (a memorization task has no N, say)
-        "config": {"task": cfg.to_dict()["task"], "model": cfg.to_dict()["model"],
-                   "batch_size": cfg.train.batch_size, "optimizer": cfg.train.optimizer},
+        "config": {
+            "task": cfg.to_dict()["task"],
+            "model": cfg.to_dict()["model"],
+            "batch_size": cfg.train.batch_size,
+            "optimizer": cfg.train.optimizer,
+        },
         "steps_per_repeat": args.steps,
     }
     if not args.json:
         print(f"device {header['device']}; {header['config']}")
-        print(f"{'seeds':>6} {'block':>6} {'init compile s':>15} {'step compile s':>15} {'ms/step':>10} "
-              f"{'seed-steps/s':>13} {'peak MB':>9} {'MB/seed':>8}")
+        print(
+            f"{'seeds':>6} {'block':>6} {'init compile s':>15} {'step compile s':>15} {'ms/step':>10} "
+            f"{'seed-steps/s':>13} {'peak MB':>9} {'MB/seed':>8}"
+        )
     rows = []
     for s in sizes:
         row = measure(cfg, s, args.steps, args.repeats, args.block)
         rows.append(row)
         if not args.json:
             mb = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
-            print(f"{s:>6} {row['block']:>6} {row['init_compile_s']:>15.2f} {row['compile_s']:>15.2f} {row['step_ms']:>10.2f} "
-                  f"{row['seed_steps_per_s']:>13,.1f} "
-                  f"{mb(row['peak_bytes']):>9} {mb(row['bytes_per_seed']):>8}", flush=True)
+            print(
+                f"{s:>6} {row['block']:>6} {row['init_compile_s']:>15.2f} {row['compile_s']:>15.2f} {row['step_ms']:>10.2f} "
+                f"{row['seed_steps_per_s']:>13,.1f} "
+                f"{mb(row['peak_bytes']):>9} {mb(row['bytes_per_seed']):>8}",
+                flush=True,
+            )
     if args.json:
         print(json.dumps({**header, "rows": rows}, indent=2))
     return 0

@@ -39,7 +39,7 @@ class Cost:
 
 
 def _chunks(cfg: Config, start_step: int = 0) -> list[tuple[int, int, int]]:
-    from icl_race.runner import plan
+    from icl_race.run.runner import plan
 
     return [c for c in plan(cfg) if c[0] >= start_step]
 
@@ -49,17 +49,18 @@ def measure(cfg: Config) -> Cost:
     but a temporary checkpoint."""
     import numpy as np
 
-    from icl_race import compile_cache, systems
-    from icl_race.engine import compile_stats
+    from icl_race import systems
     from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys, train
     from icl_race.plots import histogram, png_bytes
+    from icl_race.run import compile_cache, compile_stats
 
     compile_cache.setup()
     tr, e = cfg.train, cfg.ensemble
     period = _chunks(cfg)[0][1]
     layout = Layout(block=e.block)
-    one_period = dict(layout=layout, steps=period, eval_every=period, evals_per_chunk=tr.evals_per_chunk,
-                      retire=e.retire)
+    one_period = dict(
+        layout=layout, steps=period, eval_every=period, evals_per_chunk=tr.evals_per_chunk, retire=e.retire
+    )
     _, compiled0 = compile_stats.snapshot()
     with systems.precision(cfg):
         tic = time.perf_counter()
@@ -73,8 +74,8 @@ def measure(cfg: Config) -> Cost:
         period_s = time.perf_counter() - tic
     checkpoint_s = 0.0
     if tr.checkpoint_every:
-        from icl_race.engine.checkpoint import Checkpointer
-        from icl_race.runner import host_carry
+        from icl_race.run.checkpoint import Checkpointer
+        from icl_race.run.runner import host_carry
 
         with tempfile.TemporaryDirectory(prefix="icl-race-cost-") as d:
             ckpt = Checkpointer(Path(d) / "checkpoints", keep=1)
@@ -87,8 +88,14 @@ def measure(cfg: Config) -> Cost:
     t_S = np.where(np.arange(e.seeds) % 2, -1, np.linspace(tr.eval_every, tr.steps, e.seeds).astype(np.int64))
     png_bytes(histogram(t_S, tr.steps, title="t", xlabel="t"), dpi=120)
     finish_s = time.perf_counter() - tic
-    return Cost(setup_s=max(first - period_s, 0.0), compile_s=compile_s, period_s=period_s, first_period=period,
-                checkpoint_s=checkpoint_s, finish_s=finish_s)
+    return Cost(
+        setup_s=max(first - period_s, 0.0),
+        compile_s=compile_s,
+        period_s=period_s,
+        first_period=period,
+        checkpoint_s=checkpoint_s,
+        finish_s=finish_s,
+    )
 
 
 def project(cfg: Config, cost: Cost, start_step: int = 0, compiled: bool = False, shards: int = 1) -> float:

@@ -39,7 +39,9 @@ def host_tag() -> str:
     cpu = ""
     try:
         with open("/proc/cpuinfo") as f:  # one line of each kind: every core repeats them
-            cpu = "".join(sorted({line for line in f if line.startswith(("model name", "flags", "Features", "CPU part"))}))
+            cpu = "".join(
+                sorted({line for line in f if line.startswith(("model name", "flags", "Features", "CPU part"))})
+            )
     except OSError:
         cpu = platform.processor()
     digest = hashlib.sha256(f"{platform.machine()}\n{cpu}".encode()).hexdigest()[:12]
