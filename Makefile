@@ -26,10 +26,12 @@ demo: $(BIN)/icl-race
 test: $(BIN)/icl-race
 	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=20 tests
 
-# The formatter and the linter (ruff, configured in pyproject.toml), clean on the whole tree; CI runs it first.
+# The formatter and the linter (ruff, configured in pyproject.toml), clean on the whole tree, and the type
+# checker (mypy) held to its baseline (.ci/typecheck.py); CI runs these first.
 lint: $(BIN)/icl-race
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/python .ci/typecheck.py
 
 bench: $(BIN)/icl-race
 	$(BIN)/icl-race bench

@@ -55,6 +55,9 @@ class ItemPool:
     """A task section's K items drawn from a static pool of K_max (0: K): runs with equal K_max share one
     compilation, and every K <= K_max reads the same first items."""
 
+    K: int  # declared by the task sections that inherit this (their dataclass fields)
+    K_max: int
+
     @property
     def pool_size(self) -> int:
         return self.K_max or self.K

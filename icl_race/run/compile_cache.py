@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+from collections.abc import Mapping
 from pathlib import Path
 
 ENV = "ICL_RACE_COMPILE_CACHE"
@@ -48,7 +49,7 @@ def host_tag() -> str:
     return f"jax-{platform.machine()}-{digest}"
 
 
-def directory(env: dict[str, str] | None = None) -> Path | None:
+def directory(env: Mapping[str, str] | None = None) -> Path | None:
     """The cache directory this process would use, or None when it is off (or left to JAX's own setting)."""
     env = os.environ if env is None else env
     if env.get("JAX_COMPILATION_CACHE_DIR"):

@@ -18,13 +18,13 @@ _EVENTS = (
 )
 _lock = threading.Lock()
 _HIT = "/jax/compilation_cache/cache_hits"
-_totals = {"compiles": 0, "seconds": 0.0, "hits": 0}
+_totals: dict[str, float] = {"compiles": 0, "seconds": 0.0, "hits": 0}
 
 
-def _listener(event: str, duration: float, **_) -> None:
+def _listener(event: str, duration_secs: float, **_) -> None:
     if event in _EVENTS:
         with _lock:
-            _totals["seconds"] += duration
+            _totals["seconds"] += duration_secs
             _totals["compiles"] += event == _EVENTS[-1]
 
 
@@ -41,10 +41,10 @@ monitoring.register_event_listener(_hit_listener)
 def snapshot() -> tuple[int, float]:
     """(backend compilations so far, seconds spent tracing, lowering and compiling so far)."""
     with _lock:
-        return _totals["compiles"], _totals["seconds"]
+        return int(_totals["compiles"]), _totals["seconds"]
 
 
 def cache_hits() -> int:
     """Programs loaded from the persistent compilation cache so far (each also counts as a compilation)."""
     with _lock:
-        return _totals["hits"]
+        return int(_totals["hits"])

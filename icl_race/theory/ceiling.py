@@ -60,7 +60,7 @@ def copy_ceiling(epsilon=(0.0, 0.5, 1.0), D: int = 63, N: int = 32, sequences: i
         for beta in BETAS:
             w_SxC = np.exp(beta * (score_SxC - score_SxC.max(1, keepdims=True)))
             soft[beta] = float(((w_SxC * np.where(same_SxC, 1, -1)).sum(1) > 0).mean())
-        best = max(soft, key=soft.get)
+        best = max(soft, key=lambda b: soft[b])
         rows.append(
             CeilingRow(
                 epsilon=float(eps),
