@@ -123,6 +123,7 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finishe
     rundir.refuse_links(out)
     if rundir.check(cfg, out) and not redo:
         finished = _finished(out, redo, log)
+        assert finished is not None  # without redo, damaged results raise
         log(f"{out}: results for this config already exist; nothing to do")
         rundir.drop_superseded_checkpoints(out)
         return finished
