@@ -1,6 +1,8 @@
 """The run directory: one commit finishes a run, a kill at any step of it reruns to the same results,
 half-finished directories of older versions are repaired, and `icl_race.load` reads it all back."""
 
+import collections
+import dataclasses
 import json
 import os
 import signal
@@ -241,3 +243,90 @@ def test_a_checkpoint_of_another_state_layout_is_refused_in_one_line_and_left_al
     msg = str(e.value)
     assert "\n" not in msg and "checkpoint at step 100" in msg and "lacks ['extra']" in msg, msg
     assert files() == before
+
+
+def _counting(monkeypatch, calls: collections.Counter, *targets) -> None:
+    """Count the calls of each (module, function name) in `calls`, by name."""
+    for module, name in targets:
+        original = getattr(module, name)
+
+        def counted(*args, _original=original, _name=name, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+
+def test_a_run_derives_its_layout_and_plan_once_and_reads_nothing_back(tmp_path, monkeypatch, capsys):
+    """One `execute` takes its parsed Config and derives the device layout and the chunk plan once
+    (runner.RunPlan), for the memory check, the progress line, the engine's chunks, the checkpoints and
+    retirement alike; the committed run comes back from memory (no config parsed, no file read back),
+    and a rerun of the finished run reads results.npz once."""
+    from icl_race.engine import ensemble
+    from icl_race.report.summary import run_summary
+    from icl_race.run import runner
+
+    cfg = config.from_dict({**RAW, "ensemble": {**RAW["ensemble"], "retire": True}})
+    calls: collections.Counter = collections.Counter()
+    _counting(
+        monkeypatch,
+        calls,
+        (config, "from_dict"),
+        (runner, "layout"),
+        (runner, "plan"),
+        (ensemble, "chunk_plan"),
+        (rundir.read, "_read_npz"),
+        (rundir.read, "_read_json"),
+    )
+    out = tmp_path / "run"
+    run = runner.execute_run(cfg, out, progress=True)
+    summary = run_summary(run)
+    assert dict(calls) == {"layout": 1, "plan": 1, "chunk_plan": 1}
+    assert run.cfg is cfg and summary.dir == str(out)
+
+    calls.clear()
+    again = execute(cfg, out, progress=False, log=lambda m: None)
+    assert calls["_read_npz"] == 1 and not {"layout", "plan", "chunk_plan"} & set(calls)
+    _same(again, rundir.read_results(out))
+    capsys.readouterr()
+
+
+def test_the_committed_run_is_the_run_loading_its_directory_gives(tmp_path):
+    """`runner.execute_run`'s Run, made from the arrays just committed, equals `rundir.load_run` of the
+    directory field by field (arrays with their dtypes, meta.json as written), and so do their summaries
+    (`run --json`)."""
+    from icl_race.report.summary import run_summary
+    from icl_race.run import runner
+
+    out = tmp_path / "run"
+    mem = runner.execute_run(CFG, out, progress=False)
+    disk = rundir.load_run(out)
+    for f in dataclasses.fields(rundir.Run):
+        a, b = getattr(mem, f.name), getattr(disk, f.name)
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype, f.name
+            np.testing.assert_array_equal(a, b, err_msg=f.name)
+        elif f.name in ("times", "curves"):
+            assert {k: v.dtype for k, v in a.items()} == {k: v.dtype for k, v in b.items()}, f.name
+            _same(a, b)
+        else:
+            assert a == b, f.name
+    assert mem.cfg == disk.cfg == CFG
+    as_json = lambda s: json.dumps(dataclasses.asdict(s), sort_keys=True)
+    assert as_json(run_summary(mem)) == as_json(run_summary(out))
+
+
+def test_cost_and_the_memory_check_take_the_run_plan_or_its_config():
+    """`cost.project` and `runner.check_memory` take a run's RunPlan (its chunks and layout, derived
+    once) or a bare Config (derived there), with the same answer."""
+    from icl_race.run import cost, runner
+
+    cfg = config.from_dict({**RAW, "train": {**RAW["train"], "eval_spacing": "log", "steps": 1600}})
+    run = runner.RunPlan.of(cfg)
+    assert runner.RunPlan.of(run) is run
+    assert list(run.chunks) == runner.plan(cfg) and run.layout == runner.layout(cfg) and run.digest == cfg.digest()
+    measured = cost.Cost(setup_s=2.0, compile_s=1.5, period_s=0.1, first_period=50, checkpoint_s=0.3, finish_s=0.2)
+    for start in (0, 150):
+        assert cost.project(run, measured, start) == cost.project(cfg, measured, start, shards=run.layout.shards)
+    runner.check_memory(run)
+    runner.check_memory(cfg)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -380,6 +380,7 @@ def train(
     history: tuple[dict[str, np.ndarray], np.ndarray] | None = None,
     retire: bool = False,
     on_chunk: Callable[[Progress], None] | None = None,
+    plan: Sequence[tuple[int, int, int]] | None = None,
 ) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
     """The host loop: the chunks of `chunk_plan` until the step budget, or until every live seed has
     fired `stop_event` (or diverged).
@@ -393,13 +394,14 @@ def train(
     carry, `start_step` (a chunk boundary of the plan) and `history` (curves, eval steps): a resumed run computes exactly what an
     uninterrupted one does (the retired set is a function of the carry). Returns (carry, curves
     {metric: [S, T]}, eval_steps [T]). The host sees one small summary per chunk; nothing crosses
-    to the host inside one.
+    to the host inside one. `plan` is `chunk_plan` of these arguments when the caller already holds it
+    (the runner computes a run's plan once and carries it); it is computed here otherwise.
     """
     hist = [history[0]] if history and history[1].size else []
     steps_seen = [history[1]] if history and history[1].size else []
     seeds = live_seeds or jax.tree.leaves(carry)[0].shape[0]
     own = lambda tf: {e: v[:seeds] for e, v in tf.items()}  # the run's seeds, not the padding
-    plan = chunk_plan(steps, eval_every, evals_per_chunk, spacing)
+    plan = list(plan) if plan is not None else chunk_plan(steps, eval_every, evals_per_chunk, spacing)
     if start_step not in [t0 for t0, _, _ in plan] + [steps]:
         raise ValueError(f"start_step {start_step} is not a chunk boundary")
     chunks = 0

@@ -1,5 +1,6 @@
 """The summary a finished run prints (`icl-race run`, `demo`): what every seed did, as a typed record
-with its text and its JSON (`run --json`, docs/report-json.md). Reads the run directory only."""
+with its text and its JSON (`run --json`, docs/report-json.md). Made from a `rundir.Run`: the one the
+runner has just committed (`runner.execute_run`, nothing read back) or one loaded from a directory."""
 
 from __future__ import annotations
 
@@ -53,9 +54,11 @@ class RunSummary:
         return line + f"\nhistogram: {self.histogram}"
 
 
-def run_summary(d: str | Path) -> RunSummary:
-    d = Path(d)
-    run = rundir.load_run(d)
+def run_summary(run: rundir.Run | str | Path) -> RunSummary:
+    """The summary of a run: a `Run` in memory, or the run directory `run` (loaded)."""
+    if not isinstance(run, rundir.Run):
+        run = rundir.load_run(Path(run))
+    d = run.dir
     stop, t = run.headline, run.times[run.headline]
     hit = t[t >= 0]
     levels = run.cfg.train.icl_levels if stop == "icl" else ()

@@ -22,8 +22,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from icl_race.config import Config
+
+if TYPE_CHECKING:
+    from icl_race.run.runner import RunPlan
 
 
 @dataclass(frozen=True)
@@ -38,15 +42,20 @@ class Cost:
     finish_s: float  # the commit's histogram figure
 
 
-def _chunks(cfg: Config, start_step: int = 0) -> list[tuple[int, int, int]]:
-    from icl_race.run.runner import plan
+def _plan(cfg: Config | RunPlan) -> tuple[Config, list[tuple[int, int, int]], RunPlan | None]:
+    """(config, chunk plan, the RunPlan if given): a RunPlan's chunks are its run's, computed once;
+    a bare Config's are computed here."""
+    from icl_race.run.runner import RunPlan, plan
 
-    return [c for c in plan(cfg) if c[0] >= start_step]
+    if isinstance(cfg, RunPlan):
+        return cfg.cfg, list(cfg.chunks), cfg
+    return cfg, plan(cfg), None
 
 
-def measure(cfg: Config) -> Cost:
+def measure(cfg: Config | RunPlan) -> Cost:
     """Run one block of cfg's seeds through its own programs for two evaluation periods; nothing written
-    but a temporary checkpoint."""
+    but a temporary checkpoint. Measured on one block on one device (`Layout(block)`), whatever the
+    run's own layout: `project` scales it by the run's blocks per device."""
     import numpy as np
 
     from icl_race import systems
@@ -55,8 +64,9 @@ def measure(cfg: Config) -> Cost:
     from icl_race.run import compile_cache, compile_stats
 
     compile_cache.setup()
+    cfg, chunks, _ = _plan(cfg)
     tr, e = cfg.train, cfg.ensemble
-    period = _chunks(cfg)[0][1]
+    period = chunks[0][1]
     layout = Layout(block=e.block)
     one_period = dict(
         layout=layout, steps=period, eval_every=period, evals_per_chunk=tr.evals_per_chunk, retire=e.retire
@@ -98,12 +108,17 @@ def measure(cfg: Config) -> Cost:
     )
 
 
-def project(cfg: Config, cost: Cost, start_step: int = 0, compiled: bool = False, shards: int = 1) -> float:
+def project(
+    cfg: Config | RunPlan, cost: Cost, start_step: int = 0, compiled: bool = False, shards: int | None = None
+) -> float:
     """Upper bound, in seconds, on the rest of cfg's run from `start_step` (a checkpoint's step) on
-    `shards` devices; `compiled`: the process already holds the cell's programs (a local sweep's
-    previous cell of the same program), so only the build is paid again."""
+    `shards` devices (default: a RunPlan's layout's, else 1); `compiled`: the process already holds the
+    cell's programs (a local sweep's previous cell of the same program), so only the build is paid again."""
+    cfg, chunks, run = _plan(cfg)
+    chunks = [c for c in chunks if c[0] >= start_step]
+    if shards is None:
+        shards = run.layout.shards if run else 1
     tr, e = cfg.train, cfg.ensemble
-    chunks = _chunks(cfg, start_step)
     blocks = math.ceil(e.seeds / (e.block * shards))
     setup = cost.setup_s - (cost.compile_s if compiled else 0.0)
     # Each further period length (log spacing) is a program of its own: one more chunk compilation each.

@@ -37,16 +37,17 @@ def retrain(
     chunking (train.evals_per_chunk: where `on_chunk` looks) and the early stop change only what is
     observed; a field of the training itself or the block width changes the trajectory."""
     raw = rundir.read_config(Path(run_dir))
-    e = config.from_dict(raw).ensemble
+    run_cfg = config.from_dict(raw)
+    e = run_cfg.ensemble
     strays = sorted({int(s) for s in seed_ids} - set(range(e.first_seed, e.first_seed + e.seeds)))
     if strays:
         raise ConfigError(
             f"{run_dir}: seed {strays[0]} is not one of the run's seeds ({e.first_seed}..{e.first_seed + e.seeds - 1})"
         )
-    budget = [] if steps is None else [f"train.steps={steps}"]
-    return train_seeds(
-        config.from_dict(config.apply_overrides(raw, [*overrides, *budget])), seed_ids, on_chunk=on_chunk
-    )
+    changes = [*overrides, *([] if steps is None else [f"train.steps={steps}"])]
+    # parsed again only when something changes: the run's own config otherwise
+    cfg = config.from_dict(config.apply_overrides(raw, changes)) if changes else run_cfg
+    return train_seeds(cfg, seed_ids, on_chunk=on_chunk)
 
 
 def train_seeds(
@@ -54,12 +55,12 @@ def train_seeds(
 ) -> dict[str, np.ndarray]:
     """The seeds `seed_ids` (not cfg.ensemble's) trained under cfg; results.npz's arrays for them."""
     from icl_race import systems
-    from icl_race.run.runner import results_arrays, start_fresh, train_phase
+    from icl_race.run.runner import RunPlan, results_arrays, start_fresh, train_phase
 
     ids = np.asarray(seed_ids, np.int64)
     if ids.ndim != 1 or ids.size == 0 or np.unique(ids).size != ids.size or np.any(ids < 0):
         raise ConfigError(f"seed ids {config.short(list(seed_ids))}: expected distinct integers >= 0, at least one")
     with systems.precision(cfg):
         program, consts = systems.build(cfg)
-        prepared = start_fresh(cfg, program, consts, ids)
+        prepared = start_fresh(RunPlan.of(cfg), program, consts, ids)
         return results_arrays(prepared, train_phase(prepared, Stop(), on_chunk))  # a stop no signal reaches

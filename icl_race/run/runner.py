@@ -1,19 +1,24 @@
 """One run into one directory, in three phases under the directory's lock (`execute`):
 
-    prepare(cfg, out)          -> Prepared  the program, and the ensemble's carry: fresh, or restored from
+    RunPlan.of(cfg)            -> RunPlan   the config and what derives from it (the device layout, the
+                                            chunk plan, the digest), computed once and carried by all
+    prepare(run, out)          -> Prepared  the program, and the ensemble's carry: fresh, or restored from
                                             the newest intact checkpoint (a rerun resumes)
     train_phase(prepared, ...) -> Trained   the chunks, with the progress line, the checkpoints and the
                                             stop test between them
-    commit(out, prepared, trained)          the results arrays, meta.json and the histogram, committed by
-                                            rundir.finish
+    commit(out, prepared, trained) -> Finished  the results arrays, meta.json and the histogram, committed
+                                            by rundir.finish; returned as arrays and as a `rundir.Run`
 
-A rerun of the same config does nothing when the run is done. `start_fresh`, `train_phase` and
-`results_arrays` are also what icl_race/run/retrain.py trains chosen seeds with, writing nothing.
+A rerun of the same config does nothing when the run is done. `execute` returns the results arrays,
+`execute_run` the `rundir.Run` (the run's summary is made from it: the process that committed the
+results does not read them back). `start_fresh`, `train_phase` and `results_arrays` are also what
+icl_race/run/retrain.py trains chosen seeds with, writing nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,19 +38,46 @@ class RunError(RuntimeError):
 
 
 @dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """A run's config and what derives from it, computed once per run (`RunPlan.of`, in `execute`) and
+    carried through the memory check, prepare, train_phase (the engine's chunks, the progress line,
+    the checkpoints) and commit, so that no phase derives them again. Each is a function of the
+    config and of this process's devices only, so a resumed run computes the same."""
+
+    cfg: Config
+    layout: Any  # engine.ensemble.Layout over the local devices (`layout`)
+    chunks: tuple[tuple[int, int, int], ...]  # engine.ensemble.chunk_plan: (first step, period, evaluations)
+    digest: str  # cfg.digest(): what each checkpoint and meta.json store, and a resume checks
+
+    @classmethod
+    def of(cls, cfg: Config | RunPlan) -> RunPlan:
+        """cfg's plan; a RunPlan is returned as it is, so that every phase takes either."""
+        if isinstance(cfg, RunPlan):
+            return cfg
+        return cls(cfg, layout(cfg), tuple(plan(cfg)), cfg.digest())
+
+
+@dataclasses.dataclass(frozen=True)
 class Prepared:
     """What the training starts from."""
 
-    cfg: Config
+    run: RunPlan
     program: Any
     consts: Any
-    layout: Any  # engine.ensemble.Layout
     seed_ids: np.ndarray  # [S] the seeds trained; the carry holds them first, then the padding
     carry: Any  # the device carry of the padded ensemble
     start: int  # the step the carry stands at: 0, or the restored checkpoint's
     history: tuple[dict[str, np.ndarray], np.ndarray] | None  # the curves and evaluation steps up to start
     checkpointer: Any  # engine.checkpoint.Checkpointer; None without checkpoints
     since: tuple[float, int, float, int]  # (perf_counter, compiles, compile seconds, cache hits) before the build
+
+    @property
+    def cfg(self) -> Config:
+        return self.run.cfg
+
+    @property
+    def layout(self):
+        return self.run.layout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +94,15 @@ class Trained:
     compile_cache_hits: int  # of `compiles`, loaded from the persistent cache
 
 
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    """A finished run: results.npz's arrays, and the same as the `rundir.Run` that `rundir.load_run`
+    gives (from memory when this process committed them, else read once from the directory)."""
+
+    results: dict[str, np.ndarray]
+    run: rundir.Run
+
+
 def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool = False) -> dict:
     """Train cfg's ensemble and write the run directory; returns the results arrays.
 
@@ -69,19 +110,30 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
     checkpoint when it holds this config's unfinished run. Damaged results are an error, or with
     `redo` are moved aside and the run is trained again. SIGINT and SIGTERM stop it at the next chunk
     boundary (icl_race/run/signals.py: `Interrupted`)."""
-    out = Path(out)
+    return _execute(cfg, Path(out), progress, log, redo).results
+
+
+def execute_run(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool = False) -> rundir.Run:
+    """`execute`, returning the finished run as a `rundir.Run`: built from the arrays just committed (or
+    read once when the run was already done), for the run's summary (report/summary.py)."""
+    return _execute(cfg, Path(out), progress, log, redo).run
+
+
+def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finished:
     rundir.refuse_links(out)
     if rundir.check(cfg, out) and not redo:
-        results = _finished_results(out, redo, log)
+        finished = _finished(out, redo, log)
+        assert finished is not None  # without redo, damaged results raise
         log(f"{out}: results for this config already exist; nothing to do")
         rundir.drop_superseded_checkpoints(out)
-        return results
-    check_memory(cfg)
+        return finished
+    run = RunPlan.of(cfg)  # the one derivation of the layout and chunk plan for this run
+    check_memory(run)
     out.mkdir(parents=True, exist_ok=True)
     with rundir.lock(out):
         # Finished by another process between the check and the lock, or a --redo of intact results.
-        if rundir.check(cfg, out) and (results := _finished_results(out, redo, log)) is not None:
-            return results
+        if rundir.check(cfg, out) and (finished := _finished(out, redo, log)) is not None:
+            return finished
         notice = rundir.repair_notice(out)
         if notice:
             log(notice)
@@ -90,8 +142,8 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
 
         try:
             with precision(cfg), stop_on_signals() as stop:
-                prepared = prepare(cfg, out, log)
-                bar = ProgressBar(prepared.program.stop_event, plan=plan(cfg)) if progress else None
+                prepared = prepare(run, out, log)
+                bar = ProgressBar(prepared.program.stop_event, plan=run.chunks) if progress else None
                 return commit(out, prepared, train_phase(prepared, stop, bar))
         except CheckpointError as e:
             raise RunError(
@@ -109,12 +161,13 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
             raise RunError(f"cannot write {e.filename or out}: {e.strerror or e}; {kept}") from e
 
 
-def _finished_results(out: Path, redo: bool, log) -> dict | None:
-    """The results of a finished run; None when they (or its meta.json) are damaged and `redo` asks to
-    train again (the damaged files are moved aside first, never deleted)."""
+def _finished(out: Path, redo: bool, log) -> Finished | None:
+    """A finished run, read once; None when its results (or its meta.json) are damaged and `redo` asks
+    to train again (the damaged files are moved aside first, never deleted)."""
     try:
-        rundir.load_run(out)  # read as data: the schema and config.json against meta.json
-        return rundir.read_results(out)
+        # read as data: the schema and config.json against meta.json
+        run, results = rundir.load_run_results(out)
+        return Finished(results, run)
     except rundir.DamagedFileError as e:
         if not redo:
             raise rundir.DamagedFileError(
@@ -126,7 +179,7 @@ def _finished_results(out: Path, redo: bool, log) -> dict | None:
     return None
 
 
-def prepare(cfg: Config, out: Path, log) -> Prepared:
+def prepare(cfg: Config | RunPlan, out: Path, log) -> Prepared:
     """config.json (first), the program, and the carry: restored from the newest intact checkpoint of
     this config, else fresh."""
     from icl_race import systems
@@ -134,6 +187,8 @@ def prepare(cfg: Config, out: Path, log) -> Prepared:
     from icl_race.engine.sharding import place
     from icl_race.run import compile_cache
 
+    run = RunPlan.of(cfg)
+    cfg, lay = run.cfg, run.layout
     compile_cache.setup()
     rundir.write_config(out, cfg)
     since = _counters()
@@ -141,39 +196,40 @@ def prepare(cfg: Config, out: Path, log) -> Prepared:
     e = cfg.ensemble
     seed_ids = np.arange(e.first_seed, e.first_seed + e.seeds, dtype=np.int64)
     if not cfg.train.checkpoint_every:
-        return start_fresh(cfg, program, consts, seed_ids, since)
+        return start_fresh(run, program, consts, seed_ids, since)
     from icl_race.run.checkpoint import Checkpointer
 
     ckpt = Checkpointer(out / rundir.CHECKPOINTS, keep=2)
     restored = ckpt.restore_latest(report=lambda m: log(f"{out}: {m}"))
     if not restored:
-        return start_fresh(cfg, program, consts, seed_ids, since, ckpt)
+        return start_fresh(run, program, consts, seed_ids, since, ckpt)
     tree, meta = restored
-    _check_provenance(out, cfg, meta)
+    _check_provenance(out, run, meta)
     _check_state_layout(out, program, consts, tree["carry"]["state"], meta["step"])
-    lay = layout(cfg)
     tree = _repad(tree, len(padded_seed_ids(seed_ids, lay)), e.seeds)
     carry, consts = place(_device_carry(tree["carry"]), consts, _mesh(lay))
     log(f"{out}: resuming from the checkpoint at step {meta['step']:,}")
     return Prepared(
-        cfg, program, consts, lay, seed_ids, carry, meta["step"], (tree["curves"], tree["eval_steps"]), ckpt, since
+        run, program, consts, seed_ids, carry, meta["step"], (tree["curves"], tree["eval_steps"]), ckpt, since
     )
 
 
-def start_fresh(cfg: Config, program, consts, seed_ids: np.ndarray, since=None, checkpointer=None) -> Prepared:
+def start_fresh(
+    cfg: Config | RunPlan, program, consts, seed_ids: np.ndarray, since=None, checkpointer=None
+) -> Prepared:
     """The carry at step 0 of `seed_ids`, padded to cfg's layout (engine.ensemble.padded_seed_ids): each
     seed's key is fold_in(root_seed, its id) and its vmap is cfg's block wide, so each seed trains
     bit-identically to its run, whatever seeds are trained beside it."""
     from icl_race.engine.ensemble import init_ensemble, padded_seed_ids, seed_keys
     from icl_race.engine.sharding import place
 
-    lay = layout(cfg)
-    keys, consts = place(seed_keys(cfg.ensemble.root_seed, padded_seed_ids(seed_ids, lay)), consts, _mesh(lay))
+    run = RunPlan.of(cfg)
+    lay = run.layout
+    keys, consts = place(seed_keys(run.cfg.ensemble.root_seed, padded_seed_ids(seed_ids, lay)), consts, _mesh(lay))
     return Prepared(
-        cfg,
+        run,
         program,
         consts,
-        lay,
         seed_ids,
         init_ensemble(program, lay, keys, consts),
         0,
@@ -206,7 +262,7 @@ def train_phase(prep: Prepared, stop: Stop, on_chunk: Callable[[Any], None] | No
             ckpt.save(
                 p.step,
                 {"carry": host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
-                {"config_digest": cfg.digest(), "config": cfg.to_dict()},
+                {"config_digest": prep.run.digest, "config": cfg.to_dict()},
             )
             saved[0] = p.step
         if stopping:
@@ -229,6 +285,7 @@ def train_phase(prep: Prepared, stop: Stop, on_chunk: Callable[[Any], None] | No
             retire=cfg.ensemble.retire,
             stop_event=prep.program.stop_event if tr.stop_when_all_acquired else None,
             on_chunk=each_chunk,
+            plan=prep.run.chunks,
         )
     finally:
         if ckpt:
@@ -265,12 +322,13 @@ def results_arrays(prepared: Prepared, trained: Trained) -> dict[str, np.ndarray
         "budget": np.int64(tr.steps),
     }
     if prepared.cfg.ensemble.retire:
-        results["retired_at"] = retirement_steps(program, t_first, plan(prepared.cfg), steps_run)
+        results["retired_at"] = retirement_steps(program, t_first, list(prepared.run.chunks), steps_run)
     return results
 
 
-def commit(out: Path, prepared: Prepared, trained: Trained) -> dict[str, np.ndarray]:
-    """The run's results, meta.json and histogram, committed as one step (rundir.finish); returns the results."""
+def commit(out: Path, prepared: Prepared, trained: Trained) -> Finished:
+    """The run's results, meta.json and histogram, committed as one step (rundir.finish); returns the
+    results, also as the `rundir.Run` that loading the directory gives, without reading it back."""
     from icl_race import systems
     from icl_race.analysis.survival import censor_time
     from icl_race.plots import histogram, png_bytes
@@ -291,7 +349,7 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> dict[str, np.ndar
     trained_s = max(trained.run_seconds - trained.compile_seconds, 1e-9)
     meta = {
         "config": cfg.to_dict(),
-        "config_digest": cfg.digest(),
+        "config_digest": prepared.run.digest,
         **provenance(),
         "compiles": trained.compiles,
         "compile_seconds": round(trained.compile_seconds, 3),
@@ -308,7 +366,10 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> dict[str, np.ndar
         "diverged": int(np.sum(results["diverged"])),
     }
     rundir.finish(out, results, meta, {f"t_{stop}_hist.png": hist})
-    return results
+    # meta as written (JSON: tuples are lists there) and config.json's dict, so that this Run equals the
+    # one rundir.load_run(out) reads; it carries the parsed config, which Run.cfg returns.
+    written = json.loads(rundir.json_bytes(meta))
+    return Finished(results, rundir.run_of(out, meta["config"], results, written, parsed=cfg))
 
 
 def layout(cfg: Config):
@@ -381,19 +442,19 @@ def _check_state_layout(out: Path, program, consts, state, step: int) -> None:
         )
 
 
-def _check_provenance(out: Path, cfg: Config, meta: dict) -> None:
+def _check_provenance(out: Path, run: RunPlan, meta: dict) -> None:
     """A checkpoint resumes only the config it was written for: one of another config (config.json
     edited between the kill and the rerun) would continue another run under this one's name. Refused in
     one line, naming the fields that differ when the checkpoint stores its config (written since)."""
-    digest = meta.get("config_digest")
-    if digest == cfg.digest():
+    cfg, digest = run.cfg, meta.get("config_digest")
+    if digest == run.digest:
         return
     stored = meta.get("config")
     fields = rundir.differing_fields(rundir.with_defaults(stored), cfg.to_dict()) if isinstance(stored, dict) else []
     changed = f": it differs in {', '.join(fields)}" if fields else ""
     raise rundir.RunDirError(
         f"--out {out}: the checkpoint at step {int(meta.get('step', 0)):,} was written for another config (digest {str(digest)[:16]}, this "
-        f"config's {cfg.digest()}){changed}; rerun with the config it was written for, or move "
+        f"config's {run.digest}){changed}; rerun with the config it was written for, or move "
         f"{out / rundir.CHECKPOINTS} aside to start this one over"
     )
 
@@ -412,7 +473,7 @@ def _repad(tree, padded: int, live: int):
     return {**tree, "carry": jax.tree.map(fix, tree["carry"]), "curves": jax.tree.map(fix, tree["curves"])}
 
 
-def check_memory(cfg: Config) -> None:
+def check_memory(cfg: Config | RunPlan) -> None:
     """Refuse, before anything is written or allocated, a config whose ensemble cannot fit in the
     device's memory (engine/memory.py: an estimate from the shapes alone)."""
     import jax
@@ -421,10 +482,11 @@ def check_memory(cfg: Config) -> None:
     from icl_race.run import host
     from icl_race.systems import build, precision
 
+    run = RunPlan.of(cfg)
+    cfg, lay = run.cfg, run.layout
     e, tr = cfg.ensemble, cfg.train
-    lay = layout(cfg)
     padded = -(-e.seeds // lay.unit) * lay.unit
-    evals = tr.steps // tr.eval_every if tr.eval_spacing == "linear" else sum(n for _, _, n in plan(cfg))
+    evals = tr.steps // tr.eval_every if tr.eval_spacing == "linear" else sum(n for _, _, n in run.chunks)
     device = jax.local_devices()[0]
     with precision(cfg):
         program, consts = memory.abstract_build(lambda: build(cfg))

@@ -36,10 +36,12 @@ from icl_race.rundir.read import (
     load,
     load_cells,
     load_run,
+    load_run_results,
     load_sweep,
     read_config,
     read_meta,
     read_results,
+    run_of,
     stored_config,
     with_defaults,
 )

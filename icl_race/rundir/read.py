@@ -12,6 +12,7 @@ layout the runner writes (`check_results`) and a config.json that is no longer t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import tomllib
 import zipfile
@@ -162,8 +163,9 @@ class Run:
     def kept(self) -> np.ndarray:
         return ~self.diverged
 
-    @property
+    @functools.cached_property
     def cfg(self) -> Config:
+        """The typed config, parsed once per Run (a run the runner just committed carries its own: `run_of`)."""
         return config.from_dict(self.config)
 
     def t(self, event: str | None = None) -> np.ndarray:
@@ -278,12 +280,26 @@ def check_provenance(d: Path, cfg: dict, meta: dict | None) -> None:
 def load_run(d: Path) -> Run:
     """A run directory with config.json and results.npz (meta.json is read when there), checked as data
     (`check_results`, `check_provenance`): what it returns is what the run computed."""
+    return load_run_results(d)[0]
+
+
+def load_run_results(d: Path) -> tuple[Run, dict[str, np.ndarray]]:
+    """`load_run`, and results.npz's arrays as read: one read of the file serves both (the runner's
+    rerun of a finished run returns them)."""
     d = Path(d)
     cfg = read_config(d)
     res = read_results(d)
     meta = read_meta(d)
     check_results(d, res)
     check_provenance(d, cfg, meta)
+    return run_of(d, cfg, res, meta), res
+
+
+def run_of(d: Path, cfg: dict, res: dict[str, np.ndarray], meta: dict | None, parsed: Config | None = None) -> Run:
+    """The `Run` of results arrays, config and meta already in memory: what `load_run` makes of the
+    files, and what the runner makes of the arrays it has just committed (with its `parsed` config,
+    which `Run.cfg` then returns instead of parsing `cfg` again)."""
+    d = Path(d)
     events = {k[2:]: np.asarray(v) for k, v in res.items() if k.startswith("t_")}
     S = next(iter(events.values())).shape[0]
     steps = np.asarray(res["eval_steps"])
@@ -294,7 +310,7 @@ def load_run(d: Path) -> Run:
     if not isinstance(headline, str) or headline not in events:
         raise DamagedFileError(f"{d}/results.npz: missing t_{str(headline)[:80]} (meta.json's stop_event)")
     fixed = {"seed_ids", "diverged", "retired_at", "eval_steps", *SCALARS, *(f"t_{e}" for e in events)}
-    return Run(
+    run = Run(
         dir=d,
         config=cfg,
         seed_ids=np.asarray(res.get("seed_ids", np.arange(S))),
@@ -308,6 +324,9 @@ def load_run(d: Path) -> Run:
         steps_run=steps_run,
         meta=meta,
     )
+    if parsed is not None:
+        vars(run)["cfg"] = parsed  # Run.cfg's cache (a cached_property): no second parse of the same config
+    return run
 
 
 @dataclasses.dataclass(frozen=True)
