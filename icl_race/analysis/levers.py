@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from icl_race.analysis.draws import generator
 from icl_race.analysis.memorization import budgets_by_K, log_t_vs_beta0, predict_k_star
 from icl_race.analysis.race import summarize_transience
 from icl_race.analysis.regime import rise_fraction
@@ -84,7 +85,7 @@ def beta0(cells, n_boot: int = 1000, seed: int = 0) -> Beta0:
     """(a): per seed ln t_ICL against the beta0 measured at init, per init scale and pooled (theory
     slope -1); the spread of ln t_ICL beside the spread of ln e^-beta0 = -beta0 (equal if beta0 alone
     set t_ICL)."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     rows, pooled_t, pooled_b = [], [], []
     for cfg, r in cells:
         t, b = np.asarray(r["t_icl"], float), np.asarray(r["beta0"], float)[:, 0]
@@ -351,7 +352,7 @@ def kstar(field: str, N: int, cells, n_boot: int = 1000, seed: int = 0) -> KStar
     """(b), (c): K* per value of a lever at one N, the logistic midpoint of the acquired fraction against
     log K (analysis.threshold.acquisition_curve, the report's estimator) over `cells` (kstar_cells), with
     each cell's median rise fraction r (analysis.regime) where its seeds were at hand."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     fits = []
     for v in sorted({c["value"] for c in cells}):
         mine = [c for c in cells if c["value"] == v]

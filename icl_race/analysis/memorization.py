@@ -17,7 +17,7 @@
   t_icl_ratio     measured t_ICL over the minimal-model prediction N sqrt(2 pi) e^-beta0 (per seed,
                   summarised by the geometric mean); CI: seed bootstrap. Censored seeds (t < 0) dropped.
   log_t_vs_beta0  slope of ln t_ICL on a per-seed beta0 (theory -1); CI: seeds resampled (pairs bootstrap).
-All bootstraps take a seed for numpy's Generator, so results are reproducible.
+All bootstraps take a seed for `analysis.draws.generator`, so results are reproducible.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from icl_race.analysis.draws import generator
 from icl_race.analysis.survival import censored_times, km_median
 from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import km_median_boot, median_vs_N, percentile_ci, power_law_slope
@@ -65,7 +66,7 @@ def tail_fit(
     }
     S = c1.shape[0]
     if S > 1 and n_boot:
-        rng = np.random.default_rng(seed)
+        rng = generator(seed)
         boot = np.array([fit(c1[rng.integers(0, S, S)]) for _ in range(n_boot)])
         out["alpha_ci"], out["A_ci"] = percentile_ci(boot[:, 0], confidence), percentile_ci(boot[:, 1], confidence)
     return out
@@ -104,7 +105,7 @@ def nu_fit(K, I_by_K, n_boot: int = 1000, confidence: float = 0.95, seed: int = 
         ],
     }
     if n_boot and all(g.size > 1 for g in groups):
-        rng = np.random.default_rng(seed)
+        rng = generator(seed)
         boot = _nu_replicates(logK, groups, n_boot, rng)[:, 0]
         out["nu_ci"] = percentile_ci(boot, confidence)
         out["inv_nu_ci"] = sorted(percentile_ci(1 / boot, confidence))
@@ -129,7 +130,7 @@ def predict_k_star(
     all in SGD steps.
     The predicted slope of log10 K* on log10 N is (log-log slope of median t_ICL on N) / nu, which is
     the theory's 1/nu only where t_ICL is proportional to N."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     logK = np.log(np.asarray(K, float))
     groups = [np.asarray(g, float) for g in I_by_K]
     nu, icpt = _nu_line(logK, groups)
@@ -170,7 +171,7 @@ def t_icl_ratio(
         "seeds": int(t.size),
     }
     if log_r.size > 1 and n_boot:
-        rng = np.random.default_rng(seed)
+        rng = generator(seed)
         boot = np.exp([np.mean(log_r[rng.integers(0, log_r.size, log_r.size)]) for _ in range(n_boot)])
         out["ratio_ci"] = percentile_ci(boot, confidence)
     return out
@@ -185,7 +186,7 @@ def log_t_vs_beta0(t_icl, beta0, n_boot: int = 1000, confidence: float = 0.95, s
     slope, icpt = _line(x, y)
     out = {"slope": slope, "intercept": icpt, "n": int(ok.sum()), "censored": int((~ok).sum()), "slope_ci": None}
     if n_boot and x.size > 2:
-        rng = np.random.default_rng(seed)
+        rng = generator(seed)
         idx = rng.integers(0, x.size, (n_boot, x.size))
         out["slope_ci"] = percentile_ci([_line(x[i], y[i])[0] for i in idx], confidence)
     return out
@@ -195,7 +196,7 @@ def minimal_scaling(N, beta0, t_icl, censor_at, n_boot: int = 1000, confidence: 
     """Cells of the minimal model at fixed beta0 (N[i], beta0[i], per-seed t_icl[i], -1 = censored at
     censor_at[i]): at each beta0 the median t_ICL against N (analysis.threshold.median_vs_N: linear
     fit, log-log exponent; theory t ~ N), at each N the slope of ln median t_ICL on beta0 (theory -1)."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     N, beta0 = np.asarray(N, float), np.asarray(beta0, float)
     cens = [censored_times(t, c) for t, c in zip(t_icl, censor_at)]
     by_beta0 = []
@@ -238,7 +239,7 @@ def summarize_memorization(cells, Ts=None, decades: float = 1.0, n_boot: int = 1
     memorized before the tail window (else None: the budget diverges or is not shown to converge).
     Then nu from I_K(T) vs K at each T, over the K whose runs reached T. Ts defaults to the shortest
     run's last evaluation (a common T for every K)."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     cells = sorted(cells, key=lambda c: c[0]["task"]["K"])
     if not cells:
         return {"cells": []}

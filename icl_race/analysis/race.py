@@ -12,7 +12,8 @@ independence ablation (one sub-circuit frozen at init). Pure numpy on results.np
                   a of L_ICL = a x (sum xy / sum xx; theory 1), CIs by resampling seeds; `min_x`
                   keeps only x > min_x (e.g. 0.5: L_IWL < e^-1, where memorization is under way).
   km_summary      Kaplan-Meier median of censored times with a seed-bootstrap CI.
-  median_ratio    ratio of two samples' Kaplan-Meier medians, CI from seed bootstraps (paired by seed id).
+  ratios          of two conditions' Kaplan-Meier medians: `analysis.compare.ratio_of_boots` on their
+                  km_summary replicates, which resample the same seed positions (paired by seed id).
   after_memorization  the bet of train.settle_iwl: of the seeds that memorized (IWL accuracy above a
                   level) before acquiring ICL, how many acquired ICL later, and how high ICL got after.
 
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from icl_race.analysis.compare import ratio_of_boots
+from icl_race.analysis.draws import generator
 from icl_race.analysis.survival import censor_time, censored_times, km_median, proportion_ci
 from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import interval_verdict, km_median_boot, percentile_ci, power_law_slope, sign_verdict
@@ -47,10 +50,11 @@ def fall_times(icl_acc_SxT, steps_T, t_icl_S, level: float = 0.9) -> np.ndarray:
 
 
 def km_summary(t_S, censor_at: float, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict:
-    """KM median of times t_S (-1 = censored at censor_at) with a percentile seed-bootstrap CI."""
+    """KM median of times t_S (-1 = censored at censor_at) with a percentile seed-bootstrap CI. The
+    replicates draw from `generator(seed)`: two samples of equal size resample the same seed positions."""
     times, observed = censored_times(t_S, censor_at)
     med = km_median(times, observed) if times.size else float("nan")
-    boot = km_median_boot(times, observed, n_boot, np.random.default_rng(seed)) if times.size else np.empty(0)
+    boot = km_median_boot(times, observed, n_boot, generator(seed)) if times.size else np.empty(0)
     return {
         "n": int(times.size),
         "observed": int(observed.sum()),
@@ -58,15 +62,6 @@ def km_summary(t_S, censor_at: float, n_boot: int = 1000, seed: int = 0, confide
         "median_ci": percentile_ci(boot, confidence),
         "boot": boot,
     }
-
-
-def median_ratio(a: dict, b: dict, confidence: float = 0.95) -> dict:
-    """median(a) / median(b) of two km_summary results, CI from the ratios of their bootstrap replicates.
-    km_summary's replicates with equal `seed` and seed counts resample the same seed positions, so the
-    CI is paired by seed id (right when the conditions share seed ids, as a sweep's cells do)."""
-    ratio = a["median"] / b["median"] if a["median"] and b["median"] else None
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return {"ratio": ratio, "ratio_ci": percentile_ci(a["boot"] / b["boot"], confidence)}
 
 
 def _line_stats(stats_K):
@@ -113,7 +108,7 @@ def loss_relation(
     if used.sum() > 1 and n_boot:
         # Resampling seeds = weighting each seed's sufficient statistics by its multiplicity.
         S = int(used.sum())
-        counts_BxS = np.random.default_rng(seed).multinomial(S, np.full(S, 1 / S), size=n_boot)
+        counts_BxS = generator(seed).multinomial(S, np.full(S, 1 / S), size=n_boot)
         bs, bi, bp = _line_stats(counts_BxS @ stats_Sx5[used])
         out |= {
             "slope_ci": percentile_ci(bs, confidence),
@@ -170,7 +165,7 @@ def summarize_transience(cells, level: float = 0.9, n_boot: int = 1000) -> dict:
     wd w, so w settles where wd w e^(w a) = a c3; if ICL is lost once w falls to a fixed level, c3 at
     the fall is proportional to wd: slope 1."""
     rows, fall_boots, at_fall_boots = [], [], []
-    rng = np.random.default_rng(0)
+    rng = generator(0)
     for cfg, r in sorted(cells, key=lambda c: c[0]["train"]["weight_decay_attn"]):
         steps, t_icl = r["eval_steps"], r["t_icl"]
         acquired = t_icl >= 0
@@ -251,9 +246,16 @@ def _condition(cfg, r, n_boot, level):
 
 
 def _ratios(conds: dict, pairs: dict, key: str) -> dict:
-    return {
-        name: median_ratio(conds[a][key], conds[b][key]) for name, (a, b) in pairs.items() if a in conds and b in conds
-    }
+    """median(a) / median(b) of each pair's km_summary: the replicates of equal-size conditions resample
+    the same seed positions, so the CI is paired by seed id (right when the conditions share seed ids,
+    as a sweep's cells do)."""
+    out = {}
+    for name, (a, b) in pairs.items():
+        if a in conds and b in conds:
+            x, y = conds[a][key], conds[b][key]
+            r = ratio_of_boots(y["median"], x["median"], y["boot"], x["boot"])
+            out[name] = {"ratio": r.ratio, "ratio_ci": list(r.ci)}
+    return out
 
 
 def _strip_boot(conds: dict) -> dict:
