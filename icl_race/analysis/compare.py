@@ -56,7 +56,7 @@ def open_ended_ci(reference: np.ndarray, other: np.ndarray, confidence: float) -
     finite = ratio[~(above | below)]
     if not finite.size:
         return None, None
-    ends = []
+    ends: list[float | None] = []
     for pct, open_ in ((50 * (1 - confidence), below), (50 * (1 + confidence), above)):
         q = pct / 100 * (n - 1)
         i = int(np.floor(q))

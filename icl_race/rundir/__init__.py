@@ -36,6 +36,7 @@ from icl_race.rundir.read import (
     load,
     load_cells,
     load_run,
+    load_runs,
     load_sweep,
     read_config,
     read_meta,
