@@ -311,3 +311,15 @@ def test_levers_collapse_reads_the_model_s_own_activations(runs, tmp_path):
 
     with pytest.raises(ConfigError, match="not a seed"):
         studies.run("levers", "collapse", [runs["kinf"]], tmp_path / "x.json", None, 0, {"seed_id": 99})
+
+
+def test_a_studys_bootstraps_are_rooted_at_its_seed(tmp_path):
+    """--seed roots every bootstrap of a study (analysis.draws): the same seed, the same numbers; another
+    seed, other resamples (race's transience and loss relation once ignored it and always drew from 0)."""
+    dirs = [str(INPUTS / "wd01"), str(INPUTS / "wd03")]
+    for sub in ("transience", "loss"):
+        a, b, c = (
+            studies.run("race", sub, dirs, tmp_path / f"{sub}{i}.json", 200, s)[0] for i, s in enumerate((0, 0, 1))
+        )
+        text = [json.dumps(studies.payload(r), sort_keys=True) for r in (a, b, c)]
+        assert text[0] == text[1] != text[2]

@@ -97,7 +97,7 @@ def beta0(runs: Sequence[FinishedRun], n_boot: int = 1000, seed: int = 0) -> Bet
     for run in runs:
         t, b = np.asarray(run.t("icl"), float), np.asarray(run.curve("beta0"), float)[:, 0]
         ok = t > 0
-        fit = log_t_vs_beta0(t, b, n_boot=n_boot) if ok.sum() > 2 else None
+        fit = log_t_vs_beta0(t, b, n_boot=n_boot, seed=seed) if ok.sum() > 2 else None
         rows.append(
             {
                 **setting(run),
@@ -114,7 +114,7 @@ def beta0(runs: Sequence[FinishedRun], n_boot: int = 1000, seed: int = 0) -> Bet
         pooled_b.append(b)
     return Beta0(
         cells=sorted(rows, key=lambda c: tuple(c[k] for k in SETTING)),
-        pooled=log_t_vs_beta0(np.concatenate(pooled_t), np.concatenate(pooled_b), n_boot=n_boot),
+        pooled=log_t_vs_beta0(np.concatenate(pooled_t), np.concatenate(pooled_b), n_boot=n_boot, seed=seed),
     )
 
 
@@ -193,6 +193,7 @@ def lever_race(
     t_fixed: float | None = None,
     mlp_names=None,
     n_boot: int = 1000,
+    seed: int = 0,
 ) -> LeverRace:
     """(b), (c): the K* the race predicts at one N for each value of a lever, from the MLP-only I_K(T) = C K^nu
     measured under that value (the runs of `mlp_runs_V[v]`, I_K at the race's budget T) and the K =
@@ -216,7 +217,7 @@ def lever_race(
         t_icl = run.t("icl")
         # t_fixed as a cell of seeds that all acquire at t: its KM median is t, with no spread.
         times = [np.asarray(t_icl, float)] + ([np.full(t_icl.size, t_fixed)] if t_fixed else [])
-        pred = predict_k_star(K, I_by_K, np.full(len(times), N), times, float(run.budget), n_boot)
+        pred = predict_k_star(K, I_by_K, np.full(len(times), N), times, float(run.budget), n_boot, seed=seed)
         rows.append(
             {
                 "value": v,
@@ -261,7 +262,7 @@ class LeverTransience:
 
 
 def transience(
-    runs: Sequence[FinishedRun], level: float = 0.9, lasting: int = 10, n_boot: int = 1000
+    runs: Sequence[FinishedRun], level: float = 0.9, lasting: int = 10, n_boot: int = 1000, seed: int = 0
 ) -> LeverTransience:
     """(d): ICL's rise and fall (first evaluation after t_ICL with ICL accuracy < level) per optimizer and
     L2 on the attention path (analysis.race.summarize_transience, one optimizer at a time), with the seeds'
@@ -272,7 +273,7 @@ def transience(
     for opt in sorted({r.cfg.train.optimizer for r in runs}):
         mine = [r for r in runs if r.cfg.train.optimizer == opt]
         by_wd = {r.cfg.train.weight_decay_attn: r for r in mine}
-        for row in summarize_transience(mine, level=level, n_boot=n_boot)["cells"]:
+        for row in summarize_transience(mine, level=level, n_boot=n_boot, seed=seed)["cells"]:
             run = by_wd[row["weight_decay_attn"]]
             t_icl, icl_acc = run.t("icl"), run.curve("icl_acc")
             acquired = t_icl >= 0

@@ -295,7 +295,7 @@ def summarize_memorization(
     return {"Ts": Ts, "cells": rows, "nu": nu}
 
 
-def summarize_minimal(runs: Sequence[FinishedRun], n_boot: int = 1000) -> dict:
+def summarize_minimal(runs: Sequence[FinishedRun], n_boot: int = 1000, seed: int = 0) -> dict:
     """Per cell (N, beta0): measured t_ICL vs
     N sqrt(2 pi) e^-beta0, in SGD steps (ratio) and in eta * steps (ratio_flow); with beta0_random, the
     slope of ln t_ICL on beta0 (theory -1). Over all fixed-beta0 cells: minimal_scaling."""
@@ -309,18 +309,18 @@ def summarize_minimal(runs: Sequence[FinishedRun], n_boot: int = 1000) -> dict:
             "N": N,
             "beta0": None if random_beta0 else cfg.model.beta0,
             "seeds": int(t_icl.size),
-            "ratio": t_icl_ratio(t_icl, N, beta0, 1.0, n_boot),
-            "ratio_flow": t_icl_ratio(t_icl, N, beta0, lr, n_boot),
+            "ratio": t_icl_ratio(t_icl, N, beta0, 1.0, n_boot, seed=seed),
+            "ratio_flow": t_icl_ratio(t_icl, N, beta0, lr, n_boot, seed=seed),
             "median_t_icl": float(np.median(t_icl[t_icl > 0])) if np.any(t_icl > 0) else None,
         }
         if not random_beta0:
             fixed.append((N, row["beta0"], t_icl, float(run.budget)))
         elif np.sum(t_icl > 0) >= 3:
-            row["ln_t_vs_beta0"] = log_t_vs_beta0(t_icl, beta0, n_boot)
+            row["ln_t_vs_beta0"] = log_t_vs_beta0(t_icl, beta0, n_boot, seed=seed)
         rows.append(row)
     out = {"cells": sorted(rows, key=lambda x: (x["N"], x["beta0"] if x["beta0"] is not None else 0))}
     if len(fixed) >= 2:
-        out["scaling"] = minimal_scaling(*zip(*fixed), n_boot=n_boot)
+        out["scaling"] = minimal_scaling(*zip(*fixed), n_boot=n_boot, seed=seed)
     return out
 
 
@@ -433,8 +433,8 @@ class Minimal:
         return "\n".join(lines)
 
 
-def minimal(runs: Sequence[FinishedRun], n_boot: int = 1000) -> Minimal:
-    return Minimal(**summarize_minimal(runs, n_boot))
+def minimal(runs: Sequence[FinishedRun], n_boot: int = 1000, seed: int = 0) -> Minimal:
+    return Minimal(**summarize_minimal(runs, n_boot, seed=seed))
 
 
 def measured_k_star(report: dict) -> dict:

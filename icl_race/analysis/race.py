@@ -157,7 +157,7 @@ def _without_boot(d: dict) -> dict:
 AT_FALL = ("c3", "iwl_loss")  # curves read at each seed's fall: the memory path's c3, and the IWL test loss
 
 
-def summarize_transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot: int = 1000) -> dict:
+def summarize_transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> dict:
     """Per weight decay (train.weight_decay_attn) cell: rise (t_ICL) and fall (first evaluation after
     t_ICL with ICL accuracy < level) KM medians with CIs; the seed-mean ICL accuracy and the seed-median
     curves of the MLP path's c3 = <exp(-phi+)> and of L_IWL; the values of c3 and of L_IWL at each fallen seed's fall (L_IWL
@@ -168,14 +168,14 @@ def summarize_transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot
     wd w, so w settles where wd w e^(w a) = a c3; if ICL is lost once w falls to a fixed level, c3 at
     the fall is proportional to wd: slope 1."""
     rows, fall_boots, at_fall_boots = [], [], []
-    rng = generator(0)
+    rng = generator(seed)
     for run in sorted(runs, key=lambda r: r.cfg.train.weight_decay_attn):
         steps, t_icl, icl_acc = run.eval_steps, run.t("icl"), run.curve("icl_acc")
         acquired = t_icl >= 0
         t_fall = fall_times(icl_acc, steps, t_icl, level)
         fell = t_fall >= 0
         T = _censor_at(run, t_icl, t_fall[acquired])
-        fall = km_summary(t_fall[acquired], T, n_boot)
+        fall = km_summary(t_fall[acquired], T, n_boot, seed)
         fall_boots.append(fall["boot"])
         # c3 is absent in runs made before the memory-path probes.
         probes = [k for k in AT_FALL if k in run.curves]
@@ -190,7 +190,7 @@ def summarize_transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot
                 "acquired": int(acquired.sum()),
                 "fell": int(fell.sum()),
                 "budget": T,
-                "rise": _without_boot(km_summary(t_icl, T, n_boot)),
+                "rise": _without_boot(km_summary(t_icl, T, n_boot, seed)),
                 "fall": _without_boot(fall),
                 "t_icl": t_icl.tolist(),
                 "t_fall": t_fall.tolist(),
@@ -203,7 +203,7 @@ def summarize_transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot
                 "loss_relation": {
                     k: v
                     for k, v in loss_relation(
-                        run.curve("icl_loss"), run.curve("iwl_loss"), steps, t_icl, n_boot=n_boot
+                        run.curve("icl_loss"), run.curve("iwl_loss"), steps, t_icl, n_boot=n_boot, seed=seed
                     ).items()
                     if k not in ("x", "y")
                 },
@@ -230,7 +230,7 @@ def summarize_transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot
     return {"level": level, "cells": rows, "vs_wd_loglog": trends}
 
 
-def _condition(run: FinishedRun, n_boot, level):
+def _condition(run: FinishedRun, n_boot, level, seed):
     cfg, iwl_acc = run.cfg, run.curve("iwl_acc")
     t_icl = run.t("icl") if "icl" in run.times else None  # an MLP-only run has no ICL event
     t_mem = first_passage(iwl_acc, run.eval_steps, level)
@@ -242,14 +242,14 @@ def _condition(run: FinishedRun, n_boot, level):
         "lr": cfg.train.lr,
         "seeds": int(iwl_acc.shape[0]),
         "budget": T,
-        "memorization": km_summary(t_mem, T, n_boot),
+        "memorization": km_summary(t_mem, T, n_boot, seed),
         "final_iwl_acc": float(iwl_acc[:, -1].mean()),
         "eval_steps": run.eval_steps.tolist(),
         "iwl_acc_mean": iwl_acc.mean(0).tolist(),
         "iwl_acc_q": np.quantile(iwl_acc, [0.1, 0.9], axis=0).tolist(),
     }
     if t_icl is not None:
-        out |= {"t_icl": km_summary(t_icl, T, n_boot), "t_icl_seeds": t_icl.tolist()}
+        out |= {"t_icl": km_summary(t_icl, T, n_boot, seed), "t_icl_seeds": t_icl.tolist()}
     return out
 
 
@@ -276,18 +276,20 @@ def summarize_independence(
     mlp_only_runs: Sequence[FinishedRun],
     level: float = 0.9,
     n_boot: int = 1000,
+    seed: int = 0,
 ) -> dict:
     """memorization_runs: a sweep over model.freeze (none, attention); t_icl_runs: a sweep over
     model.freeze (none, mlp) x task.variant; mlp_only_runs: MLP-only runs at matched K, width, lr and
     budget (named by task.input_scale). Memorization time = the first evaluation with IWL accuracy >
     `level` (KM median, censored at the budget); ratios of KM medians with seed-bootstrap CIs (paired
     by seed id)."""
-    mem = {getattr(r.cfg.model, "freeze", "none"): _condition(r, n_boot, level) for r in memorization_runs}
+    mem = {getattr(r.cfg.model, "freeze", "none"): _condition(r, n_boot, level, seed) for r in memorization_runs}
     mem |= {
-        f"mlp_only x{getattr(r.cfg.task, 'input_scale', 1.0):g}": _condition(r, n_boot, level) for r in mlp_only_runs
+        f"mlp_only x{getattr(r.cfg.task, 'input_scale', 1.0):g}": _condition(r, n_boot, level, seed)
+        for r in mlp_only_runs
     }
     icl = {
-        f"{r.cfg.task.variant}, freeze {getattr(r.cfg.model, 'freeze', 'none')}": _condition(r, n_boot, level)
+        f"{r.cfg.task.variant}, freeze {getattr(r.cfg.model, 'freeze', 'none')}": _condition(r, n_boot, level, seed)
         for r in t_icl_runs
     }
     mem_ratios = _ratios(
@@ -345,8 +347,8 @@ class Transience:
         return "\n".join(lines)
 
 
-def transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot: int = 1000) -> Transience:
-    return Transience(**summarize_transience(runs, level=level, n_boot=n_boot))
+def transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> Transience:
+    return Transience(**summarize_transience(runs, level=level, n_boot=n_boot, seed=seed))
 
 
 @dataclass(frozen=True)
@@ -371,13 +373,13 @@ class LossRelations:
         return "\n".join(lines)
 
 
-def loss_relations(runs: Sequence[FinishedRun], min_x: float = 0.5, n_boot: int = 1000) -> LossRelations:
+def loss_relations(runs: Sequence[FinishedRun], min_x: float = 0.5, n_boot: int = 1000, seed: int = 0) -> LossRelations:
     """loss_relation per cell (train.weight_decay_attn), on all points and on those with x > min_x."""
     rows, points = [], []
     for run in runs:
         wd = run.cfg.train.weight_decay_attn
         curves = (run.curve("icl_loss"), run.curve("iwl_loss"), run.eval_steps, run.t("icl"))
-        fits = {f"x > {m:g}": loss_relation(*curves, m, n_boot=n_boot) for m in (-np.inf, min_x)}
+        fits = {f"x > {m:g}": loss_relation(*curves, m, n_boot=n_boot, seed=seed) for m in (-np.inf, min_x)}
         rows.append(
             {"weight_decay_attn": wd}
             | {label: {k: v for k, v in f.items() if k not in ("x", "y")} for label, f in fits.items()}
@@ -459,7 +461,8 @@ def independence(
     mlp_only_runs: Sequence[FinishedRun],
     level: float = 0.9,
     n_boot: int = 1000,
+    seed: int = 0,
 ) -> Independence:
     return Independence(
-        **summarize_independence(memorization_runs, t_icl_runs, mlp_only_runs, level=level, n_boot=n_boot)
+        **summarize_independence(memorization_runs, t_icl_runs, mlp_only_runs, level=level, n_boot=n_boot, seed=seed)
     )

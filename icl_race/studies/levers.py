@@ -71,13 +71,14 @@ def race(
         None if t_fixed is None else float(t_fixed),
         mlp_names=mlp,
         n_boot=n_boot,
+        seed=seed,
     )
 
 
 def transience(
     dirs, *, level: float = 0.9, lasting: int = 10, n_boot: int = 1000, seed: int = 0
 ) -> levers.LeverTransience:
-    return levers.transience(load_runs(*dirs), level=level, lasting=lasting, n_boot=n_boot)
+    return levers.transience(load_runs(*dirs), level=level, lasting=lasting, n_boot=n_boot, seed=seed)
 
 
 def kstar(

@@ -30,7 +30,7 @@ def mlp(dirs, *, T=None, n_boot: int = 1000, seed: int = 0) -> mem.Memorization:
 
 
 def minimal(dirs, *, n_boot: int = 1000, seed: int = 0) -> mem.Minimal:
-    return mem.minimal(load_runs(*dirs), n_boot)
+    return mem.minimal(load_runs(*dirs), n_boot, seed=seed)
 
 
 def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: int = 0) -> mem.RaceKStar:

@@ -22,13 +22,13 @@ def transience(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -
     """ICL's rise and fall per weight decay (train.weight_decay_attn) cell; fall = first ICL accuracy
     below `level` after t_ICL."""
     with np.errstate(all="ignore"):
-        return race.transience(load_runs(*dirs), level=level, n_boot=n_boot)
+        return race.transience(load_runs(*dirs), level=level, n_boot=n_boot, seed=seed)
 
 
 def loss(dirs, *, min_x: float = 0.5, n_boot: int = 1000, seed: int = 0) -> race.LossRelations:
     """The loss relation L_ICL vs -1/2 log L_IWL per cell, on every point after t_ICL and on x > min_x."""
     with np.errstate(all="ignore"):
-        return race.loss_relations(load_runs(*dirs), min_x=min_x, n_boot=n_boot)
+        return race.loss_relations(load_runs(*dirs), min_x=min_x, n_boot=n_boot, seed=seed)
 
 
 def independence(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> race.Independence:
@@ -38,7 +38,7 @@ def independence(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0)
         raise ConfigError("analyze race independence: give MEMORIZATION_DIR T_ICL_DIR MLP_ONLY_DIR... (3 or more)")
     with np.errstate(all="ignore"):
         return race.independence(
-            load_runs(dirs[0]), load_runs(dirs[1]), load_runs(*dirs[2:]), level=level, n_boot=n_boot
+            load_runs(dirs[0]), load_runs(dirs[1]), load_runs(*dirs[2:]), level=level, n_boot=n_boot, seed=seed
         )
 
 
