@@ -239,3 +239,47 @@ def test_grid_periods_on_a_log_grid():
 
     grid = np.array([10, 20, 40, 80, 160])
     np.testing.assert_array_equal(grid_periods(np.array([10, 40, 160, 20]), grid), [10, 20, 80, 10])
+
+
+# ---- the one convention for random draws (analysis.draws) ---------------------------------------------
+
+
+def test_generator_streams_are_fixed_by_root_and_name_and_independent_across_names():
+    from icl_race.analysis.draws import generator
+    from icl_race.report.draws import Draws
+
+    def draw(rng):
+        return rng.integers(0, 1000, 64).tolist()
+
+    # the same root and name: the same stream, in every process
+    assert draw(generator(3, "acquisition", "a")) == draw(generator(3, "acquisition", "a"))
+    assert draw(generator(3, child=2)) == draw(generator(3, child=2))
+    # another name, another child, another root: another stream
+    streams = [
+        draw(g)
+        for g in (
+            generator(3),
+            generator(3, "acquisition", "a"),
+            generator(3, "acquisition", "b"),
+            generator(3, "paper_sigmoid", "a"),
+            generator(3, child=0),
+            generator(3, child=1),
+            generator(4),
+            generator((3, 512)),
+        )
+    ]
+    assert len({tuple(s) for s in streams}) == len(streams)
+    # the streams of today's outputs, unchanged: a study's default_rng(seed) (race's paired km_summary
+    # replicates), a report section's named child, compare's spawned children, scale's (seed, width, lr) root
+    assert generator(0).integers(0, 8, 8).tolist() == [6, 5, 4, 2, 2, 0, 0, 0]
+    assert draw(generator(7)) == draw(np.random.default_rng(7))
+    assert Draws(0, 10).rng("acquisition", "K200", "K1000").integers(0, 1000, 4).tolist() == [966, 295, 70, 330]
+    children = np.random.SeedSequence(5).spawn(3)
+    assert all(draw(generator(5, child=i)) == draw(np.random.default_rng(children[i])) for i in range(3))
+    assert generator(5, child=1).integers(0, 1000, 4).tolist() == [538, 253, 909, 73]
+    assert draw(generator((0, 512, 30000000))) == draw(
+        np.random.default_rng(np.random.SeedSequence([0, 512, 30000000]))
+    )
+    assert generator((0, 512, 30000000)).integers(0, 1000, 4).tolist() == [844, 677, 146, 252]
+    with pytest.raises(ValueError):
+        generator(0, "a", child=1)

@@ -226,3 +226,25 @@ def test_median_ratio_ci_is_open_when_the_other_median_is_often_unreached():
     assert 0.3 < r.unreached / 400 < 0.5 and "beyond the censoring time" in r.method
     swapped = median_ratio(b, a, 400, rngs[::-1])
     assert swapped.ratio == 0.5 and swapped.ci == (None, 0.5)
+
+
+def test_one_median_ratio_rule_paired_or_stratified_by_its_generators_and_no_ci_without_a_ratio():
+    """analysis.compare.median_ratio is the package's one median ratio (race's independence ratios use it
+    through ratio_of_boots): the generators decide the resampling, the CI rule is the same."""
+    from icl_race.analysis.compare import ratio_of_boots
+    from icl_race.analysis.draws import generator
+
+    t = np.arange(1.0, 13.0) * 50
+    a, b = (t, np.ones(12, bool)), (2 * t, np.ones(12, bool))
+    paired = median_ratio(a, b, 300, (generator(0), generator(0)))  # the same seed positions on both sides
+    assert paired.ratio == 2 and paired.ci == (2.0, 2.0)
+    stratified = median_ratio(a, b, 300, (generator(0, child=0), generator(0, child=1)))
+    assert stratified.ratio == 2 and stratified.ci[0] < 2 < stratified.ci[1]
+    # B's median not reached on all its seeds (1 of 8 observed): no ratio, so no interval around it,
+    # though a few replicates (>= 4 copies of the observed seed) do reach a median
+    never = (np.r_[100.0, np.full(7, 500.0)], np.r_[True, np.zeros(7, bool)])
+    r = median_ratio(a, never, 1000, (generator(0), generator(0)))
+    assert r.ratio is None and r.ci == (None, None) and r.unreached < 1000
+    boots = np.full(1000, 100.0), np.r_[np.full(20, 150.0), np.full(980, np.nan)]
+    assert ratio_of_boots(100.0, None, *boots).ci == (None, None)
+    assert ratio_of_boots(100.0, 150.0, *boots).ci == (1.5, None)  # the same replicates with a ratio: open above

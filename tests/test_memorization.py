@@ -189,7 +189,7 @@ def test_mlp_only_memorizes_a_tiny_K(tmp_path):
     assert np.all(np.diff(I, axis=1) > 0) and np.all(I[:, -1] < res["eval_steps"][-1])
     # c3 >= c1 (e^-m >= sigma(-m)); the two estimators agree to within sampling noise.
     assert np.all(res["c3"] >= res["c1"]) and np.all(np.abs(res["c1_sym"] - c1).max() < 0.15)
-    summary = mem.summarize_memorization(rundir.load_cells(tmp_path / "run"), n_boot=50)
+    summary = mem.summarize_memorization(rundir.load_runs(tmp_path / "run"), n_boot=50)
     assert summary["cells"][0]["K"] == 64 and summary["cells"][0]["tail"]["alpha"] > 0
     assert summary["cells"][0]["budgets"][0]["I_steps"] == pytest.approx(I[:, -1].mean())
 
@@ -279,7 +279,7 @@ def test_minimal_model_t_icl_grows_as_beta0_falls(tmp_path):
     assert np.all(lo["w"][:, -1] > 0) and np.all(lo["beta"][:, -1] > -1.0)
     # t_ICL * lr / (N sqrt(2 pi) e^-beta0) is about one constant across beta0 (measured ~1.3 here).
     r_hi, r_lo = (
-        mem.summarize_minimal(rundir.load_cells(tmp_path / d), n_boot=50)["cells"][0]["ratio_flow"]["ratio"]
+        mem.summarize_minimal(rundir.load_runs(tmp_path / d), n_boot=50)["cells"][0]["ratio_flow"]["ratio"]
         for d in ("hi", "lo")
     )
     assert 0.5 < r_hi < 3 and 0.5 < r_lo < 3 and 0.67 < r_lo / r_hi < 1.5
@@ -327,3 +327,7 @@ def test_load_cells_drops_diverged_seeds_and_fills_config_defaults(tmp_path):
     assert np.isfinite(r["c1"]).all() and r["c1"].shape == (2, 3)
     assert r["eval_steps"].tolist() == [50, 100, 150]  # same length as the seed axis, not a per-seed array
     assert conf["task"]["input_scale"] == 1.0  # a default the stored config did not spell out
+    # the studies' read of the same directory: the typed run, its statistics over the same kept seeds
+    [run] = rundir.load_runs(d)
+    assert run.t("memorized").tolist() == [100, 150] and run.curve("c1").shape == (2, 3)
+    assert run.seed_ids[run.kept].tolist() == [0, 2] and run.cfg.task.input_scale == 1.0

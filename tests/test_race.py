@@ -1,12 +1,14 @@
 """The race analyses (icl_race.analysis.race) on inputs with known answers."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from icl_race import rundir
 from icl_race.analysis import race
+from icl_race.analysis.compare import ratio_of_boots
 
 STEPS = np.arange(1, 11) * 100
 
@@ -62,9 +64,9 @@ def test_km_median_ratio_of_paired_scaled_samples_is_exact():
     a = race.km_summary(2 * b_times, censor_at=5000, n_boot=300)
     b = race.km_summary(b_times, censor_at=5000, n_boot=300)
     assert a["median"] == 600 and b["median"] == 300  # smallest time with S <= 1/2
-    r = race.median_ratio(a, b)
+    r = ratio_of_boots(b["median"], a["median"], b["boot"], a["boot"])  # the one median ratio (analysis.compare)
     # Same seed positions resampled on both sides: every replicate's ratio is exactly 2.
-    assert r["ratio"] == 2 and r["ratio_ci"] == [2.0, 2.0]
+    assert r.ratio == 2 and r.ci == (2.0, 2.0)
     censored = race.km_summary(np.array([100, -1, -1, -1]), censor_at=1000, n_boot=50)
     assert censored["median"] is None and censored["observed"] == 1
 
@@ -73,6 +75,25 @@ def _write_cell(d, cfg, arrays):
     d.mkdir(parents=True)
     (d / "meta.json").write_text(json.dumps({"config": cfg}))
     np.savez(d / "results.npz", **arrays)
+
+
+def _run(cfg, steps, t_icl, **curves):
+    """A finished run in memory (as rundir.load_run reads one): every seed kept, evaluated to the end."""
+    S = t_icl.size
+    return rundir.Run(
+        dir=Path("mem"),
+        config=rundir.with_defaults(cfg),
+        seed_ids=np.arange(S),
+        times={"icl": t_icl},
+        headline="icl",
+        diverged=np.zeros(S, bool),
+        retired_at=np.full(S, -1),
+        eval_steps=steps,
+        curves=curves,
+        budget=int(steps[-1]),
+        steps_run=int(steps[-1]),
+        meta={},
+    )
 
 
 def test_summarize_transience_on_constructed_cells(tmp_path):
@@ -96,7 +117,7 @@ def test_summarize_transience_on_constructed_cells(tmp_path):
                 "c3": np.tile(STEPS / 1000, (4, 1)),
             },
         )
-    out = race.summarize_transience(rundir.load_cells(tmp_path), n_boot=100)
+    out = race.summarize_transience(rundir.load_runs(tmp_path), n_boot=100)
     lo, hi = out["cells"]
     assert (lo["weight_decay_attn"], lo["fell"], lo["acquired"]) == (0.01, 3, 4)
     assert lo["rise"]["median"] == 200 and lo["fall"]["median"] == 800 and hi["fall"]["median"] == 400
@@ -136,11 +157,11 @@ def test_after_memorization_counts_the_seeds_a_settle_rule_would_stop_and_those_
         "max_icl_after": 0.97,
         "acquired": 2,
     }
-    cells = [
-        ({"task": {"K": 800}}, {"t_icl": t_icl, "iwl_acc": iwl, "icl_acc": icl, "eval_steps": steps}),
-        ({"task": {"K": 400}}, {"t_icl": t_icl[:1], "iwl_acc": iwl[:1], "icl_acc": icl[:1], "eval_steps": steps}),
+    runs = [
+        _run({"task": {"K": 800}}, steps, t_icl, iwl_acc=iwl, icl_acc=icl),
+        _run({"task": {"K": 400}}, steps, t_icl[:1], iwl_acc=iwl[:1], icl_acc=icl[:1]),
     ]
-    pooled = race.settling(cells, level=0.9)
+    pooled = race.settling(runs, level=0.9)
     assert [c["K"] for c in pooled.cells] == [400, 800]
     assert (pooled.memorized_first, pooled.acquired_after) == (3, 1)
     lo, hi = pooled.fraction_ci

@@ -24,7 +24,7 @@ from icl_race.analysis import memorization as mem
 from icl_race.analysis import race
 from icl_race.config import ConfigError
 from icl_race.run import runner
-from icl_race.rundir import load_cells
+from icl_race.rundir import load_runs
 
 ROOT = Path(__file__).parent.parent
 LEVERS = ROOT / "experiments" / "levers" / "results"
@@ -112,7 +112,7 @@ def analyze(study, sub, dirs, tmp_path, **options):
 
 def test_race_transience_is_the_summary_with_its_figure(runs, tmp_path):
     result, written = analyze("race", "transience", [runs["wd01"], runs["wd03"]], tmp_path)
-    cells = load_cells(runs["wd01"], runs["wd03"])
+    cells = load_runs(runs["wd01"], runs["wd03"])
     assert _same(dataclasses.asdict(result), race.summarize_transience(cells, level=0.9, n_boot=1000))
     assert [p.suffix for p in written] == [".json", ".png"]
     assert "wd 0.01: acquired" in result.text()
@@ -120,11 +120,13 @@ def test_race_transience_is_the_summary_with_its_figure(runs, tmp_path):
 
 def test_race_loss_is_the_loss_relation_per_cell(runs, tmp_path):
     result, written = analyze("race", "loss", [runs["wd01"], runs["wd03"]], tmp_path, min_x=0.5)
-    for (cfg, r), cell in zip(load_cells(runs["wd01"], runs["wd03"]), studies.payload(result)["cells"]):
+    for run, cell in zip(load_runs(runs["wd01"], runs["wd03"]), studies.payload(result)["cells"]):
         for m in (-np.inf, 0.5):
-            old = race.loss_relation(r["icl_loss"], r["iwl_loss"], r["eval_steps"], r["t_icl"], m, n_boot=1000)
+            old = race.loss_relation(
+                run.curve("icl_loss"), run.curve("iwl_loss"), run.eval_steps, run.t("icl"), m, n_boot=1000
+            )
             assert _same(cell[f"x > {m:g}"], {k: v for k, v in old.items() if k not in ("x", "y")})
-        assert cell["weight_decay_attn"] == cfg["train"]["weight_decay_attn"]
+        assert cell["weight_decay_attn"] == run.cfg.train.weight_decay_attn
     # wd 0.03 acquires no ICL in 400 steps: no point after t_ICL, no figure
     assert [p.name for p in written[1:]] == ["race_loss_wd0.01.png"]
 
@@ -132,9 +134,9 @@ def test_race_loss_is_the_loss_relation_per_cell(runs, tmp_path):
 def test_race_independence_takes_its_directories_in_order(runs, tmp_path):
     result, _ = analyze("race", "independence", [runs["wd01"], runs["kinf"], runs["mlp64"], runs["mlp128"]], tmp_path)
     old = race.summarize_independence(
-        load_cells(runs["wd01"]),
-        load_cells(runs["kinf"]),
-        load_cells(runs["mlp64"], runs["mlp128"]),
+        load_runs(runs["wd01"]),
+        load_runs(runs["kinf"]),
+        load_runs(runs["mlp64"], runs["mlp128"]),
         level=0.9,
         n_boot=1000,
     )
@@ -149,10 +151,10 @@ def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     sweep = [runs["mlp64"], runs["mlp128"]]
     result, _ = studies.run("memorization", "mlp", [sweep[0]], tmp_path / "m.json", None, 0, {"T": [200.0, 400.0]})
     assert _same(
-        dataclasses.asdict(result), mem.summarize_memorization(load_cells(sweep[0]), [200.0, 400.0], n_boot=1000)
+        dataclasses.asdict(result), mem.summarize_memorization(load_runs(sweep[0]), [200.0, 400.0], n_boot=1000)
     )
     result, _ = analyze("memorization", "minimal", [runs["min0"], runs["min1"]], tmp_path)
-    assert _same(dataclasses.asdict(result), mem.summarize_minimal(load_cells(runs["min0"], runs["min1"]), 1000))
+    assert _same(dataclasses.asdict(result), mem.summarize_minimal(load_runs(runs["min0"], runs["min1"]), 1000))
     assert "N 8, beta0 0:" in result.text()
     report = tmp_path / "report.json"
     # A directory with K = infinity cells beside the K* grid labels the group by its fields; balanced
@@ -174,7 +176,7 @@ def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     report.write_text(json.dumps({"thresholds": groups}))
     for mlp_dir in sweep:  # one sweep directory in the old script: here each MLP-only cell in turn
         result, _ = analyze("memorization", "race", [mlp_dir, runs["kinf"]], tmp_path, T=400, kstar=str(report))
-        assert _same(result.predicted, mem.summarize_race(load_cells(mlp_dir), load_cells(runs["kinf"]), 400.0, 1000))
+        assert _same(result.predicted, mem.summarize_race(load_runs(mlp_dir), load_runs(runs["kinf"]), 400.0, 1000))
         assert result.measured["per_N"] == [{"N": 8, "k_star": 900.0, "k_star_ci": [800.0, 1000.0]}]
     two = tmp_path / "two.json"
     two.write_text(json.dumps({"thresholds": [groups[0], groups[0] | {"label": "lr=0.05"}]}))
@@ -309,3 +311,15 @@ def test_levers_collapse_reads_the_model_s_own_activations(runs, tmp_path):
 
     with pytest.raises(ConfigError, match="not a seed"):
         studies.run("levers", "collapse", [runs["kinf"]], tmp_path / "x.json", None, 0, {"seed_id": 99})
+
+
+def test_a_studys_bootstraps_are_rooted_at_its_seed(tmp_path):
+    """--seed roots every bootstrap of a study (analysis.draws): the same seed, the same numbers; another
+    seed, other resamples (race's transience and loss relation once ignored it and always drew from 0)."""
+    dirs = [str(INPUTS / "wd01"), str(INPUTS / "wd03")]
+    for sub in ("transience", "loss"):
+        a, b, c = (
+            studies.run("race", sub, dirs, tmp_path / f"{sub}{i}.json", 200, s)[0] for i, s in enumerate((0, 0, 1))
+        )
+        text = [json.dumps(studies.payload(r), sort_keys=True) for r in (a, b, c)]
+        assert text[0] == text[1] != text[2]

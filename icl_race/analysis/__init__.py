@@ -8,9 +8,12 @@ memorization  the MLP-only memorization kinetics (c1 tail, I_K(T), nu) and the m
 race          the transformer-side claims: loss relation, transience under L2, independence of the sub-circuits
 regime        is ICL acquired abruptly: rise fraction, plateau, first passages over the ICL levels
 outcome       each seed's class: persistent, transient, censored, diverged
-compare       runs against a reference: KM median ratio with a seed-bootstrap CI, log-rank
+compare       runs against a reference: KM median ratio with a seed-bootstrap CI, log-rank; the package's
+              one median ratio (`median_ratio`, `ratio_of_boots`), which race's paired ratios use too
+draws         the one convention for random draws: `generator(root, *names)` (bootstraps, jitter)
+runs          `FinishedRun`: what the summaries of the studies read of a `rundir.Run` (not imported)
 
 Convention everywhere: a first-passage time < 0 means "not reached while the run observed it", i.e.
 right-censored at the censoring time (`survival.censor_time`); such seeds are kept, never dropped.
-The inputs are arrays read by `icl_race.rundir`; the figures of these statistics are in `icl_race.plots`.
+The inputs are arrays read by `icl_race.rundir` (or its `Run`s, through `runs.FinishedRun`); the figures of these statistics are in `icl_race.plots`.
 """

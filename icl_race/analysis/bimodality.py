@@ -29,6 +29,8 @@ import math
 import numpy as np
 from scipy import stats
 
+from icl_race.analysis.draws import generator
+
 BC_UNIFORM = 5.0 / 9.0
 MIN_N = 20  # below this a dip test has too little power for a verdict
 
@@ -39,7 +41,7 @@ def dequantize(x: np.ndarray, step, seed: int = 0) -> np.ndarray:
     x = np.asarray(x, float)
     if np.all(np.asarray(step) <= 0):
         return x
-    return x - np.random.default_rng(seed).random(x.shape) * step
+    return x - generator(seed).random(x.shape) * step
 
 
 def grid_periods(t: np.ndarray, eval_steps: np.ndarray) -> np.ndarray:

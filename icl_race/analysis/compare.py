@@ -1,10 +1,13 @@
 """Two ensembles side by side: the ratio of their Kaplan-Meier medians with a bootstrap CI, and the
 log-rank test of equal survival. Pure numpy/scipy on (times, observed) arrays.
 
-The ensembles are unrelated (other runs, other configs, other seed ids), so the bootstrap resamples each
-one's seeds independently (stratified), not by shared seed position as `race.median_ratio` does for the
-cells of one sweep. Each group's resamples draw from its own child of one `numpy.random.SeedSequence`,
-so a comparison gives the same CI whatever other groups it is computed with.
+`median_ratio` is the package's one ratio of medians, with one CI rule (`ratio_of_boots`: `METHOD`);
+what differs between its callers is only which seeds each replicate resamples, the generators they pass
+(`analysis.draws`). Unrelated ensembles (`icl-race compare`: other runs, other configs, other seed ids)
+resample each one's seeds independently (stratified), each group from its own child of the root, so a
+comparison gives the same CI whatever other groups it is computed with. The conditions of one study
+(`race.summarize_independence`: cells of one sweep, the same seed ids) draw both sides from the same
+root, so a replicate resamples the same seed positions on both sides: the ratio is paired by seed id.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import dataclasses
 
 import numpy as np
 
+from icl_race.analysis.draws import generator
 from icl_race.analysis.survival import LogRank, km_median, logrank
 from icl_race.analysis.threshold import km_median_boot
 
@@ -52,7 +56,7 @@ def open_ended_ci(reference: np.ndarray, other: np.ndarray, confidence: float) -
     finite = ratio[~(above | below)]
     if not finite.size:
         return None, None
-    ends = []
+    ends: list[float | None] = []
     for pct, open_ in ((50 * (1 - confidence), below), (50 * (1 + confidence), above)):
         q = pct / 100 * (n - 1)
         i = int(np.floor(q))
@@ -85,18 +89,31 @@ def median_ratio(
     confidence: float = 0.95,
 ) -> MedianRatio:
     """Ratio of the KM medians of two (times, observed) samples, CI by `METHOD` with one generator each."""
-    meds = [km_median(*s) for s in (reference, other)]
-    ratio = meds[1] / meds[0] if all(np.isfinite(m) for m in meds) else None
     boots = [
         km_median_boot(np.asarray(t, float), np.asarray(o, bool), n_boot, rng)
         for (t, o), rng in zip((reference, other), rngs)
     ]
+    return ratio_of_boots(km_median(*reference), km_median(*other), boots[0], boots[1], confidence)
+
+
+def ratio_of_boots(
+    reference_median: float | None,
+    other_median: float | None,
+    reference_boot: np.ndarray,
+    other_boot: np.ndarray,
+    confidence: float = 0.95,
+) -> MedianRatio:
+    """median(other) / median(reference) from the medians (None or nan: not reached) and their bootstrap
+    replicates (nan: not reached), CI by `METHOD` (`open_ended_ci`). Without a ratio (a median not reached
+    on all the seeds) there is no CI either: nothing to put an interval around."""
+    meds = [np.nan if m is None else m for m in (reference_median, other_median)]
+    ratio = meds[1] / meds[0] if all(np.isfinite(m) for m in meds) else None
     return MedianRatio(
         None if ratio is None else float(ratio),
-        open_ended_ci(boots[0], boots[1], confidence),
+        (None, None) if ratio is None else open_ended_ci(reference_boot, other_boot, confidence),
         confidence,
-        n_boot,
-        int(np.sum(np.isnan(boots[0]) | np.isnan(boots[1]))),
+        int(reference_boot.size),
+        int(np.sum(np.isnan(reference_boot) | np.isnan(other_boot))),
     )
 
 
@@ -104,11 +121,10 @@ def compare_to_reference(
     samples: list[tuple[np.ndarray, np.ndarray]], n_boot: int, seed: int, confidence: float = 0.95
 ) -> list[PairStats]:
     """Every sample after the first against the first: median ratio (bootstrap seeded by
-    SeedSequence(seed), one child per sample) and log-rank test."""
-    children = np.random.SeedSequence(seed).spawn(len(samples))
+    SeedSequence(seed), one child per sample: `draws.generator(seed, child=i)`) and log-rank test."""
     out = []
     for i, s in enumerate(samples[1:], start=1):
         # Fresh generators per pair: the reference's resamples are the same in every pair.
-        rngs = (np.random.default_rng(children[0]), np.random.default_rng(children[i]))
+        rngs = (generator(seed, child=0), generator(seed, child=i))
         out.append(PairStats(median_ratio(samples[0], s, n_boot, rngs, confidence), logrank(*samples[0], *s)))
     return out

@@ -1,5 +1,6 @@
-"""The levers on the race (issue 14 item 4; experiments/levers/README.md): pure summaries of the cells
-(config dict, arrays) that `icl_race.rundir.load_cells` reads, each a typed result with a `text()`.
+"""The levers on the race (issue 14 item 4; experiments/levers/README.md): pure summaries of finished
+runs (`analysis.runs.FinishedRun`: the `rundir.Run`s a study loads, read through their typed config),
+each a typed result with a `text()`.
 
   beta0       (a) per seed ln t_ICL against the beta0 measured at init, per cell and pooled
   pair        the same seeds under two settings (e.g. SGD and Adam): Spearman of their t_ICL
@@ -12,14 +13,17 @@ The copy-rule ceiling under item noise is theory: `icl_race.theory.ceiling`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
+from icl_race.analysis.draws import generator
 from icl_race.analysis.memorization import budgets_by_K, log_t_vs_beta0, predict_k_star
 from icl_race.analysis.race import summarize_transience
 from icl_race.analysis.regime import rise_fraction
+from icl_race.analysis.runs import FinishedRun
 from icl_race.analysis.text import ci_text, value_ci
 from icl_race.analysis.threshold import acquisition_curve, percentile_ci
 from icl_race.configbase import ConfigError
@@ -27,12 +31,16 @@ from icl_race.configbase import ConfigError
 SETTING = ("optimizer", "lr", "qk_init_scale")  # what tells a lever's cells apart here
 
 
-def setting(cfg: dict) -> dict:
-    return {
-        "optimizer": cfg["train"]["optimizer"],
-        "lr": cfg["train"]["lr"],
-        "qk_init_scale": cfg["model"]["qk_init_scale"],
-    }
+def setting(run: FinishedRun) -> dict:
+    cfg = run.cfg
+    return {"optimizer": cfg.train.optimizer, "lr": cfg.train.lr, "qk_init_scale": cfg.model.qk_init_scale}
+
+
+def lever_value(run: FinishedRun, field: str) -> float:
+    """The value of the lever `field` (`section.name`, e.g. task.epsilon) in a run; 0 where its system
+    has no such field (the lever's default: no noise, no Zipf exponent)."""
+    section, name = field.split(".")
+    return float(getattr(getattr(run.cfg, section), name, 0.0))
 
 
 def _label(c: dict) -> str:
@@ -80,20 +88,20 @@ class Beta0:
         return "\n".join(lines)
 
 
-def beta0(cells, n_boot: int = 1000, seed: int = 0) -> Beta0:
+def beta0(runs: Sequence[FinishedRun], n_boot: int = 1000, seed: int = 0) -> Beta0:
     """(a): per seed ln t_ICL against the beta0 measured at init, per init scale and pooled (theory
     slope -1); the spread of ln t_ICL beside the spread of ln e^-beta0 = -beta0 (equal if beta0 alone
     set t_ICL)."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     rows, pooled_t, pooled_b = [], [], []
-    for cfg, r in cells:
-        t, b = np.asarray(r["t_icl"], float), np.asarray(r["beta0"], float)[:, 0]
+    for run in runs:
+        t, b = np.asarray(run.t("icl"), float), np.asarray(run.curve("beta0"), float)[:, 0]
         ok = t > 0
-        fit = log_t_vs_beta0(t, b, n_boot=n_boot) if ok.sum() > 2 else None
+        fit = log_t_vs_beta0(t, b, n_boot=n_boot, seed=seed) if ok.sum() > 2 else None
         rows.append(
             {
-                **setting(cfg),
-                "N": cfg["task"]["N"],
+                **setting(run),
+                "N": run.cfg.task.N,
                 "seeds": int(t.size),
                 "acquired": int(ok.sum()),
                 "beta0_mean": float(b.mean()),
@@ -106,7 +114,7 @@ def beta0(cells, n_boot: int = 1000, seed: int = 0) -> Beta0:
         pooled_b.append(b)
     return Beta0(
         cells=sorted(rows, key=lambda c: tuple(c[k] for k in SETTING)),
-        pooled=log_t_vs_beta0(np.concatenate(pooled_t), np.concatenate(pooled_b), n_boot=n_boot),
+        pooled=log_t_vs_beta0(np.concatenate(pooled_t), np.concatenate(pooled_b), n_boot=n_boot, seed=seed),
     )
 
 
@@ -123,16 +131,14 @@ class Pair:
         )
 
 
-def pair(cells_a, cells_b) -> Pair:
+def pair(runs_a: Sequence[FinishedRun], runs_b: Sequence[FinishedRun]) -> Pair:
     """The same seeds (same initial weights) under two settings, e.g. SGD and Adam: the Spearman
     correlation of their t_ICL, per pair of cells, over the seeds both acquired."""
 
-    def by_setting(cells):
-        return {
-            tuple(setting(cfg).values()): dict(zip(r["seed_ids"].tolist(), r["t_icl"].tolist())) for cfg, r in cells
-        }
+    def by_setting(runs):
+        return {tuple(setting(r).values()): dict(zip(r.seed_ids[r.kept].tolist(), r.t("icl").tolist())) for r in runs}
 
-    a, b = by_setting(cells_a), by_setting(cells_b)
+    a, b = by_setting(runs_a), by_setting(runs_b)
     rows = []
     for ka, ta in sorted(a.items()):
         for kb, tb in sorted(b.items()):
@@ -180,41 +186,38 @@ class LeverRace:
 def lever_race(
     field: str,
     values,
-    mlp_cells_V,
-    kinf_cells,
+    mlp_runs_V: Sequence[Sequence[FinishedRun]],
+    kinf_runs: Sequence[FinishedRun],
     N: int,
     T: float = 10000,
     t_fixed: float | None = None,
     mlp_names=None,
     n_boot: int = 1000,
+    seed: int = 0,
 ) -> LeverRace:
     """(b), (c): the K* the race predicts at one N for each value of a lever, from the MLP-only I_K(T) = C K^nu
-    measured under that value (the cells of `mlp_cells_V[v]`, I_K at the race's budget T) and the K =
-    infinity median t_ICL of the `kinf_cells` at that N with that value of the lever (or, for a lever the
+    measured under that value (the runs of `mlp_runs_V[v]`, I_K at the race's budget T) and the K =
+    infinity median t_ICL of the `kinf_runs` at that N with that value of the lever (or, for a lever the
     K = infinity variant cannot take, such as Zipf frequencies, its default value). With t_fixed, also the
     K* = (t / C)^(1/nu) for that t, the same for every value: the shift that memorization alone predicts."""
-    section, key = field.split(".")
-
-    def value_of(cfg):
-        return float(cfg[section].get(key, 0.0))
-
-    kinf = [(c, r) for c, r in kinf_cells if c["task"]["N"] == N]
+    kinf = [r for r in kinf_runs if r.cfg.task.N == N]
     mlp_names = list(mlp_names) if mlp_names is not None else [str(i) for i in range(len(values))]
     rows = []
-    for v, mlp_cells, name in zip(values, mlp_cells_V, mlp_names, strict=True):
-        K, I_by_K = budgets_by_K([(c, r) for c, r in mlp_cells if value_of(c) == v], T)
-        same = [(c, r) for c, r in kinf if value_of(c) == v]
+    for v, mlp_runs, name in zip(values, mlp_runs_V, mlp_names, strict=True):
+        K, I_by_K = budgets_by_K([r for r in mlp_runs if lever_value(r, field) == v], T)
+        same = [r for r in kinf if lever_value(r, field) == v]
         source = "the same value" if same else "the lever's default (no K = infinity cell with this value)"
-        same = same or [(c, r) for c, r in kinf if value_of(c) == 0.0]
+        same = same or [r for r in kinf if lever_value(r, field) == 0.0]
         if len(same) != 1 or not K:
             raise ConfigError(
                 f"{field} = {v}: {len(same)} K = infinity cells at N = {N} and "
                 f"{len(K)} MLP-only cells reaching T = {T} (need 1 and some)"
             )
-        ((_, r),) = same
+        (run,) = same
+        t_icl = run.t("icl")
         # t_fixed as a cell of seeds that all acquire at t: its KM median is t, with no spread.
-        times = [np.asarray(r["t_icl"], float)] + ([np.full(r["t_icl"].size, t_fixed)] if t_fixed else [])
-        pred = predict_k_star(K, I_by_K, np.full(len(times), N), times, float(r["budget"]), n_boot)
+        times = [np.asarray(t_icl, float)] + ([np.full(t_icl.size, t_fixed)] if t_fixed else [])
+        pred = predict_k_star(K, I_by_K, np.full(len(times), N), times, float(run.budget), n_boot, seed=seed)
         rows.append(
             {
                 "value": v,
@@ -258,28 +261,31 @@ class LeverTransience:
         return "\n".join(lines)
 
 
-def transience(cells, level: float = 0.9, lasting: int = 10, n_boot: int = 1000) -> LeverTransience:
+def transience(
+    runs: Sequence[FinishedRun], level: float = 0.9, lasting: int = 10, n_boot: int = 1000, seed: int = 0
+) -> LeverTransience:
     """(d): ICL's rise and fall (first evaluation after t_ICL with ICL accuracy < level) per optimizer and
     L2 on the attention path (analysis.race.summarize_transience, one optimizer at a time), with the seeds'
     median final ICL and IWL accuracies. A fall by that rule may be a one-evaluation dip, so also: the
     acquired seeds that stay below level for `lasting` consecutive evaluations (a lasting loss), and
     those that end the run below it."""
     rows = []
-    for opt in sorted({cfg["train"]["optimizer"] for cfg, _ in cells}):
-        mine = [(cfg, r) for cfg, r in cells if cfg["train"]["optimizer"] == opt]
-        by_wd = {cfg["train"]["weight_decay_attn"]: r for cfg, r in mine}
-        for row in summarize_transience(mine, level=level, n_boot=n_boot)["cells"]:
-            r = by_wd[row["weight_decay_attn"]]
-            acquired = r["t_icl"] >= 0
-            after_SxT = (r["eval_steps"][None, :] > r["t_icl"][:, None]) & acquired[:, None]
-            below_SxT = after_SxT & (r["icl_acc"] < level)
+    for opt in sorted({r.cfg.train.optimizer for r in runs}):
+        mine = [r for r in runs if r.cfg.train.optimizer == opt]
+        by_wd = {r.cfg.train.weight_decay_attn: r for r in mine}
+        for row in summarize_transience(mine, level=level, n_boot=n_boot, seed=seed)["cells"]:
+            run = by_wd[row["weight_decay_attn"]]
+            t_icl, icl_acc = run.t("icl"), run.curve("icl_acc")
+            acquired = t_icl >= 0
+            after_SxT = (run.eval_steps[None, :] > t_icl[:, None]) & acquired[:, None]
+            below_SxT = after_SxT & (icl_acc < level)
             rows.append(
                 {
                     "optimizer": opt,
-                    "final_icl_acc_median": float(np.median(r["icl_acc"][:, -1])),
-                    "final_iwl_acc_median": float(np.median(r["iwl_acc"][:, -1])),
+                    "final_icl_acc_median": float(np.median(icl_acc[:, -1])),
+                    "final_iwl_acc_median": float(np.median(run.curve("iwl_acc")[:, -1])),
                     "lost_lasting": int((longest_run(below_SxT) >= lasting).sum()),
-                    "ended_below": int((acquired & (r["icl_acc"][:, -1] < level)).sum()),
+                    "ended_below": int((acquired & (icl_acc[:, -1] < level)).sum()),
                     **{k: row[k] for k in ("weight_decay_attn", "seeds", "acquired", "fell", "budget", "rise", "fall")},
                 }
             )
@@ -316,24 +322,23 @@ class KStar:
 
 
 def kstar_cells(field: str, N: int, sources, prior=None) -> list:
-    """The finite-K cells at N of `sources` ((name, cells) pairs) beside `prior` (an earlier KStar's cells,
+    """The finite-K cells at N of `sources` ((name, runs) pairs) beside `prior` (an earlier KStar's cells,
     kept for the (value, K) cells the sources lack); a cell in both must agree (the same config digest
     trains the same seeds), and keeps the prior's source."""
-    section, key = field.split(".")
     rows = {(c["value"], c["K"]): c for c in (prior or [])}
-    for name, cells in sources:
-        for cfg, r in cells:
-            task = cfg["task"]
-            if task["N"] != N or task.get("variant") == "infinite":
+    for name, runs in sources:
+        for run in runs:
+            cfg = run.cfg
+            if cfg.task.N != N or getattr(cfg.task, "variant", None) == "infinite":
                 continue
-            t = np.asarray(r["t_icl"])
-            r_S = rise_fraction(t, np.asarray(r["t_icl60"]))
+            t = np.asarray(run.t("icl"))
+            r_S = rise_fraction(t, np.asarray(run.t("icl60")))
             cell = {
-                "value": float(cfg[section].get(key, 0.0)),
-                "K": int(task["K"]),
+                "value": lever_value(run, field),
+                "K": int(cfg.task.K),
                 "seeds": int(t.size),
                 "acquired": int((t >= 0).sum()),
-                "budget": int(cfg["train"]["steps"]),
+                "budget": int(cfg.train.steps),
                 "rise_fraction_median": float(np.nanmedian(r_S)) if (t >= 0).any() else None,
                 "source": str(name),
             }
@@ -351,7 +356,7 @@ def kstar(field: str, N: int, cells, n_boot: int = 1000, seed: int = 0) -> KStar
     """(b), (c): K* per value of a lever at one N, the logistic midpoint of the acquired fraction against
     log K (analysis.threshold.acquisition_curve, the report's estimator) over `cells` (kstar_cells), with
     each cell's median rise fraction r (analysis.regime) where its seeds were at hand."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     fits = []
     for v in sorted({c["value"] for c in cells}):
         mine = [c for c in cells if c["value"] == v]

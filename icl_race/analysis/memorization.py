@@ -17,15 +17,18 @@
   t_icl_ratio     measured t_ICL over the minimal-model prediction N sqrt(2 pi) e^-beta0 (per seed,
                   summarised by the geometric mean); CI: seed bootstrap. Censored seeds (t < 0) dropped.
   log_t_vs_beta0  slope of ln t_ICL on a per-seed beta0 (theory -1); CI: seeds resampled (pairs bootstrap).
-All bootstraps take a seed for numpy's Generator, so results are reproducible.
+All bootstraps take a seed for `analysis.draws.generator`, so results are reproducible.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from icl_race.analysis.draws import generator
+from icl_race.analysis.runs import FinishedRun
 from icl_race.analysis.survival import censored_times, km_median
 from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import km_median_boot, median_vs_N, percentile_ci, power_law_slope
@@ -65,7 +68,7 @@ def tail_fit(
     }
     S = c1.shape[0]
     if S > 1 and n_boot:
-        rng = np.random.default_rng(seed)
+        rng = generator(seed)
         boot = np.array([fit(c1[rng.integers(0, S, S)]) for _ in range(n_boot)])
         out["alpha_ci"], out["A_ci"] = percentile_ci(boot[:, 0], confidence), percentile_ci(boot[:, 1], confidence)
     return out
@@ -104,7 +107,7 @@ def nu_fit(K, I_by_K, n_boot: int = 1000, confidence: float = 0.95, seed: int = 
         ],
     }
     if n_boot and all(g.size > 1 for g in groups):
-        rng = np.random.default_rng(seed)
+        rng = generator(seed)
         boot = _nu_replicates(logK, groups, n_boot, rng)[:, 0]
         out["nu_ci"] = percentile_ci(boot, confidence)
         out["inv_nu_ci"] = sorted(percentile_ci(1 / boot, confidence))
@@ -129,7 +132,7 @@ def predict_k_star(
     all in SGD steps.
     The predicted slope of log10 K* on log10 N is (log-log slope of median t_ICL on N) / nu, which is
     the theory's 1/nu only where t_ICL is proportional to N."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     logK = np.log(np.asarray(K, float))
     groups = [np.asarray(g, float) for g in I_by_K]
     nu, icpt = _nu_line(logK, groups)
@@ -170,7 +173,7 @@ def t_icl_ratio(
         "seeds": int(t.size),
     }
     if log_r.size > 1 and n_boot:
-        rng = np.random.default_rng(seed)
+        rng = generator(seed)
         boot = np.exp([np.mean(log_r[rng.integers(0, log_r.size, log_r.size)]) for _ in range(n_boot)])
         out["ratio_ci"] = percentile_ci(boot, confidence)
     return out
@@ -185,7 +188,7 @@ def log_t_vs_beta0(t_icl, beta0, n_boot: int = 1000, confidence: float = 0.95, s
     slope, icpt = _line(x, y)
     out = {"slope": slope, "intercept": icpt, "n": int(ok.sum()), "censored": int((~ok).sum()), "slope_ci": None}
     if n_boot and x.size > 2:
-        rng = np.random.default_rng(seed)
+        rng = generator(seed)
         idx = rng.integers(0, x.size, (n_boot, x.size))
         out["slope_ci"] = percentile_ci([_line(x[i], y[i])[0] for i in idx], confidence)
     return out
@@ -195,7 +198,7 @@ def minimal_scaling(N, beta0, t_icl, censor_at, n_boot: int = 1000, confidence: 
     """Cells of the minimal model at fixed beta0 (N[i], beta0[i], per-seed t_icl[i], -1 = censored at
     censor_at[i]): at each beta0 the median t_ICL against N (analysis.threshold.median_vs_N: linear
     fit, log-log exponent; theory t ~ N), at each N the slope of ln median t_ICL on beta0 (theory -1)."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     N, beta0 = np.asarray(N, float), np.asarray(beta0, float)
     cens = [censored_times(t, c) for t, c in zip(t_icl, censor_at)]
     by_beta0 = []
@@ -213,7 +216,7 @@ def minimal_scaling(N, beta0, t_icl, censor_at, n_boot: int = 1000, confidence: 
     return {"by_beta0": by_beta0, "by_N": by_N}
 
 
-# ---- cells: (config dict, results arrays of the kept seeds), as rundir.load_cells gives them ----------
+# ---- finished runs (analysis.runs.FinishedRun: a study's rundir.Run), read through their typed config ----
 
 
 def _mean_ci(x, n_boot, confidence, rng):
@@ -231,21 +234,24 @@ def _alpha_by_decade(t, c1, n_boot, seed):
     return [{"t_end": te, "alpha": f["alpha"], "alpha_ci": f["alpha_ci"], "n_times": f["n_times"]} for te, f in fits]
 
 
-def summarize_memorization(cells, Ts=None, decades: float = 1.0, n_boot: int = 1000, seed: int = 0) -> dict:
+def summarize_memorization(
+    runs: Sequence[FinishedRun], Ts=None, decades: float = 1.0, n_boot: int = 1000, seed: int = 0
+) -> dict:
     """Per K: the tail fit of c1 and c1_sym over the last `decades`; alpha over each whole decade of t;
     I_K(T) (SGD steps, eta * steps, seed-bootstrap CI) and I_K(T)/I_K(T/10) at every T of Ts the run
     reached; I_K(inf) = I_K(t_last) + the tail correction where alpha's CI lies above 1 and every seed
     memorized before the tail window (else None: the budget diverges or is not shown to converge).
     Then nu from I_K(T) vs K at each T, over the K whose runs reached T. Ts defaults to the shortest
     run's last evaluation (a common T for every K)."""
-    rng = np.random.default_rng(seed)
-    cells = sorted(cells, key=lambda c: c[0]["task"]["K"])
-    if not cells:
+    rng = generator(seed)
+    runs = sorted(runs, key=lambda r: r.cfg.task.K)
+    if not runs:
         return {"cells": []}
-    Ts = sorted(Ts or [min(float(r["eval_steps"][-1]) for _, r in cells)])
+    Ts = sorted(Ts or [min(float(r.eval_steps[-1]) for r in runs)])
     rows, I_at = [], {T: ([], []) for T in Ts}
-    for cfg, r in cells:
-        t, c1, lr, K = r["eval_steps"].astype(float), r["c1"], cfg["train"]["lr"], cfg["task"]["K"]
+    for run in runs:
+        cfg = run.cfg
+        t, c1, lr, K = run.eval_steps.astype(float), run.curve("c1"), cfg.train.lr, cfg.task.K
         tail = tail_fit(t, c1, decades, n_boot, seed=seed)
         budgets = []
         for T in (T for T in Ts if T <= t[-1]):
@@ -264,7 +270,7 @@ def summarize_memorization(cells, Ts=None, decades: float = 1.0, n_boot: int = 1
             I_at[T][1].append(I)
         # Extrapolate only a tail that starts after memorization: a window that still holds the fall of c1
         # from 1/2 gives a steep alpha and a meaningless correction.
-        t_mem = np.asarray(r["t_memorized"], float)
+        t_mem = np.asarray(run.t("memorized"), float)
         converges = (
             tail["alpha_ci"] is not None
             and tail["alpha_ci"][0] > 1
@@ -278,7 +284,7 @@ def summarize_memorization(cells, Ts=None, decades: float = 1.0, n_boot: int = 1
                 "seeds": int(c1.shape[0]),
                 "t_last": float(t[-1]),
                 "tail": tail,
-                "tail_sym": tail_fit(t, r["c1_sym"], decades, n_boot, seed=seed),
+                "tail_sym": tail_fit(t, run.curve("c1_sym"), decades, n_boot, seed=seed),
                 "alpha_by_decade": _alpha_by_decade(t, c1, n_boot, seed),
                 "budgets": budgets,
                 "I_inf_steps": float(I_inf) if converges else None,
@@ -289,42 +295,44 @@ def summarize_memorization(cells, Ts=None, decades: float = 1.0, n_boot: int = 1
     return {"Ts": Ts, "cells": rows, "nu": nu}
 
 
-def summarize_minimal(cells, n_boot: int = 1000) -> dict:
+def summarize_minimal(runs: Sequence[FinishedRun], n_boot: int = 1000, seed: int = 0) -> dict:
     """Per cell (N, beta0): measured t_ICL vs
     N sqrt(2 pi) e^-beta0, in SGD steps (ratio) and in eta * steps (ratio_flow); with beta0_random, the
     slope of ln t_ICL on beta0 (theory -1). Over all fixed-beta0 cells: minimal_scaling."""
     rows, fixed = [], []
-    for cfg, r in cells:
-        N, lr = cfg["task"]["N"], cfg["train"]["lr"]
-        beta0 = r["beta0"][:, 0] if "beta0" in r else np.full(r["t_icl"].shape, cfg["model"]["beta0"])
+    for run in runs:
+        cfg, t_icl = run.cfg, run.t("icl")
+        N, lr, random_beta0 = cfg.task.N, cfg.train.lr, getattr(cfg.model, "beta0_random", False)
+        # the beta0 each seed drew (the probe "beta0"), else the config's one value
+        beta0 = run.curve("beta0")[:, 0] if "beta0" in run.curves else np.full(t_icl.shape, cfg.model.beta0)
         row = {
             "N": N,
-            "beta0": None if cfg["model"].get("beta0_random") else cfg["model"]["beta0"],
-            "seeds": int(r["t_icl"].size),
-            "ratio": t_icl_ratio(r["t_icl"], N, beta0, 1.0, n_boot),
-            "ratio_flow": t_icl_ratio(r["t_icl"], N, beta0, lr, n_boot),
-            "median_t_icl": float(np.median(r["t_icl"][r["t_icl"] > 0])) if np.any(r["t_icl"] > 0) else None,
+            "beta0": None if random_beta0 else cfg.model.beta0,
+            "seeds": int(t_icl.size),
+            "ratio": t_icl_ratio(t_icl, N, beta0, 1.0, n_boot, seed=seed),
+            "ratio_flow": t_icl_ratio(t_icl, N, beta0, lr, n_boot, seed=seed),
+            "median_t_icl": float(np.median(t_icl[t_icl > 0])) if np.any(t_icl > 0) else None,
         }
-        if not cfg["model"].get("beta0_random"):
-            fixed.append((N, row["beta0"], r["t_icl"], float(r["budget"])))
-        elif np.sum(r["t_icl"] > 0) >= 3:
-            row["ln_t_vs_beta0"] = log_t_vs_beta0(r["t_icl"], beta0, n_boot)
+        if not random_beta0:
+            fixed.append((N, row["beta0"], t_icl, float(run.budget)))
+        elif np.sum(t_icl > 0) >= 3:
+            row["ln_t_vs_beta0"] = log_t_vs_beta0(t_icl, beta0, n_boot, seed=seed)
         rows.append(row)
     out = {"cells": sorted(rows, key=lambda x: (x["N"], x["beta0"] if x["beta0"] is not None else 0))}
     if len(fixed) >= 2:
-        out["scaling"] = minimal_scaling(*zip(*fixed), n_boot=n_boot)
+        out["scaling"] = minimal_scaling(*zip(*fixed), n_boot=n_boot, seed=seed)
     return out
 
 
-def budgets_by_K(mlp_cells, T: float) -> tuple[tuple, tuple]:
-    """(K, per-seed I_K(T)) of the MLP-only cells whose runs reached T, in increasing K."""
+def budgets_by_K(mlp_runs: Sequence[FinishedRun], T: float) -> tuple[tuple, tuple]:
+    """(K, per-seed I_K(T)) of the MLP-only runs that reached T, in increasing K."""
     return tuple(
         zip(
             *sorted(
                 (
-                    (c["task"]["K"], budget_at(r["eval_steps"].astype(float), r["c1"], T))
-                    for c, r in mlp_cells
-                    if r["eval_steps"][-1] >= T
+                    (r.cfg.task.K, budget_at(r.eval_steps.astype(float), r.curve("c1"), T))
+                    for r in mlp_runs
+                    if r.eval_steps[-1] >= T
                 ),
                 key=lambda x: x[0],
             )
@@ -332,23 +340,25 @@ def budgets_by_K(mlp_cells, T: float) -> tuple[tuple, tuple]:
     ) or ((), ())
 
 
-def summarize_race(mlp_cells, kinf_cells, T: float, n_boot: int = 1000, seed: int = 0) -> dict:
+def summarize_race(
+    mlp_runs: Sequence[FinishedRun], kinf_runs: Sequence[FinishedRun], T: float, n_boot: int = 1000, seed: int = 0
+) -> dict:
     """nu from the MLP-only cells' I_K(T) (T: the race's training budget, in SGD
     steps) and the median t_ICL(N) of K = infinity race cells (e.g. the transformer) give the predicted
     K*(N) (predict_k_star)."""
     kinf = sorted(
         (
             (
-                c["task"]["N"],
-                r["t_icl"],
-                float(r["budget"]),
-                "inf" if c["task"].get("variant") == "infinite" else c["task"]["K"],
+                r.cfg.task.N,
+                r.t("icl"),
+                float(r.budget),
+                "inf" if getattr(r.cfg.task, "variant", None) == "infinite" else r.cfg.task.K,
             )
-            for c, r in kinf_cells
+            for r in kinf_runs
         ),
         key=lambda x: x[0],
     )
-    K, I_by_K = budgets_by_K(mlp_cells, T)
+    K, I_by_K = budgets_by_K(mlp_runs, T)
     N, t_by_N, budgets, t_K = zip(*kinf)
     out = predict_k_star(K, I_by_K, np.array(N), t_by_N, budgets, n_boot, seed=seed)
     # The race's condition can also be tested with t_ICL measured at a finite K (above K*): each row
@@ -393,8 +403,8 @@ def _nu_lines(n: dict) -> tuple[str, str]:
     )
 
 
-def memorization(cells, Ts=None, n_boot: int = 1000, seed: int = 0) -> Memorization:
-    return Memorization(**({"Ts": [], "nu": []} | summarize_memorization(cells, Ts, n_boot=n_boot, seed=seed)))
+def memorization(runs: Sequence[FinishedRun], Ts=None, n_boot: int = 1000, seed: int = 0) -> Memorization:
+    return Memorization(**({"Ts": [], "nu": []} | summarize_memorization(runs, Ts, n_boot=n_boot, seed=seed)))
 
 
 @dataclass(frozen=True)
@@ -423,8 +433,8 @@ class Minimal:
         return "\n".join(lines)
 
 
-def minimal(cells, n_boot: int = 1000) -> Minimal:
-    return Minimal(**summarize_minimal(cells, n_boot))
+def minimal(runs: Sequence[FinishedRun], n_boot: int = 1000, seed: int = 0) -> Minimal:
+    return Minimal(**summarize_minimal(runs, n_boot, seed=seed))
 
 
 def measured_k_star(report: dict) -> dict:
@@ -477,5 +487,12 @@ class RaceKStar:
         return "\n".join(lines)
 
 
-def race(mlp_cells, kinf_cells, T: float, measured: dict | None = None, n_boot: int = 1000, seed: int = 0) -> RaceKStar:
-    return RaceKStar(predicted=summarize_race(mlp_cells, kinf_cells, T, n_boot, seed=seed), measured=measured)
+def race(
+    mlp_runs: Sequence[FinishedRun],
+    kinf_runs: Sequence[FinishedRun],
+    T: float,
+    measured: dict | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> RaceKStar:
+    return RaceKStar(predicted=summarize_race(mlp_runs, kinf_runs, T, n_boot, seed=seed), measured=measured)

@@ -12,19 +12,25 @@ independence ablation (one sub-circuit frozen at init). Pure numpy on results.np
                   a of L_ICL = a x (sum xy / sum xx; theory 1), CIs by resampling seeds; `min_x`
                   keeps only x > min_x (e.g. 0.5: L_IWL < e^-1, where memorization is under way).
   km_summary      Kaplan-Meier median of censored times with a seed-bootstrap CI.
-  median_ratio    ratio of two samples' Kaplan-Meier medians, CI from seed bootstraps (paired by seed id).
+  ratios          of two conditions' Kaplan-Meier medians: `analysis.compare.ratio_of_boots` on their
+                  km_summary replicates, which resample the same seed positions (paired by seed id).
   after_memorization  the bet of train.settle_iwl: of the seeds that memorized (IWL accuracy above a
                   level) before acquiring ICL, how many acquired ICL later, and how high ICL got after.
 
-Times are SGD steps (eval_steps); a run's censoring time is its last evaluation.
+Times are SGD steps (eval_steps); a run's censoring time is its last evaluation. The summaries read
+finished runs (`analysis.runs.FinishedRun`: a study's `rundir.Run`s), through their typed config.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from icl_race.analysis.compare import ratio_of_boots
+from icl_race.analysis.draws import generator
+from icl_race.analysis.runs import FinishedRun
 from icl_race.analysis.survival import censor_time, censored_times, km_median, proportion_ci
 from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import interval_verdict, km_median_boot, percentile_ci, power_law_slope, sign_verdict
@@ -47,10 +53,11 @@ def fall_times(icl_acc_SxT, steps_T, t_icl_S, level: float = 0.9) -> np.ndarray:
 
 
 def km_summary(t_S, censor_at: float, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict:
-    """KM median of times t_S (-1 = censored at censor_at) with a percentile seed-bootstrap CI."""
+    """KM median of times t_S (-1 = censored at censor_at) with a percentile seed-bootstrap CI. The
+    replicates draw from `generator(seed)`: two samples of equal size resample the same seed positions."""
     times, observed = censored_times(t_S, censor_at)
     med = km_median(times, observed) if times.size else float("nan")
-    boot = km_median_boot(times, observed, n_boot, np.random.default_rng(seed)) if times.size else np.empty(0)
+    boot = km_median_boot(times, observed, n_boot, generator(seed)) if times.size else np.empty(0)
     return {
         "n": int(times.size),
         "observed": int(observed.sum()),
@@ -58,15 +65,6 @@ def km_summary(t_S, censor_at: float, n_boot: int = 1000, seed: int = 0, confide
         "median_ci": percentile_ci(boot, confidence),
         "boot": boot,
     }
-
-
-def median_ratio(a: dict, b: dict, confidence: float = 0.95) -> dict:
-    """median(a) / median(b) of two km_summary results, CI from the ratios of their bootstrap replicates.
-    km_summary's replicates with equal `seed` and seed counts resample the same seed positions, so the
-    CI is paired by seed id (right when the conditions share seed ids, as a sweep's cells do)."""
-    ratio = a["median"] / b["median"] if a["median"] and b["median"] else None
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return {"ratio": ratio, "ratio_ci": percentile_ci(a["boot"] / b["boot"], confidence)}
 
 
 def _line_stats(stats_K):
@@ -113,7 +111,7 @@ def loss_relation(
     if used.sum() > 1 and n_boot:
         # Resampling seeds = weighting each seed's sufficient statistics by its multiplicity.
         S = int(used.sum())
-        counts_BxS = np.random.default_rng(seed).multinomial(S, np.full(S, 1 / S), size=n_boot)
+        counts_BxS = generator(seed).multinomial(S, np.full(S, 1 / S), size=n_boot)
         bs, bi, bp = _line_stats(counts_BxS @ stats_Sx5[used])
         out |= {
             "slope_ci": percentile_ci(bs, confidence),
@@ -147,9 +145,9 @@ def after_memorization(t_icl_S, iwl_acc_SxT, icl_acc_SxT, steps_T, level: float 
 # ---- sweep directories ------------------------------------------------------------------------------
 
 
-def _censor_at(r, *t_S) -> float:
+def _censor_at(run: FinishedRun, *t_S) -> float:
     """The censoring time of a cell (analysis.survival.censor_time) for the first passages `t_S`."""
-    return float(censor_time(int(r["budget"]), int(r["steps_run"]), any(np.any(t < 0) for t in t_S)))
+    return float(censor_time(int(run.budget), int(run.steps_run), any(np.any(t < 0) for t in t_S)))
 
 
 def _without_boot(d: dict) -> dict:
@@ -159,7 +157,7 @@ def _without_boot(d: dict) -> dict:
 AT_FALL = ("c3", "iwl_loss")  # curves read at each seed's fall: the memory path's c3, and the IWL test loss
 
 
-def summarize_transience(cells, level: float = 0.9, n_boot: int = 1000) -> dict:
+def summarize_transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> dict:
     """Per weight decay (train.weight_decay_attn) cell: rise (t_ICL) and fall (first evaluation after
     t_ICL with ICL accuracy < level) KM medians with CIs; the seed-mean ICL accuracy and the seed-median
     curves of the MLP path's c3 = <exp(-phi+)> and of L_IWL; the values of c3 and of L_IWL at each fallen seed's fall (L_IWL
@@ -170,40 +168,43 @@ def summarize_transience(cells, level: float = 0.9, n_boot: int = 1000) -> dict:
     wd w, so w settles where wd w e^(w a) = a c3; if ICL is lost once w falls to a fixed level, c3 at
     the fall is proportional to wd: slope 1."""
     rows, fall_boots, at_fall_boots = [], [], []
-    rng = np.random.default_rng(0)
-    for cfg, r in sorted(cells, key=lambda c: c[0]["train"]["weight_decay_attn"]):
-        steps, t_icl = r["eval_steps"], r["t_icl"]
+    rng = generator(seed)
+    for run in sorted(runs, key=lambda r: r.cfg.train.weight_decay_attn):
+        steps, t_icl, icl_acc = run.eval_steps, run.t("icl"), run.curve("icl_acc")
         acquired = t_icl >= 0
-        t_fall = fall_times(r["icl_acc"], steps, t_icl, level)
+        t_fall = fall_times(icl_acc, steps, t_icl, level)
         fell = t_fall >= 0
-        T = _censor_at(r, t_icl, t_fall[acquired])
-        fall = km_summary(t_fall[acquired], T, n_boot)
+        T = _censor_at(run, t_icl, t_fall[acquired])
+        fall = km_summary(t_fall[acquired], T, n_boot, seed)
         fall_boots.append(fall["boot"])
         # c3 is absent in runs made before the memory-path probes.
-        at_fall = {k: r[k][fell, np.searchsorted(steps, t_fall[fell])] for k in AT_FALL if k in r}
+        probes = [k for k in AT_FALL if k in run.curves]
+        at_fall = {k: run.curve(k)[fell, np.searchsorted(steps, t_fall[fell])] for k in probes}
         at_fall_boots.append(
             {k: np.median(rng.choice(v, (n_boot, v.size)), axis=1) for k, v in at_fall.items() if v.size}
         )
         rows.append(
             {
-                "weight_decay_attn": cfg["train"]["weight_decay_attn"],
+                "weight_decay_attn": run.cfg.train.weight_decay_attn,
                 "seeds": int(t_icl.size),
                 "acquired": int(acquired.sum()),
                 "fell": int(fell.sum()),
                 "budget": T,
-                "rise": _without_boot(km_summary(t_icl, T, n_boot)),
+                "rise": _without_boot(km_summary(t_icl, T, n_boot, seed)),
                 "fall": _without_boot(fall),
                 "t_icl": t_icl.tolist(),
                 "t_fall": t_fall.tolist(),
                 "at_fall": {k: v.tolist() for k, v in at_fall.items()},
                 "at_fall_median": {k: float(np.median(v)) for k, v in at_fall.items() if v.size},
                 "eval_steps": steps.tolist(),
-                "icl_acc_mean": r["icl_acc"].mean(0).tolist(),
+                "icl_acc_mean": icl_acc.mean(0).tolist(),
                 # Seed medians: a seed whose MLP reads the attention output can have a huge c3 without it.
-                **{f"{k}_seed_median": np.median(r[k], 0).tolist() for k in AT_FALL if k in r},
+                **{f"{k}_seed_median": np.median(run.curve(k), 0).tolist() for k in probes},
                 "loss_relation": {
                     k: v
-                    for k, v in loss_relation(r["icl_loss"], r["iwl_loss"], steps, t_icl, n_boot=n_boot).items()
+                    for k, v in loss_relation(
+                        run.curve("icl_loss"), run.curve("iwl_loss"), steps, t_icl, n_boot=n_boot, seed=seed
+                    ).items()
                     if k not in ("x", "y")
                 },
             }
@@ -229,31 +230,40 @@ def summarize_transience(cells, level: float = 0.9, n_boot: int = 1000) -> dict:
     return {"level": level, "cells": rows, "vs_wd_loglog": trends}
 
 
-def _condition(cfg, r, n_boot, level):
-    t_mem = first_passage(r["iwl_acc"], r["eval_steps"], level)
-    T = _censor_at(r, t_mem, *([r["t_icl"]] if "t_icl" in r else []))
+def _condition(run: FinishedRun, n_boot, level, seed):
+    cfg, iwl_acc = run.cfg, run.curve("iwl_acc")
+    t_icl = run.t("icl") if "icl" in run.times else None  # an MLP-only run has no ICL event
+    t_mem = first_passage(iwl_acc, run.eval_steps, level)
+    T = _censor_at(run, t_mem, *([] if t_icl is None else [t_icl]))
     out = {
-        "K": cfg["task"].get("K"),
-        "variant": cfg["task"].get("variant"),
-        "width": cfg["model"]["width"],
-        "lr": cfg["train"]["lr"],
-        "seeds": int(r["iwl_acc"].shape[0]),
+        "K": getattr(cfg.task, "K", None),
+        "variant": getattr(cfg.task, "variant", None),
+        "width": cfg.model.width,
+        "lr": cfg.train.lr,
+        "seeds": int(iwl_acc.shape[0]),
         "budget": T,
-        "memorization": km_summary(t_mem, T, n_boot),
-        "final_iwl_acc": float(r["iwl_acc"][:, -1].mean()),
-        "eval_steps": r["eval_steps"].tolist(),
-        "iwl_acc_mean": r["iwl_acc"].mean(0).tolist(),
-        "iwl_acc_q": np.quantile(r["iwl_acc"], [0.1, 0.9], axis=0).tolist(),
+        "memorization": km_summary(t_mem, T, n_boot, seed),
+        "final_iwl_acc": float(iwl_acc[:, -1].mean()),
+        "eval_steps": run.eval_steps.tolist(),
+        "iwl_acc_mean": iwl_acc.mean(0).tolist(),
+        "iwl_acc_q": np.quantile(iwl_acc, [0.1, 0.9], axis=0).tolist(),
     }
-    if "t_icl" in r:
-        out |= {"t_icl": km_summary(r["t_icl"], T, n_boot), "t_icl_seeds": r["t_icl"].tolist()}
+    if t_icl is not None:
+        out |= {"t_icl": km_summary(t_icl, T, n_boot, seed), "t_icl_seeds": t_icl.tolist()}
     return out
 
 
 def _ratios(conds: dict, pairs: dict, key: str) -> dict:
-    return {
-        name: median_ratio(conds[a][key], conds[b][key]) for name, (a, b) in pairs.items() if a in conds and b in conds
-    }
+    """median(a) / median(b) of each pair's km_summary: the replicates of equal-size conditions resample
+    the same seed positions, so the CI is paired by seed id (right when the conditions share seed ids,
+    as a sweep's cells do)."""
+    out = {}
+    for name, (a, b) in pairs.items():
+        if a in conds and b in conds:
+            x, y = conds[a][key], conds[b][key]
+            r = ratio_of_boots(y["median"], x["median"], y["boot"], x["boot"])
+            out[name] = {"ratio": r.ratio, "ratio_ci": list(r.ci)}
+    return out
 
 
 def _strip_boot(conds: dict) -> dict:
@@ -261,21 +271,26 @@ def _strip_boot(conds: dict) -> dict:
 
 
 def summarize_independence(
-    memorization_cells, t_icl_cells, mlp_only_cells, level: float = 0.9, n_boot: int = 1000
+    memorization_runs: Sequence[FinishedRun],
+    t_icl_runs: Sequence[FinishedRun],
+    mlp_only_runs: Sequence[FinishedRun],
+    level: float = 0.9,
+    n_boot: int = 1000,
+    seed: int = 0,
 ) -> dict:
-    """memorization_cells: a sweep over model.freeze (none, attention); t_icl_cells: a sweep over
-    model.freeze (none, mlp) x task.variant; mlp_only_cells: MLP-only runs at matched K, width, lr and
+    """memorization_runs: a sweep over model.freeze (none, attention); t_icl_runs: a sweep over
+    model.freeze (none, mlp) x task.variant; mlp_only_runs: MLP-only runs at matched K, width, lr and
     budget (named by task.input_scale). Memorization time = the first evaluation with IWL accuracy >
     `level` (KM median, censored at the budget); ratios of KM medians with seed-bootstrap CIs (paired
     by seed id)."""
-    mem = {cfg["model"].get("freeze", "none"): _condition(cfg, r, n_boot, level) for cfg, r in memorization_cells}
+    mem = {getattr(r.cfg.model, "freeze", "none"): _condition(r, n_boot, level, seed) for r in memorization_runs}
     mem |= {
-        f"mlp_only x{cfg['task'].get('input_scale', 1.0):g}": _condition(cfg, r, n_boot, level)
-        for cfg, r in mlp_only_cells
+        f"mlp_only x{getattr(r.cfg.task, 'input_scale', 1.0):g}": _condition(r, n_boot, level, seed)
+        for r in mlp_only_runs
     }
     icl = {
-        f"{cfg['task']['variant']}, freeze {cfg['model'].get('freeze', 'none')}": _condition(cfg, r, n_boot, level)
-        for cfg, r in t_icl_cells
+        f"{r.cfg.task.variant}, freeze {getattr(r.cfg.model, 'freeze', 'none')}": _condition(r, n_boot, level, seed)
+        for r in t_icl_runs
     }
     mem_ratios = _ratios(
         mem,
@@ -332,8 +347,8 @@ class Transience:
         return "\n".join(lines)
 
 
-def transience(cells, level: float = 0.9, n_boot: int = 1000) -> Transience:
-    return Transience(**summarize_transience(cells, level=level, n_boot=n_boot))
+def transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> Transience:
+    return Transience(**summarize_transience(runs, level=level, n_boot=n_boot, seed=seed))
 
 
 @dataclass(frozen=True)
@@ -358,15 +373,13 @@ class LossRelations:
         return "\n".join(lines)
 
 
-def loss_relations(cells, min_x: float = 0.5, n_boot: int = 1000) -> LossRelations:
+def loss_relations(runs: Sequence[FinishedRun], min_x: float = 0.5, n_boot: int = 1000, seed: int = 0) -> LossRelations:
     """loss_relation per cell (train.weight_decay_attn), on all points and on those with x > min_x."""
     rows, points = [], []
-    for cfg, r in cells:
-        wd = cfg["train"]["weight_decay_attn"]
-        fits = {
-            f"x > {m:g}": loss_relation(r["icl_loss"], r["iwl_loss"], r["eval_steps"], r["t_icl"], m, n_boot=n_boot)
-            for m in (-np.inf, min_x)
-        }
+    for run in runs:
+        wd = run.cfg.train.weight_decay_attn
+        curves = (run.curve("icl_loss"), run.curve("iwl_loss"), run.eval_steps, run.t("icl"))
+        fits = {f"x > {m:g}": loss_relation(*curves, m, n_boot=n_boot, seed=seed) for m in (-np.inf, min_x)}
         rows.append(
             {"weight_decay_attn": wd}
             | {label: {k: v for k, v in f.items() if k not in ("x", "y")} for label, f in fits.items()}
@@ -405,13 +418,13 @@ class Settling:
         return "\n".join(lines)
 
 
-def settling(cells, level: float = 0.9) -> Settling:
+def settling(runs: Sequence[FinishedRun], level: float = 0.9) -> Settling:
     rows = [
         {
-            "K": cfg["task"].get("K"),
-            **after_memorization(r["t_icl"], r["iwl_acc"], r["icl_acc"], r["eval_steps"], level),
+            "K": getattr(r.cfg.task, "K", None),
+            **after_memorization(r.t("icl"), r.curve("iwl_acc"), r.curve("icl_acc"), r.eval_steps, level),
         }
-        for cfg, r in cells
+        for r in runs
     ]
     rows.sort(key=lambda c: c["K"] or 0)
     k, n = sum(c["acquired_after"] for c in rows), sum(c["memorized_first"] for c in rows)
@@ -443,8 +456,13 @@ class Independence:
 
 
 def independence(
-    memorization_cells, t_icl_cells, mlp_only_cells, level: float = 0.9, n_boot: int = 1000
+    memorization_runs: Sequence[FinishedRun],
+    t_icl_runs: Sequence[FinishedRun],
+    mlp_only_runs: Sequence[FinishedRun],
+    level: float = 0.9,
+    n_boot: int = 1000,
+    seed: int = 0,
 ) -> Independence:
     return Independence(
-        **summarize_independence(memorization_cells, t_icl_cells, mlp_only_cells, level=level, n_boot=n_boot)
+        **summarize_independence(memorization_runs, t_icl_runs, mlp_only_runs, level=level, n_boot=n_boot, seed=seed)
     )

@@ -27,6 +27,7 @@ import math
 import numpy as np
 from scipy import optimize, stats
 
+from icl_race.analysis.draws import generator
 from icl_race.analysis.outcome import last_finite
 from icl_race.analysis.threshold import percentile_ci
 
@@ -96,7 +97,7 @@ def summarize(
     acquired seeds with a bootstrap CI, median plateau height (all seeds that started to rise) with a
     CI, the fraction of risers whose plateau reaches the threshold, and the final ICL accuracy of the
     acquired seeds."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     acc = np.asarray(acc_SxT, float)
     t_thr = np.asarray(t_thr_S)
     r = rise_fraction(t_thr, t_start_S)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from icl_race.analysis import survival as sv
+from icl_race.analysis.draws import generator
 from icl_race.analysis.regime import RISE_BOUND, rise_fraction
 from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import km_median_boot, percentile_ci
@@ -111,12 +112,13 @@ def lr_bridge(
 ) -> LrBridge:
     """One entry per lr (cells of one lr pooled beforehand): t_ICL per seed (-1 censored), the first
     passage of the rise's lowest level per seed, the censoring step (a scalar, or per seed when cells
-    of other budgets are pooled), per-seed diverged and collapsed flags. Each lr draws its bootstrap from a SeedSequence of (seed, the lr in units of 1e-9), so adding
-    or reordering lrs changes no other lr's numbers."""
+    of other budgets are pooled), per-seed diverged and collapsed flags. Each lr draws its bootstrap from
+    `draws.generator((seed, the lr in units of 1e-9))`, so adding or reordering lrs changes no other lr's
+    numbers."""
     order = np.argsort(lr_C)[::-1]
     boots, medians = {}, {}
     for c in order:
-        rng = np.random.default_rng(np.random.SeedSequence([seed, round(float(lr_C[c]) * 1e9)]))
+        rng = generator((seed, round(float(lr_C[c]) * 1e9)))
         keep = ~np.asarray(diverged_C[c], bool)
         censor_at = np.broadcast_to(np.asarray(censor_at_C[c], float), keep.shape)[keep]
         times, observed = sv.censored_times(np.asarray(t_icl_C[c])[keep], censor_at)
@@ -235,8 +237,8 @@ def width_axis(
 ) -> WidthAxis:
     """One entry per cell (K = infinity; cells of one (width, lr, N) pooled beforehand): t_ICL and the rise's
     first passage per seed, the censoring step (scalar or per seed), diverged flags. Each (width, lr)
-    draws its bootstrap from SeedSequence(seed, width, lr in 1e-9), so other groups change none of its
-    numbers."""
+    draws its bootstrap from `draws.generator((seed, width, lr in 1e-9))`, so other groups change none of
+    its numbers."""
     from icl_race.analysis.threshold import median_vs_N
 
     groups: dict[tuple[int, float], list[int]] = {}
@@ -244,7 +246,7 @@ def width_axis(
         groups.setdefault((int(key[0]), float(key[1])), []).append(c)
     fits = []
     for (width, lr), cells in sorted(groups.items()):
-        rng = np.random.default_rng(np.random.SeedSequence([seed, width, round(lr * 1e9)]))
+        rng = generator((seed, width, round(lr * 1e9)))
         cells = sorted(cells, key=lambda c: N_C[c])
         data = []
         for c in cells:

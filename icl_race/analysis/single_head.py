@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import brentq
 
+from icl_race.analysis.draws import generator
 from icl_race.theory import linear_attention as th
 
 PLATEAU_FRAC = 0.05  # t_m: loss within 5% of the gap above L(M_m) (theory.transition_levels)
@@ -346,7 +347,7 @@ def summarise(seeds: Sequence[SeedStaircase], n_boot: int = 2000, seed: int = 0)
     """One TransitionSummary per transition. Every bootstrap draws in turn from one generator seeded with
     `seed`, in a fixed order (transitions, then ratio, ratio_half, ratio_geo, ratio_half_geo, then the
     post hoc ones), so a result is reproducible from its seeds alone."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)
     table = []
     for m in range(len(seeds[0].transitions)):
         rows = [s.transitions[m] for s in seeds]

@@ -1,17 +1,18 @@
-"""The report's random draws: one SeedSequence (the report's --seed), one child per named section.
+"""The report's random draws: one root (the report's --seed), one named child per section.
 
 A statistic asks for its generator by the section's name and the cells it resamples
 (`draws.rng("acquisition", *cells)`: run directory names, which do not change when other cells are
-added); the child's spawn key is a hash of that name, so a bootstrap does not depend on which other
-sections exist or in what order they are computed: adding, removing or reordering a section changes no
-other number."""
+added): `icl_race.analysis.draws.generator(seed, section, *cells)`, the package's one convention for
+random draws (documented there), so a bootstrap does not depend on which other sections exist or in
+what order they are computed: adding, removing or reordering a section changes no other number."""
 
 from __future__ import annotations
 
 import dataclasses
-import zlib
 
 import numpy as np
+
+from icl_race.analysis.draws import generator
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +20,5 @@ class Draws:
     seed: int
     n_boot: int
 
-    def rng(self, *name) -> np.random.Generator:
-        key = zlib.crc32("/".join(map(str, name)).encode())
-        return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(key,)))
+    def rng(self, section: str, *cells: object) -> np.random.Generator:
+        return generator(self.seed, section, *cells)

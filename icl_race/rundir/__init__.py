@@ -37,6 +37,7 @@ from icl_race.rundir.read import (
     load_cells,
     load_run,
     load_run_results,
+    load_runs,
     load_sweep,
     read_config,
     read_meta,

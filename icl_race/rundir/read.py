@@ -414,14 +414,19 @@ def load_sweep(d: Path) -> SweepDir:
     return SweepDir(d, fields, cells, spec)
 
 
-def load_cells(*dirs: str | Path) -> list[tuple[dict, dict]]:
-    """(config dict, `Run.kept_arrays()`) of every finished run in `dirs` (run or sweep directories), the
-    input of the analysis summaries (icl_race.analysis.memorization, .race)."""
+def load_runs(*dirs: str | Path) -> list[Run]:
+    """Every finished run in `dirs` (run or sweep directories, a sweep's cells in order) that the runner
+    committed (a meta.json): what the studies' analyses read (icl_race.studies)."""
     runs = []
     for d in dirs:
         found = load(d)
         runs += found.runs if isinstance(found, SweepDir) else [found]
-    return [(r.config, r.kept_arrays()) for r in runs if r.meta is not None]
+    return [r for r in runs if r.meta is not None]
+
+
+def load_cells(*dirs: str | Path) -> list[tuple[dict, dict]]:
+    """(config dict, `Run.kept_arrays()`) of every run `load_runs` finds: the runs as plain dicts."""
+    return [(r.config, r.kept_arrays()) for r in load_runs(*dirs)]
 
 
 def load(d: str | Path) -> Run | SweepDir:

@@ -20,7 +20,7 @@ import numpy as np
 
 from icl_race.analysis import levers
 from icl_race.config import ConfigError
-from icl_race.rundir import load_cells
+from icl_race.rundir import load_runs
 from icl_race.theory.ceiling import Ceiling, copy_ceiling
 
 
@@ -35,13 +35,13 @@ def _need(sub: str, **given):
 
 
 def beta0(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Beta0:
-    return levers.beta0(load_cells(*dirs), n_boot=n_boot, seed=seed)
+    return levers.beta0(load_runs(*dirs), n_boot=n_boot, seed=seed)
 
 
 def pair(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Pair:
     if len(dirs) != 2:
         raise ConfigError("analyze levers pair: give two directories (the same seeds under two settings)")
-    return levers.pair(load_cells(dirs[0]), load_cells(dirs[1]))
+    return levers.pair(load_runs(dirs[0]), load_runs(dirs[1]))
 
 
 def race(
@@ -64,20 +64,21 @@ def race(
     return levers.lever_race(
         field,
         values,
-        [load_cells(d) for d in mlp],
-        [c for d in dirs for c in load_cells(d)],
+        [load_runs(d) for d in mlp],
+        load_runs(*dirs),
         N,
         float(T),
         None if t_fixed is None else float(t_fixed),
         mlp_names=mlp,
         n_boot=n_boot,
+        seed=seed,
     )
 
 
 def transience(
     dirs, *, level: float = 0.9, lasting: int = 10, n_boot: int = 1000, seed: int = 0
 ) -> levers.LeverTransience:
-    return levers.transience([c for d in dirs for c in load_cells(d)], level=level, lasting=lasting, n_boot=n_boot)
+    return levers.transience(load_runs(*dirs), level=level, lasting=lasting, n_boot=n_boot, seed=seed)
 
 
 def kstar(
@@ -98,7 +99,7 @@ def kstar(
             raise ConfigError(
                 f"--set counts={counts}: field {prior['field']} at N = {prior['N']}, not {field} at N = {N}"
             )
-    cells = levers.kstar_cells(field, N, [(d, load_cells(d)) for d in dirs], prior and prior["cells"])
+    cells = levers.kstar_cells(field, N, [(d, load_runs(d)) for d in dirs], prior and prior["cells"])
     if not cells:
         raise ConfigError("analyze levers kstar: no finite-K cell (give directories or --set counts=FILE)")
     return levers.kstar(field, N, cells, n_boot=n_boot, seed=seed)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from icl_race.analysis import memorization as mem
 from icl_race.config import ConfigError
-from icl_race.rundir import load_cells
+from icl_race.rundir import load_runs
 
 
 def _floats(v) -> list[float] | None:
@@ -26,18 +26,18 @@ def _floats(v) -> list[float] | None:
 def mlp(dirs, *, T=None, n_boot: int = 1000, seed: int = 0) -> mem.Memorization:
     if len(dirs) != 1:
         raise ConfigError("analyze memorization mlp: give one sweep directory")
-    return mem.memorization(load_cells(dirs[0]), _floats(T), n_boot=n_boot, seed=seed)
+    return mem.memorization(load_runs(dirs[0]), _floats(T), n_boot=n_boot, seed=seed)
 
 
 def minimal(dirs, *, n_boot: int = 1000, seed: int = 0) -> mem.Minimal:
-    return mem.minimal(load_cells(*dirs), n_boot)
+    return mem.minimal(load_runs(*dirs), n_boot, seed=seed)
 
 
 def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: int = 0) -> mem.RaceKStar:
     if len(dirs) < 2 or T is None:
         raise ConfigError("analyze memorization race: give MLP_DIR KINF_DIR... and --set T=STEPS (the race's budget)")
-    kinf = load_cells(*dirs[1:])
-    Ns = [c["task"]["N"] for c, _ in kinf]
+    kinf = load_runs(*dirs[1:])
+    Ns = [r.cfg.task.N for r in kinf]
     if len(set(Ns)) < len(Ns):
         raise ConfigError(
             f"analyze memorization race: the K = infinity runs in {', '.join(map(str, dirs[1:]))} "
@@ -52,7 +52,7 @@ def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: in
             measured = mem.measured_k_star(json.loads(path.read_text()))
         except ValueError as e:
             raise ConfigError(f"--set kstar={kstar}: {e}") from None
-    return mem.race(load_cells(dirs[0]), kinf, _floats(T)[0], measured, n_boot, seed=seed)
+    return mem.race(load_runs(dirs[0]), kinf, _floats(T)[0], measured, n_boot, seed=seed)
 
 
 COMMANDS = {"mlp": mlp, "minimal": minimal, "race": race}

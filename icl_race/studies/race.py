@@ -15,20 +15,20 @@ import numpy as np
 
 from icl_race.analysis import race
 from icl_race.config import ConfigError
-from icl_race.rundir import load_cells
+from icl_race.rundir import load_runs
 
 
 def transience(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> race.Transience:
     """ICL's rise and fall per weight decay (train.weight_decay_attn) cell; fall = first ICL accuracy
     below `level` after t_ICL."""
     with np.errstate(all="ignore"):
-        return race.transience(load_cells(*dirs), level=level, n_boot=n_boot)
+        return race.transience(load_runs(*dirs), level=level, n_boot=n_boot, seed=seed)
 
 
 def loss(dirs, *, min_x: float = 0.5, n_boot: int = 1000, seed: int = 0) -> race.LossRelations:
     """The loss relation L_ICL vs -1/2 log L_IWL per cell, on every point after t_ICL and on x > min_x."""
     with np.errstate(all="ignore"):
-        return race.loss_relations(load_cells(*dirs), min_x=min_x, n_boot=n_boot)
+        return race.loss_relations(load_runs(*dirs), min_x=min_x, n_boot=n_boot, seed=seed)
 
 
 def independence(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> race.Independence:
@@ -38,7 +38,7 @@ def independence(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0)
         raise ConfigError("analyze race independence: give MEMORIZATION_DIR T_ICL_DIR MLP_ONLY_DIR... (3 or more)")
     with np.errstate(all="ignore"):
         return race.independence(
-            load_cells(dirs[0]), load_cells(dirs[1]), load_cells(*dirs[2:]), level=level, n_boot=n_boot
+            load_runs(dirs[0]), load_runs(dirs[1]), load_runs(*dirs[2:]), level=level, n_boot=n_boot, seed=seed
         )
 
 
@@ -46,13 +46,13 @@ def settle(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> ra
     """Whether memorization ends the race: per cell, the seeds whose IWL accuracy passed `level` before
     they acquired ICL, and how many of those acquired ICL later. Read runs trained without
     train.settle_iwl (a settled seed's later history is not computed)."""
-    cells = load_cells(*dirs)
-    if any(cfg["train"].get("settle_iwl", 0) for cfg, _ in cells):
+    runs = load_runs(*dirs)
+    if any(r.cfg.train.settle_iwl for r in runs):
         raise ConfigError(
             "analyze race settle: a run trained with train.settle_iwl cannot show what a settled seed "
             "would have done; give runs without it"
         )
-    return race.settling(cells, level=level)
+    return race.settling(runs, level=level)
 
 
 def _transience_figures(result) -> dict:
