@@ -215,8 +215,11 @@ def test_bench_times_both_layouts_and_rejects_a_block_that_does_not_divide(capsy
 
 
 def test_analyze_help_lists_every_study_subcommand(capsys):
-    # The epilog is written by hand (each line says what a subcommand takes): one added to a study's
-    # COMMANDS but not here is an analysis a user cannot find.
+    # The epilog is generated from the studies' registry (studies.help_text): a subcommand added to a
+    # study's COMMANDS is listed, with what it takes and its options, without anyone editing the help.
+    import importlib
+    import inspect
+
     from icl_race import studies
 
     with pytest.raises(SystemExit) as e:
@@ -225,6 +228,65 @@ def test_analyze_help_lists_every_study_subcommand(capsys):
     listed = set(re.findall(r"^  (\w+) (\w+)", out, flags=re.M))
     expected = {(s, c) for s in studies.STUDIES for c in studies.commands(s)}
     assert e.value.code == 0 and expected <= listed, sorted(expected - listed)
+    flat = " ".join(out.split())
+    for study in studies.STUDIES:
+        module = importlib.import_module(f"icl_race.studies.{study}")
+        for sub, fn in module.COMMANDS.items():
+            for name, p in inspect.signature(fn).parameters.items():
+                if p.kind == p.KEYWORD_ONLY and name not in ("n_boot", "seed"):
+                    assert f"{name}=" in flat, (study, sub, name)  # an entry of HELP naming every option
+    assert set(studies.HELP) <= {f"{s} {c}" for s, c in expected}, "an entry of HELP for no registered subcommand"
+    assert "levers kstar [DIR...]" in flat and "linear_attention single_head the single-active-head" in flat
+
+
+def test_a_new_subcommand_is_in_the_help_with_its_options(monkeypatch):
+    from icl_race import studies
+    from icl_race.studies import race
+
+    def newest(dirs, *, width: float = 0.25, names=("a", "b"), n_boot: int = 1000, seed: int = 0):
+        """What the newest analysis computes. More words."""
+
+    monkeypatch.setitem(race.COMMANDS, "newest", newest)
+    text = studies.help_text()
+    line = next(line for line in text.splitlines() if line.startswith("  race newest"))
+    assert line.split() == [
+        "race",
+        "newest",
+        "DIR...",
+        "What",
+        "the",
+        "newest",
+        "analysis",
+        "computes",
+        "(width=0.25;",
+        "names=a,b)",
+    ]
+
+
+def test_help_and_input_errors_import_no_jax_and_no_study():
+    # The parser is built from the table without importing any command's work: the analyze help's list
+    # is made only when that help is shown (importing a study can set its process up, e.g. BLAS threads).
+    code = (
+        "import sys\nfrom icl_race.cli import main\n"
+        "for argv in (['--help'], ['sweep', '--help'], ['run', 'missing.toml', '--out', 'o']):\n"
+        "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+        "from icl_race.studies import STUDIES\n"
+        "loaded = [m for m in sys.modules if m == 'jax' or m in {f'icl_race.studies.{s}' for s in STUDIES}]\n"
+        "sys.exit(f'imported {loaded}' if loaded else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_parser_is_the_table_of_commands():
+    from icl_race import cli
+
+    parser = cli._parser()
+    sub = next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction))
+    assert list(sub.choices) == [c.name for c in cli.COMMANDS]
+    for c in cli.COMMANDS:
+        assert sub.choices[c.name].get_default("handler") is c.handler and c.handler.__module__ != "icl_race.cli"
+        assert c.handler.__module__.split(".")[1] in ("run", "report", "studies"), c  # lives with its package
 
 
 COMMANDS = {

@@ -1,4 +1,6 @@
-"""Sweeps: grid expansion, hash-named cells, skipping finished work, compilation reuse, executors."""
+"""Sweeps, job by job: expansion (spec.py: grid x zip, bases, --set, hash names, the stored TOML), the plan
+(plan.py: states, programs, the dry run) and execution (execute.py: skipping finished work, compilation
+reuse, executors)."""
 
 import csv
 import io
@@ -8,6 +10,7 @@ import pytest
 from icl_race.cli import main
 from icl_race.config import ConfigError
 from icl_race.run import compile_stats, sweep
+from icl_race.run.sweep import execute
 
 BASE = {
     "task": {"K": 1000, "N": 8},
@@ -80,6 +83,128 @@ def test_bad_grid_names_the_field_or_the_cell():
         sweep.expand(BASE, {"task.K": [100, 3]})
 
 
+def test_cell_names_are_the_config_digests_of_today():
+    # A cell's name is its run directory: existing sweeps must find their cells under the same names.
+    s = sweep.expand(BASE, {"task.K": [200, 400]}, {"task.N": [8, 12], "train.steps": [200, 400]})
+    assert [c.name for c in s.cells] == ["4a87f91dce8596ac", "eeb306d19ac94bcb", "6c0502204d8bde4d", "fdd193fc6ca8906c"]
+    assert [c.values for c in s.cells][:2] == [
+        {"task.K": 200, "task.N": 8, "train.steps": 200},
+        {"task.K": 200, "task.N": 12, "train.steps": 400},
+    ]
+
+
+def test_expansion_reads_the_file_its_bases_and_set_and_writes_nothing(tmp_path):
+    (tmp_path / "base.toml").write_text(SPEC.split("[grid]")[0])
+    spec = tmp_path / "s.toml"
+    spec.write_text('base = "base.toml"\n[train]\nlr = 0.2\n[grid]\n"task.K" = [200, 400]\n[zip]\n"task.N" = [8, 10]\n')
+    before = sorted(p.name for p in tmp_path.iterdir())
+    s = sweep.load(spec, ["train.steps=150", "model.width=8"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert [(c.cfg.task.K, c.cfg.task.N) for c in s.cells] == [(200, 8), (200, 10), (400, 8), (400, 10)]
+    assert {(c.cfg.train.lr, c.cfg.train.steps, c.cfg.model.width, c.cfg.task.K_max) for c in s.cells} == {
+        (0.2, 150, 8, 400)
+    }  # the file over its base, --set over both, one pool size for every K
+    assert s.raw["train"]["steps"] == 150 and s.fields == ["task.K", "task.N"]
+    # --set cannot touch a swept field: the grid's value wins in every cell
+    assert {c.cfg.task.K for c in sweep.load(spec, ["task.K=999"]).cells} == {200, 400}
+
+
+def test_expansion_imports_no_jax():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom icl_race.run.sweep import spec\n"
+        "spec.expand({'task': {'N': 8}}, {'task.K': [200, 400]})\n"
+        "sys.exit('jax imported' if 'jax' in sys.modules else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_stored_spec_is_written_by_tomli_w_and_parses_back_to_the_same_spec(tmp_path):
+    import tomllib
+
+    s = sweep.expand(
+        {
+            **BASE,
+            "task": {**BASE["task"], "variant": "standard"},
+            "train": {**BASE["train"], "stop_when_all_acquired": False, "weight_decay_attn": 1e-05},
+        },
+        {"task.K": [200, 400]},
+        {"task.N": [8, 12], "train.steps": [200, 400]},
+    )
+    text = sweep.spec_toml(s)
+    assert tomllib.loads(text) == s.raw and sweep.same_spec(text, s)
+    out = tmp_path / "out"
+    out.mkdir()
+    sweep.store_spec(out, s, log=pytest.fail)
+    assert (out / "sweep.toml").read_text() == text
+    assert [c.name for c in sweep.load(out / "sweep.toml").cells] == [c.name for c in s.cells]
+
+
+# What icl-race wrote as sweep.toml before tomli-w (its own writer: inline arrays, a blank line after each table).
+OLD_FORMAT = """[task]
+K = 1000
+N = 8
+
+[model]
+width = 16
+
+[train]
+lr = 0.1
+batch_size = 16
+steps = 100
+eval_every = 50
+eval_size = 50
+
+[ensemble]
+seeds = 2
+block = 2
+
+[grid]
+"task.K" = [200, 400]
+
+[zip]
+"task.N" = [8, 12]
+"train.steps" = [200, 400]
+"""
+
+
+def test_a_sweep_toml_of_the_old_writer_is_the_same_spec_and_left_alone(tmp_path):
+    s = sweep.expand(BASE, {"task.K": [200, 400]}, {"task.N": [8, 12], "train.steps": [200, 400]})
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sweep.toml").write_text(OLD_FORMAT)
+    sweep.store_spec(out, s, log=pytest.fail)  # no "the sweep spec changed"
+    assert (out / "sweep.toml").read_text() == OLD_FORMAT and sorted(p.name for p in out.iterdir()) == ["sweep.toml"]
+    # A spec that did change is still moved aside, with one line saying so.
+    said = []
+    sweep.store_spec(out, sweep.expand(BASE, {"task.K": [200, 800]}), log=said.append)
+    assert len(said) == 1 and "the sweep spec changed" in said[0]
+    assert (
+        len(list(out.glob("sweep.previous-*.toml"))) == 1
+        and sweep.same_spec((out / "sweep.toml").read_text(), s) is False
+    )
+    # 1 and 1.0 are different specs, as they were as text; a file that is not TOML is a changed spec
+    assert not sweep.same_spec(
+        OLD_FORMAT.replace("lr = 0.1", "lr = 1"),
+        sweep.expand({**BASE, "train": {**BASE["train"], "lr": 1.0}}, {"task.K": [200, 400]}),
+    )
+    assert not sweep.same_spec("[task\n", s)
+
+
+def test_the_plan_groups_cells_by_program_and_reads_their_state(tmp_path):
+    s = sweep.expand(BASE, {"task.K": [200, 400], "model.width": [16, 32]})
+    programs = [sweep.program(c.cfg) for c in s.cells]
+    # K is traced (one program per width); the width is a shape
+    assert programs[0] == programs[2] and programs[1] == programs[3] and programs[0] != programs[1]
+    assert [sweep.status(tmp_path, c) for c in s.cells] == ["pending"] * 4
+    plan = sweep.dry_run(tmp_path / "out", s, measure=False)
+    assert [c.status for c in plan.cells] == ["pending"] * 4 and plan.unmeasured == 4
+    assert plan.text().endswith("0/4 done; no projection (not measured)") and not (tmp_path / "out").exists()
+
+
 def _rows(path):
     return list(csv.DictReader(io.StringIO(path.read_text())))
 
@@ -91,17 +216,17 @@ def test_sweep_runs_cells_once_and_reuses_one_compilation(tmp_path, capsys):
     # First a cell of another shape, so that what is compiled below is only the sweep's shape.
     assert main(["sweep", str(spec), "--out", str(tmp_path / "warm"), "--quiet", "--set", "task.N=10"]) == 0
     compiles = []
-    real = sweep.write_summary
+    real = execute.write_summary
 
     def counting(o, s):
         compiles.append(compile_stats.snapshot()[0])
         return real(o, s)
 
-    sweep.write_summary = counting
+    execute.write_summary = counting  # what run_local calls after each cell
     try:
         assert main(["sweep", str(spec), "--out", str(out), "--quiet"]) == 0
     finally:
-        sweep.write_summary = real
+        execute.write_summary = real
     # compiles[i] is the running count after cell i: all new compilations happen in the first cell.
     assert len(compiles) >= 6 and compiles[1:6] == [compiles[0]] * 5, compiles
     rows = _rows(out / "summary.csv")
@@ -194,8 +319,8 @@ def test_a_local_sweep_over_many_shapes_keeps_its_memory_flat(tmp_path, monkeypa
         {"model.width": widths},
     )
     rss = []
-    real = sweep.write_summary
-    monkeypatch.setattr(sweep, "write_summary", lambda o, sw: (rss.append(_rss_mb()), real(o, sw))[1])
+    real = execute.write_summary
+    monkeypatch.setattr(execute, "write_summary", lambda o, sw: (rss.append(_rss_mb()), real(o, sw))[1])
     sweep.run_local(tmp_path / "out", s, log=lambda m: None, progress=False)
     assert len(rss) == len(widths)
     growth = (rss[-1] - rss[1]) / (len(widths) - 2)

@@ -1,0 +1,68 @@
+"""The commands that read finished runs and write text: `icl-race report`, `hist`, `export` and `compare`
+(their arguments: cli.py's table). Each takes the parsed arguments and returns the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from icl_race.config import ConfigError
+
+
+def out_dir(text: str) -> Path:
+    """--out of a command that writes a directory: refused when it exists and is not one (run, demo,
+    sweep, export, compare), before any work."""
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a directory; choose a directory")
+    return out
+
+
+def report(args: argparse.Namespace) -> int:
+    from icl_race.report import write_report
+
+    written = write_report(args.dir, n_boot=args.boot, seed=args.seed)
+    if args.json:
+        print((Path(args.dir) / "report.json").read_text(), end="")
+        return 0
+    n_fig = sum(f.endswith(".png") for f in written)
+    print(
+        f"{Path(args.dir) / 'report.md'} (and report.json; {n_fig} figures as PNG and PDF in "
+        f"{Path(args.dir) / 'figures'})"
+    )
+    return 0
+
+
+def hist(args: argparse.Namespace) -> int:
+    if args.json:
+        from icl_race.report import hist_json
+
+        print(json.dumps(hist_json(args.dir, bins=args.bins), indent=1, allow_nan=False))
+        return 0
+    from icl_race.report import hist_text
+
+    print(hist_text(args.dir, bins=args.bins))
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    from icl_race.report.export import export
+
+    out = out_dir(args.out)
+    done = export(args.dirs, args.format, out)
+    for why in done.skipped:
+        print(f"icl-race: skipped {why}", file=sys.stderr)
+    print(f"{', '.join(str(out / f) for f in done.files)} ({done.runs} runs, {done.seeds} seeds)")
+    return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    from icl_race.report.compare import compare, summary, write
+
+    out = out_dir(args.out)
+    c = compare(args.dirs, event=args.event, n_boot=args.boot, seed=args.seed)
+    written = write(c, out)
+    print(f"{summary(c)}\n{out / written[0]} (and {', '.join(written[1:])})")
+    return 0

@@ -1,0 +1,180 @@
+"""A sweep's execution, the last of its three jobs: the stored spec (DIR/sweep.toml), the executors (the
+cells one after another in this process, or a submitit job array) and DIR/summary.csv.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from pathlib import Path
+
+import numpy as np
+
+from icl_race import config, rundir
+from icl_race.config import ConfigError
+from icl_race.run.sweep.plan import cell_dir, check_sizes, program, status, where
+from icl_race.run.sweep.spec import Cell, Sweep, same_spec, spec_toml
+
+
+def refuse_links(out: Path, sweep: Sweep) -> None:
+    """Refuse a sweep directory where a path it writes (its own files, cells/, a cell) is a symbolic
+    link, before any cell starts; each cell's run checks its own files again (rundir.refuse_links)."""
+    rundir.refuse_links(out, (*rundir.SWEEP_NAMES, *(f"cells/{c.name}" for c in sweep.cells)))
+    for cell in sweep.cells:
+        rundir.refuse_links(cell_dir(out, cell))
+
+
+SUMMARY_FIELDS = [
+    "cell",
+    "status",
+    "seeds",
+    "acquired",
+    "acquired_fraction",
+    "median_t_icl",
+    "censored",
+    "diverged",
+    "steps_run",
+    "budget",
+    "seed_steps_per_s",
+]
+
+
+def summary_row(out: Path, cell: Cell) -> dict:
+    row = {"cell": cell.name, **cell.values, "status": status(out, cell), "seeds": cell.cfg.ensemble.seeds}
+    if row["status"] == "done":
+        try:
+            run = rundir.load_run(cell_dir(out, cell))
+        except ConfigError:  # committed but unreadable: left for `icl-race run --redo` on the cell
+            return {**row, "status": "damaged"}
+        t = run.t()
+        # The Kaplan-Meier median (censored seeds kept): "" when more than half never reached the event.
+        med = run.km_median()
+        row.update(
+            acquired=int(np.sum(t >= 0)),
+            acquired_fraction=round(float(np.mean(t >= 0)), 4) if t.size else "",
+            median_t_icl="" if med is None else med,
+            censored=int(np.sum(t < 0)),
+            diverged=int(np.sum(run.diverged)),
+            steps_run=run.steps_run,
+            budget=run.budget,
+            seed_steps_per_s=run.meta.get("seed_steps_per_s", ""),
+        )
+    return row
+
+
+def write_summary(out: Path, sweep: Sweep) -> Path:
+    buf = io.StringIO()
+    fields = ["cell", *sweep.fields, *SUMMARY_FIELDS[1:]]
+    w = csv.DictWriter(buf, fieldnames=fields, restval="")
+    w.writeheader()
+    for cell in sweep.cells:
+        w.writerow(summary_row(out, cell))
+    path = Path(out) / "summary.csv"
+    rundir.atomic_write(path, buf.getvalue().encode())
+    return path
+
+
+def store_spec(out: Path, sweep: Sweep, log) -> None:
+    """DIR/sweep.toml: written once; a changed spec moves the previous one aside. A file that says the
+    same spec in another TOML layout (an older icl-race's) is left as it is (spec.same_spec)."""
+    path = Path(out) / "sweep.toml"
+    if path.exists() and not same_spec(path.read_text(), sweep):
+        backup = path.with_name(f"sweep.previous-{time.strftime('%Y%m%dT%H%M%S')}.toml")
+        path.rename(backup)
+        log(f"{out}: the sweep spec changed; the previous one is kept as {backup.name} (finished cells are reused)")
+    if not path.exists():
+        rundir.atomic_write(path, spec_toml(sweep).encode())
+
+
+def run_cell(cfg_dict: dict, out: str) -> str:
+    """One cell, in this process (the unit of work of every executor; picklable for submitit)."""
+    from icl_race.run.runner import execute
+
+    try:
+        execute(config.from_dict(cfg_dict), Path(out), progress=False, log=lambda m: None)
+    except rundir.Locked:
+        return "running elsewhere"
+    return "done"
+
+
+def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True) -> None:
+    import jax
+
+    from icl_race.run.runner import execute
+
+    last_program = None
+    for i, cell in enumerate(sweep.cells, 1):
+        named = where(cell) or "(single cell)"
+        st = status(out, cell)
+        if st == "done":
+            log(f"[{i}/{len(sweep.cells)}] {named}: done, skipped")
+            continue
+        log(
+            f"[{i}/{len(sweep.cells)}] {named}: {'resuming' if st == 'partial' else 'running'} -> {cell_dir(out, cell)}"
+        )
+        # jit keeps every compiled program for the life of the process: ~44 MB per cell of a new shape,
+        # never released (benchmarks/compile_memory.py). A cell of another program drops the last one's,
+        # so the worker's memory stays flat over any number of shapes; cells of one program (a K or lr
+        # axis) still share its compilation.
+        if last_program is not None and program(cell.cfg) != last_program:
+            jax.clear_caches()
+        last_program = program(cell.cfg)
+        try:
+            execute(cell.cfg, cell_dir(out, cell), progress=progress, log=log)
+        except rundir.Locked:
+            log(f"[{i}/{len(sweep.cells)}] {named}: running in another process, left to it")
+        write_summary(out, sweep)
+
+
+def run_submitit(out: Path, sweep: Sweep, cluster: str | None, params: dict, wait: bool, log=print) -> None:
+    """All unfinished cells as one job array (Slurm, or submitit's local executor for testing)."""
+    try:
+        import submitit
+    except ImportError:
+        raise ConfigError("--executor slurm needs submitit: pip install 'icl-race[slurm]'") from None
+    todo = [c for c in sweep.cells if status(out, c) != "done"]
+    if not todo:
+        log(f"{out}: every cell is done")
+        write_summary(out, sweep)
+        return
+    ex = submitit.AutoExecutor(folder=Path(out) / "submitit", cluster=cluster)
+    ex.update_parameters(**{k: v for k, v in params.items() if v is not None})
+    jobs = ex.map_array(run_cell, [c.cfg.to_dict() for c in todo], [str(cell_dir(out, c)) for c in todo])
+    log(f"{out}: submitted {len(jobs)} cells as job array {jobs[0].job_id.split('_')[0]}")
+    if wait:
+        for job in jobs:
+            job.result()
+        write_summary(out, sweep)
+        log(f"{out}: all {len(jobs)} cells finished; summary in {Path(out) / 'summary.csv'}")
+    else:
+        log(f"rerun the same `icl-race sweep` command afterwards to write {Path(out) / 'summary.csv'}")
+
+
+def submitit_params(executor: str, minutes: int, partition, gpus: int, parallelism) -> tuple[str, dict]:
+    """(submitit's cluster, its parameters) for --executor slurm or submitit-local."""
+    if executor == "submitit-local":
+        return "local", {"timeout_min": minutes}
+    return "slurm", {
+        "timeout_min": minutes,
+        "slurm_partition": partition,
+        "gpus_per_node": gpus,
+        "slurm_array_parallelism": parallelism,
+    }
+
+
+def run_sweep(out: Path, spec: Sweep, executor: str, log, progress: bool, slurm: dict, wait: bool) -> Path:
+    """Run the unfinished cells of `spec` into `out` with `executor` (local, slurm, submitit-local) and
+    return summary.csv's path. Every cell's size is checked before anything is written."""
+    check_sizes(out, spec)
+    out.mkdir(parents=True, exist_ok=True)
+    store_spec(out, spec, log)
+    if executor == "local":
+        from icl_race.run.signals import stop_on_signals
+
+        with stop_on_signals():  # a signal between two cells stops the sweep too
+            run_local(out, spec, log=log, progress=progress)
+    else:
+        cluster, params = submitit_params(executor, **slurm)
+        run_submitit(out, spec, cluster, params, wait=wait, log=log)
+    return write_summary(out, spec)

@@ -1,0 +1,18 @@
+"""`icl-race analyze STUDY SUBCOMMAND [DIR...]` (its arguments: cli.py's table; its help's list of
+subcommands: `studies.help_text`, from the studies' registry)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from icl_race import studies
+
+
+def analyze(args: argparse.Namespace) -> int:
+    options = dict(studies.parse_option(o) for o in args.options)
+    result, written = studies.run(args.study, args.subcommand, args.dirs, args.out, args.boot, args.seed, options)
+    print(
+        json.dumps(studies.payload(result), indent=1) if args.json else "\n".join([result.text(), *map(str, written)])
+    )
+    return 0
