@@ -23,13 +23,13 @@ def _log(message: str) -> None:
 def _run(cfg_path, out: str, seeds, overrides, quiet: bool, redo: bool = False, as_json: bool = False) -> int:
     """One run: the config parsed once (with --seeds and --set), trained into `out`, its summary printed."""
     from icl_race.report.summary import run_summary
-    from icl_race.run.runner import execute
+    from icl_race.run.runner import execute_run
 
     if seeds is not None:
         overrides = [*overrides, f"ensemble.seeds={seeds}"]
     cfg = config.load(cfg_path, overrides)
-    execute(cfg, out_dir(out), progress=not quiet, log=_log, redo=redo)
-    summary = run_summary(out)
+    run = execute_run(cfg, out_dir(out), progress=not quiet, log=_log, redo=redo)
+    summary = run_summary(run)  # the committed run in memory: nothing read back
     print(json.dumps(dataclasses.asdict(summary), indent=1) if as_json else summary.text())
     return 0
 

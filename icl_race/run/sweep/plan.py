@@ -113,7 +113,7 @@ def dry_run(out: Path, sweep: Sweep, measure: bool = True, executor: str = "loca
     the local executor a cell of the program the previous cell ran pays no compilation (the sweep keeps
     it; see execute.run_local); with the others every cell is a fresh process and pays it."""
     from icl_race.run import cost
-    from icl_race.run.runner import layout  # its device count: the one the run will use
+    from icl_race.run.runner import RunPlan
 
     costs: dict[tuple, cost.Cost] = {}
     cells, total, unmeasured, last_program = [], 0.0, 0, None
@@ -124,11 +124,10 @@ def dry_run(out: Path, sweep: Sweep, measure: bool = True, executor: str = "loca
                 costs[key] = cost.measure(cell.cfg)
             if key in costs:
                 seconds = cost.project(
-                    cell.cfg,
+                    RunPlan.of(cell.cfg),  # its layout (the run's device count) and chunk plan
                     costs[key],
                     checkpoint_step(out, cell),
                     compiled=executor == "local" and key == last_program,
-                    shards=layout(cell.cfg).shards,
                 )
                 total += seconds
             else:
