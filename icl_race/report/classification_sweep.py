@@ -15,19 +15,23 @@ from pathlib import Path
 import numpy as np
 
 from icl_race import rundir
-from icl_race.analysis import regime as rg
 from icl_race.analysis import threshold as th
 from icl_race.analysis.survival import censored_times
 from icl_race.config import ConfigError, from_dict
 from icl_race.report import levers
 from icl_race.report.cell import CellStats, analyze
+from icl_race.report.claims import Comparison, sweep_comparisons
 from icl_race.report.draws import Draws
-from icl_race.report.paper import paper_differences, scale_text, sweep_comparisons
+from icl_race.report.paper import paper_differences, scale_text
 from icl_race.report.sample import Sample, pool
 from icl_race.report.sweep_sections import (
     RETIREMENT_FIELDS,
+    Balanced,
+    RegimeRow,
     Scaling,
+    ScalingInRegime,
     Threshold,
+    ThresholdInRegime,
     balanced,
     best_observed,
     group_label,
@@ -51,13 +55,13 @@ class SweepReport:
     sweep_toml: str | None
     thresholds: list[Threshold]
     t_icl_vs_N: list[Scaling]
-    balanced_vs_standard: list[dict]
-    regime: list[dict]
+    balanced_vs_standard: list[Balanced]
+    regime: list[RegimeRow]
     by_lever: dict
 
     @property
-    def paper_comparisons(self) -> list[dict]:
-        return sweep_comparisons(self)
+    def paper_comparisons(self) -> list[Comparison]:
+        return sweep_comparisons(self.thresholds, self.t_icl_vs_N, self.balanced_vs_standard, self.regime)
 
     @property
     def paper_scale(self) -> str:
@@ -71,19 +75,19 @@ class SweepReport:
             "n_conditions": len(self.cells),
             "unfinished": self.unfinished,
             "varying_fields": self.varying_fields,
-            "cells": [dataclasses.asdict(c) for c in self.cells],
+            "cells": [c.to_json() for c in self.cells],
         }
         if self.cells:
             out["differences_from_paper_settings"] = self.differences_from_paper_settings
         if self.sweep_toml is not None:
             out["sweep_toml"] = self.sweep_toml
         return out | {
-            "thresholds": [dataclasses.asdict(t) for t in self.thresholds],
-            "t_icl_vs_N": [dataclasses.asdict(s) for s in self.t_icl_vs_N],
-            "balanced_vs_standard": self.balanced_vs_standard,
-            "regime": self.regime,
+            "thresholds": [t.to_json() for t in self.thresholds],
+            "t_icl_vs_N": [s.to_json() for s in self.t_icl_vs_N],
+            "balanced_vs_standard": [b.to_json() for b in self.balanced_vs_standard],
+            "regime": [r.to_json() for r in self.regime],
             "by_lever": self.by_lever,
-            "paper_comparisons": self.paper_comparisons,
+            "paper_comparisons": [c.to_json() for c in self.paper_comparisons],
             "paper_scale": self.paper_scale,
         }
 
@@ -150,7 +154,7 @@ def compute(sweep: rundir.SweepDir, draws: Draws) -> SweepReport:
         for g, idx in _groups(conds, stats, varying, ("standard", "balanced"), {"task.K", "task.N", "task.variant"})
     ]
     regime = _regime_by_N(conds, stats)
-    abrupt = {r["N"] for r in regime if r["abrupt"]}
+    abrupt = {r.N for r in regime if r.abrupt}
     thresholds = [dataclasses.replace(t, in_regime=_in_regime_threshold(t, abrupt)) for t in thresholds]
     scalings = [
         dataclasses.replace(sc, in_regime=_in_regime_scaling(sc, idx, samples, abrupt, draws))
@@ -180,7 +184,7 @@ def compute(sweep: rundir.SweepDir, draws: Draws) -> SweepReport:
     )
 
 
-def _regime_by_N(conds, stats: list[CellStats]) -> list[dict]:
+def _regime_by_N(conds, stats: list[CellStats]) -> list[RegimeRow]:
     """Each N's regime, judged where the attention path runs alone: its K = infinity cells (standard
     contexts), else, as a proxy, its largest-K cell (near K* the t_ICL at the threshold times a second
     phase, not the jump, so finite K near K* says little about the jump)."""
@@ -194,21 +198,21 @@ def _regime_by_N(conds, stats: list[CellStats]) -> list[dict]:
             continue
         g = stats[src[0]].regime
         out.append(
-            {
-                "N": N,
-                "source": "K = infinity" if kinf else f"largest K = {conds[src[0]]['task.K']:,} (proxy)",
-                "cell": stats[src[0]].label,
-                "rise_fraction": g["rise_fraction"],
-                "plateau": g["plateau"],
-                "plateau_reaches_threshold": g["plateau_reaches_threshold"],
-                "abrupt": rg.is_abrupt(g),
-                "paper_rule": all(stats[i].regime["paper_rule"] for i in ok),
-            }
+            RegimeRow(
+                N,
+                "K = infinity" if kinf else f"largest K = {conds[src[0]]['task.K']:,} (proxy)",
+                stats[src[0]].label,
+                g.rise_fraction,
+                g.plateau,
+                g.plateau_reaches_threshold,
+                g.abrupt,
+                all(stats[i].regime.paper_rule for i in ok),
+            )
         )
     return out
 
 
-def _in_regime_threshold(t: Threshold, abrupt: set) -> dict:
+def _in_regime_threshold(t: Threshold, abrupt: set) -> ThresholdInRegime:
     """The K* slope over the N of this group that are in the abrupt regime (no new bootstrap draws:
     the per-N replicates are reused)."""
     acq = t.acquisition
@@ -221,12 +225,12 @@ def _in_regime_threshold(t: Threshold, abrupt: set) -> dict:
             np.stack([acq[N]["boot_log10_kstar"] for N in ns]) if ns else None,
         )
 
-    return {
-        "N": Ns,
-        "kstar_slope": fit(Ns),
-        "local_slopes": [{"N": [a, b], **fit([a, b])} for a, b in zip(Ns, Ns[1:])],
-        "near_kstar": [n for n in t.near_kstar if n["N"] in abrupt],
-    }
+    return ThresholdInRegime(
+        Ns,
+        fit(Ns),
+        [{"N": [a, b], **fit([a, b])} for a, b in zip(Ns, Ns[1:])],
+        [n for n in t.near_kstar if n.N in abrupt],
+    )
 
 
 def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> dict:
@@ -240,14 +244,14 @@ def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> dict:
     )
 
 
-def _in_regime_scaling(scaling: Scaling, idx, samples, abrupt: set, draws: Draws) -> dict:
+def _in_regime_scaling(scaling: Scaling, idx, samples, abrupt: set, draws: Draws) -> ScalingInRegime:
     """Median t_ICL vs N over the N of this group in the abrupt regime (the group's own fit when that is
     every N)."""
     sub = sorted((i for i in idx if samples[i].N in abrupt), key=lambda i: samples[i].N)
     Ns = [samples[i].N for i in sub]
     if len(sub) == len(idx):
-        return {"N": Ns, "median_vs_N": scaling.median_vs_N}
-    return {"N": Ns, "median_vs_N": _median_vs_N(sub, samples, draws) if len(Ns) >= 2 else {"ok": False}}
+        return ScalingInRegime(Ns, scaling.median_vs_N)
+    return ScalingInRegime(Ns, _median_vs_N(sub, samples, draws) if len(Ns) >= 2 else {"ok": False})
 
 
 def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[CellStats], draws: Draws) -> Scaling:

@@ -12,10 +12,11 @@ from icl_race.plots import cells as P
 from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
 from icl_race.report import levers
+from icl_race.report.claims import comparison_markdown
 from icl_race.report.classification_sweep import SweepReport
 from icl_race.report.format import ci_text, num, p_value, pct, slug
-from icl_race.report.paper import PAPER, comparison_markdown, methods_markdown
-from icl_race.report.sweep_sections import BALANCED_METRICS, Scaling, Threshold
+from icl_race.report.paper import PAPER, methods_markdown
+from icl_race.report.sweep_sections import BALANCED_METRICS, Balanced, Scaling, Threshold
 
 
 def _header(rep: SweepReport) -> list[str]:
@@ -50,10 +51,10 @@ def _regime(rep: SweepReport) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for r in rep.regime:
-        reach = r["plateau_reaches_threshold"]
+        reach = r.plateau_reaches_threshold
         md.append(
-            f"| {r['N']} | {r['cell']} ({r['source']}) | {T.ci_cell(r['rise_fraction'])} | {T.ci_cell(r['plateau'])} | "
-            f"{'-' if reach is None else pct(reach)} | {({True: 'yes', False: 'no', None: '-'})[r['abrupt']]} |"
+            f"| {r.N} | {r.cell} ({r.source}) | {T.ci_cell(r.rise_fraction)} | {T.ci_cell(r.plateau)} | "
+            f"{'-' if reach is None else pct(reach)} | {({True: 'yes', False: 'no', None: '-'})[r.abrupt]} |"
         )
     return md + [""]
 
@@ -102,10 +103,8 @@ def _threshold(t: Threshold, figures: KeysView[str]) -> list[str]:
             "",
         ] + T.BIMODALITY_HEADER
         for n in t.near_kstar:
-            md.append(T.bimod_row(f"N={n['N']} K={n['K']:,}: final ICL accuracy", n["bimodality"]["final_icl_acc"]))
-            md.append(
-                T.bimod_row(f"N={n['N']} K={n['K']:,}: log10 t_ICL (acquired)", n["bimodality"]["log10_t_acquired"])
-            )
+            md.append(T.bimod_row(f"N={n.N} K={n.K:,}: final ICL accuracy", n.bimodality.final_icl_acc))
+            md.append(T.bimod_row(f"N={n.N} K={n.K:,}: log10 t_ICL (acquired)", n.bimodality.log10_t_acquired))
         md.append("")
     return md
 
@@ -133,28 +132,28 @@ def _scaling(s: Scaling) -> list[str]:
     return md + ["", f"![t_ICL vs N](figures/t_icl_vs_N__{slug(s.label)}.png)", ""]
 
 
-def _balanced(b: dict) -> list[str]:
+def _balanced(b: Balanced) -> list[str]:
     md = [
-        f"## Balanced vs standard contexts: {b['label']}",
+        f"## Balanced vs standard contexts: {b.label}",
         "",
         "| N | K | standard: acc > 0.75 | balanced: acc > 0.75 | difference (95% CI, bootstrap percentile) | "
         "standard: acquired | balanced: acquired | t_ICL log-rank p |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    a, q = b["acc_above_0.75"], b["acquired"]
-    for j, (N, K) in enumerate(zip(b["N"], b["K"])):
+    a, q = b.acc_above, b.acquired
+    for j, (N, K) in enumerate(zip(b.N, b.K)):
         pc = a["per_cell"][j]
         md.append(
             f"| {N} | {K:,} | {pc['p1']:.2f} | {pc['p2']:.2f} | {pc['diff']:+.2f} {ci_text(pc['diff_ci'], '{:+.2f}')} | "
-            f"{q['per_cell'][j]['p1']:.2f} | {q['per_cell'][j]['p2']:.2f} | {p_value(b['t_icl_logrank'][j].p)} |"
+            f"{q['per_cell'][j]['p1']:.2f} | {q['per_cell'][j]['p2']:.2f} | {p_value(b.t_icl_logrank[j].p)} |"
         )
-    if "balanced_reference_icl_test_above_0.75" in b:
+    if b.reference_above is not None:
         md += [
             "",
             "Balanced cells on the reference's ICL test (novel items labelled by the training map), fraction "
-            "> 0.75: " + ", ".join(f"{v:.2f}" for v in b["balanced_reference_icl_test_above_0.75"]) + ".",
+            "> 0.75: " + ", ".join(f"{v:.2f}" for v in b.reference_above) + ".",
         ]
-    return md + ["", f"![balanced vs standard](figures/balanced_vs_standard__{slug(b['label'])}.png)", ""]
+    return md + ["", f"![balanced vs standard](figures/balanced_vs_standard__{slug(b.label)}.png)", ""]
 
 
 def _cells(rep: SweepReport) -> list[str]:
@@ -167,15 +166,15 @@ def _cells(rep: SweepReport) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in sorted(rep.cells, key=lambda c: (c.variant, c.N or 0, c.K or 0)):
-        counts = " | ".join(str(c.outcomes["counts"][k]["k"]) for k in CLASSES[:3])
+        counts = " | ".join(str(c.outcomes.counts[k].k) for k in CLASSES[:3])
         if not c.ok:
             md.append(f"| {c.label} | {c.n_seeds} | {c.n_diverged} | - | - | - | {counts} | - | - | - | - |")
             continue
         b = c.bimodality
         md.append(
             f"| {c.label} | {c.n_seeds} | {c.n_diverged} | {c.acquired} | {T.never_text(c)} | {T.median_text(c)} | "
-            f"{counts} | {p_value(b['final_icl_acc']['dip_p'])} | {p_value(b['log10_t_acquired']['dip_p'])} | "
-            f"{num(c.regime['rise_fraction']['median'], '{:.2f}')} | {num(c.regime['plateau']['median'], '{:.2f}')} |"
+            f"{counts} | {p_value(b.final_icl_acc.dip_p)} | {p_value(b.log10_t_acquired.dip_p)} | "
+            f"{num(c.regime.rise_fraction.median, '{:.2f}')} | {num(c.regime.plateau.median, '{:.2f}')} |"
         )
     if rep.unfinished:
         md += ["", "Unfinished or unreadable cells (skipped):", ""]
@@ -201,8 +200,8 @@ def _per_cell(rep: SweepReport, figures: KeysView[str]) -> list[str]:
     md = [
         "## Outcomes per cell",
         "",
-        f"persistent = acquired ICL and held it; transient = acquired, then ICL accuracy below {c0['level']:g} for "
-        f">= {c0['lasting']} consecutive evaluations (a lasting fall); censored = never acquired within the cell's "
+        f"persistent = acquired ICL and held it; transient = acquired, then ICL accuracy below {c0.level:g} for "
+        f">= {c0.lasting} consecutive evaluations (a lasting fall); censored = never acquired within the cell's "
         "budget. The fall time's median: Kaplan-Meier over the acquired seeds, persistent ones censored at the end "
         "of the run (Greenwood, log-log band inverted).",
         "",
@@ -260,13 +259,11 @@ def figures(rep: SweepReport) -> dict:
                 title=f"K*(N) ({label})",
             )
         h = t.heatmap
-        figs[f"heatmap__{tag}"] = F.acquisition_heatmap(
-            h["K"], h["N"], h["fraction"], title=f"Acquisition fraction ({label})"
-        )
+        figs[f"heatmap__{tag}"] = F.acquisition_heatmap(h.K, h.N, h.fraction, title=f"Acquisition fraction ({label})")
         if t.near_kstar:
             figs[f"near_kstar__{tag}"] = P.small_histograms(
                 [
-                    (f"N={n['N']}, K={n['K']:,}", samples[n["cell_index"]].t, samples[n["cell_index"]].censor_at)
+                    (f"N={n.N}, K={n.K:,}", samples[n.cell_index].t, samples[n.cell_index].censor_at)
                     for n in t.near_kstar
                 ],
                 title=f"t_ICL in the cell nearest K* ({label})",
@@ -282,19 +279,19 @@ def figures(rep: SweepReport) -> dict:
         )
     for b in rep.balanced_vs_standard:
         rows = []
-        for N in sorted(set(b["N"])):
-            sel = [j for j, n_ in enumerate(b["N"]) if n_ == N]
+        for N in sorted(set(b.N)):
+            sel = [j for j, n_ in enumerate(b.N) if n_ == N]
             panels = [
                 (
                     ylabel,
-                    _wilson(b[m]["standard"]["k"][sel], b[m]["standard"]["n"][sel]),
-                    _wilson(b[m]["balanced"]["k"][sel], b[m]["balanced"]["n"][sel]),
+                    _wilson(b.metric(m)["standard"]["k"][sel], b.metric(m)["standard"]["n"][sel]),
+                    _wilson(b.metric(m)["balanced"]["k"][sel], b.metric(m)["balanced"]["n"][sel]),
                 )
                 for m, ylabel in BALANCED_METRICS
             ]
-            rows.append((N, [b["K"][j] for j in sel], panels))
-        figs[f"balanced_vs_standard__{slug(b['label'])}"] = F.balanced_vs_standard(
-            rows, title=f"Balanced vs standard contexts ({b['label']})"
+            rows.append((N, [b.K[j] for j in sel], panels))
+        figs[f"balanced_vs_standard__{slug(b.label)}"] = F.balanced_vs_standard(
+            rows, title=f"Balanced vs standard contexts ({b.label})"
         )
     return figs | _cell_figures(rep)
 
@@ -305,8 +302,8 @@ def _cell_figures(rep: SweepReport) -> dict:
     if not order:
         return figs
     cells, samples = rep.cells, rep.samples
-    falls = [(cells[i].label, cells[i].outcomes["fall_after_t_icl"]) for i in order]
-    falls = [(label, f) for label, f in falls if f is not None and f["acquired"]]
+    falls = [(cells[i].label, cells[i].outcomes.fall_after_t_icl) for i in order]
+    falls = [(label, f.to_json()) for label, f in falls if f is not None and f.acquired]
     if falls:
         figs["fall_by_cell"] = P.fall_survival(falls, "Time from t_ICL to a lasting fall (Kaplan-Meier), per cell")
     for name, acc, ylabel in (("icl", "icl_acc", "ICL accuracy"), ("iwl", "iwl_acc", "IWL accuracy")):

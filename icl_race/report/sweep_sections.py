@@ -1,8 +1,9 @@
 """Sections of a classification sweep's report, computed: the threshold K* of a group of finite-K cells
 (a `Threshold`), balanced minus standard contexts, and the record of median t_ICL vs N at K = infinity
 (a `Scaling`, computed in `classification_sweep`). Each draws from its own named child of the report's
-SeedSequence. The records' fields hold the analysis' dicts; indices (`cell_index`) point into the
-report's cells."""
+SeedSequence. The records are typed; where a field holds an `analysis.threshold` result (a fit, a slope:
+{"ok": False, "reason"} or the estimates) it is that function's dict. Indices (`cell_index`) point into
+the report's cells."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import numpy as np
 
 from icl_race.analysis import threshold as th
 from icl_race.analysis.survival import censored_times, logrank
-from icl_race.report.cell import CellStats
+from icl_race.report.cell import Bimodality, CellStats, MedianCI, Record
 from icl_race.report.draws import Draws
+from icl_race.report.format import OMIT_NONE, key
 from icl_race.report.sample import Sample
 
 N_BOOT_SIGMOID = 200
@@ -32,33 +34,107 @@ RETIREMENT_FIELDS = {"train.stop_threshold", "train.settle_iwl"}
 
 
 @dataclasses.dataclass(frozen=True)
-class Threshold:
-    """K* per N of one group of finite-K cells (the fields in report.json's order)."""
+class NearKstar(Record):
+    """At one N, the best-observed cell nearest K* and its bimodality."""
 
-    group: dict  # the varying fields (other than K and N) shared by the group's cells
-    label: str
-    variant: str  # "standard", "balanced" or "mixed"
-    N: list[int]
-    acquisition: dict  # N -> threshold.acquisition_curve (logistic midpoint K*, its bootstrap CI)
-    paper_sigmoid: dict  # N -> threshold.paper_sigmoid (the paper's 4-parameter sigmoid K*)
-    kstar_slope: dict  # log10 K* on log10 N (threshold.power_law_slope)
-    kstar_slope_N_minus_1: dict
-    kstar_slope_paper_sigmoid: dict
-    near_kstar: list[dict]  # per N, the best-observed cell nearest K* and its bimodality
-    heatmap: dict  # {"K", "N", "fraction"}: the acquisition fraction on the (N, K) grid
-    in_regime: dict | None = None  # the slope and cells over the N in the abrupt regime
+    N: int
+    K: int
+    cell: str  # its label
+    bimodality: Bimodality
+    acquired_fraction: float | None
+    cell_index: int
 
 
 @dataclasses.dataclass(frozen=True)
-class Scaling:
+class Heatmap(Record):
+    """The acquisition fraction on the (N, K) grid of a group (NaN where no cell ran)."""
+
+    K: list[int]
+    N: list[int]
+    fraction: np.ndarray  # [N, K]
+
+
+@dataclasses.dataclass(frozen=True)
+class ThresholdInRegime(Record):
+    """A group's K* slope over the N in the abrupt regime, and its cells nearest K* there."""
+
+    N: list[int]
+    kstar_slope: dict  # threshold.power_law_slope
+    local_slopes: list[dict]  # per pair of neighbouring N: {"N": [a, b], **threshold.power_law_slope}
+    near_kstar: list[NearKstar]
+
+
+@dataclasses.dataclass(frozen=True)
+class Threshold(Record):
+    """K* per N of one group of finite-K cells (the fields in report.json's order)."""
+
+    group: dict[str, object]  # field -> value: the varying fields (other than K and N) shared by the group
+    label: str
+    variant: str  # "standard", "balanced" or "mixed"
+    N: list[int]
+    acquisition: dict[int, dict]  # N -> threshold.acquisition_curve (logistic midpoint K*, its bootstrap CI)
+    paper_sigmoid: dict[int, dict]  # N -> threshold.paper_sigmoid (the paper's 4-parameter sigmoid K*)
+    kstar_slope: dict  # log10 K* on log10 N (threshold.power_law_slope)
+    kstar_slope_N_minus_1: dict
+    kstar_slope_paper_sigmoid: dict
+    near_kstar: list[NearKstar]  # per N
+    heatmap: Heatmap
+    in_regime: ThresholdInRegime | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalingInRegime(Record):
+    """Median t_ICL vs N over the N of a group in the abrupt regime."""
+
+    N: list[int]
+    median_vs_N: dict  # threshold.median_vs_N, or {"ok": False} with fewer than 2 N
+
+
+@dataclasses.dataclass(frozen=True)
+class Scaling(Record):
     """Median t_ICL vs N of one group of K = infinity cells (the fields in report.json's order)."""
 
-    group: dict
+    group: dict[str, object]
     label: str
     median_vs_N: dict  # threshold.median_vs_N: KM median per N, linear and log-log fits
-    lognormal_per_N: list[dict]
+    lognormal_per_N: list[dict]  # per N: {"N", **survival.fit_lognormal}
     cell_index: list[int]
-    in_regime: dict | None = None  # {"N", "median_vs_N"} over the N in the abrupt regime
+    in_regime: ScalingInRegime | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RegimeRow(Record):
+    """One N's regime, judged on one cell (`classification_sweep._regime_by_N`)."""
+
+    N: int
+    source: str  # "K = infinity" or the largest K, a proxy
+    cell: str
+    rise_fraction: MedianCI
+    plateau: MedianCI
+    plateau_reaches_threshold: float | None
+    abrupt: bool | None  # None: no seed acquired
+    paper_rule: bool  # every cell of this N uses the paper's acquisition rule
+
+
+@dataclasses.dataclass(frozen=True)
+class Balanced(Record):
+    """Balanced minus standard contexts over the (N, K) cells of a group that have both."""
+
+    group: dict[str, object]
+    label: str
+    N: list[int]
+    K: list[int]
+    ci_method: str
+    t_icl_logrank: list  # per (N, K): analysis.survival.logrank's result
+    # per metric of BALANCED_METRICS: threshold.fraction_difference, with each side's {"k", "n"} per cell
+    acc_above: dict = dataclasses.field(metadata=key("acc_above_0.75"))
+    acquired: dict
+    reference_above: list[float] | None = dataclasses.field(
+        default=None, metadata=key("balanced_reference_icl_test_above_0.75") | OMIT_NONE
+    )  # the balanced cells' fraction > 0.75 on the reference's ICL test, where every cell has it
+
+    def metric(self, name: str) -> dict:
+        return {"acc_above_0.75": self.acc_above, "acquired": self.acquired}[name]
 
 
 def group_label(fields: dict) -> str:
@@ -131,16 +207,7 @@ def threshold(
             grid[Ns.index(N), Ks.index(K)] = a.mean() if a.size else np.nan
         if curves[N].get("ok"):
             j = best(sub[int(np.argmin(np.abs(x - curves[N]["b"])))][0])
-            near.append(
-                {
-                    "N": N,
-                    "K": samples[j].K,
-                    "cell": stats[j].label,
-                    "bimodality": stats[j].bimodality,
-                    "acquired_fraction": stats[j].acquired_fraction,
-                    "cell_index": j,
-                }
-            )
+            near.append(NearKstar(N, samples[j].K, stats[j].label, stats[j].bimodality, stats[j].acquired_fraction, j))
     variants = {samples[i].variant for i in idx}
     retirements = {tuple(samples[i].condition().get(k) for k in sorted(RETIREMENT_FIELDS)) for i in idx}
     sigmoid_slope = (
@@ -163,7 +230,7 @@ def threshold(
         _slope(Ns, curves, lambda n: np.log10(n - 1)),
         sigmoid_slope,
         near,
-        {"K": Ks, "N": Ns, "fraction": grid},
+        Heatmap(Ks, Ns, grid),
     )
 
 
@@ -193,14 +260,14 @@ def _counts(stats: list[CellStats], ids: list[int], metric: str) -> tuple[np.nda
     if metric == "acquired":
         return np.array([stats[i].acquired for i in ids]), np.array([stats[i].n_seeds for i in ids])
     return (
-        np.array([stats[i].final_icl_acc["above_0.75"] for i in ids]),
-        np.array([stats[i].final_icl_acc["n"] for i in ids]),
+        np.array([stats[i].final_icl_acc.above for i in ids]),
+        np.array([stats[i].final_icl_acc.n for i in ids]),
     )
 
 
 def balanced(
     gfields: dict, idx: list[int], conds: list[dict], samples: list[Sample], stats: list[CellStats], draws: Draws
-) -> dict | None:
+) -> Balanced | None:
     """Balanced minus standard contexts over the (N, K) cells of a group that have both, with a log-rank
     test of the two t_ICL distributions per cell; None without such a pair."""
     table: dict[tuple, int] = {}
@@ -212,21 +279,22 @@ def balanced(
     label = group_label(gfields) if gfields else "all"
     si = [table[(N, K, "standard")] for N, K in pairs]
     bi = [table[(N, K, "balanced")] for N, K in pairs]
-    entry = {
-        "group": gfields,
-        "label": label,
-        "N": [N for N, _ in pairs],
-        "K": [K for _, K in pairs],
-        "ci_method": "bootstrap percentile, binomial resampling of each cell",
-        "t_icl_logrank": [logrank_of(samples[s], samples[b]) for s, b in zip(si, bi)],
-    }
+    diffs = {}
     for metric, _ in BALANCED_METRICS:
         ks, ns = _counts(stats, si, metric)
         kb, nb = _counts(stats, bi, metric)
-        entry[metric] = th.fraction_difference(
+        diffs[metric] = th.fraction_difference(
             ks, ns, kb, nb, n_boot=draws.n_boot, rng=draws.rng(metric, *(c for i in si + bi for c in samples[i].cells))
         ) | {"standard": {"k": ks, "n": ns}, "balanced": {"k": kb, "n": nb}}
     ref = [stats[i].final_icl_ref_acc for i in bi]
-    if all(ref):
-        entry["balanced_reference_icl_test_above_0.75"] = [r["above_0.75"] / r["n"] for r in ref]
-    return entry
+    return Balanced(
+        gfields,
+        label,
+        [N for N, _ in pairs],
+        [K for _, K in pairs],
+        "bootstrap percentile, binomial resampling of each cell",
+        [logrank_of(samples[s], samples[b]) for s, b in zip(si, bi)],
+        diffs["acc_above_0.75"],
+        diffs["acquired"],
+        [r.fraction for r in ref] if all(ref) else None,
+    )
