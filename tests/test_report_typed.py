@@ -11,7 +11,7 @@ from test_report_golden import classification_run
 
 from icl_race.report import classification_run as run_report
 from icl_race.report import regression
-from icl_race.report.cell import Above, Bimodality, CellStats, MedianCI, Modality, Record
+from icl_race.report.cell import Above, Bimodality, CellStats, MedianCI, Modality, OutcomeStats, Record
 from icl_race.report.claims import CLAIMS, Comparison, comparison_markdown, run_comparisons, sweep_comparisons
 from icl_race.report.draws import Draws
 from icl_race.report.format import OMIT_NONE, jsonable, key
@@ -98,6 +98,7 @@ def _cell(ok=True, variant="standard", near=True, agreement="bimodal"):
         censor_at=2000,
         acquired=20,
         ok=ok,
+        outcomes=OutcomeStats(0.9, 10, {}, {}, 0, None),
     )
     if not ok:
         return CellStats(**head, reason="no seeds")

@@ -206,6 +206,85 @@ class Regime(Record):
         return rg.is_abrupt(self.to_json())
 
 
+def _opt(**meta) -> dataclasses.Field:
+    """A field only a fit that succeeded has: left out of the JSON while None."""
+    return dataclasses.field(default=None, metadata=OMIT_NONE | meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class Lognormal(Record):
+    """Censored-MLE lognormal of t_ICL (`analysis.survival.fit_lognormal`), or why it was not fitted."""
+
+    ok: bool
+    reason: str | None = _opt()
+    mu: float | None = _opt()
+    sigma: float | None = _opt()
+    mu_ci: list | None = _opt()
+    sigma_ci: list | None = _opt()
+    median: float | None = _opt()
+    loglik: float | None = _opt()
+    n: int | None = _opt()
+    acquired: int | None = _opt()
+    confidence: float | None = _opt()
+
+    @classmethod
+    def of(cls, d: dict) -> Lognormal:
+        return cls(**d)
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerLaw(Record):
+    alpha: float
+    alpha_ci: list
+    loglik: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TailLognormal(Record):
+    mu: float
+    sigma: float
+    loglik: float
+
+
+@dataclasses.dataclass(frozen=True)
+class LikelihoodRatio(Record):
+    """Vuong's test of the power law against the truncated lognormal: R > 0 favours the power law."""
+
+    R: float
+    z: float
+    p: float
+    favours: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Tail(Record):
+    """Power-law and truncated-lognormal fits of the tail above xmin (`analysis.survival.fit_tail`), or why
+    they were not done."""
+
+    ok: bool
+    reason: str | None = _opt()
+    xmin: float | None = _opt()
+    n_tail: int | None = _opt()
+    acquired_tail: int | None = _opt()
+    power_law: PowerLaw | None = _opt()
+    lognormal: TailLognormal | None = _opt()
+    likelihood_ratio: LikelihoodRatio | None = _opt()
+    confidence: float | None = _opt()
+
+    @classmethod
+    def of(cls, d: dict) -> Tail:
+        if not d["ok"]:
+            return cls(**d)
+        return cls(
+            **d
+            | {
+                "power_law": PowerLaw(**d["power_law"]),
+                "lognormal": TailLognormal(**d["lognormal"]),
+                "likelihood_ratio": LikelihoodRatio(**d["likelihood_ratio"]),
+            }
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class CellStats(Record):
     label: str
@@ -226,13 +305,13 @@ class CellStats(Record):
     kaplan_meier: KaplanMeier | None = None
     never_acquired: Proportion | None = None
     acquired_fraction: float | None = None
-    lognormal: dict | None = None  # analysis.survival.fit_lognormal: {"ok", "reason"} or the fit
-    tail: dict | None = None  # analysis.survival.fit_tail: {"ok", "reason"} or the fit
+    lognormal: Lognormal | None = None  # None: not fitted (`hist` does without)
+    tail: Tail | None = None
     bimodality: Bimodality | None = None
     regime: Regime | None = None
     final_icl_acc: Above | None = None
     final_icl_ref_acc: Above | None = None
-    outcomes: OutcomeStats | None = None
+    outcomes: OutcomeStats = dataclasses.field(kw_only=True)  # every cell's, even one without statistics
     ci_methods: dict[str, str] = dataclasses.field(default_factory=lambda: dict(CI_METHODS))  # per statistic
 
 
@@ -246,9 +325,7 @@ def dequantized(s: Sample) -> tuple[np.ndarray, np.ndarray]:
 
 def _above(x: np.ndarray) -> Above:
     x = x[np.isfinite(x)]
-    return Above(
-        float(np.median(x)) if x.size else None, int(np.sum(x > PAPER["balanced_metric_threshold"])), int(x.size)
-    )
+    return Above(float(np.median(x)) if x.size else None, int(np.sum(x > PAPER.balanced_metric_threshold)), int(x.size))
 
 
 def outcome_stats(s: Sample) -> OutcomeStats:
@@ -333,8 +410,8 @@ def analyze(s: Sample, tails: bool = True) -> CellStats:
         kaplan_meier=KaplanMeier.of(sv.kaplan_meier(times, observed)),
         never_acquired=never,
         acquired_fraction=1 - never.fraction,
-        lognormal=sv.fit_lognormal(times, observed) if tails else None,
-        tail=sv.fit_tail(times, observed) if tails else None,
+        lognormal=Lognormal.of(sv.fit_lognormal(times, observed)) if tails else None,
+        tail=Tail.of(sv.fit_tail(times, observed)) if tails else None,
         bimodality=_bimodality(s),
         regime=_regime(s),
         final_icl_acc=_above(s.final_icl),

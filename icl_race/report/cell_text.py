@@ -69,24 +69,22 @@ def survival_table(c: CellStats) -> list[str]:
         f"| never acquired (right-censored at {c.censor_at:,}) | {never_text(c)} | Wilson score |",
         f"| Kaplan-Meier median t_ICL (steps) | {median_text(c)} | Greenwood, log-log band inverted |",
     ]
-    ln = c.lognormal or {}
-    if ln.get("ok"):
+    ln = c.lognormal
+    if ln is not None and ln.ok:
         lines.append(
-            f"| lognormal fit (censored MLE): mu, sigma of ln t_ICL | {ln['mu']:.3f} {ci_text(ln['mu_ci'], '{:.3f}')}, "
-            f"{ln['sigma']:.3f} {ci_text(ln['sigma_ci'], '{:.3f}')} | Wald |"
+            f"| lognormal fit (censored MLE): mu, sigma of ln t_ICL | {ln.mu:.3f} {ci_text(ln.mu_ci, '{:.3f}')}, "
+            f"{ln.sigma:.3f} {ci_text(ln.sigma_ci, '{:.3f}')} | Wald |"
         )
-    tail = c.tail or {}
-    if tail.get("ok"):
-        pl, lr = tail["power_law"], tail["likelihood_ratio"]
+    tail = c.tail
+    if tail is not None and tail.ok:
+        pl, lr = tail.power_law, tail.likelihood_ratio
         lines.append(
-            f"| power-law tail above xmin = {tail['xmin']:,.0f} ({tail['n_tail']} seeds): alpha | "
-            f"{pl['alpha']:.2f} {ci_text(pl['alpha_ci'], '{:.2f}')} | Wald |"
+            f"| power-law tail above xmin = {tail.xmin:,.0f} ({tail.n_tail} seeds): alpha | "
+            f"{pl.alpha:.2f} {ci_text(pl.alpha_ci, '{:.2f}')} | Wald |"
         )
-        lines.append(
-            f"| tail comparison (Vuong): R, p | R = {lr['R']:.2f}, p = {lr['p']:.3g}: favours {lr['favours']} | |"
-        )
-    elif tail:
-        lines.append(f"| tail fits | not done: {tail.get('reason', '')} | |")
+        lines.append(f"| tail comparison (Vuong): R, p | R = {lr.R:.2f}, p = {lr.p:.3g}: favours {lr.favours} | |")
+    elif tail is not None:
+        lines.append(f"| tail fits | not done: {tail.reason or ''} | |")
     return lines + [""]
 
 

@@ -213,8 +213,8 @@ def _kstar_slopes(standard: list[Threshold], regime: list[RegimeRow]) -> list[Co
     for t in slopes:
         txt, rs = _slope_text(t)
         for name, ref in (
-            ("kstar_slope_measured", PAPER["kstar_slope_measured"]),
-            ("kstar_slope_predicted", PAPER["kstar_slope_predicted"]),
+            ("kstar_slope_measured", PAPER.kstar_slope_measured),
+            ("kstar_slope_predicted", PAPER.kstar_slope_predicted),
         ):
             verdict = (
                 _rule_verdict(regime) or interval_verdict(rs.get("slope_ci"), ref)
@@ -227,7 +227,7 @@ def _kstar_slopes(standard: list[Threshold], regime: list[RegimeRow]) -> list[Co
 
 def _kstar_N100(standard: list[Threshold]) -> list[Comparison]:
     rows = []
-    order = math.log10(PAPER["kstar_N100_order"])
+    order = math.log10(PAPER.kstar_N100_order)
     for t in standard:
         a = t.acquisition.get(100)
         if a is None or not a.get("ok"):

@@ -150,7 +150,12 @@ def figures(rep: RunReport) -> dict:
         figs["t_icl_hist"] = F.t_icl_histogram(
             s.t, s.censor_at, km.median, km.median_ci, title=f"t_ICL, {c.label}, {c.n_seeds} seeds"
         )
-        figs["survival"] = F.survival_curve(km.to_json(), c.lognormal, c.tail, title=f"Kaplan-Meier, {c.label}")
+        figs["survival"] = F.survival_curve(
+            km.to_json(),
+            c.lognormal and c.lognormal.to_json(),
+            c.tail and c.tail.to_json(),
+            title=f"Kaplan-Meier, {c.label}",
+        )
         fall = c.outcomes.fall_after_t_icl
         if fall is not None and fall.acquired:
             figs["fall"] = F.survival_curve(

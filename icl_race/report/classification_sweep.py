@@ -262,6 +262,6 @@ def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[C
         gfields,
         label,
         _median_vs_N(idx, samples, draws),
-        [{"N": samples[i].N, **(stats[i].lognormal or {})} for i in idx],
+        [{"N": samples[i].N, **(ln.to_json() if (ln := stats[i].lognormal) else {})} for i in idx],
         idx,
     )

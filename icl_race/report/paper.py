@@ -4,16 +4,25 @@ paragraph every classification report ends with. Its claims beside ours are `cla
 
 from __future__ import annotations
 
+import dataclasses
+
 from icl_race import config
 from icl_race.analysis.bimodality import MIN_N
 
-PAPER = {
-    "kstar_slope_measured": 1.41,  # [secondary]: not found in the code or any available text
-    "kstar_slope_predicted": 1 / 0.7,  # 1/nu with nu = 0.7 (the reference line of Fig 6A)
-    "bimodal_cell": {"N": 100, "K": 9666},  # Fig 6C
-    "kstar_N100_order": 1e4,  # [inferred] from the paper's grid choices
-    "balanced_metric_threshold": 0.75,  # Fig 6E title: fraction of runs with ICL accuracy > 0.75
-}
+
+@dataclasses.dataclass(frozen=True)
+class Paper:
+    """The paper's numbers the reports compare with (their claims' text: `claims.CLAIMS`)."""
+
+    kstar_slope_measured: float = 1.41  # [secondary]: not found in the code or any available text
+    kstar_slope_predicted: float = 1 / 0.7  # 1/nu with nu = 0.7 (the reference line of Fig 6A)
+    bimodal_cell_N: int = 100  # Fig 6C
+    bimodal_cell_K: int = 9666
+    kstar_N100_order: float = 1e4  # [inferred] from the paper's grids
+    balanced_metric_threshold: float = 0.75  # Fig 6E title: fraction of runs with ICL accuracy > 0.75
+
+
+PAPER = Paper()
 # Fields that do not change what a cell measures: cells that differ only in them are pooled.
 IGNORED_FIELDS = {
     "ensemble.seeds",

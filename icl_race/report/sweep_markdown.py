@@ -255,7 +255,7 @@ def figures(rep: SweepReport) -> dict:
                 [t.acquisition[N]["b"] for N in ok_N],
                 [t.acquisition[N]["log10_kstar_ci"] for N in ok_N],
                 t.kstar_slope,
-                ref_slope=PAPER["kstar_slope_predicted"],
+                ref_slope=PAPER.kstar_slope_predicted,
                 title=f"K*(N) ({label})",
             )
         h = t.heatmap
