@@ -16,12 +16,16 @@ from icl_race.report.claims import CLAIMS, Comparison, comparison_markdown, run_
 from icl_race.report.draws import Draws
 from icl_race.report.format import OMIT_NONE, jsonable, key
 from icl_race.report.sweep_sections import (
+    Acquisition,
     Balanced,
     Heatmap,
+    MedianVsN,
     NearKstar,
     RegimeRow,
     Scaling,
     ScalingInRegime,
+    Sigmoid,
+    Slope,
     Threshold,
     ThresholdInRegime,
 )
@@ -134,22 +138,25 @@ def test_a_runs_claims_render_from_its_cell(cell, verdict):
 
 
 def _slope(v, ci):
-    return {"ok": True, "slope": v, "slope_ci": ci, "n_points": 3}
+    return Slope.of({"ok": True, "slope": v, "slope_ci": ci, "n_points": 3})
 
 
 def _threshold(slope_ci=(1.2, 1.6)):
     near = NearKstar(100, 9000, "standard K=9000 N=100", _bimodality(), 0.5, 0)
-    acq = {N: {"ok": True, "kstar": 1e4, "kstar_ci": [8e3, 1.2e4], "log10_kstar_ci": [3.9, 4.1]} for N in (50, 100)}
+    acq = {
+        N: Acquisition.of({"ok": True, "kstar": 1e4, "kstar_ci": [8e3, 1.2e4], "log10_kstar_ci": [3.9, 4.1]})
+        for N in (50, 100)
+    }
     return Threshold(
         {},
         "finite K",
         "standard",
         [50, 100],
         acq,
-        {N: {"ok": False, "reason": "-"} for N in (50, 100)},
+        {N: Sigmoid.of({"ok": False, "reason": "-"}) for N in (50, 100)},
         _slope(1.4, list(slope_ci)),
-        {"ok": False},
-        {"ok": False},
+        Slope.of({"ok": False}),
+        Slope.of({"ok": False}),
         [near],
         Heatmap([9000], [50, 100], np.zeros((2, 1))),
         ThresholdInRegime([50, 100], _slope(1.4, list(slope_ci)), [], [near]),
@@ -157,12 +164,15 @@ def _threshold(slope_ci=(1.2, 1.6)):
 
 
 def _scaling():
-    fit = {
-        "ok": True,
-        "per_N": [{"N": 50}, {"N": 100}],
-        "linear": {"slope": 10.0, "slope_ci": [5.0, 15.0], "intercept": 100.0, "intercept_ci": [50.0, 150.0]},
-        "loglog": {"slope": 1.0, "slope_ci": [0.8, 1.2]},
-    }
+    at = {"median": 1.0, "median_ci": [0.5, 2.0], "n": 10, "acquired": 10}
+    fit = MedianVsN.of(
+        {
+            "per_N": [{"N": 50, **at}, {"N": 100, **at}],
+            "ok": True,
+            "linear": {"slope": 10.0, "slope_ci": [5.0, 15.0], "intercept": 100.0, "intercept_ci": [50.0, 150.0]},
+            "loglog": {"slope": 1.0, "slope_ci": [0.8, 1.2]},
+        }
+    )
     return Scaling({}, "K = infinity", fit, [], [0, 1], ScalingInRegime([50, 100], fit))
 
 
@@ -238,3 +248,12 @@ def test_regression_records_write_todays_keys():
         empty, n=1, u0_median=0.1, cos_k_median=1.0, cos_q_median=1.0, rel_err=[0.0] * 3, abs_rel_err_median=0.0
     )
     assert list(full.to_json())[-5:] == ["u0_median", "cos_k_median", "cos_q_median", "rel_err", "abs_rel_err_median"]
+
+
+def test_a_fit_writes_the_keys_of_its_variant_in_their_order():
+    failed = Slope.of({"ok": False, "reason": "needs >= 2 values"})
+    assert failed.to_json() == {"ok": False, "reason": "needs >= 2 values"} and failed.slope is None
+    local = Slope.of({"N": [8, 16], "ok": True, "slope": 1.0, "intercept": 0.0, "n_points": 2, "confidence": 0.95})
+    assert list(local.to_json()) == ["N", "ok", "slope", "intercept", "n_points", "confidence"]
+    med = MedianVsN.of({"per_N": [], "confidence": 0.95, "n_boot": 10, "excluded_N": [], "ok": False, "reason": "-"})
+    assert list(med.to_json()) == ["per_N", "confidence", "n_boot", "excluded_N", "ok", "reason"] and med.linear is None

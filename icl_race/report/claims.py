@@ -18,7 +18,7 @@ from icl_race.analysis.threshold import interval_verdict, sign_verdict
 from icl_race.report.cell import CellStats, Modality
 from icl_race.report.format import ci_text, num, p_eq, pct
 from icl_race.report.paper import PAPER
-from icl_race.report.sweep_sections import Balanced, NearKstar, RegimeRow, Scaling, Threshold
+from icl_race.report.sweep_sections import Balanced, NearKstar, RegimeRow, Scaling, Slope, Threshold
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,36 +174,30 @@ def _rule_verdict(regime: list[RegimeRow]) -> str | None:
     return "not comparable (acquisition rule differs from the paper's: the first evaluation above 0.95)"
 
 
-def _slope_text(t: Threshold) -> tuple[str, dict]:
+def _slope_text(t: Threshold) -> tuple[str, Slope]:
     """Our K* slope of one group as text (in the regime first, where it is measured), and the in-regime
     slope its verdict reads."""
     s, s1, ss = t.kstar_slope, t.kstar_slope_N_minus_1, t.kstar_slope_paper_sigmoid
-    extra = f"; against log(N-1): {s1['slope']:.2f} {ci_text(s1.get('slope_ci'), '{:.2f}')}" if s1.get("ok") else ""
-    extra += (
-        f"; paper's sigmoid estimator: {ss['slope']:.2f} {ci_text(ss.get('slope_ci'), '{:.2f}')}"
-        if ss.get("ok")
-        else ""
-    )
-    txt = f"{s['slope']:.2f} {ci_text(s.get('slope_ci'), '{:.2f}')} from {s['n_points']} values of N{extra} ({t.label})"
+    extra = f"; against log(N-1): {s1.slope:.2f} {ci_text(s1.slope_ci, '{:.2f}')}" if s1.ok else ""
+    extra += f"; paper's sigmoid estimator: {ss.slope:.2f} {ci_text(ss.slope_ci, '{:.2f}')}" if ss.ok else ""
+    txt = f"{s.slope:.2f} {ci_text(s.slope_ci, '{:.2f}')} from {s.n_points} values of N{extra} ({t.label})"
     reg = t.in_regime
-    rs = reg.kstar_slope if reg is not None else {"ok": False}
-    if rs.get("ok"):
+    rs = reg.kstar_slope if reg is not None else Slope(ok=False)
+    if reg is not None and rs.ok:
         local = "; ".join(
-            f"N = {a}-{b}: {ls['slope']:.2f} {ci_text(ls.get('slope_ci'), '{:.2f}')}"
-            for (a, b), ls in ((x["N"], x) for x in reg.local_slopes)
-            if ls.get("ok")
+            f"N = {ls.N[0]}-{ls.N[1]}: {ls.slope:.2f} {ci_text(ls.slope_ci, '{:.2f}')}"
+            for ls in reg.local_slopes
+            if ls.ok and ls.N is not None
         )
         txt = (
-            f"in the regime (N = {', '.join(map(str, reg.N))}): {rs['slope']:.2f} "
-            f"{ci_text(rs.get('slope_ci'), '{:.2f}')}"
-            + (f" (local: {local})" if len(reg.N) > 2 else "")
-            + f"; all N: {txt}"
+            f"in the regime (N = {', '.join(map(str, reg.N))}): {rs.slope:.2f} "
+            f"{ci_text(rs.slope_ci, '{:.2f}')}" + (f" (local: {local})" if len(reg.N) > 2 else "") + f"; all N: {txt}"
         )
     return txt, rs
 
 
 def _kstar_slopes(standard: list[Threshold], regime: list[RegimeRow]) -> list[Comparison]:
-    slopes = [t for t in standard if t.kstar_slope.get("ok")]
+    slopes = [t for t in standard if t.kstar_slope.ok]
     if not slopes:
         return [
             Comparison.missing(CLAIMS["kstar_slope_measured_missing"]),
@@ -217,11 +211,11 @@ def _kstar_slopes(standard: list[Threshold], regime: list[RegimeRow]) -> list[Co
             ("kstar_slope_predicted", PAPER.kstar_slope_predicted),
         ):
             verdict = (
-                _rule_verdict(regime) or interval_verdict(rs.get("slope_ci"), ref)
-                if rs.get("ok")
+                _rule_verdict(regime) or interval_verdict(rs.slope_ci, ref)
+                if rs.ok
                 else f"not measured in the regime (N in the abrupt regime: {_regime_Ns(regime)})"
             )
-            rows.append(Comparison.of(CLAIMS[name], txt, verdict, estimate=rs.get("slope"), ci=rs.get("slope_ci")))
+            rows.append(Comparison.of(CLAIMS[name], txt, verdict, estimate=rs.slope, ci=rs.slope_ci))
     return rows
 
 
@@ -230,9 +224,9 @@ def _kstar_N100(standard: list[Threshold]) -> list[Comparison]:
     order = math.log10(PAPER.kstar_N100_order)
     for t in standard:
         a = t.acquisition.get(100)
-        if a is None or not a.get("ok"):
+        if a is None or not a.ok:
             continue
-        ci = a["log10_kstar_ci"]
+        ci = a.log10_kstar_ci
         v = (
             "not measured (no CI)"
             if ci[0] is None
@@ -241,7 +235,7 @@ def _kstar_N100(standard: list[Threshold]) -> list[Comparison]:
         rows.append(
             Comparison.of(
                 CLAIMS["kstar_N100"],
-                f"{a['kstar']:,.0f} {ci_text(a['kstar_ci'])} ({t.label})",
+                f"{a.kstar:,.0f} {ci_text(a.kstar_ci)} ({t.label})",
                 v + " (order of magnitude: CI overlaps 10^3.5-10^4.5)",
             )
         )
@@ -249,31 +243,31 @@ def _kstar_N100(standard: list[Threshold]) -> list[Comparison]:
 
 
 def _t_icl_vs_N(scalings: list[Scaling], regime: list[RegimeRow]) -> list[Comparison]:
-    meds = [s for s in scalings if s.median_vs_N.get("ok")]
+    meds = [s for s in scalings if s.median_vs_N.ok]
     if not meds:
         return [Comparison.missing(CLAIMS["t_icl_linear"])]
     rows = []
     no_regime = f"not measured in the regime (N in the abrupt regime: {_regime_Ns(regime)})"
     for s in meds:
         m = s.median_vs_N
-        reg = (s.in_regime.median_vs_N if s.in_regime is not None else None) or {"ok": False}
-        used = reg if reg.get("ok") else None
+        reg = s.in_regime
+        used = reg.median_vs_N if reg is not None and reg.median_vs_N.ok else None
         where = (
-            f"in the regime (N = {', '.join(map(str, s.in_regime.N))})"
-            if used
-            else f"all N: {', '.join(str(p['N']) for p in m['per_N'])}"
+            f"in the regime (N = {', '.join(map(str, reg.N))})"
+            if used is not None and reg is not None
+            else f"all N: {', '.join(str(p.N) for p in m.per_N)}"
         )
         fit = used or m
-        lin = fit["linear"]
+        lin = fit.linear
         txt = (
-            f"{where}: slope {lin['slope']:,.1f} {ci_text(lin.get('slope_ci'), '{:,.1f}')} steps per token, intercept "
-            f"{lin['intercept']:,.0f} {ci_text(lin.get('intercept_ci'), '{:,.0f}')}"
+            f"{where}: slope {lin.slope:,.1f} {ci_text(lin.slope_ci, '{:,.1f}')} steps per token, intercept "
+            f"{lin.intercept:,.0f} {ci_text(lin.intercept_ci, '{:,.0f}')}"
         )
-        sv = sign_verdict(lin.get("slope_ci"), +1)
-        if "quadratic" in fit:
-            q = fit["quadratic"]
-            txt += f"; quadratic term {q['c2']:,.0f} {ci_text(q['c2_ci'])}"
-            curved = q["c2_ci"][0] is not None and (q["c2_ci"][0] > 0 or q["c2_ci"][1] < 0)
+        sv = sign_verdict(lin.slope_ci, +1)
+        if fit.quadratic is not None:
+            q = fit.quadratic
+            txt += f"; quadratic term {q.c2:,.0f} {ci_text(q.c2_ci)}"
+            curved = q.c2_ci[0] is not None and (q.c2_ci[0] > 0 or q.c2_ci[1] < 0)
             verdict = "disagrees (curved: quadratic term's CI excludes 0)" if curved else sv
         else:
             verdict = "inconclusive (2 values of N: linearity untestable)" if sv == "agrees" else sv
@@ -282,12 +276,12 @@ def _t_icl_vs_N(scalings: list[Scaling], regime: list[RegimeRow]) -> list[Compar
                 CLAIMS["t_icl_linear"], txt + f" ({s.label})", (_rule_verdict(regime) or verdict) if used else no_regime
             )
         )
-        ll = fit["loglog"]
+        ll = fit.loglog
         rows.append(
             Comparison.of(
                 CLAIMS["t_icl_proportional"],
-                f"{where}: {ll['slope']:.2f} {ci_text(ll.get('slope_ci'), '{:.2f}')} ({s.label})",
-                (_rule_verdict(regime) or interval_verdict(ll.get("slope_ci"), 1.0)) if used else no_regime,
+                f"{where}: {ll.slope:.2f} {ci_text(ll.slope_ci, '{:.2f}')} ({s.label})",
+                (_rule_verdict(regime) or interval_verdict(ll.slope_ci, 1.0)) if used else no_regime,
             )
         )
     return rows

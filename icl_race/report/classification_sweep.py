@@ -27,9 +27,11 @@ from icl_race.report.sample import Sample, pool
 from icl_race.report.sweep_sections import (
     RETIREMENT_FIELDS,
     Balanced,
+    MedianVsN,
     RegimeRow,
     Scaling,
     ScalingInRegime,
+    Slope,
     Threshold,
     ThresholdInRegime,
     balanced,
@@ -216,31 +218,33 @@ def _in_regime_threshold(t: Threshold, abrupt: set) -> ThresholdInRegime:
     """The K* slope over the N of this group that are in the abrupt regime (no new bootstrap draws:
     the per-N replicates are reused)."""
     acq = t.acquisition
-    Ns = [N for N in t.N if N in abrupt and acq[N].get("ok")]
+    Ns = [N for N in t.N if N in abrupt and acq[N].ok]
 
-    def fit(ns):
+    def fit(ns) -> dict:
         return th.power_law_slope(
             np.log10(np.array(ns, float)),
-            np.array([acq[N]["b"] for N in ns]),
-            np.stack([acq[N]["boot_log10_kstar"] for N in ns]) if ns else None,
+            np.array([acq[N].b for N in ns]),
+            np.stack([acq[N].boot_log10_kstar for N in ns]) if ns else None,
         )
 
     return ThresholdInRegime(
         Ns,
-        fit(Ns),
-        [{"N": [a, b], **fit([a, b])} for a, b in zip(Ns, Ns[1:])],
+        Slope.of(fit(Ns)),
+        [Slope.of({"N": [a, b], **fit([a, b])}) for a, b in zip(Ns, Ns[1:])],
         [n for n in t.near_kstar if n.N in abrupt],
     )
 
 
-def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> dict:
+def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> MedianVsN:
     tt = [censored_times(samples[i].t, samples[i].censor_at) for i in idx]
-    return th.median_vs_N(
-        np.array([samples[i].N for i in idx]),
-        [a for a, _ in tt],
-        [b for _, b in tt],
-        n_boot=draws.n_boot,
-        rng=draws.rng("t_icl_vs_N", *(c for i in idx for c in samples[i].cells)),
+    return MedianVsN.of(
+        th.median_vs_N(
+            np.array([samples[i].N for i in idx]),
+            [a for a, _ in tt],
+            [b for _, b in tt],
+            n_boot=draws.n_boot,
+            rng=draws.rng("t_icl_vs_N", *(c for i in idx for c in samples[i].cells)),
+        )
     )
 
 
@@ -251,7 +255,7 @@ def _in_regime_scaling(scaling: Scaling, idx, samples, abrupt: set, draws: Draws
     Ns = [samples[i].N for i in sub]
     if len(sub) == len(idx):
         return ScalingInRegime(Ns, scaling.median_vs_N)
-    return ScalingInRegime(Ns, _median_vs_N(sub, samples, draws) if len(Ns) >= 2 else {"ok": False})
+    return ScalingInRegime(Ns, _median_vs_N(sub, samples, draws) if len(Ns) >= 2 else MedianVsN.of({"ok": False}))
 
 
 def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[CellStats], draws: Draws) -> Scaling:

@@ -44,23 +44,24 @@ def record_json(rec) -> dict:
     its JSON name (`key`), nested records through their own `to_json`. The one place a record becomes a
     dict: the records' field order is report.json's key order."""
     return {
-        f.metadata.get("json", f.name): _plain(getattr(rec, f.name))
+        f.metadata.get("json", f.name): plain(getattr(rec, f.name))
         for f in dataclasses.fields(rec)
         if not (f.metadata.get("omit_none") and getattr(rec, f.name) is None)
     }
 
 
-def _plain(v):
+def plain(v):
+    """A value of a record as JSON-ready Python: nested records through their `to_json`."""
     if hasattr(v, "to_json") and not isinstance(v, type):
         return v.to_json()
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return record_json(v)
     if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
+        return {k: plain(x) for k, x in v.items()}
     if isinstance(v, list):
-        return [_plain(x) for x in v]
+        return [plain(x) for x in v]
     if isinstance(v, tuple):
-        return tuple(_plain(x) for x in v)
+        return tuple(plain(x) for x in v)
     return v
 
 

@@ -16,7 +16,7 @@ from icl_race.report.claims import comparison_markdown
 from icl_race.report.classification_sweep import SweepReport
 from icl_race.report.format import ci_text, num, p_value, pct, slug
 from icl_race.report.paper import PAPER, methods_markdown
-from icl_race.report.sweep_sections import BALANCED_METRICS, Balanced, Scaling, Threshold
+from icl_race.report.sweep_sections import BALANCED_METRICS, Balanced, Scaling, Sigmoid, Threshold
 
 
 def _header(rep: SweepReport) -> list[str]:
@@ -59,8 +59,8 @@ def _regime(rep: SweepReport) -> list[str]:
     return md + [""]
 
 
-def _sigmoid_cells(s: dict) -> list[str]:
-    return [num(s.get("kstar")), ci_text(s.get("kstar_ci"))] if s.get("ok") else ["-", f"not fitted: {s['reason']}"]
+def _sigmoid_cells(s: Sigmoid) -> list[str]:
+    return [num(s.kstar), ci_text(s.kstar_ci)] if s.ok else ["-", f"not fitted: {s.reason}"]
 
 
 def _threshold(t: Threshold, figures: KeysView[str]) -> list[str]:
@@ -75,17 +75,18 @@ def _threshold(t: Threshold, figures: KeysView[str]) -> list[str]:
     for N in t.N:
         a = t.acquisition[N]
         md.append(
-            f"| {N} | {num(a.get('kstar'))} | {ci_text(a.get('kstar_ci'))} | "
-            f"{' | '.join(_sigmoid_cells(t.paper_sigmoid[N]))} | {len(a['cells'])} | {a.get('bracketed', 'n/a')} |"
+            f"| {N} | {num(a.kstar)} | {ci_text(a.kstar_ci)} | "
+            f"{' | '.join(_sigmoid_cells(t.paper_sigmoid[N]))} | {len(a.cells)} | "
+            f"{a.bracketed if 'bracketed' in a.keys else 'n/a'} |"
         )
     sl = t.kstar_slope
-    if sl.get("ok"):
+    if sl.ok:
         m1 = t.kstar_slope_N_minus_1
         md += [
             "",
-            f"Slope of log10 K* on log10 N: **{sl['slope']:.3f}** {ci_text(sl.get('slope_ci'), '{:.3f}')} "
-            f"(bootstrap percentile, {sl.get('boot_used', 0)} replicates used); against log10(N - 1): "
-            f"{m1['slope']:.3f} {ci_text(m1.get('slope_ci'), '{:.3f}')}.",
+            f"Slope of log10 K* on log10 N: **{sl.slope:.3f}** {ci_text(sl.slope_ci, '{:.3f}')} "
+            f"(bootstrap percentile, {sl.boot_used or 0} replicates used); against log10(N - 1): "
+            f"{m1.slope:.3f} {ci_text(m1.slope_ci, '{:.3f}')}.",
         ]
     md += ["", f"![acquisition vs K](figures/acquisition_vs_K__{tag}.png)", ""]
     md += [
@@ -117,17 +118,14 @@ def _scaling(s: Scaling) -> list[str]:
         "| N | seeds | acquired | KM median t_ICL | 95% CI (bootstrap percentile) |",
         "|---|---|---|---|---|",
     ]
-    md += [
-        f"| {p['N']} | {p['n']} | {p['acquired']} | {num(p['median'])} | {ci_text(p['median_ci'])} |"
-        for p in m["per_N"]
-    ]
-    if m.get("ok"):
-        lin, ll = m["linear"], m["loglog"]
+    md += [f"| {p.N} | {p.n} | {p.acquired} | {num(p.median)} | {ci_text(p.median_ci)} |" for p in m.per_N]
+    if m.ok:
+        lin, ll = m.linear, m.loglog
         md += [
             "",
-            f"Linear fit: median = {lin['intercept']:,.0f} {ci_text(lin.get('intercept_ci'))} + "
-            f"{lin['slope']:,.1f} {ci_text(lin.get('slope_ci'), '{:,.1f}')} N; log-log exponent "
-            f"{ll['slope']:.3f} {ci_text(ll.get('slope_ci'), '{:.3f}')} (bootstrap percentile).",
+            f"Linear fit: median = {lin.intercept:,.0f} {ci_text(lin.intercept_ci)} + "
+            f"{lin.slope:,.1f} {ci_text(lin.slope_ci, '{:,.1f}')} N; log-log exponent "
+            f"{ll.slope:.3f} {ci_text(ll.slope_ci, '{:.3f}')} (bootstrap percentile).",
         ]
     return md + ["", f"![t_ICL vs N](figures/t_icl_vs_N__{slug(s.label)}.png)", ""]
 
@@ -247,14 +245,16 @@ def figures(rep: SweepReport) -> dict:
     figs, samples = {}, rep.samples
     for t in rep.thresholds:
         tag, label = slug(t.label), t.label
-        figs[f"acquisition_vs_K__{tag}"] = F.acquisition_vs_K(t.acquisition, title=f"Acquisition vs K ({label})")
-        ok_N = [N for N in t.N if t.acquisition[N].get("ok")]
+        figs[f"acquisition_vs_K__{tag}"] = F.acquisition_vs_K(
+            {N: a.to_json() for N, a in t.acquisition.items()}, title=f"Acquisition vs K ({label})"
+        )
+        ok_N = [N for N in t.N if t.acquisition[N].ok]
         if len(ok_N) >= 2:
             figs[f"kstar_vs_N__{tag}"] = F.kstar_vs_N(
                 ok_N,
-                [t.acquisition[N]["b"] for N in ok_N],
-                [t.acquisition[N]["log10_kstar_ci"] for N in ok_N],
-                t.kstar_slope,
+                [t.acquisition[N].b for N in ok_N],
+                [t.acquisition[N].log10_kstar_ci for N in ok_N],
+                t.kstar_slope.to_json(),
                 ref_slope=PAPER.kstar_slope_predicted,
                 title=f"K*(N) ({label})",
             )
@@ -274,7 +274,7 @@ def figures(rep: SweepReport) -> dict:
             [samples[i].N for i in idx],
             [samples[i].t for i in idx],
             [samples[i].censor_at for i in idx],
-            s.median_vs_N,
+            s.median_vs_N.to_json(),
             title=f"t_ICL vs N at K = infinity ({s.label})",
         )
     for b in rep.balanced_vs_standard:

@@ -15,7 +15,7 @@ from icl_race.analysis import threshold as th
 from icl_race.analysis.survival import censored_times, logrank
 from icl_race.report.cell import Bimodality, CellStats, MedianCI, Record
 from icl_race.report.draws import Draws
-from icl_race.report.format import OMIT_NONE, key
+from icl_race.report.format import OMIT_NONE, key, plain
 from icl_race.report.sample import Sample
 
 N_BOOT_SIGMOID = 200
@@ -31,6 +31,141 @@ OBSERVATION_FIELDS = {"train.eval_every", "train.early_stop", "train.stop_when_a
 # names them. They do change a seed's final accuracy (read when it retired), so the paper's sigmoid,
 # which is fitted to final accuracy, gets no slope across N that retired seeds differently.
 RETIREMENT_FIELDS = {"train.stop_threshold", "train.settle_iwl"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit(Record):
+    """A result of `analysis.threshold` as a typed record. Its keys vary with the outcome (a fit that failed
+    has ok = False and a reason; an optional statistic may be absent): a field the result lacks is None, and
+    `keys` keeps the result's keys in its order, which is the order report.json writes."""
+
+    keys: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
+
+    @classmethod
+    def of(cls, d: dict):
+        return cls(keys=tuple(d), **{k: cls._nested(k, v) for k, v in d.items()})
+
+    @classmethod
+    def _nested(cls, key: str, value):
+        return value
+
+    def to_json(self) -> dict:
+        return {k: plain(getattr(self, k)) for k in self.keys}
+
+
+@dataclasses.dataclass(frozen=True)
+class Slope(Fit):
+    """A least-squares line with bootstrap CIs (`threshold.power_law_slope`); N: the pair of N of a local slope."""
+
+    N: list[int] | None = None
+    ok: bool = False
+    reason: str | None = None
+    slope: float | None = None
+    intercept: float | None = None
+    n_points: int | None = None
+    confidence: float | None = None
+    r2: float | None = None
+    slope_ci: list | None = None
+    intercept_ci: list | None = None
+    boot_used: int | None = None
+    boot_dropped: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AcquisitionCell(Record):
+    log10_K: float
+    k: int
+    n: int
+    fraction: float
+    ci: list
+
+
+@dataclasses.dataclass(frozen=True)
+class Acquisition(Fit):
+    """The logistic fit of the acquired fraction on log10 K at one N and its K* (`threshold.acquisition_curve`)."""
+
+    cells: list[AcquisitionCell] = dataclasses.field(default_factory=list)
+    confidence: float | None = None
+    n_boot: int | None = None
+    ok: bool = False
+    reason: str | None = None
+    a: float | None = None
+    b: float | None = None  # log10 K*
+    kstar: float | None = None
+    log10_kstar: float | None = None
+    log10_kstar_ci: list | None = None
+    separated: bool | None = None
+    kstar_ci: list | None = None
+    boot_failed: int | None = None
+    bracketed: bool | None = None
+    boot_log10_kstar: np.ndarray | None = None  # the replicates (not in report.json)
+    ci_method: str | None = None
+
+    @classmethod
+    def _nested(cls, key: str, value):
+        return [AcquisitionCell(**c) for c in value] if key == "cells" else value
+
+
+@dataclasses.dataclass(frozen=True)
+class Sigmoid(Fit):
+    """The paper's 4-parameter sigmoid on final ICL accuracy at one N (`threshold.paper_sigmoid`)."""
+
+    ok: bool = False
+    reason: str | None = None
+    a: float | None = None
+    b: float | None = None
+    c: float | None = None
+    d: float | None = None
+    kstar: float | None = None
+    log10_kstar: float | None = None
+    log10_kstar_ci: list | None = None
+    kstar_ci: list | None = None
+    b_bounds: list | None = None
+    at_bound: bool | None = None
+    n_boot: int | None = None
+    confidence: float | None = None
+    n_K: int | None = None
+    boot_failed: int | None = None
+    boot_log10_kstar: np.ndarray | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MedianAtN(Record):
+    N: int
+    median: float | None
+    median_ci: list
+    n: int
+    acquired: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Quadratic(Record):
+    c2: float
+    c2_ci: list
+    units: str
+
+
+@dataclasses.dataclass(frozen=True)
+class MedianVsN(Fit):
+    """KM median t_ICL per N and its linear, log-log and quadratic fits (`threshold.median_vs_N`)."""
+
+    per_N: list[MedianAtN] = dataclasses.field(default_factory=list)
+    confidence: float | None = None
+    n_boot: int | None = None
+    excluded_N: list[int] | None = None
+    ok: bool = False
+    reason: str | None = None
+    linear: Slope | None = None
+    loglog: Slope | None = None
+    quadratic: Quadratic | None = None
+
+    @classmethod
+    def _nested(cls, key: str, value):
+        if key == "per_N":
+            return [MedianAtN(**p) for p in value]
+        if key in ("linear", "loglog"):
+            return Slope.of(value)
+        return Quadratic(**value) if key == "quadratic" else value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +194,8 @@ class ThresholdInRegime(Record):
     """A group's K* slope over the N in the abrupt regime, and its cells nearest K* there."""
 
     N: list[int]
-    kstar_slope: dict  # threshold.power_law_slope
-    local_slopes: list[dict]  # per pair of neighbouring N: {"N": [a, b], **threshold.power_law_slope}
+    kstar_slope: Slope
+    local_slopes: list[Slope]  # per pair of neighbouring N (its N: the pair)
     near_kstar: list[NearKstar]
 
 
@@ -72,11 +207,11 @@ class Threshold(Record):
     label: str
     variant: str  # "standard", "balanced" or "mixed"
     N: list[int]
-    acquisition: dict[int, dict]  # N -> threshold.acquisition_curve (logistic midpoint K*, its bootstrap CI)
-    paper_sigmoid: dict[int, dict]  # N -> threshold.paper_sigmoid (the paper's 4-parameter sigmoid K*)
-    kstar_slope: dict  # log10 K* on log10 N (threshold.power_law_slope)
-    kstar_slope_N_minus_1: dict
-    kstar_slope_paper_sigmoid: dict
+    acquisition: dict[int, Acquisition]  # N -> the logistic midpoint K*, its bootstrap CI
+    paper_sigmoid: dict[int, Sigmoid]  # N -> the paper's 4-parameter sigmoid K*
+    kstar_slope: Slope  # log10 K* on log10 N
+    kstar_slope_N_minus_1: Slope
+    kstar_slope_paper_sigmoid: Slope
     near_kstar: list[NearKstar]  # per N
     heatmap: Heatmap
     in_regime: ThresholdInRegime | None = None
@@ -87,7 +222,7 @@ class ScalingInRegime(Record):
     """Median t_ICL vs N over the N of a group in the abrupt regime."""
 
     N: list[int]
-    median_vs_N: dict  # threshold.median_vs_N, or {"ok": False} with fewer than 2 N
+    median_vs_N: MedianVsN  # ok = False alone with fewer than 2 N
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +231,7 @@ class Scaling(Record):
 
     group: dict[str, object]
     label: str
-    median_vs_N: dict  # threshold.median_vs_N: KM median per N, linear and log-log fits
+    median_vs_N: MedianVsN  # KM median per N, linear and log-log fits
     lognormal_per_N: list[dict]  # per N: {"N", **survival.fit_lognormal}
     cell_index: list[int]
     in_regime: ScalingInRegime | None = None
@@ -165,12 +300,14 @@ def logrank_of(a: Sample, b: Sample) -> dict:
     return logrank(*censored_times(a.t, a.censor_at), *censored_times(b.t, b.censor_at))
 
 
-def _slope(Ns: list, fits: dict, log_N) -> dict:
-    ok = [N for N in Ns if fits[N].get("ok")]
-    return th.power_law_slope(
-        log_N(np.array(ok, float)),
-        np.array([fits[N]["b"] for N in ok]),
-        np.stack([fits[N]["boot_log10_kstar"] for N in ok]) if ok else None,
+def _slope(Ns: list, fits: dict, log_N) -> Slope:
+    ok = [N for N in Ns if fits[N].ok]
+    return Slope.of(
+        th.power_law_slope(
+            log_N(np.array(ok, float)),
+            np.array([fits[N].b for N in ok]),
+            np.stack([fits[N].boot_log10_kstar for N in ok]) if ok else None,
+        )
     )
 
 
@@ -194,9 +331,11 @@ def threshold(
         x = np.log10(sorted(by_K))
         cells = [c for at_K in sub for i in at_K for c in samples[i].cells]
         acquired, final = zip(*(_each_seed_once(at_K, samples) for at_K in sub))
-        curves[N] = th.acquisition_curve(x, list(acquired), n_boot=draws.n_boot, rng=draws.rng("acquisition", *cells))
-        curves[N]["ci_method"] = "bootstrap percentile, seeds resampled within cells"
-        sigmoids[N] = (
+        curves[N] = Acquisition.of(
+            th.acquisition_curve(x, list(acquired), n_boot=draws.n_boot, rng=draws.rng("acquisition", *cells))
+            | {"ci_method": "bootstrap percentile, seeds resampled within cells"}
+        )
+        sigmoids[N] = Sigmoid.of(
             th.paper_sigmoid(
                 x, list(final), n_boot=min(draws.n_boot, N_BOOT_SIGMOID), rng=draws.rng("paper_sigmoid", *cells)
             )
@@ -205,19 +344,21 @@ def threshold(
         )
         for K, a in zip(sorted(by_K), acquired):
             grid[Ns.index(N), Ks.index(K)] = a.mean() if a.size else np.nan
-        if curves[N].get("ok"):
-            j = best(sub[int(np.argmin(np.abs(x - curves[N]["b"])))][0])
+        if curves[N].ok:
+            j = best(sub[int(np.argmin(np.abs(x - curves[N].b)))][0])
             near.append(NearKstar(N, samples[j].K, stats[j].label, stats[j].bimodality, stats[j].acquired_fraction, j))
     variants = {samples[i].variant for i in idx}
     retirements = {tuple(samples[i].condition().get(k) for k in sorted(RETIREMENT_FIELDS)) for i in idx}
     sigmoid_slope = (
         _slope(Ns, sigmoids, np.log10)
         if len(retirements) == 1
-        else {
-            "ok": False,
-            "reason": "the cells retire seeds differently (train.stop_threshold, "
-            "train.settle_iwl), which changes final accuracy",
-        }
+        else Slope.of(
+            {
+                "ok": False,
+                "reason": "the cells retire seeds differently (train.stop_threshold, "
+                "train.settle_iwl), which changes final accuracy",
+            }
+        )
     )
     return Threshold(
         gfields,
