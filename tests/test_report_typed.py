@@ -18,6 +18,9 @@ from icl_race.report.format import OMIT_NONE, jsonable, key
 from icl_race.report.sweep_sections import (
     Acquisition,
     Balanced,
+    CellDifference,
+    Counts,
+    Difference,
     Heatmap,
     MedianVsN,
     NearKstar,
@@ -177,7 +180,8 @@ def _scaling():
 
 
 def _balanced():
-    diff = {"mean_diff": 0.2, "mean_diff_ci": [0.1, 0.3]}
+    counts = Counts(np.array([10]), np.array([20]))
+    diff = Difference([CellDifference(0.6, 0.4, 0.2, [0.1, 0.3])], 0.2, [0.1, 0.3], 0.95, 10, counts, counts)
     return Balanced({}, "all", [50], [1000], "-", [], diff, diff)
 
 

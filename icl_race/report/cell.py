@@ -213,8 +213,10 @@ def _opt(**meta) -> dataclasses.Field:
 
 @dataclasses.dataclass(frozen=True)
 class Lognormal(Record):
-    """Censored-MLE lognormal of t_ICL (`analysis.survival.fit_lognormal`), or why it was not fitted."""
+    """Censored-MLE lognormal of t_ICL (`analysis.survival.fit_lognormal`), or why it was not fitted; N: the
+    N of the cell it was fitted to, where a sweep lists the fits per N."""
 
+    N: int | None = dataclasses.field(default=None, kw_only=True, metadata=OMIT_NONE)
     ok: bool
     reason: str | None = _opt()
     mu: float | None = _opt()
@@ -283,6 +285,15 @@ class Tail(Record):
                 "likelihood_ratio": LikelihoodRatio(**d["likelihood_ratio"]),
             }
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class Unfinished(Record):
+    """A sweep's cell that the report skips: its directory name, its label where its config reads, and why."""
+
+    cell: str
+    label: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+    reason: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -309,11 +309,11 @@ def _balanced(balanced: list[Balanced]) -> list[Comparison]:
     for b in balanced:
         a, q = b.acc_above, b.acquired
         txt = (
-            f"standard - balanced, mean over {len(b.K)} (N, K) cells: {a['mean_diff']:+.2f} "
-            f"{ci_text(a['mean_diff_ci'], '{:+.2f}')} (accuracy > 0.75); {q['mean_diff']:+.2f} "
-            f"{ci_text(q['mean_diff_ci'], '{:+.2f}')} (acquired) ({b.label})"
+            f"standard - balanced, mean over {len(b.K)} (N, K) cells: {a.mean_diff:+.2f} "
+            f"{ci_text(a.mean_diff_ci, '{:+.2f}')} (accuracy > 0.75); {q.mean_diff:+.2f} "
+            f"{ci_text(q.mean_diff_ci, '{:+.2f}')} (acquired) ({b.label})"
         )
-        rows.append(Comparison.of(CLAIMS["balanced"], txt, sign_verdict(a["mean_diff_ci"], +1)))
+        rows.append(Comparison.of(CLAIMS["balanced"], txt, sign_verdict(a.mean_diff_ci, +1)))
     return rows
 
 

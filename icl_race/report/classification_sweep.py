@@ -19,7 +19,7 @@ from icl_race.analysis import threshold as th
 from icl_race.analysis.survival import censored_times
 from icl_race.config import ConfigError, from_dict
 from icl_race.report import levers
-from icl_race.report.cell import CellStats, analyze
+from icl_race.report.cell import CellStats, Lognormal, Unfinished, analyze
 from icl_race.report.claims import Comparison, sweep_comparisons
 from icl_race.report.draws import Draws
 from icl_race.report.paper import paper_differences, scale_text
@@ -51,7 +51,7 @@ class SweepReport:
     samples: list[Sample]
     cells: list[CellStats]
     n_cells_finished: int
-    unfinished: list[dict]
+    unfinished: list[Unfinished]
     varying_fields: list[str]
     differences_from_paper_settings: list[str]
     sweep_toml: str | None
@@ -75,7 +75,7 @@ class SweepReport:
             "dir": str(self.dir),
             "n_cells_finished": self.n_cells_finished,
             "n_conditions": len(self.cells),
-            "unfinished": self.unfinished,
+            "unfinished": [u.to_json() for u in self.unfinished],
             "varying_fields": self.varying_fields,
             "cells": [c.to_json() for c in self.cells],
         }
@@ -94,25 +94,25 @@ class SweepReport:
         }
 
 
-def _label(cfg: dict) -> dict:
+def _label(cfg: dict) -> str | None:
     try:
         c = from_dict(cfg)
     except ConfigError:
-        return {}
-    return {"label": f"{c.task.variant} K={'inf' if c.task.variant == 'infinite' else c.task.K} N={c.task.N}"}
+        return None
+    return f"{c.task.variant} K={'inf' if c.task.variant == 'infinite' else c.task.K} N={c.task.N}"
 
 
-def discover(sweep: rundir.SweepDir) -> tuple[list[Sample], list[dict]]:
+def discover(sweep: rundir.SweepDir) -> tuple[list[Sample], list[Unfinished]]:
     finished, unfinished = [], []
     for c in sweep.cells:
-        label = _label(c.config) if c.config else {}
+        label = _label(c.config) if c.config else None
         if c.run is None:
-            unfinished.append({"cell": c.name, **label, "reason": c.reason})
+            unfinished.append(Unfinished(c.name, label, c.reason))
             continue
         try:
             finished.append(Sample.of(c.run))
         except ConfigError as e:
-            unfinished.append({"cell": c.name, **label, "reason": str(e)})
+            unfinished.append(Unfinished(c.name, label, str(e)))
     return finished, unfinished
 
 
@@ -266,6 +266,11 @@ def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[C
         gfields,
         label,
         _median_vs_N(idx, samples, draws),
-        [{"N": samples[i].N, **(ln.to_json() if (ln := stats[i].lognormal) else {})} for i in idx],
+        [_lognormal_at(samples[i].N, stats[i]) for i in idx],
         idx,
     )
+
+
+def _lognormal_at(N: int, st: CellStats) -> Lognormal:
+    """A cell's lognormal fit with its N (every cell of a t_ICL(N) group has seeds, so has the fit)."""
+    return dataclasses.replace(st.lognormal or Lognormal(ok=False, reason="not fitted"), N=N)

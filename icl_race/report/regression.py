@@ -59,7 +59,7 @@ from icl_race.plots.regression import (
     panels_figure,
     transitions_figure,
 )
-from icl_race.report.cell import Record
+from icl_race.report.cell import Record, Unfinished
 from icl_race.report.format import OMIT_NONE
 from icl_race.theory.linear_attention import staircase
 
@@ -405,14 +405,14 @@ class RegressionSweepReport:
     fields: list[str]  # the grid's fields (sweep.toml)
     samples: list[RegressionSample]
     cells: list[RegressionCell]
-    unfinished: list[dict]  # {"cell", "reason"}
+    unfinished: list[Unfinished]
 
     def to_json(self) -> dict:
         return {
             "kind": "linear_regression_sweep",
             "fields": self.fields,
             "cells": [c.to_json() for c in self.cells],
-            "unfinished": self.unfinished,
+            "unfinished": [u.to_json() for u in self.unfinished],
         }
 
 
@@ -426,7 +426,7 @@ def compute_sweep(sweep: rundir.SweepDir) -> RegressionSweepReport:
                 raise ConfigError(f"{cell.dir}: {cell.reason}" if cell.config else cell.reason)
             samples.append(RegressionSample.of(cell.run))
         except ConfigError as e:
-            unfinished.append({"cell": cell.name, "reason": str(e)})
+            unfinished.append(Unfinished(cell.name, reason=str(e)))
     if not samples:
         raise ConfigError(f"{sweep.dir}: no finished cells")
     numeric = lambda v: (0, float(v), "") if isinstance(v, (int, float)) else (1, 0.0, str(v))
@@ -475,7 +475,7 @@ def sweep_markdown(rep: RegressionSweepReport) -> str:
         md += ["", f"## {c.label}", "", c.stats.setup, ""] + run_markdown(c.stats)
     if rep.unfinished:
         md += ["", "Unfinished or unreadable cells (skipped):", ""]
-        md += [f"- `{u['cell']}`: {u['reason']}" for u in rep.unfinished]
+        md += [f"- `{u.cell}`: {u.reason}" for u in rep.unfinished]
     md += [
         "",
         "![loss curves per cell](figures/loss_curves.png)",

@@ -140,10 +140,10 @@ def _balanced(b: Balanced) -> list[str]:
     ]
     a, q = b.acc_above, b.acquired
     for j, (N, K) in enumerate(zip(b.N, b.K)):
-        pc = a["per_cell"][j]
+        pc, qc = a.per_cell[j], q.per_cell[j]
         md.append(
-            f"| {N} | {K:,} | {pc['p1']:.2f} | {pc['p2']:.2f} | {pc['diff']:+.2f} {ci_text(pc['diff_ci'], '{:+.2f}')} | "
-            f"{q['per_cell'][j]['p1']:.2f} | {q['per_cell'][j]['p2']:.2f} | {p_value(b.t_icl_logrank[j].p)} |"
+            f"| {N} | {K:,} | {pc.p1:.2f} | {pc.p2:.2f} | {pc.diff:+.2f} {ci_text(pc.diff_ci, '{:+.2f}')} | "
+            f"{qc.p1:.2f} | {qc.p2:.2f} | {p_value(b.t_icl_logrank[j].p)} |"
         )
     if b.reference_above is not None:
         md += [
@@ -176,7 +176,7 @@ def _cells(rep: SweepReport) -> list[str]:
         )
     if rep.unfinished:
         md += ["", "Unfinished or unreadable cells (skipped):", ""]
-        md += [f"- `{u['cell']}` {u.get('label', '')}: {u['reason']}" for u in rep.unfinished]
+        md += [f"- `{u.cell}` {u.label or ''}: {u.reason}" for u in rep.unfinished]
     return md + [""]
 
 
@@ -284,8 +284,8 @@ def figures(rep: SweepReport) -> dict:
             panels = [
                 (
                     ylabel,
-                    _wilson(b.metric(m)["standard"]["k"][sel], b.metric(m)["standard"]["n"][sel]),
-                    _wilson(b.metric(m)["balanced"]["k"][sel], b.metric(m)["balanced"]["n"][sel]),
+                    _wilson(b.metric(m).standard.k[sel], b.metric(m).standard.n[sel]),
+                    _wilson(b.metric(m).balanced.k[sel], b.metric(m).balanced.n[sel]),
                 )
                 for m, ylabel in BALANCED_METRICS
             ]

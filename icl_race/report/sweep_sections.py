@@ -13,7 +13,7 @@ import numpy as np
 
 from icl_race.analysis import threshold as th
 from icl_race.analysis.survival import censored_times, logrank
-from icl_race.report.cell import Bimodality, CellStats, MedianCI, Record
+from icl_race.report.cell import Bimodality, CellStats, Lognormal, MedianCI, Record
 from icl_race.report.draws import Draws
 from icl_race.report.format import OMIT_NONE, key, plain
 from icl_race.report.sample import Sample
@@ -232,7 +232,7 @@ class Scaling(Record):
     group: dict[str, object]
     label: str
     median_vs_N: MedianVsN  # KM median per N, linear and log-log fits
-    lognormal_per_N: list[dict]  # per N: {"N", **survival.fit_lognormal}
+    lognormal_per_N: list[Lognormal]  # per N (its N set)
     cell_index: list[int]
     in_regime: ScalingInRegime | None = None
 
@@ -252,6 +252,40 @@ class RegimeRow(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class CellDifference(Record):
+    p1: float  # standard
+    p2: float  # balanced
+    diff: float
+    diff_ci: list
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts(Record):
+    """Per (N, K) cell of one side: k of n seeds."""
+
+    k: np.ndarray
+    n: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference(Record):
+    """Standard minus balanced for one metric (`threshold.fraction_difference`), and each side's counts."""
+
+    per_cell: list[CellDifference]
+    mean_diff: float
+    mean_diff_ci: list
+    confidence: float
+    n_boot: int
+    standard: Counts
+    balanced: Counts
+
+    @classmethod
+    def of(cls, d: dict, standard: Counts, balanced: Counts) -> Difference:
+        cells = [CellDifference(**c) for c in d["per_cell"]]
+        return cls(cells, d["mean_diff"], d["mean_diff_ci"], d["confidence"], d["n_boot"], standard, balanced)
+
+
+@dataclasses.dataclass(frozen=True)
 class Balanced(Record):
     """Balanced minus standard contexts over the (N, K) cells of a group that have both."""
 
@@ -261,14 +295,14 @@ class Balanced(Record):
     K: list[int]
     ci_method: str
     t_icl_logrank: list  # per (N, K): analysis.survival.logrank's result
-    # per metric of BALANCED_METRICS: threshold.fraction_difference, with each side's {"k", "n"} per cell
-    acc_above: dict = dataclasses.field(metadata=key("acc_above_0.75"))
-    acquired: dict
+    # per metric of BALANCED_METRICS
+    acc_above: Difference = dataclasses.field(metadata=key("acc_above_0.75"))
+    acquired: Difference
     reference_above: list[float] | None = dataclasses.field(
         default=None, metadata=key("balanced_reference_icl_test_above_0.75") | OMIT_NONE
     )  # the balanced cells' fraction > 0.75 on the reference's ICL test, where every cell has it
 
-    def metric(self, name: str) -> dict:
+    def metric(self, name: str) -> Difference:
         return {"acc_above_0.75": self.acc_above, "acquired": self.acquired}[name]
 
 
@@ -424,9 +458,10 @@ def balanced(
     for metric, _ in BALANCED_METRICS:
         ks, ns = _counts(stats, si, metric)
         kb, nb = _counts(stats, bi, metric)
-        diffs[metric] = th.fraction_difference(
+        diff = th.fraction_difference(
             ks, ns, kb, nb, n_boot=draws.n_boot, rng=draws.rng(metric, *(c for i in si + bi for c in samples[i].cells))
-        ) | {"standard": {"k": ks, "n": ns}, "balanced": {"k": kb, "n": nb}}
+        )
+        diffs[metric] = Difference.of(diff, Counts(ks, ns), Counts(kb, nb))
     ref = [stats[i].final_icl_ref_acc for i in bi]
     return Balanced(
         gfields,
