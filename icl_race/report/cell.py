@@ -10,6 +10,7 @@ diverged seeds are excluded from every statistic but the outcome counts."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -206,7 +207,7 @@ class Regime(Record):
         return rg.is_abrupt(self.to_json())
 
 
-def _opt(**meta) -> dataclasses.Field:
+def _opt(**meta) -> Any:  # a dataclasses.Field, typed as its default for the checker
     """A field only a fit that succeeded has: left out of the JSON while None."""
     return dataclasses.field(default=None, metadata=OMIT_NONE | meta)
 
@@ -395,7 +396,7 @@ def _regime(s: Sample) -> Regime:
 def analyze(s: Sample, tails: bool = True) -> CellStats:
     """Every per-cell statistic (the tail fits only with `tails`: `hist` does without them)."""
     t = s.t
-    head = dict(
+    head: dict[str, Any] = dict(
         label=s.label,
         cells=s.cells,
         variant=s.variant,

@@ -189,7 +189,8 @@ def outcome_table(c: CellStats) -> list[str]:
             continue
         row = by.get(name)
         lines.append(
-            f"| {name} | {_count(k)} | {_range(row and row.final_icl_acc)} | {_range(row and row.final_iwl_acc)} |"
+            f"| {name} | {_count(k)} | {_range(row.final_icl_acc if row else None)} | "
+            f"{_range(row.final_iwl_acc if row else None)} |"
         )
     fall = o.fall_after_t_icl
     if fall is not None and fall.acquired:

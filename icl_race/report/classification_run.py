@@ -152,8 +152,8 @@ def figures(rep: RunReport) -> dict:
         )
         figs["survival"] = F.survival_curve(
             km.to_json(),
-            c.lognormal and c.lognormal.to_json(),
-            c.tail and c.tail.to_json(),
+            c.lognormal.to_json() if c.lognormal else None,
+            c.tail.to_json() if c.tail else None,
             title=f"Kaplan-Meier, {c.label}",
         )
         fall = c.outcomes.fall_after_t_icl

@@ -298,12 +298,15 @@ def figures(rep: SweepReport) -> dict:
 
 def _cell_figures(rep: SweepReport) -> dict:
     """The run report's per-cell figures as small multiples, one panel per analysable cell."""
-    order, figs = _ordered(rep), {}
+    order, figs = _ordered(rep), dict[str, object]()
     if not order:
         return figs
     cells, samples = rep.cells, rep.samples
-    falls = [(cells[i].label, cells[i].outcomes.fall_after_t_icl) for i in order]
-    falls = [(label, f.to_json()) for label, f in falls if f is not None and f.acquired]
+    falls = [
+        (cells[i].label, f.to_json())
+        for i in order
+        if (f := cells[i].outcomes.fall_after_t_icl) is not None and f.acquired
+    ]
     if falls:
         figs["fall_by_cell"] = P.fall_survival(falls, "Time from t_ICL to a lasting fall (Kaplan-Meier), per cell")
     for name, acc, ylabel in (("icl", "icl_acc", "ICL accuracy"), ("iwl", "iwl_acc", "IWL accuracy")):

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from icl_race.analysis import threshold as th
-from icl_race.analysis.survival import censored_times, logrank
+from icl_race.analysis.survival import LogRank, censored_times, logrank
 from icl_race.report.cell import Bimodality, CellStats, Lognormal, MedianCI, Record
 from icl_race.report.draws import Draws
 from icl_race.report.format import OMIT_NONE, key, plain
@@ -329,7 +329,7 @@ def best_observed(j: int, conds: list[dict], samples: list[Sample]) -> int:
     )
 
 
-def logrank_of(a: Sample, b: Sample) -> dict:
+def logrank_of(a: Sample, b: Sample) -> LogRank:
     """Log-rank test of two cells' t_ICL distributions, each censored at its own time."""
     return logrank(*censored_times(a.t, a.censor_at), *censored_times(b.t, b.censor_at))
 
