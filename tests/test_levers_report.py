@@ -6,7 +6,7 @@ from test_report_golden import _cell, _on_grid
 
 from icl_race import config
 from icl_race.report import levers, write_report
-from icl_race.report.sweep_sections import Scaling, Threshold
+from icl_race.report.sweep_sections import Acquisition, Heatmap, MedianVsN, Scaling, Sigmoid, Slope, Threshold
 
 
 def _threshold(group, kstars):  # what by_lever reads of a Threshold; the rest left empty
@@ -16,19 +16,22 @@ def _threshold(group, kstars):  # what by_lever reads of a Threshold; the rest l
         "standard",
         sorted(kstars),
         # A K* past the grid (here > 10,000) is an extrapolation: not bracketed by the cells.
-        {N: {"kstar": k, "kstar_ci": [k / 2, k * 2], "bracketed": k < 10000} for N, k in kstars.items()},
-        {N: {"kstar": k + 1, "kstar_ci": None} for N, k in kstars.items()},
-        {},
-        {},
-        {},
+        {
+            N: Acquisition.of({"kstar": k, "kstar_ci": [k / 2, k * 2], "bracketed": k < 10000})
+            for N, k in kstars.items()
+        },
+        {N: Sigmoid.of({"kstar": k + 1, "kstar_ci": None}) for N, k in kstars.items()},
+        Slope(),
+        Slope(),
+        Slope(),
         [],
-        {},
+        Heatmap([], [], np.empty((0, 0))),
     )
 
 
 def _scaling(group, medians):  # what by_lever reads of a Scaling (no top-level N)
     per_N = [{"N": N, "median": m, "median_ci": [m - 1, m + 1], "acquired": 16, "n": 16} for N, m in medians.items()]
-    return Scaling(group, "", {"per_N": per_N}, [], [])
+    return Scaling(group, "", MedianVsN.of({"per_N": per_N}), [], [])
 
 
 def test_kstar_per_lever_value_in_numeric_order_per_N():

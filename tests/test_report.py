@@ -356,7 +356,8 @@ def test_sweep_report_gives_each_cell_its_outcomes_fall_curve_and_trajectories(t
 
 
 def test_the_comparison_names_the_width_and_lr_its_verdicts_come_from():
-    from icl_race.report.paper import comparison_markdown, scale_text
+    from icl_race.report.claims import comparison_markdown
+    from icl_race.report.paper import scale_text
 
     configs = [{"model": {"width": 64}, "train": {"lr": 0.1}}, {"model": {"width": 128}, "train": {"lr": 0.1}}]
     assert scale_text(configs) == "MLP width 64, 128, lr 0.1 (the paper: MLP width 512, lr 0.01)"

@@ -1,8 +1,9 @@
 """Statistics of linear-attention runs (arXiv 2501.16265): pure functions on a run's arrays.
 
-A run here is the dict `icl_race.report.regression.run_dict` makes of a `rundir.Run`: config, the kept
-seeds' transition times t (event -> [S] steps, -1 = censored at censor_at), curves and per-head probes
-([S, T, ...]), eval_steps, dt = train.lr (steps -> units of tau) and the Eq. 19 levels.
+The arrays are those `icl_race.report.regression.RegressionSample` reads once from a `rundir.Run`: the
+config (config.json's dict), the kept seeds' transition times t (event -> [S] steps, -1 = censored at
+censor_at), curves and per-head probes ([S, T, ...]), eval_steps, dt = train.lr (steps -> units of tau)
+and the Eq. 19 levels.
 
   transition_stats  one event over seeds: KM median with its CI and quantiles, in tau
   dwell_stats       the dwell on each plateau and the loss at its log-midpoint
@@ -91,10 +92,12 @@ def dwell_stats(
     return rows
 
 
-def final_stats(run: dict) -> dict:
-    out = {"L_MD": float(run["levels"][-1])}
-    tau_T = run["eval_steps"] * run["dt"]
-    for name, curve_SxT in run["curves"].items():
+def final_stats(level_L: np.ndarray, eval_steps_T: np.ndarray, dt: float, curves: dict[str, np.ndarray]) -> dict:
+    """The last level L(M_D), and per recorded curve ([S, T]) its final median and range over seeds and the
+    lowest median with its time in tau."""
+    out = {"L_MD": float(level_L[-1])}
+    tau_T = eval_steps_T * dt
+    for name, curve_SxT in curves.items():
         if not curve_SxT.size:
             continue
         med_T = np.median(curve_SxT, axis=0)
@@ -149,21 +152,22 @@ def match_eq21(
     }
 
 
-def eq21_matches(run: dict) -> list[list[dict]]:
+def eq21_matches(
+    cfg: dict, t: dict[str, np.ndarray], heads: dict[str, np.ndarray], ev_T: np.ndarray, dt: float
+) -> list[list[dict]]:
     """Per transition M_m → M_(m+1) (m = 0 … D−1), over the seeds that reached t_m(m) and t_m(m+1): the
     escaping head, its `match_eq21`, and the cosines of its key and query with e_(m+1) at the ODE's start."""
-    cfg, heads, ev_T = run["config"], run["heads"], run["eval_steps"]
     ref = staircase(lambdas(cfg), int(cfg["task"]["N"]))
     out = []
     for m in range(len(ref["lam"])):
         rows = []
         for s in range(heads["v"].shape[0]):
-            start, end = (run["t"][f"m{m}"][s] if m else 0), run["t"][f"m{m + 1}"][s]
+            start, end = (t[f"m{m}"][s] if m else 0), t[f"m{m + 1}"][s]
             if start < 0 or end < 0:
                 continue
             i0, i1 = np.searchsorted(ev_T, [start, end])  # events fire at evaluations
             j = escaping_head(heads["v"][s], i0, i1)
-            match = match_eq21(ev_T * run["dt"], np.abs(heads["v"][s, :, j]), i0, ref["lam"][m], ref["c"][m])
+            match = match_eq21(ev_T * dt, np.abs(heads["v"][s, :, j]), i0, ref["lam"][m], ref["c"][m])
             if match is None:
                 continue
             a = match["start"]
@@ -214,7 +218,7 @@ def eq21_stats(matches: list[list[dict]], lam_D: np.ndarray, vstar_D: np.ndarray
     return out
 
 
-def has_heads(run: dict) -> bool:
+def has_heads(cfg: dict, heads: dict[str, np.ndarray]) -> bool:
     """Rank-1 attn_s with the per-head probes recorded: Eq. 21 applies."""
-    m = run["config"]["model"]
-    return m["kind"] == "attn_s" and int(m["rank"]) == 1 and set(HEAD_KEYS) <= set(run["heads"])
+    m = cfg["model"]
+    return m["kind"] == "attn_s" and int(m["rank"]) == 1 and set(HEAD_KEYS) <= set(heads)

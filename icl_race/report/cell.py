@@ -10,6 +10,7 @@ diverged seeds are excluded from every statistic but the outcome counts."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from icl_race.analysis import bimodality as bm
 from icl_race.analysis import outcome as oc
 from icl_race.analysis import regime as rg
 from icl_race.analysis import survival as sv
+from icl_race.report.format import OMIT_NONE, key, record_json
 from icl_race.report.paper import PAPER
 from icl_race.report.sample import Sample
 
@@ -30,8 +32,273 @@ CI_METHODS = {
 }
 
 
+class Record:
+    """A typed record of a report: report.json writes its fields in order (`format.record_json`)."""
+
+    def to_json(self) -> dict:
+        return record_json(self)
+
+
 @dataclasses.dataclass(frozen=True)
-class CellStats:
+class Proportion(Record):
+    """k of n with its Wilson interval (`analysis.survival.never_acquired`)."""
+
+    k: int
+    n: int
+    fraction: float
+    ci: list
+
+    @classmethod
+    def of(cls, d: dict) -> Proportion:
+        return cls(d["k"], d["n"], d["fraction"], d["ci"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Count(Record):
+    """One outcome class's count among all seeds, with its interval (`analysis.outcome.Outcomes.counts`)."""
+
+    k: int
+    n: int
+    fraction: float
+    ci: list
+    ci_method: str
+
+    @classmethod
+    def of(cls, d: dict) -> Count:
+        return cls(d["k"], d["n"], d["fraction"], d["ci"], d["ci_method"])
+
+
+@dataclasses.dataclass(frozen=True)
+class KaplanMeier(Record):
+    """A Kaplan-Meier curve with its band and median (`analysis.survival.kaplan_meier`)."""
+
+    n: int
+    acquired: int
+    t: list
+    survival: list
+    low: list
+    high: list
+    confidence: float
+    median: float | None
+    median_ci: list
+    last_time: float
+    at_risk: list
+    censored_t: list
+    censored_n: list
+
+    @classmethod
+    def of(cls, d: dict) -> KaplanMeier:
+        return cls(**d)
+
+
+@dataclasses.dataclass(frozen=True)
+class MedianCI(Record):
+    """A median with its bootstrap interval over n values (`analysis.regime`)."""
+
+    median: float | None
+    ci: list
+    n: int
+
+    @classmethod
+    def of(cls, d: dict) -> MedianCI:
+        return cls(d["median"], d["ci"], d["n"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Above(Record):
+    """Final accuracies: their median and how many of n lie above the paper's 0.75."""
+
+    median: float | None
+    above: int = dataclasses.field(metadata=key("above_0.75"))
+    n: int = 0
+
+    @property
+    def fraction(self) -> float:
+        return self.above / self.n
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread(Record):
+    """Median and range of a class's final accuracies."""
+
+    median: float
+    min: float
+    max: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassSummary(Record):
+    """One outcome class: its seeds and their final accuracies (`analysis.outcome.class_summary`)."""
+
+    n: int
+    final_icl_acc: Spread | None
+    final_iwl_acc: Spread | None
+
+    @classmethod
+    def of(cls, d: dict) -> ClassSummary:
+        spread = lambda v: None if v is None else Spread(v["median"], v["min"], v["max"])
+        return cls(d["n"], spread(d["final_icl_acc"]), spread(d["final_iwl_acc"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class OutcomeStats(Record):
+    """What every seed did: counts per class, each class's final accuracies, the fall after t_ICL."""
+
+    level: float
+    lasting: int
+    counts: dict[str, Count]  # per outcome class (analysis.outcome.CLASSES)
+    by_class: dict[str, ClassSummary]  # per class but diverged
+    ended_below: int
+    fall_after_t_icl: KaplanMeier | None  # None without an acquired seed
+
+
+@dataclasses.dataclass(frozen=True)
+class Modality(Record):
+    """Dip test, bimodality coefficient and mixture BIC of one sample (`analysis.bimodality.summarize`),
+    or why it was not measured."""
+
+    n: int
+    dip: float | None
+    dip_p: float | None
+    bc: float | None
+    bc_above_5_9: bool | None
+    mixture: dict  # analysis.bimodality.gaussian_mixture: bic1, bic2, delta_bic, prefers, one, two
+    bimodal: bool | None
+    agreement: str | None  # "bimodal", "unimodal", "disagree"; None: too few values
+    underpowered: bool
+    not_measured: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+
+    @classmethod
+    def of(cls, d: dict) -> Modality:
+        return cls(**d)
+
+    @property
+    def delta_bic(self) -> float | None:
+        return (self.mixture or {}).get("delta_bic")
+
+
+@dataclasses.dataclass(frozen=True)
+class Bimodality(Record):
+    log10_t_acquired: Modality
+    log10_t_censored_at_budget: Modality
+    final_icl_acc: Modality
+    near_threshold: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Regime(Record):
+    """Is ICL acquired abruptly (`analysis.regime.summarize`), and the acquisition rule it was judged by."""
+
+    rise_fraction: MedianCI
+    plateau: MedianCI
+    plateau_reaches_threshold: float | None
+    final_icl_acc_acquired: MedianCI
+    acquired: int
+    seeds: int
+    start_level: float
+    threshold: float
+    effective_threshold: float
+    looks: int
+    confirm: int
+    paper_rule: bool
+
+    @property
+    def abrupt(self) -> bool | None:
+        return rg.is_abrupt(self.to_json())
+
+
+def _opt(**meta) -> Any:  # a dataclasses.Field, typed as its default for the checker
+    """A field only a fit that succeeded has: left out of the JSON while None."""
+    return dataclasses.field(default=None, metadata=OMIT_NONE | meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class Lognormal(Record):
+    """Censored-MLE lognormal of t_ICL (`analysis.survival.fit_lognormal`), or why it was not fitted; N: the
+    N of the cell it was fitted to, where a sweep lists the fits per N."""
+
+    N: int | None = dataclasses.field(default=None, kw_only=True, metadata=OMIT_NONE)
+    ok: bool
+    reason: str | None = _opt()
+    mu: float | None = _opt()
+    sigma: float | None = _opt()
+    mu_ci: list | None = _opt()
+    sigma_ci: list | None = _opt()
+    median: float | None = _opt()
+    loglik: float | None = _opt()
+    n: int | None = _opt()
+    acquired: int | None = _opt()
+    confidence: float | None = _opt()
+
+    @classmethod
+    def of(cls, d: dict) -> Lognormal:
+        return cls(**d)
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerLaw(Record):
+    alpha: float
+    alpha_ci: list
+    loglik: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TailLognormal(Record):
+    mu: float
+    sigma: float
+    loglik: float
+
+
+@dataclasses.dataclass(frozen=True)
+class LikelihoodRatio(Record):
+    """Vuong's test of the power law against the truncated lognormal: R > 0 favours the power law."""
+
+    R: float
+    z: float
+    p: float
+    favours: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Tail(Record):
+    """Power-law and truncated-lognormal fits of the tail above xmin (`analysis.survival.fit_tail`), or why
+    they were not done."""
+
+    ok: bool
+    reason: str | None = _opt()
+    xmin: float | None = _opt()
+    n_tail: int | None = _opt()
+    acquired_tail: int | None = _opt()
+    power_law: PowerLaw | None = _opt()
+    lognormal: TailLognormal | None = _opt()
+    likelihood_ratio: LikelihoodRatio | None = _opt()
+    confidence: float | None = _opt()
+
+    @classmethod
+    def of(cls, d: dict) -> Tail:
+        if not d["ok"]:
+            return cls(**d)
+        return cls(
+            **d
+            | {
+                "power_law": PowerLaw(**d["power_law"]),
+                "lognormal": TailLognormal(**d["lognormal"]),
+                "likelihood_ratio": LikelihoodRatio(**d["likelihood_ratio"]),
+            }
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Unfinished(Record):
+    """A sweep's cell that the report skips: its directory name, its label where its config reads, and why."""
+
+    cell: str
+    label: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+    reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class CellStats(Record):
     label: str
     cells: tuple[str, ...]
     variant: str
@@ -47,17 +314,17 @@ class CellStats:
     acquired: int
     ok: bool
     reason: str | None = None
-    kaplan_meier: dict | None = None
-    never_acquired: dict | None = None
+    kaplan_meier: KaplanMeier | None = None
+    never_acquired: Proportion | None = None
     acquired_fraction: float | None = None
-    lognormal: dict | None = None
-    tail: dict | None = None
-    bimodality: dict | None = None
-    regime: dict | None = None
-    final_icl_acc: dict | None = None
-    final_icl_ref_acc: dict | None = None
-    outcomes: dict | None = None
-    ci_methods: dict = dataclasses.field(default_factory=lambda: dict(CI_METHODS))
+    lognormal: Lognormal | None = None  # None: not fitted (`hist` does without)
+    tail: Tail | None = None
+    bimodality: Bimodality | None = None
+    regime: Regime | None = None
+    final_icl_acc: Above | None = None
+    final_icl_ref_acc: Above | None = None
+    outcomes: OutcomeStats = dataclasses.field(kw_only=True)  # every cell's, even one without statistics
+    ci_methods: dict[str, str] = dataclasses.field(default_factory=lambda: dict(CI_METHODS))  # per statistic
 
 
 def dequantized(s: Sample) -> tuple[np.ndarray, np.ndarray]:
@@ -68,64 +335,68 @@ def dequantized(s: Sample) -> tuple[np.ndarray, np.ndarray]:
     return log_t, bm.dequantize(s.final_icl, 1.0 / s.cfg.train.eval_size, seed=1)
 
 
-def _above(x: np.ndarray) -> dict:
+def _above(x: np.ndarray) -> Above:
     x = x[np.isfinite(x)]
-    return {
-        "median": float(np.median(x)) if x.size else None,
-        "above_0.75": int(np.sum(x > PAPER["balanced_metric_threshold"])),
-        "n": int(x.size),
-    }
+    return Above(float(np.median(x)) if x.size else None, int(np.sum(x > PAPER.balanced_metric_threshold)), int(x.size))
 
 
-def outcome_stats(s: Sample) -> dict:
+def outcome_stats(s: Sample) -> OutcomeStats:
     """What every seed did, with Wilson CIs, the Kaplan-Meier curve of the time from t_ICL to a lasting
     fall, and the final accuracies of each class."""
     o = s.outcomes
-    return {
-        "level": o.level,
-        "lasting": o.lasting,
-        "counts": o.counts(),
-        "by_class": oc.class_summary(o),
-        "ended_below": o.ended_below,
-        "fall_after_t_icl": oc.fall_survival(o, s.t_icl, s.censor_at),
-    }
+    fall = oc.fall_survival(o, s.t_icl, s.censor_at)
+    return OutcomeStats(
+        o.level,
+        o.lasting,
+        {c: Count.of(d) for c, d in o.counts().items()},
+        {c: ClassSummary.of(d) for c, d in oc.class_summary(o).items()},
+        o.ended_below,
+        None if fall is None else KaplanMeier.of(fall),
+    )
 
 
 SETTLED = "not measured: seeds settled by train.settle_iwl end at their retirement, not at the budget"
 
 
-def _bimodality(s: Sample) -> dict:
+def _bimodality(s: Sample) -> Bimodality:
     log_t, final_dq = dequantized(s)
     with_cens = np.concatenate([log_t, np.full(int((s.t < 0).sum()), np.log10(float(s.censor_at)))])
     frac = float(np.mean(s.t >= 0))
-    final = bm.summarize(final_dq) if s.reads_final_accuracy else bm.summarize(np.empty(0)) | {"not_measured": SETTLED}
-    return {
-        "log10_t_acquired": bm.summarize(log_t),
-        "log10_t_censored_at_budget": bm.summarize(with_cens),
-        "final_icl_acc": final,
-        "near_threshold": bool(0.1 <= frac <= 0.9),
-    }
+    final = (
+        Modality.of(bm.summarize(final_dq))
+        if s.reads_final_accuracy
+        else dataclasses.replace(Modality.of(bm.summarize(np.empty(0))), not_measured=SETTLED)
+    )
+    return Bimodality(
+        Modality.of(bm.summarize(log_t)), Modality.of(bm.summarize(with_cens)), final, bool(0.1 <= frac <= 0.9)
+    )
 
 
-def _regime(s: Sample) -> dict:
+def _regime(s: Sample) -> Regime:
     tr = s.cfg.train
     g = rg.summarize(s.t, s.t_start[s.kept], s.icl_acc[s.kept], s.eval_steps, tr.icl_threshold)
-    return g | {
-        "start_level": s.start_level,
-        "threshold": tr.icl_threshold,
-        "effective_threshold": rg.effective_threshold(
+    return Regime(
+        MedianCI.of(g["rise_fraction"]),
+        MedianCI.of(g["plateau"]),
+        g["plateau_reaches_threshold"],
+        MedianCI.of(g["final_icl_acc_acquired"]),
+        g["acquired"],
+        g["seeds"],
+        start_level=s.start_level,
+        threshold=tr.icl_threshold,
+        effective_threshold=rg.effective_threshold(
             tr.icl_threshold, tr.eval_size, max(int(s.eval_steps.size), 1), tr.icl_confirm
         ),
-        "looks": int(s.eval_steps.size),
-        "confirm": tr.icl_confirm,
-        "paper_rule": s.paper_rule,
-    }
+        looks=int(s.eval_steps.size),
+        confirm=tr.icl_confirm,
+        paper_rule=s.paper_rule,
+    )
 
 
 def analyze(s: Sample, tails: bool = True) -> CellStats:
     """Every per-cell statistic (the tail fits only with `tails`: `hist` does without them)."""
     t = s.t
-    head = dict(
+    head: dict[str, Any] = dict(
         label=s.label,
         cells=s.cells,
         variant=s.variant,
@@ -143,16 +414,16 @@ def analyze(s: Sample, tails: bool = True) -> CellStats:
     if t.size == 0:
         return CellStats(**head, ok=False, reason="no seeds to analyse (all diverged)", outcomes=outcome_stats(s))
     times, observed = sv.censored_times(t, s.censor_at)
-    never = sv.never_acquired(observed)
+    never = Proportion.of(sv.never_acquired(observed))
     ref = s.final_icl_ref_acc
     return CellStats(
         **head,
         ok=True,
-        kaplan_meier=sv.kaplan_meier(times, observed),
+        kaplan_meier=KaplanMeier.of(sv.kaplan_meier(times, observed)),
         never_acquired=never,
-        acquired_fraction=1 - never["fraction"],
-        lognormal=sv.fit_lognormal(times, observed) if tails else None,
-        tail=sv.fit_tail(times, observed) if tails else None,
+        acquired_fraction=1 - never.fraction,
+        lognormal=Lognormal.of(sv.fit_lognormal(times, observed)) if tails else None,
+        tail=Tail.of(sv.fit_tail(times, observed)) if tails else None,
         bimodality=_bimodality(s),
         regime=_regime(s),
         final_icl_acc=_above(s.final_icl),

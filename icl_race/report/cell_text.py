@@ -4,55 +4,53 @@ from __future__ import annotations
 
 from icl_race.analysis import bimodality as bm
 from icl_race.analysis.outcome import CLASSES
-from icl_race.report.cell import CellStats
+from icl_race.report.cell import CellStats, Count, KaplanMeier, MedianCI, Modality, Spread
 from icl_race.report.format import ci_text, num, p_value, pct
 
 
-def ci_cell(st: dict, fmt: str = "{:.3f}") -> str:
-    return "-" if st["median"] is None else f"{fmt.format(st['median'])} {ci_text(st['ci'], fmt)} (n = {st['n']})"
+def ci_cell(st: MedianCI, fmt: str = "{:.3f}") -> str:
+    return "-" if st.median is None else f"{fmt.format(st.median)} {ci_text(st.ci, fmt)} (n = {st.n})"
 
 
 def median_text(c: CellStats) -> str:
     km = c.kaplan_meier
-    if km["median"] is None:
-        lo = km["median_ci"][0]
+    if km.median is None:
+        lo = km.median_ci[0]
         return f"not reached by {c.censor_at:,}" + (f" (CI from {lo:,.0f})" if lo is not None else "")
-    return f"{num(km['median'])} {ci_text(km['median_ci'])}"
+    return f"{num(km.median)} {ci_text(km.median_ci)}"
 
 
 def never_text(c: CellStats) -> str:
     na = c.never_acquired
-    return f"{pct(na['fraction'])} [{pct(na['ci'][0])}, {pct(na['ci'][1])}] ({na['k']}/{na['n']})"
+    return f"{pct(na.fraction)} [{pct(na.ci[0])}, {pct(na.ci[1])}] ({na.k}/{na.n})"
 
 
-def bimodal_verdict(st: dict) -> str:
+def bimodal_verdict(st: Modality) -> str:
     """What the three bimodality statistics say together, and whether the sample is large enough."""
-    if st.get("not_measured"):
-        return st["not_measured"]
-    mix = st.get("mixture") or {}
+    if st.not_measured:
+        return st.not_measured
     text = {
         None: "too few values",
         "bimodal": "bimodal (dip, BC and Delta BIC agree)",
         "unimodal": "not bimodal (dip, BC and Delta BIC agree)",
-    }.get(st.get("agreement"))
+    }.get(st.agreement)
     if text is None:
-        two = [f"BC {st['bc']:.2f} {'>' if st['bc_above_5_9'] else '<='} 0.555"] if st["bc"] is not None else []
-        if mix.get("delta_bic") is not None:
-            two.append(f"Delta BIC {mix['delta_bic']:.1f} {'>' if mix['delta_bic'] > 0 else '<='} 0")
+        two = [f"BC {st.bc:.2f} {'>' if st.bc_above_5_9 else '<='} 0.555"] if st.bc is not None else []
+        if st.delta_bic is not None:
+            two.append(f"Delta BIC {st.delta_bic:.1f} {'>' if st.delta_bic > 0 else '<='} 0")
         text = (
-            f"the tests disagree: the dip test {'rejects' if st['bimodal'] else 'keeps'} unimodality "
-            f"(p {'<' if st['bimodal'] else '>='} 0.05), {' and '.join(two)}"
+            f"the tests disagree: the dip test {'rejects' if st.bimodal else 'keeps'} unimodality "
+            f"(p {'<' if st.bimodal else '>='} 0.05), {' and '.join(two)}"
         )
-    if st.get("underpowered") and st.get("agreement") is not None:
-        text += f"; underpowered (n = {st['n']} < {bm.MIN_N})"
+    if st.underpowered and st.agreement is not None:
+        text += f"; underpowered (n = {st.n} < {bm.MIN_N})"
     return text
 
 
-def bimod_row(name: str, st: dict) -> str:
-    mix = st.get("mixture") or {}
+def bimod_row(name: str, st: Modality) -> str:
     return (
-        f"| {name} | {st['n']} | {p_value(st.get('dip_p'))} | {num(st.get('bc'), '{:.2f}')} | "
-        f"{num(mix.get('delta_bic'), '{:.1f}')} | {bimodal_verdict(st)} |"
+        f"| {name} | {st.n} | {p_value(st.dip_p)} | {num(st.bc, '{:.2f}')} | "
+        f"{num(st.delta_bic, '{:.1f}')} | {bimodal_verdict(st)} |"
     )
 
 
@@ -71,24 +69,22 @@ def survival_table(c: CellStats) -> list[str]:
         f"| never acquired (right-censored at {c.censor_at:,}) | {never_text(c)} | Wilson score |",
         f"| Kaplan-Meier median t_ICL (steps) | {median_text(c)} | Greenwood, log-log band inverted |",
     ]
-    ln = c.lognormal or {}
-    if ln.get("ok"):
+    ln = c.lognormal
+    if ln is not None and ln.ok:
         lines.append(
-            f"| lognormal fit (censored MLE): mu, sigma of ln t_ICL | {ln['mu']:.3f} {ci_text(ln['mu_ci'], '{:.3f}')}, "
-            f"{ln['sigma']:.3f} {ci_text(ln['sigma_ci'], '{:.3f}')} | Wald |"
+            f"| lognormal fit (censored MLE): mu, sigma of ln t_ICL | {ln.mu:.3f} {ci_text(ln.mu_ci, '{:.3f}')}, "
+            f"{ln.sigma:.3f} {ci_text(ln.sigma_ci, '{:.3f}')} | Wald |"
         )
-    tail = c.tail or {}
-    if tail.get("ok"):
-        pl, lr = tail["power_law"], tail["likelihood_ratio"]
+    tail = c.tail
+    if tail is not None and tail.ok:
+        pl, lr = tail.power_law, tail.likelihood_ratio
         lines.append(
-            f"| power-law tail above xmin = {tail['xmin']:,.0f} ({tail['n_tail']} seeds): alpha | "
-            f"{pl['alpha']:.2f} {ci_text(pl['alpha_ci'], '{:.2f}')} | Wald |"
+            f"| power-law tail above xmin = {tail.xmin:,.0f} ({tail.n_tail} seeds): alpha | "
+            f"{pl.alpha:.2f} {ci_text(pl.alpha_ci, '{:.2f}')} | Wald |"
         )
-        lines.append(
-            f"| tail comparison (Vuong): R, p | R = {lr['R']:.2f}, p = {lr['p']:.3g}: favours {lr['favours']} | |"
-        )
-    elif tail:
-        lines.append(f"| tail fits | not done: {tail.get('reason', '')} | |")
+        lines.append(f"| tail comparison (Vuong): R, p | R = {lr.R:.2f}, p = {lr.p:.3g}: favours {lr.favours} | |")
+    elif tail is not None:
+        lines.append(f"| tail fits | not done: {tail.reason or ''} | |")
     return lines + [""]
 
 
@@ -102,13 +98,11 @@ def bimodality_table(c: CellStats) -> list[str]:
         ]
         + BIMODALITY_HEADER
         + [
-            bimod_row("log10 t_ICL, acquired seeds", b["log10_t_acquired"]),
-            bimod_row(
-                "log10 t_ICL, censored seeds at the budget (as Fig 6C draws it)", b["log10_t_censored_at_budget"]
-            ),
-            bimod_row("final ICL accuracy", b["final_icl_acc"]),
+            bimod_row("log10 t_ICL, acquired seeds", b.log10_t_acquired),
+            bimod_row("log10 t_ICL, censored seeds at the budget (as Fig 6C draws it)", b.log10_t_censored_at_budget),
+            bimod_row("final ICL accuracy", b.final_icl_acc),
             "",
-            f"This cell is {'near' if b['near_threshold'] else 'not near'} the threshold "
+            f"This cell is {'near' if b.near_threshold else 'not near'} the threshold "
             f"(acquired fraction {pct(c.acquired_fraction)}; near = 10-90%).",
             "",
         ]
@@ -117,8 +111,8 @@ def bimodality_table(c: CellStats) -> list[str]:
 
 def regime_table(c: CellStats) -> list[str]:
     g = c.regime
-    lv = f"{g['start_level']:g}"
-    reach = g["plateau_reaches_threshold"]
+    lv = f"{g.start_level:g}"
+    reach = g.plateau_reaches_threshold
     return [
         f"Regime (is ICL acquired abruptly? `icl_race/analysis/regime.py`): rise fraction r = (t_ICL - t_{lv}) / t_ICL "
         f"over acquired seeds, t_{lv} the first passage over {lv}; plateau = ICL accuracy held right after the first "
@@ -126,14 +120,14 @@ def regime_table(c: CellStats) -> list[str]:
         "",
         "| statistic | median (95% CI) |",
         "|---|---|",
-        f"| rise fraction r | {ci_cell(g['rise_fraction'])} |",
-        f"| plateau after the first rise | {ci_cell(g['plateau'])} |",
+        f"| rise fraction r | {ci_cell(g.rise_fraction)} |",
+        f"| plateau after the first rise | {ci_cell(g.plateau)} |",
         f"| plateau above the threshold | {'-' if reach is None else pct(reach)} of the seeds that rose |",
         f"| median final ICL accuracy, acquired seeds (each class's range: *Outcomes*) | "
-        f"{ci_cell(g['final_icl_acc_acquired'])} |",
-        f"| effective threshold of first passage | {g['effective_threshold']:.3f}: a seed holding this accuracy "
-        f"passes {g['threshold']:g} within {g['looks']} evaluations of {c.eval_size} sequences "
-        f"with probability 1/2 ({g['confirm']} consecutive required) |",
+        f"{ci_cell(g.final_icl_acc_acquired)} |",
+        f"| effective threshold of first passage | {g.effective_threshold:.3f}: a seed holding this accuracy "
+        f"passes {g.threshold:g} within {g.looks} evaluations of {c.eval_size} sequences "
+        f"with probability 1/2 ({g.confirm} consecutive required) |",
         "",
     ]
 
@@ -148,42 +142,42 @@ def outcomes_by_cell(cells: list[CellStats]) -> list[str]:
     ]
     for c in cells:
         o = c.outcomes
-        fall = o["fall_after_t_icl"]
+        fall = o.fall_after_t_icl
         fell = (
             "-"
-            if fall is None or not fall["acquired"]
+            if fall is None or not fall.acquired
             else _fall_median(fall)
-            if fall["median"] is not None
-            else f"not reached ({fall['acquired']} of {fall['n']} fell)"
+            if fall.median is not None
+            else f"not reached ({fall.acquired} of {fall.n} fell)"
         )
         lines.append(
             f"| {c.label} | "
-            + " | ".join(_count(o["counts"][n]) for n in CLASSES[:3])
+            + " | ".join(_count(o.counts[n]) for n in CLASSES[:3])
             + " | "
-            + " / ".join(_range(o["by_class"][n]["final_icl_acc"]) for n in CLASSES[:3])
+            + " / ".join(_range(o.by_class[n].final_icl_acc) for n in CLASSES[:3])
             + f" | {fell} |"
         )
     return lines + [""]
 
 
-def _count(k: dict) -> str:
-    return f"{k['k']}/{k['n']} = {pct(k['fraction'])} [{pct(k['ci'][0])}, {pct(k['ci'][1])}]"
+def _count(k: Count) -> str:
+    return f"{k.k}/{k.n} = {pct(k.fraction)} [{pct(k.ci[0])}, {pct(k.ci[1])}]"
 
 
-def _fall_median(fall: dict) -> str:
-    return f"{num(fall['median'])} {ci_text(fall['median_ci'])}"
+def _fall_median(fall: KaplanMeier) -> str:
+    return f"{num(fall.median)} {ci_text(fall.median_ci)}"
 
 
-def _range(st: dict | None) -> str:
-    return "-" if st is None else f"{st['median']:.2f} ({st['min']:.2f}-{st['max']:.2f})"
+def _range(st: Spread | None) -> str:
+    return "-" if st is None else f"{st.median:.2f} ({st.min:.2f}-{st.max:.2f})"
 
 
 def outcome_table(c: CellStats) -> list[str]:
     o = c.outcomes
-    counts, by = o["counts"], o["by_class"]
+    counts, by = o.counts, o.by_class
     lines = [
         f"What each seed did: persistent = acquired ICL and held it; transient = acquired, then ICL accuracy "
-        f"below {o['level']:g} for >= {o['lasting']} consecutive evaluations (a lasting fall); censored = never "
+        f"below {o.level:g} for >= {o.lasting} consecutive evaluations (a lasting fall); censored = never "
         f"acquired within {c.censor_at:,} steps; diverged = a non-finite loss.",
         "",
         "| outcome | seeds (95% CI, Wilson score) | final ICL accuracy, median (range) | final IWL accuracy, median (range) |",
@@ -191,37 +185,38 @@ def outcome_table(c: CellStats) -> list[str]:
     ]
     for name in CLASSES:
         k = counts[name]
-        if name == "diverged" and not k["k"]:
+        if name == "diverged" and not k.k:
             continue
-        row = by.get(name) or {}
+        row = by.get(name)
         lines.append(
-            f"| {name} | {_count(k)} | {_range(row.get('final_icl_acc'))} | {_range(row.get('final_iwl_acc'))} |"
+            f"| {name} | {_count(k)} | {_range(row.final_icl_acc if row else None)} | "
+            f"{_range(row.final_iwl_acc if row else None)} |"
         )
-    fall = o["fall_after_t_icl"]
-    if fall is not None and fall["acquired"]:
+    fall = o.fall_after_t_icl
+    if fall is not None and fall.acquired:
         median = (
             f"median {_fall_median(fall)} steps (Greenwood, log-log band inverted)"
-            if fall["median"] is not None
+            if fall.median is not None
             else "median not reached (fewer than half fell)"
         )
         lines += [
             "",
-            f"Time from t_ICL to the lasting fall (Kaplan-Meier over the {fall['n']} acquired seeds, persistent "
-            f"ones censored at the end of the run): {fall['acquired']} fell; {median}.",
+            f"Time from t_ICL to the lasting fall (Kaplan-Meier over the {fall.n} acquired seeds, persistent "
+            f"ones censored at the end of the run): {fall.acquired} fell; {median}.",
         ]
-    if o["ended_below"]:
+    if o.ended_below:
         lines += [
             "",
-            f"{o['ended_below']} persistent seed(s) end below {o['level']:g} after a fall shorter than "
-            f"{o['lasting']} evaluations (not yet lasting).",
+            f"{o.ended_below} persistent seed(s) end below {o.level:g} after a fall shorter than "
+            f"{o.lasting} evaluations (not yet lasting).",
         ]
     return lines + [""]
 
 
 def outcome_counts_text(c: CellStats) -> str:
     """'24 persistent, 7 transient, 1 censored' (diverged only when there are some)."""
-    counts = c.outcomes["counts"]
-    return ", ".join(f"{counts[n]['k']} {n}" for n in CLASSES if counts[n]["k"] or n != "diverged")
+    counts = c.outcomes.counts
+    return ", ".join(f"{counts[n].k} {n}" for n in CLASSES if counts[n].k or n != "diverged")
 
 
 def summary_line(c: CellStats) -> str:

@@ -43,7 +43,7 @@ def sweep_hist_record(sweep: rundir.SweepDir) -> dict:
         "kind": "sweep_hist",
         "dir": str(sweep.dir),
         "n_cells_finished": len(samples),
-        "unfinished": unfinished,
+        "unfinished": [u.to_json() for u in unfinished],
         "cells": [{"summary": cell_text.summary_line(c), **{k: getattr(c, k) for k in HIST_FIELDS}} for c in cells],
     }
 

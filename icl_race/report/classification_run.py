@@ -18,8 +18,9 @@ from icl_race import rundir
 from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
 from icl_race.report.cell import CellStats, analyze, dequantized
+from icl_race.report.claims import Comparison, comparison_markdown, run_comparisons
 from icl_race.report.draws import Draws
-from icl_race.report.paper import comparison_markdown, methods_markdown, paper_differences, run_comparisons, scale_text
+from icl_race.report.paper import methods_markdown, paper_differences, scale_text
 from icl_race.report.sample import Sample
 
 
@@ -28,7 +29,7 @@ class RunReport:
     dir: Path
     sample: Sample
     cell: CellStats
-    paper_comparisons: list[dict]
+    paper_comparisons: list[Comparison]
     differences_from_paper_settings: list[str]
 
     @property
@@ -40,8 +41,8 @@ class RunReport:
             "kind": "run",
             "dir": str(self.dir),
             "config": self.sample.config,
-            "cell": dataclasses.asdict(self.cell),
-            "paper_comparisons": self.paper_comparisons,
+            "cell": self.cell.to_json(),
+            "paper_comparisons": [c.to_json() for c in self.paper_comparisons],
             "paper_scale": self.paper_scale,
             "differences_from_paper_settings": self.differences_from_paper_settings,
         }
@@ -91,12 +92,12 @@ def _t_icl(rep: RunReport) -> list[str]:
 def _outcomes(rep: RunReport) -> list[str]:
     if not rep.cell.ok:
         return []
-    fall = rep.cell.outcomes["fall_after_t_icl"]
+    fall = rep.cell.outcomes.fall_after_t_icl
     return (
         ["## Outcomes", ""]
         + T.outcome_table(rep.cell)
         + ["![trajectories by outcome](figures/trajectories.png)", ""]
-        + (["![time from t_ICL to the fall](figures/fall.png)", ""] if fall is not None and fall["acquired"] else [])
+        + (["![time from t_ICL to the fall](figures/fall.png)", ""] if fall is not None and fall.acquired else [])
     )
 
 
@@ -147,20 +148,29 @@ def figures(rep: RunReport) -> dict:
     if c.ok:
         km = c.kaplan_meier
         figs["t_icl_hist"] = F.t_icl_histogram(
-            s.t, s.censor_at, km["median"], km["median_ci"], title=f"t_ICL, {c.label}, {c.n_seeds} seeds"
+            s.t, s.censor_at, km.median, km.median_ci, title=f"t_ICL, {c.label}, {c.n_seeds} seeds"
         )
-        figs["survival"] = F.survival_curve(km, c.lognormal, c.tail, title=f"Kaplan-Meier, {c.label}")
-        fall = c.outcomes["fall_after_t_icl"]
-        if fall is not None and fall["acquired"]:
+        figs["survival"] = F.survival_curve(
+            km.to_json(),
+            c.lognormal.to_json() if c.lognormal else None,
+            c.tail.to_json() if c.tail else None,
+            title=f"Kaplan-Meier, {c.label}",
+        )
+        fall = c.outcomes.fall_after_t_icl
+        if fall is not None and fall.acquired:
             figs["fall"] = F.survival_curve(
-                fall,
+                fall.to_json(),
                 title=f"Time from t_ICL to a lasting fall, {c.label}",
                 xlabel="SGD steps after t_ICL (log scale)",
                 ylabel="P(ICL not yet lost)",
             )
         log_t, final_dq = dequantized(s)
         figs["bimodality"] = F.bimodality(
-            log_t, c.bimodality["log10_t_acquired"], final_dq, c.bimodality["final_icl_acc"], title=c.label
+            log_t,
+            c.bimodality.log10_t_acquired.to_json(),
+            final_dq,
+            c.bimodality.final_icl_acc.to_json(),
+            title=c.label,
         )
     figs["trajectories"] = F.trajectories(
         s.eval_steps,
@@ -209,7 +219,7 @@ def hist_record(run: rundir.Run, bins: int = 12) -> dict:
         "bins": histogram_bins(s.t, bins),
         "never_acquired": int((s.t < 0).sum()),
         "summary": T.summary_line(c),
-        "cell": dataclasses.asdict(c),
+        "cell": c.to_json(),
     }
 
 

@@ -15,19 +15,25 @@ from pathlib import Path
 import numpy as np
 
 from icl_race import rundir
-from icl_race.analysis import regime as rg
 from icl_race.analysis import threshold as th
 from icl_race.analysis.survival import censored_times
 from icl_race.config import ConfigError, from_dict
 from icl_race.report import levers
-from icl_race.report.cell import CellStats, analyze
+from icl_race.report.cell import CellStats, Lognormal, Unfinished, analyze
+from icl_race.report.claims import Comparison, sweep_comparisons
 from icl_race.report.draws import Draws
-from icl_race.report.paper import paper_differences, scale_text, sweep_comparisons
+from icl_race.report.paper import paper_differences, scale_text
 from icl_race.report.sample import Sample, pool
 from icl_race.report.sweep_sections import (
     RETIREMENT_FIELDS,
+    Balanced,
+    MedianVsN,
+    RegimeRow,
     Scaling,
+    ScalingInRegime,
+    Slope,
     Threshold,
+    ThresholdInRegime,
     balanced,
     best_observed,
     group_label,
@@ -45,19 +51,19 @@ class SweepReport:
     samples: list[Sample]
     cells: list[CellStats]
     n_cells_finished: int
-    unfinished: list[dict]
+    unfinished: list[Unfinished]
     varying_fields: list[str]
     differences_from_paper_settings: list[str]
     sweep_toml: str | None
     thresholds: list[Threshold]
     t_icl_vs_N: list[Scaling]
-    balanced_vs_standard: list[dict]
-    regime: list[dict]
+    balanced_vs_standard: list[Balanced]
+    regime: list[RegimeRow]
     by_lever: dict
 
     @property
-    def paper_comparisons(self) -> list[dict]:
-        return sweep_comparisons(self)
+    def paper_comparisons(self) -> list[Comparison]:
+        return sweep_comparisons(self.thresholds, self.t_icl_vs_N, self.balanced_vs_standard, self.regime)
 
     @property
     def paper_scale(self) -> str:
@@ -69,44 +75,44 @@ class SweepReport:
             "dir": str(self.dir),
             "n_cells_finished": self.n_cells_finished,
             "n_conditions": len(self.cells),
-            "unfinished": self.unfinished,
+            "unfinished": [u.to_json() for u in self.unfinished],
             "varying_fields": self.varying_fields,
-            "cells": [dataclasses.asdict(c) for c in self.cells],
+            "cells": [c.to_json() for c in self.cells],
         }
         if self.cells:
             out["differences_from_paper_settings"] = self.differences_from_paper_settings
         if self.sweep_toml is not None:
             out["sweep_toml"] = self.sweep_toml
         return out | {
-            "thresholds": [dataclasses.asdict(t) for t in self.thresholds],
-            "t_icl_vs_N": [dataclasses.asdict(s) for s in self.t_icl_vs_N],
-            "balanced_vs_standard": self.balanced_vs_standard,
-            "regime": self.regime,
+            "thresholds": [t.to_json() for t in self.thresholds],
+            "t_icl_vs_N": [s.to_json() for s in self.t_icl_vs_N],
+            "balanced_vs_standard": [b.to_json() for b in self.balanced_vs_standard],
+            "regime": [r.to_json() for r in self.regime],
             "by_lever": self.by_lever,
-            "paper_comparisons": self.paper_comparisons,
+            "paper_comparisons": [c.to_json() for c in self.paper_comparisons],
             "paper_scale": self.paper_scale,
         }
 
 
-def _label(cfg: dict) -> dict:
+def _label(cfg: dict) -> str | None:
     try:
         c = from_dict(cfg)
     except ConfigError:
-        return {}
-    return {"label": f"{c.task.variant} K={'inf' if c.task.variant == 'infinite' else c.task.K} N={c.task.N}"}
+        return None
+    return f"{c.task.variant} K={'inf' if c.task.variant == 'infinite' else c.task.K} N={c.task.N}"
 
 
-def discover(sweep: rundir.SweepDir) -> tuple[list[Sample], list[dict]]:
+def discover(sweep: rundir.SweepDir) -> tuple[list[Sample], list[Unfinished]]:
     finished, unfinished = [], []
     for c in sweep.cells:
-        label = _label(c.config) if c.config else {}
+        label = _label(c.config) if c.config else None
         if c.run is None:
-            unfinished.append({"cell": c.name, **label, "reason": c.reason})
+            unfinished.append(Unfinished(c.name, label, c.reason))
             continue
         try:
             finished.append(Sample.of(c.run))
         except ConfigError as e:
-            unfinished.append({"cell": c.name, **label, "reason": str(e)})
+            unfinished.append(Unfinished(c.name, label, str(e)))
     return finished, unfinished
 
 
@@ -150,7 +156,7 @@ def compute(sweep: rundir.SweepDir, draws: Draws) -> SweepReport:
         for g, idx in _groups(conds, stats, varying, ("standard", "balanced"), {"task.K", "task.N", "task.variant"})
     ]
     regime = _regime_by_N(conds, stats)
-    abrupt = {r["N"] for r in regime if r["abrupt"]}
+    abrupt = {r.N for r in regime if r.abrupt}
     thresholds = [dataclasses.replace(t, in_regime=_in_regime_threshold(t, abrupt)) for t in thresholds]
     scalings = [
         dataclasses.replace(sc, in_regime=_in_regime_scaling(sc, idx, samples, abrupt, draws))
@@ -180,7 +186,7 @@ def compute(sweep: rundir.SweepDir, draws: Draws) -> SweepReport:
     )
 
 
-def _regime_by_N(conds, stats: list[CellStats]) -> list[dict]:
+def _regime_by_N(conds, stats: list[CellStats]) -> list[RegimeRow]:
     """Each N's regime, judged where the attention path runs alone: its K = infinity cells (standard
     contexts), else, as a proxy, its largest-K cell (near K* the t_ICL at the threshold times a second
     phase, not the jump, so finite K near K* says little about the jump)."""
@@ -194,60 +200,62 @@ def _regime_by_N(conds, stats: list[CellStats]) -> list[dict]:
             continue
         g = stats[src[0]].regime
         out.append(
-            {
-                "N": N,
-                "source": "K = infinity" if kinf else f"largest K = {conds[src[0]]['task.K']:,} (proxy)",
-                "cell": stats[src[0]].label,
-                "rise_fraction": g["rise_fraction"],
-                "plateau": g["plateau"],
-                "plateau_reaches_threshold": g["plateau_reaches_threshold"],
-                "abrupt": rg.is_abrupt(g),
-                "paper_rule": all(stats[i].regime["paper_rule"] for i in ok),
-            }
+            RegimeRow(
+                N,
+                "K = infinity" if kinf else f"largest K = {conds[src[0]]['task.K']:,} (proxy)",
+                stats[src[0]].label,
+                g.rise_fraction,
+                g.plateau,
+                g.plateau_reaches_threshold,
+                g.abrupt,
+                all(stats[i].regime.paper_rule for i in ok),
+            )
         )
     return out
 
 
-def _in_regime_threshold(t: Threshold, abrupt: set) -> dict:
+def _in_regime_threshold(t: Threshold, abrupt: set) -> ThresholdInRegime:
     """The K* slope over the N of this group that are in the abrupt regime (no new bootstrap draws:
     the per-N replicates are reused)."""
     acq = t.acquisition
-    Ns = [N for N in t.N if N in abrupt and acq[N].get("ok")]
+    Ns = [N for N in t.N if N in abrupt and acq[N].ok]
 
-    def fit(ns):
+    def fit(ns) -> dict:
         return th.power_law_slope(
             np.log10(np.array(ns, float)),
-            np.array([acq[N]["b"] for N in ns]),
-            np.stack([acq[N]["boot_log10_kstar"] for N in ns]) if ns else None,
+            np.array([acq[N].b for N in ns]),
+            np.stack([acq[N].boot_log10_kstar for N in ns]) if ns else None,
         )
 
-    return {
-        "N": Ns,
-        "kstar_slope": fit(Ns),
-        "local_slopes": [{"N": [a, b], **fit([a, b])} for a, b in zip(Ns, Ns[1:])],
-        "near_kstar": [n for n in t.near_kstar if n["N"] in abrupt],
-    }
-
-
-def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> dict:
-    tt = [censored_times(samples[i].t, samples[i].censor_at) for i in idx]
-    return th.median_vs_N(
-        np.array([samples[i].N for i in idx]),
-        [a for a, _ in tt],
-        [b for _, b in tt],
-        n_boot=draws.n_boot,
-        rng=draws.rng("t_icl_vs_N", *(c for i in idx for c in samples[i].cells)),
+    return ThresholdInRegime(
+        Ns,
+        Slope.of(fit(Ns)),
+        [Slope.of({"N": [a, b], **fit([a, b])}) for a, b in zip(Ns, Ns[1:])],
+        [n for n in t.near_kstar if n.N in abrupt],
     )
 
 
-def _in_regime_scaling(scaling: Scaling, idx, samples, abrupt: set, draws: Draws) -> dict:
+def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> MedianVsN:
+    tt = [censored_times(samples[i].t, samples[i].censor_at) for i in idx]
+    return MedianVsN.of(
+        th.median_vs_N(
+            np.array([samples[i].N for i in idx]),
+            [a for a, _ in tt],
+            [b for _, b in tt],
+            n_boot=draws.n_boot,
+            rng=draws.rng("t_icl_vs_N", *(c for i in idx for c in samples[i].cells)),
+        )
+    )
+
+
+def _in_regime_scaling(scaling: Scaling, idx, samples, abrupt: set, draws: Draws) -> ScalingInRegime:
     """Median t_ICL vs N over the N of this group in the abrupt regime (the group's own fit when that is
     every N)."""
     sub = sorted((i for i in idx if samples[i].N in abrupt), key=lambda i: samples[i].N)
     Ns = [samples[i].N for i in sub]
     if len(sub) == len(idx):
-        return {"N": Ns, "median_vs_N": scaling.median_vs_N}
-    return {"N": Ns, "median_vs_N": _median_vs_N(sub, samples, draws) if len(Ns) >= 2 else {"ok": False}}
+        return ScalingInRegime(Ns, scaling.median_vs_N)
+    return ScalingInRegime(Ns, _median_vs_N(sub, samples, draws) if len(Ns) >= 2 else MedianVsN.of({"ok": False}))
 
 
 def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[CellStats], draws: Draws) -> Scaling:
@@ -258,6 +266,11 @@ def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[C
         gfields,
         label,
         _median_vs_N(idx, samples, draws),
-        [{"N": samples[i].N, **(stats[i].lognormal or {})} for i in idx],
+        [_lognormal_at(samples[i].N, stats[i]) for i in idx],
         idx,
     )
+
+
+def _lognormal_at(N: int, st: CellStats) -> Lognormal:
+    """A cell's lognormal fit with its N (every cell of a t_ICL(N) group has seeds, so has the fit)."""
+    return dataclasses.replace(st.lognormal or Lognormal(ok=False, reason="not fitted"), N=N)

@@ -37,25 +37,25 @@ def by_lever(thresholds: list[Threshold], scalings: list[Scaling], times: dict |
             thresholds,
             lambda t: t.N,
             lambda t, N: {
-                "kstar": t.acquisition[N].get("kstar"),
-                "kstar_ci": t.acquisition[N].get("kstar_ci"),
-                "bracketed": t.acquisition[N].get("bracketed"),
-                "paper_sigmoid_kstar": t.paper_sigmoid[N].get("kstar"),
-                "paper_sigmoid_kstar_ci": t.paper_sigmoid[N].get("kstar_ci"),
+                "kstar": t.acquisition[N].kstar,
+                "kstar_ci": t.acquisition[N].kstar_ci,
+                "bracketed": t.acquisition[N].bracketed,
+                "paper_sigmoid_kstar": t.paper_sigmoid[N].kstar,
+                "paper_sigmoid_kstar_ci": t.paper_sigmoid[N].kstar_ci,
             },
         )
     if len(scalings) > 1:
 
         def median(sc, N):
-            p = next(p for p in sc.median_vs_N["per_N"] if p["N"] == N)
+            p = next(p for p in sc.median_vs_N.per_N if p.N == N)
             return {
-                "median_t_icl": p["median"],
-                "median_t_icl_ci": p["median_ci"],
-                "acquired": p["acquired"],
-                "n": p["n"],
+                "median_t_icl": p.median,
+                "median_t_icl_ci": p.median_ci,
+                "acquired": p.acquired,
+                "n": p.n,
             }
 
-        out["t_icl_kinf"] = rows(scalings, lambda sc: [p["N"] for p in sc.median_vs_N["per_N"]], median)
+        out["t_icl_kinf"] = rows(scalings, lambda sc: [p.N for p in sc.median_vs_N.per_N], median)
         if times is not None:
             _logrank_against_first(out["t_icl_kinf"]["rows"], scalings, times)
     return out

@@ -12,10 +12,11 @@ from icl_race.plots import cells as P
 from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
 from icl_race.report import levers
+from icl_race.report.claims import comparison_markdown
 from icl_race.report.classification_sweep import SweepReport
 from icl_race.report.format import ci_text, num, p_value, pct, slug
-from icl_race.report.paper import PAPER, comparison_markdown, methods_markdown
-from icl_race.report.sweep_sections import BALANCED_METRICS, Scaling, Threshold
+from icl_race.report.paper import PAPER, methods_markdown
+from icl_race.report.sweep_sections import BALANCED_METRICS, Balanced, Scaling, Sigmoid, Threshold
 
 
 def _header(rep: SweepReport) -> list[str]:
@@ -50,16 +51,16 @@ def _regime(rep: SweepReport) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for r in rep.regime:
-        reach = r["plateau_reaches_threshold"]
+        reach = r.plateau_reaches_threshold
         md.append(
-            f"| {r['N']} | {r['cell']} ({r['source']}) | {T.ci_cell(r['rise_fraction'])} | {T.ci_cell(r['plateau'])} | "
-            f"{'-' if reach is None else pct(reach)} | {({True: 'yes', False: 'no', None: '-'})[r['abrupt']]} |"
+            f"| {r.N} | {r.cell} ({r.source}) | {T.ci_cell(r.rise_fraction)} | {T.ci_cell(r.plateau)} | "
+            f"{'-' if reach is None else pct(reach)} | {({True: 'yes', False: 'no', None: '-'})[r.abrupt]} |"
         )
     return md + [""]
 
 
-def _sigmoid_cells(s: dict) -> list[str]:
-    return [num(s.get("kstar")), ci_text(s.get("kstar_ci"))] if s.get("ok") else ["-", f"not fitted: {s['reason']}"]
+def _sigmoid_cells(s: Sigmoid) -> list[str]:
+    return [num(s.kstar), ci_text(s.kstar_ci)] if s.ok else ["-", f"not fitted: {s.reason}"]
 
 
 def _threshold(t: Threshold, figures: KeysView[str]) -> list[str]:
@@ -74,17 +75,18 @@ def _threshold(t: Threshold, figures: KeysView[str]) -> list[str]:
     for N in t.N:
         a = t.acquisition[N]
         md.append(
-            f"| {N} | {num(a.get('kstar'))} | {ci_text(a.get('kstar_ci'))} | "
-            f"{' | '.join(_sigmoid_cells(t.paper_sigmoid[N]))} | {len(a['cells'])} | {a.get('bracketed', 'n/a')} |"
+            f"| {N} | {num(a.kstar)} | {ci_text(a.kstar_ci)} | "
+            f"{' | '.join(_sigmoid_cells(t.paper_sigmoid[N]))} | {len(a.cells)} | "
+            f"{a.bracketed if 'bracketed' in a.keys else 'n/a'} |"
         )
     sl = t.kstar_slope
-    if sl.get("ok"):
+    if sl.ok:
         m1 = t.kstar_slope_N_minus_1
         md += [
             "",
-            f"Slope of log10 K* on log10 N: **{sl['slope']:.3f}** {ci_text(sl.get('slope_ci'), '{:.3f}')} "
-            f"(bootstrap percentile, {sl.get('boot_used', 0)} replicates used); against log10(N - 1): "
-            f"{m1['slope']:.3f} {ci_text(m1.get('slope_ci'), '{:.3f}')}.",
+            f"Slope of log10 K* on log10 N: **{sl.slope:.3f}** {ci_text(sl.slope_ci, '{:.3f}')} "
+            f"(bootstrap percentile, {sl.boot_used or 0} replicates used); against log10(N - 1): "
+            f"{m1.slope:.3f} {ci_text(m1.slope_ci, '{:.3f}')}.",
         ]
     md += ["", f"![acquisition vs K](figures/acquisition_vs_K__{tag}.png)", ""]
     md += [
@@ -102,10 +104,8 @@ def _threshold(t: Threshold, figures: KeysView[str]) -> list[str]:
             "",
         ] + T.BIMODALITY_HEADER
         for n in t.near_kstar:
-            md.append(T.bimod_row(f"N={n['N']} K={n['K']:,}: final ICL accuracy", n["bimodality"]["final_icl_acc"]))
-            md.append(
-                T.bimod_row(f"N={n['N']} K={n['K']:,}: log10 t_ICL (acquired)", n["bimodality"]["log10_t_acquired"])
-            )
+            md.append(T.bimod_row(f"N={n.N} K={n.K:,}: final ICL accuracy", n.bimodality.final_icl_acc))
+            md.append(T.bimod_row(f"N={n.N} K={n.K:,}: log10 t_ICL (acquired)", n.bimodality.log10_t_acquired))
         md.append("")
     return md
 
@@ -118,43 +118,40 @@ def _scaling(s: Scaling) -> list[str]:
         "| N | seeds | acquired | KM median t_ICL | 95% CI (bootstrap percentile) |",
         "|---|---|---|---|---|",
     ]
-    md += [
-        f"| {p['N']} | {p['n']} | {p['acquired']} | {num(p['median'])} | {ci_text(p['median_ci'])} |"
-        for p in m["per_N"]
-    ]
-    if m.get("ok"):
-        lin, ll = m["linear"], m["loglog"]
+    md += [f"| {p.N} | {p.n} | {p.acquired} | {num(p.median)} | {ci_text(p.median_ci)} |" for p in m.per_N]
+    if m.ok:
+        lin, ll = m.linear, m.loglog
         md += [
             "",
-            f"Linear fit: median = {lin['intercept']:,.0f} {ci_text(lin.get('intercept_ci'))} + "
-            f"{lin['slope']:,.1f} {ci_text(lin.get('slope_ci'), '{:,.1f}')} N; log-log exponent "
-            f"{ll['slope']:.3f} {ci_text(ll.get('slope_ci'), '{:.3f}')} (bootstrap percentile).",
+            f"Linear fit: median = {lin.intercept:,.0f} {ci_text(lin.intercept_ci)} + "
+            f"{lin.slope:,.1f} {ci_text(lin.slope_ci, '{:,.1f}')} N; log-log exponent "
+            f"{ll.slope:.3f} {ci_text(ll.slope_ci, '{:.3f}')} (bootstrap percentile).",
         ]
     return md + ["", f"![t_ICL vs N](figures/t_icl_vs_N__{slug(s.label)}.png)", ""]
 
 
-def _balanced(b: dict) -> list[str]:
+def _balanced(b: Balanced) -> list[str]:
     md = [
-        f"## Balanced vs standard contexts: {b['label']}",
+        f"## Balanced vs standard contexts: {b.label}",
         "",
         "| N | K | standard: acc > 0.75 | balanced: acc > 0.75 | difference (95% CI, bootstrap percentile) | "
         "standard: acquired | balanced: acquired | t_ICL log-rank p |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    a, q = b["acc_above_0.75"], b["acquired"]
-    for j, (N, K) in enumerate(zip(b["N"], b["K"])):
-        pc = a["per_cell"][j]
+    a, q = b.acc_above, b.acquired
+    for j, (N, K) in enumerate(zip(b.N, b.K)):
+        pc, qc = a.per_cell[j], q.per_cell[j]
         md.append(
-            f"| {N} | {K:,} | {pc['p1']:.2f} | {pc['p2']:.2f} | {pc['diff']:+.2f} {ci_text(pc['diff_ci'], '{:+.2f}')} | "
-            f"{q['per_cell'][j]['p1']:.2f} | {q['per_cell'][j]['p2']:.2f} | {p_value(b['t_icl_logrank'][j].p)} |"
+            f"| {N} | {K:,} | {pc.p1:.2f} | {pc.p2:.2f} | {pc.diff:+.2f} {ci_text(pc.diff_ci, '{:+.2f}')} | "
+            f"{qc.p1:.2f} | {qc.p2:.2f} | {p_value(b.t_icl_logrank[j].p)} |"
         )
-    if "balanced_reference_icl_test_above_0.75" in b:
+    if b.reference_above is not None:
         md += [
             "",
             "Balanced cells on the reference's ICL test (novel items labelled by the training map), fraction "
-            "> 0.75: " + ", ".join(f"{v:.2f}" for v in b["balanced_reference_icl_test_above_0.75"]) + ".",
+            "> 0.75: " + ", ".join(f"{v:.2f}" for v in b.reference_above) + ".",
         ]
-    return md + ["", f"![balanced vs standard](figures/balanced_vs_standard__{slug(b['label'])}.png)", ""]
+    return md + ["", f"![balanced vs standard](figures/balanced_vs_standard__{slug(b.label)}.png)", ""]
 
 
 def _cells(rep: SweepReport) -> list[str]:
@@ -167,19 +164,19 @@ def _cells(rep: SweepReport) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in sorted(rep.cells, key=lambda c: (c.variant, c.N or 0, c.K or 0)):
-        counts = " | ".join(str(c.outcomes["counts"][k]["k"]) for k in CLASSES[:3])
+        counts = " | ".join(str(c.outcomes.counts[k].k) for k in CLASSES[:3])
         if not c.ok:
             md.append(f"| {c.label} | {c.n_seeds} | {c.n_diverged} | - | - | - | {counts} | - | - | - | - |")
             continue
         b = c.bimodality
         md.append(
             f"| {c.label} | {c.n_seeds} | {c.n_diverged} | {c.acquired} | {T.never_text(c)} | {T.median_text(c)} | "
-            f"{counts} | {p_value(b['final_icl_acc']['dip_p'])} | {p_value(b['log10_t_acquired']['dip_p'])} | "
-            f"{num(c.regime['rise_fraction']['median'], '{:.2f}')} | {num(c.regime['plateau']['median'], '{:.2f}')} |"
+            f"{counts} | {p_value(b.final_icl_acc.dip_p)} | {p_value(b.log10_t_acquired.dip_p)} | "
+            f"{num(c.regime.rise_fraction.median, '{:.2f}')} | {num(c.regime.plateau.median, '{:.2f}')} |"
         )
     if rep.unfinished:
         md += ["", "Unfinished or unreadable cells (skipped):", ""]
-        md += [f"- `{u['cell']}` {u.get('label', '')}: {u['reason']}" for u in rep.unfinished]
+        md += [f"- `{u.cell}` {u.label or ''}: {u.reason}" for u in rep.unfinished]
     return md + [""]
 
 
@@ -201,8 +198,8 @@ def _per_cell(rep: SweepReport, figures: KeysView[str]) -> list[str]:
     md = [
         "## Outcomes per cell",
         "",
-        f"persistent = acquired ICL and held it; transient = acquired, then ICL accuracy below {c0['level']:g} for "
-        f">= {c0['lasting']} consecutive evaluations (a lasting fall); censored = never acquired within the cell's "
+        f"persistent = acquired ICL and held it; transient = acquired, then ICL accuracy below {c0.level:g} for "
+        f">= {c0.lasting} consecutive evaluations (a lasting fall); censored = never acquired within the cell's "
         "budget. The fall time's median: Kaplan-Meier over the acquired seeds, persistent ones censored at the end "
         "of the run (Greenwood, log-log band inverted).",
         "",
@@ -248,25 +245,25 @@ def figures(rep: SweepReport) -> dict:
     figs, samples = {}, rep.samples
     for t in rep.thresholds:
         tag, label = slug(t.label), t.label
-        figs[f"acquisition_vs_K__{tag}"] = F.acquisition_vs_K(t.acquisition, title=f"Acquisition vs K ({label})")
-        ok_N = [N for N in t.N if t.acquisition[N].get("ok")]
+        figs[f"acquisition_vs_K__{tag}"] = F.acquisition_vs_K(
+            {N: a.to_json() for N, a in t.acquisition.items()}, title=f"Acquisition vs K ({label})"
+        )
+        ok_N = [N for N in t.N if t.acquisition[N].ok]
         if len(ok_N) >= 2:
             figs[f"kstar_vs_N__{tag}"] = F.kstar_vs_N(
                 ok_N,
-                [t.acquisition[N]["b"] for N in ok_N],
-                [t.acquisition[N]["log10_kstar_ci"] for N in ok_N],
-                t.kstar_slope,
-                ref_slope=PAPER["kstar_slope_predicted"],
+                [t.acquisition[N].b for N in ok_N],
+                [t.acquisition[N].log10_kstar_ci for N in ok_N],
+                t.kstar_slope.to_json(),
+                ref_slope=PAPER.kstar_slope_predicted,
                 title=f"K*(N) ({label})",
             )
         h = t.heatmap
-        figs[f"heatmap__{tag}"] = F.acquisition_heatmap(
-            h["K"], h["N"], h["fraction"], title=f"Acquisition fraction ({label})"
-        )
+        figs[f"heatmap__{tag}"] = F.acquisition_heatmap(h.K, h.N, h.fraction, title=f"Acquisition fraction ({label})")
         if t.near_kstar:
             figs[f"near_kstar__{tag}"] = P.small_histograms(
                 [
-                    (f"N={n['N']}, K={n['K']:,}", samples[n["cell_index"]].t, samples[n["cell_index"]].censor_at)
+                    (f"N={n.N}, K={n.K:,}", samples[n.cell_index].t, samples[n.cell_index].censor_at)
                     for n in t.near_kstar
                 ],
                 title=f"t_ICL in the cell nearest K* ({label})",
@@ -277,36 +274,39 @@ def figures(rep: SweepReport) -> dict:
             [samples[i].N for i in idx],
             [samples[i].t for i in idx],
             [samples[i].censor_at for i in idx],
-            s.median_vs_N,
+            s.median_vs_N.to_json(),
             title=f"t_ICL vs N at K = infinity ({s.label})",
         )
     for b in rep.balanced_vs_standard:
         rows = []
-        for N in sorted(set(b["N"])):
-            sel = [j for j, n_ in enumerate(b["N"]) if n_ == N]
+        for N in sorted(set(b.N)):
+            sel = [j for j, n_ in enumerate(b.N) if n_ == N]
             panels = [
                 (
                     ylabel,
-                    _wilson(b[m]["standard"]["k"][sel], b[m]["standard"]["n"][sel]),
-                    _wilson(b[m]["balanced"]["k"][sel], b[m]["balanced"]["n"][sel]),
+                    _wilson(b.metric(m).standard.k[sel], b.metric(m).standard.n[sel]),
+                    _wilson(b.metric(m).balanced.k[sel], b.metric(m).balanced.n[sel]),
                 )
                 for m, ylabel in BALANCED_METRICS
             ]
-            rows.append((N, [b["K"][j] for j in sel], panels))
-        figs[f"balanced_vs_standard__{slug(b['label'])}"] = F.balanced_vs_standard(
-            rows, title=f"Balanced vs standard contexts ({b['label']})"
+            rows.append((N, [b.K[j] for j in sel], panels))
+        figs[f"balanced_vs_standard__{slug(b.label)}"] = F.balanced_vs_standard(
+            rows, title=f"Balanced vs standard contexts ({b.label})"
         )
     return figs | _cell_figures(rep)
 
 
 def _cell_figures(rep: SweepReport) -> dict:
     """The run report's per-cell figures as small multiples, one panel per analysable cell."""
-    order, figs = _ordered(rep), {}
+    order, figs = _ordered(rep), dict[str, object]()
     if not order:
         return figs
     cells, samples = rep.cells, rep.samples
-    falls = [(cells[i].label, cells[i].outcomes["fall_after_t_icl"]) for i in order]
-    falls = [(label, f) for label, f in falls if f is not None and f["acquired"]]
+    falls = [
+        (cells[i].label, f.to_json())
+        for i in order
+        if (f := cells[i].outcomes.fall_after_t_icl) is not None and f.acquired
+    ]
     if falls:
         figs["fall_by_cell"] = P.fall_survival(falls, "Time from t_ICL to a lasting fall (Kaplan-Meier), per cell")
     for name, acc, ylabel in (("icl", "icl_acc", "ICL accuracy"), ("iwl", "iwl_acc", "IWL accuracy")):

@@ -1,8 +1,9 @@
 """Sections of a classification sweep's report, computed: the threshold K* of a group of finite-K cells
 (a `Threshold`), balanced minus standard contexts, and the record of median t_ICL vs N at K = infinity
 (a `Scaling`, computed in `classification_sweep`). Each draws from its own named child of the report's
-SeedSequence. The records' fields hold the analysis' dicts; indices (`cell_index`) point into the
-report's cells."""
+SeedSequence. The records are typed; where a field holds an `analysis.threshold` result (a fit, a slope:
+{"ok": False, "reason"} or the estimates) it is that function's dict. Indices (`cell_index`) point into
+the report's cells."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import dataclasses
 import numpy as np
 
 from icl_race.analysis import threshold as th
-from icl_race.analysis.survival import censored_times, logrank
-from icl_race.report.cell import CellStats
+from icl_race.analysis.survival import LogRank, censored_times, logrank
+from icl_race.report.cell import Bimodality, CellStats, Lognormal, MedianCI, Record
 from icl_race.report.draws import Draws
+from icl_race.report.format import OMIT_NONE, key, plain
 from icl_race.report.sample import Sample
 
 N_BOOT_SIGMOID = 200
@@ -32,33 +34,276 @@ RETIREMENT_FIELDS = {"train.stop_threshold", "train.settle_iwl"}
 
 
 @dataclasses.dataclass(frozen=True)
-class Threshold:
-    """K* per N of one group of finite-K cells (the fields in report.json's order)."""
+class Fit(Record):
+    """A result of `analysis.threshold` as a typed record. Its keys vary with the outcome (a fit that failed
+    has ok = False and a reason; an optional statistic may be absent): a field the result lacks is None, and
+    `keys` keeps the result's keys in its order, which is the order report.json writes."""
 
-    group: dict  # the varying fields (other than K and N) shared by the group's cells
-    label: str
-    variant: str  # "standard", "balanced" or "mixed"
-    N: list[int]
-    acquisition: dict  # N -> threshold.acquisition_curve (logistic midpoint K*, its bootstrap CI)
-    paper_sigmoid: dict  # N -> threshold.paper_sigmoid (the paper's 4-parameter sigmoid K*)
-    kstar_slope: dict  # log10 K* on log10 N (threshold.power_law_slope)
-    kstar_slope_N_minus_1: dict
-    kstar_slope_paper_sigmoid: dict
-    near_kstar: list[dict]  # per N, the best-observed cell nearest K* and its bimodality
-    heatmap: dict  # {"K", "N", "fraction"}: the acquisition fraction on the (N, K) grid
-    in_regime: dict | None = None  # the slope and cells over the N in the abrupt regime
+    keys: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
+
+    @classmethod
+    def of(cls, d: dict):
+        return cls(keys=tuple(d), **{k: cls._nested(k, v) for k, v in d.items()})
+
+    @classmethod
+    def _nested(cls, key: str, value):
+        return value
+
+    def to_json(self) -> dict:
+        return {k: plain(getattr(self, k)) for k in self.keys}
 
 
 @dataclasses.dataclass(frozen=True)
-class Scaling:
+class Slope(Fit):
+    """A least-squares line with bootstrap CIs (`threshold.power_law_slope`); N: the pair of N of a local slope."""
+
+    N: list[int] | None = None
+    ok: bool = False
+    reason: str | None = None
+    slope: float | None = None
+    intercept: float | None = None
+    n_points: int | None = None
+    confidence: float | None = None
+    r2: float | None = None
+    slope_ci: list | None = None
+    intercept_ci: list | None = None
+    boot_used: int | None = None
+    boot_dropped: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AcquisitionCell(Record):
+    log10_K: float
+    k: int
+    n: int
+    fraction: float
+    ci: list
+
+
+@dataclasses.dataclass(frozen=True)
+class Acquisition(Fit):
+    """The logistic fit of the acquired fraction on log10 K at one N and its K* (`threshold.acquisition_curve`)."""
+
+    cells: list[AcquisitionCell] = dataclasses.field(default_factory=list)
+    confidence: float | None = None
+    n_boot: int | None = None
+    ok: bool = False
+    reason: str | None = None
+    a: float | None = None
+    b: float | None = None  # log10 K*
+    kstar: float | None = None
+    log10_kstar: float | None = None
+    log10_kstar_ci: list | None = None
+    separated: bool | None = None
+    kstar_ci: list | None = None
+    boot_failed: int | None = None
+    bracketed: bool | None = None
+    boot_log10_kstar: np.ndarray | None = None  # the replicates (not in report.json)
+    ci_method: str | None = None
+
+    @classmethod
+    def _nested(cls, key: str, value):
+        return [AcquisitionCell(**c) for c in value] if key == "cells" else value
+
+
+@dataclasses.dataclass(frozen=True)
+class Sigmoid(Fit):
+    """The paper's 4-parameter sigmoid on final ICL accuracy at one N (`threshold.paper_sigmoid`)."""
+
+    ok: bool = False
+    reason: str | None = None
+    a: float | None = None
+    b: float | None = None
+    c: float | None = None
+    d: float | None = None
+    kstar: float | None = None
+    log10_kstar: float | None = None
+    log10_kstar_ci: list | None = None
+    kstar_ci: list | None = None
+    b_bounds: list | None = None
+    at_bound: bool | None = None
+    n_boot: int | None = None
+    confidence: float | None = None
+    n_K: int | None = None
+    boot_failed: int | None = None
+    boot_log10_kstar: np.ndarray | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MedianAtN(Record):
+    N: int
+    median: float | None
+    median_ci: list
+    n: int
+    acquired: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Quadratic(Record):
+    c2: float
+    c2_ci: list
+    units: str
+
+
+@dataclasses.dataclass(frozen=True)
+class MedianVsN(Fit):
+    """KM median t_ICL per N and its linear, log-log and quadratic fits (`threshold.median_vs_N`)."""
+
+    per_N: list[MedianAtN] = dataclasses.field(default_factory=list)
+    confidence: float | None = None
+    n_boot: int | None = None
+    excluded_N: list[int] | None = None
+    ok: bool = False
+    reason: str | None = None
+    linear: Slope | None = None
+    loglog: Slope | None = None
+    quadratic: Quadratic | None = None
+
+    @classmethod
+    def _nested(cls, key: str, value):
+        if key == "per_N":
+            return [MedianAtN(**p) for p in value]
+        if key in ("linear", "loglog"):
+            return Slope.of(value)
+        return Quadratic(**value) if key == "quadratic" else value
+
+
+@dataclasses.dataclass(frozen=True)
+class NearKstar(Record):
+    """At one N, the best-observed cell nearest K* and its bimodality."""
+
+    N: int
+    K: int
+    cell: str  # its label
+    bimodality: Bimodality
+    acquired_fraction: float | None
+    cell_index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Heatmap(Record):
+    """The acquisition fraction on the (N, K) grid of a group (NaN where no cell ran)."""
+
+    K: list[int]
+    N: list[int]
+    fraction: np.ndarray  # [N, K]
+
+
+@dataclasses.dataclass(frozen=True)
+class ThresholdInRegime(Record):
+    """A group's K* slope over the N in the abrupt regime, and its cells nearest K* there."""
+
+    N: list[int]
+    kstar_slope: Slope
+    local_slopes: list[Slope]  # per pair of neighbouring N (its N: the pair)
+    near_kstar: list[NearKstar]
+
+
+@dataclasses.dataclass(frozen=True)
+class Threshold(Record):
+    """K* per N of one group of finite-K cells (the fields in report.json's order)."""
+
+    group: dict[str, object]  # field -> value: the varying fields (other than K and N) shared by the group
+    label: str
+    variant: str  # "standard", "balanced" or "mixed"
+    N: list[int]
+    acquisition: dict[int, Acquisition]  # N -> the logistic midpoint K*, its bootstrap CI
+    paper_sigmoid: dict[int, Sigmoid]  # N -> the paper's 4-parameter sigmoid K*
+    kstar_slope: Slope  # log10 K* on log10 N
+    kstar_slope_N_minus_1: Slope
+    kstar_slope_paper_sigmoid: Slope
+    near_kstar: list[NearKstar]  # per N
+    heatmap: Heatmap
+    in_regime: ThresholdInRegime | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalingInRegime(Record):
+    """Median t_ICL vs N over the N of a group in the abrupt regime."""
+
+    N: list[int]
+    median_vs_N: MedianVsN  # ok = False alone with fewer than 2 N
+
+
+@dataclasses.dataclass(frozen=True)
+class Scaling(Record):
     """Median t_ICL vs N of one group of K = infinity cells (the fields in report.json's order)."""
 
-    group: dict
+    group: dict[str, object]
     label: str
-    median_vs_N: dict  # threshold.median_vs_N: KM median per N, linear and log-log fits
-    lognormal_per_N: list[dict]
+    median_vs_N: MedianVsN  # KM median per N, linear and log-log fits
+    lognormal_per_N: list[Lognormal]  # per N (its N set)
     cell_index: list[int]
-    in_regime: dict | None = None  # {"N", "median_vs_N"} over the N in the abrupt regime
+    in_regime: ScalingInRegime | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RegimeRow(Record):
+    """One N's regime, judged on one cell (`classification_sweep._regime_by_N`)."""
+
+    N: int
+    source: str  # "K = infinity" or the largest K, a proxy
+    cell: str
+    rise_fraction: MedianCI
+    plateau: MedianCI
+    plateau_reaches_threshold: float | None
+    abrupt: bool | None  # None: no seed acquired
+    paper_rule: bool  # every cell of this N uses the paper's acquisition rule
+
+
+@dataclasses.dataclass(frozen=True)
+class CellDifference(Record):
+    p1: float  # standard
+    p2: float  # balanced
+    diff: float
+    diff_ci: list
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts(Record):
+    """Per (N, K) cell of one side: k of n seeds."""
+
+    k: np.ndarray
+    n: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference(Record):
+    """Standard minus balanced for one metric (`threshold.fraction_difference`), and each side's counts."""
+
+    per_cell: list[CellDifference]
+    mean_diff: float
+    mean_diff_ci: list
+    confidence: float
+    n_boot: int
+    standard: Counts
+    balanced: Counts
+
+    @classmethod
+    def of(cls, d: dict, standard: Counts, balanced: Counts) -> Difference:
+        cells = [CellDifference(**c) for c in d["per_cell"]]
+        return cls(cells, d["mean_diff"], d["mean_diff_ci"], d["confidence"], d["n_boot"], standard, balanced)
+
+
+@dataclasses.dataclass(frozen=True)
+class Balanced(Record):
+    """Balanced minus standard contexts over the (N, K) cells of a group that have both."""
+
+    group: dict[str, object]
+    label: str
+    N: list[int]
+    K: list[int]
+    ci_method: str
+    t_icl_logrank: list  # per (N, K): analysis.survival.logrank's result
+    # per metric of BALANCED_METRICS
+    acc_above: Difference = dataclasses.field(metadata=key("acc_above_0.75"))
+    acquired: Difference
+    reference_above: list[float] | None = dataclasses.field(
+        default=None, metadata=key("balanced_reference_icl_test_above_0.75") | OMIT_NONE
+    )  # the balanced cells' fraction > 0.75 on the reference's ICL test, where every cell has it
+
+    def metric(self, name: str) -> Difference:
+        return {"acc_above_0.75": self.acc_above, "acquired": self.acquired}[name]
 
 
 def group_label(fields: dict) -> str:
@@ -84,17 +329,19 @@ def best_observed(j: int, conds: list[dict], samples: list[Sample]) -> int:
     )
 
 
-def logrank_of(a: Sample, b: Sample) -> dict:
+def logrank_of(a: Sample, b: Sample) -> LogRank:
     """Log-rank test of two cells' t_ICL distributions, each censored at its own time."""
     return logrank(*censored_times(a.t, a.censor_at), *censored_times(b.t, b.censor_at))
 
 
-def _slope(Ns: list, fits: dict, log_N) -> dict:
-    ok = [N for N in Ns if fits[N].get("ok")]
-    return th.power_law_slope(
-        log_N(np.array(ok, float)),
-        np.array([fits[N]["b"] for N in ok]),
-        np.stack([fits[N]["boot_log10_kstar"] for N in ok]) if ok else None,
+def _slope(Ns: list, fits: dict, log_N) -> Slope:
+    ok = [N for N in Ns if fits[N].ok]
+    return Slope.of(
+        th.power_law_slope(
+            log_N(np.array(ok, float)),
+            np.array([fits[N].b for N in ok]),
+            np.stack([fits[N].boot_log10_kstar for N in ok]) if ok else None,
+        )
     )
 
 
@@ -118,9 +365,11 @@ def threshold(
         x = np.log10(sorted(by_K))
         cells = [c for at_K in sub for i in at_K for c in samples[i].cells]
         acquired, final = zip(*(_each_seed_once(at_K, samples) for at_K in sub))
-        curves[N] = th.acquisition_curve(x, list(acquired), n_boot=draws.n_boot, rng=draws.rng("acquisition", *cells))
-        curves[N]["ci_method"] = "bootstrap percentile, seeds resampled within cells"
-        sigmoids[N] = (
+        curves[N] = Acquisition.of(
+            th.acquisition_curve(x, list(acquired), n_boot=draws.n_boot, rng=draws.rng("acquisition", *cells))
+            | {"ci_method": "bootstrap percentile, seeds resampled within cells"}
+        )
+        sigmoids[N] = Sigmoid.of(
             th.paper_sigmoid(
                 x, list(final), n_boot=min(draws.n_boot, N_BOOT_SIGMOID), rng=draws.rng("paper_sigmoid", *cells)
             )
@@ -129,28 +378,21 @@ def threshold(
         )
         for K, a in zip(sorted(by_K), acquired):
             grid[Ns.index(N), Ks.index(K)] = a.mean() if a.size else np.nan
-        if curves[N].get("ok"):
-            j = best(sub[int(np.argmin(np.abs(x - curves[N]["b"])))][0])
-            near.append(
-                {
-                    "N": N,
-                    "K": samples[j].K,
-                    "cell": stats[j].label,
-                    "bimodality": stats[j].bimodality,
-                    "acquired_fraction": stats[j].acquired_fraction,
-                    "cell_index": j,
-                }
-            )
+        if curves[N].ok:
+            j = best(sub[int(np.argmin(np.abs(x - curves[N].b)))][0])
+            near.append(NearKstar(N, samples[j].K, stats[j].label, stats[j].bimodality, stats[j].acquired_fraction, j))
     variants = {samples[i].variant for i in idx}
     retirements = {tuple(samples[i].condition().get(k) for k in sorted(RETIREMENT_FIELDS)) for i in idx}
     sigmoid_slope = (
         _slope(Ns, sigmoids, np.log10)
         if len(retirements) == 1
-        else {
-            "ok": False,
-            "reason": "the cells retire seeds differently (train.stop_threshold, "
-            "train.settle_iwl), which changes final accuracy",
-        }
+        else Slope.of(
+            {
+                "ok": False,
+                "reason": "the cells retire seeds differently (train.stop_threshold, "
+                "train.settle_iwl), which changes final accuracy",
+            }
+        )
     )
     return Threshold(
         gfields,
@@ -163,7 +405,7 @@ def threshold(
         _slope(Ns, curves, lambda n: np.log10(n - 1)),
         sigmoid_slope,
         near,
-        {"K": Ks, "N": Ns, "fraction": grid},
+        Heatmap(Ks, Ns, grid),
     )
 
 
@@ -193,14 +435,14 @@ def _counts(stats: list[CellStats], ids: list[int], metric: str) -> tuple[np.nda
     if metric == "acquired":
         return np.array([stats[i].acquired for i in ids]), np.array([stats[i].n_seeds for i in ids])
     return (
-        np.array([stats[i].final_icl_acc["above_0.75"] for i in ids]),
-        np.array([stats[i].final_icl_acc["n"] for i in ids]),
+        np.array([stats[i].final_icl_acc.above for i in ids]),
+        np.array([stats[i].final_icl_acc.n for i in ids]),
     )
 
 
 def balanced(
     gfields: dict, idx: list[int], conds: list[dict], samples: list[Sample], stats: list[CellStats], draws: Draws
-) -> dict | None:
+) -> Balanced | None:
     """Balanced minus standard contexts over the (N, K) cells of a group that have both, with a log-rank
     test of the two t_ICL distributions per cell; None without such a pair."""
     table: dict[tuple, int] = {}
@@ -212,21 +454,23 @@ def balanced(
     label = group_label(gfields) if gfields else "all"
     si = [table[(N, K, "standard")] for N, K in pairs]
     bi = [table[(N, K, "balanced")] for N, K in pairs]
-    entry = {
-        "group": gfields,
-        "label": label,
-        "N": [N for N, _ in pairs],
-        "K": [K for _, K in pairs],
-        "ci_method": "bootstrap percentile, binomial resampling of each cell",
-        "t_icl_logrank": [logrank_of(samples[s], samples[b]) for s, b in zip(si, bi)],
-    }
+    diffs = {}
     for metric, _ in BALANCED_METRICS:
         ks, ns = _counts(stats, si, metric)
         kb, nb = _counts(stats, bi, metric)
-        entry[metric] = th.fraction_difference(
+        diff = th.fraction_difference(
             ks, ns, kb, nb, n_boot=draws.n_boot, rng=draws.rng(metric, *(c for i in si + bi for c in samples[i].cells))
-        ) | {"standard": {"k": ks, "n": ns}, "balanced": {"k": kb, "n": nb}}
+        )
+        diffs[metric] = Difference.of(diff, Counts(ks, ns), Counts(kb, nb))
     ref = [stats[i].final_icl_ref_acc for i in bi]
-    if all(ref):
-        entry["balanced_reference_icl_test_above_0.75"] = [r["above_0.75"] / r["n"] for r in ref]
-    return entry
+    return Balanced(
+        gfields,
+        label,
+        [N for N, _ in pairs],
+        [K for _, K in pairs],
+        "bootstrap percentile, binomial resampling of each cell",
+        [logrank_of(samples[s], samples[b]) for s, b in zip(si, bi)],
+        diffs["acc_above_0.75"],
+        diffs["acquired"],
+        [r.fraction for r in ref] if all(ref) else None,
+    )
