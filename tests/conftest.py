@@ -5,6 +5,7 @@ import tempfile
 
 import jax
 import pytest
+import tiny
 
 # Implicit rank promotion hides shape bugs (nanodo's practice): make it an error in every test.
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -26,13 +27,8 @@ jax.config.update("jax_enable_compilation_cache", False)
 
 @pytest.fixture
 def tiny_raw():
-    """A config small enough to train in seconds on one CPU core; ICL is acquired within ~1000 steps."""
-    return {
-        "task": {"variant": "standard", "K": 1000, "N": 8},
-        "model": {"width": 32},
-        "train": {"lr": 0.1, "batch_size": 64, "steps": 800, "eval_every": 50, "eval_size": 200},
-        "ensemble": {"seeds": 4},
-    }
+    """The tests' one tiny config (tests/tiny.py: trains in seconds on one CPU core), a fresh copy per test."""
+    return tiny.raw()
 
 
 @pytest.fixture(autouse=True, scope="module")

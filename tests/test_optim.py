@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tiny
 
 from icl_race import config
 from icl_race.engine.ensemble import Layout, init_ensemble, padded_seed_ids, seed_keys, train
@@ -177,23 +178,10 @@ class _Stop(BaseException):
 def test_adam_run_resumed_from_a_checkpoint_equals_an_uninterrupted_one(tmp_path, monkeypatch):
     from icl_race.run import checkpoint
 
-    raw = {
-        "task": {"K": 1000, "N": 8},
-        "model": {"width": 32},
-        "train": {
-            "optimizer": "adamw",
-            "lr": 3e-3,
-            "weight_decay_mlp": 0.1,
-            "batch_size": 32,
-            "steps": 200,
-            "eval_every": 50,
-            "eval_size": 100,
-            "evals_per_chunk": 1,
-            "checkpoint_every": 1,
-            "stop_when_all_acquired": False,
-        },
-        "ensemble": {"seeds": 3, "block": 4},
-    }
+    adamw = {"optimizer": "adamw", "lr": 3e-3, "weight_decay_mlp": 0.1, "batch_size": 32, "steps": 200}
+    raw = tiny.raw(
+        train={**tiny.RESUMABLE, **adamw, "eval_size": 100, "evals_per_chunk": 1}, ensemble={"seeds": 3, "block": 4}
+    )
     whole = execute(
         config.from_dict({**raw, "train": {**raw["train"], "checkpoint_every": 0}}), tmp_path / "a", progress=False
     )
