@@ -31,6 +31,23 @@ def tiny_raw():
     return tiny.raw()
 
 
+@pytest.fixture(scope="session")
+def lr_runs(tmp_path_factory):
+    """tiny.LR_RUNS as run directories a/ and b/ (400 steps of 4 seeds, ~25 s each on 2 cores), and sweep/,
+    a sweep directory over train.lr holding both as cells: made once for every module that reads them."""
+    from icl_race import config
+    from icl_race.run.runner import execute
+
+    root = tmp_path_factory.mktemp("across")
+    for name, lr in tiny.LR_RUNS.items():
+        execute(config.from_dict(tiny.lr_run(lr)), root / name, progress=False)
+    sweep = root / "sweep"
+    for name in tiny.LR_RUNS:
+        shutil.copytree(root / name, sweep / "cells" / name)
+    (sweep / "sweep.toml").write_text('[grid]\n"train.lr" = [0.1, 0.05]\n')
+    return root
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _drop_compilations_after_each_module():
     """jit keeps every compiled program for the life of the process, ~44 MB a new shape, never released

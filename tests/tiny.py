@@ -21,6 +21,16 @@ _SMALL = {"model": {"width": 16}, "train": {"batch_size": 16, "steps": 100, "eva
 # step trained (no early end once all seeds acquired), so that the rerun's results compare whole.
 RESUMABLE = {"checkpoint_every": 1, "stop_when_all_acquired": False}
 
+# The two runs that the export, compare and runset tests read (conftest's session fixture `lr_runs`): they
+# differ in train.lr only; 400 steps, where most seeds reach icl60 (ICL itself not yet).
+LR_RUNS = {"a": 0.1, "b": 0.05}
+LR_RUN_EVENT = "icl60"
+
+
+def lr_run(lr: float) -> dict:
+    return raw(train={"lr": lr, "steps": 400, "eval_size": 100}, ensemble={"seeds": 4, "block": 4})
+
+
 # Sizes no machine holds, each refused before any work, naming the field to lower (run and memory tests).
 IMPOSSIBLE_SIZES = [
     ["model.width=1e9"],
