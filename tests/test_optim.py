@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import tiny
+from seeds import train_seeds
 
 from icl_race import config
-from icl_race.engine.ensemble import Layout, init_ensemble, padded_seed_ids, seed_keys, train
 from icl_race.models.transformer import ATTENTION_PATH
 from icl_race.run import compile_stats
 from icl_race.run.runner import execute
@@ -43,21 +43,8 @@ class HandWrittenSGD(ClassificationRace):
 
 
 def _train(program, consts, cfg, seed_ids, block, stop_event=None):
-    ids = padded_seed_ids(np.asarray(seed_ids), Layout(block))
-    carry = init_ensemble(program, Layout(block), seed_keys(0, ids), consts)
-    tr = cfg.train
-    carry, curves, _ = train(
-        program,
-        consts,
-        carry,
-        layout=Layout(block),
-        steps=tr.steps,
-        eval_every=tr.eval_every,
-        evals_per_chunk=tr.evals_per_chunk,
-        live_seeds=len(seed_ids),
-        stop_event=stop_event,
-    )
     n = len(seed_ids)
+    carry, curves, _ = train_seeds(program, consts, cfg, seed_ids, block, live_seeds=n, stop_event=stop_event)
     return jax.device_get(carry["t_first"]["icl"])[:n], {k: v[:n] for k, v in curves.items()}
 
 
