@@ -5,6 +5,7 @@ import tempfile
 
 import jax
 import pytest
+import tiny
 
 # Implicit rank promotion hides shape bugs (nanodo's practice): make it an error in every test.
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -26,13 +27,25 @@ jax.config.update("jax_enable_compilation_cache", False)
 
 @pytest.fixture
 def tiny_raw():
-    """A config small enough to train in seconds on one CPU core; ICL is acquired within ~1000 steps."""
-    return {
-        "task": {"variant": "standard", "K": 1000, "N": 8},
-        "model": {"width": 32},
-        "train": {"lr": 0.1, "batch_size": 64, "steps": 800, "eval_every": 50, "eval_size": 200},
-        "ensemble": {"seeds": 4},
-    }
+    """The tests' one tiny config (tests/tiny.py: trains in seconds on one CPU core), a fresh copy per test."""
+    return tiny.raw()
+
+
+@pytest.fixture(scope="session")
+def lr_runs(tmp_path_factory):
+    """tiny.LR_RUNS as run directories a/ and b/ (400 steps of 4 seeds, ~25 s each on 2 cores), and sweep/,
+    a sweep directory over train.lr holding both as cells: made once for every module that reads them."""
+    from icl_race import config
+    from icl_race.run.runner import execute
+
+    root = tmp_path_factory.mktemp("across")
+    for name, lr in tiny.LR_RUNS.items():
+        execute(config.from_dict(tiny.lr_run(lr)), root / name, progress=False)
+    sweep = root / "sweep"
+    for name in tiny.LR_RUNS:
+        shutil.copytree(root / name, sweep / "cells" / name)
+    (sweep / "sweep.toml").write_text('[grid]\n"train.lr" = [0.1, 0.05]\n')
+    return root
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -8,25 +8,11 @@ import sys
 
 import numpy as np
 import pytest
+import tiny
 
 from icl_race.cli import main
 
-TINY = """
-[task]
-K = 1000
-N = 8
-[model]
-width = 32
-[train]
-lr = 0.1
-batch_size = 64
-steps = 300
-eval_every = 50
-eval_size = 100
-[ensemble]
-seeds = 3
-block = 4
-"""
+TINY = "\n" + tiny.toml(tiny.raw(train={"steps": 300, "eval_size": 100}, ensemble={"seeds": 3, "block": 4}))
 
 
 @pytest.fixture

@@ -7,16 +7,12 @@ import subprocess
 import sys
 
 import numpy as np
+import tiny
 from runproc import set_args
 
 from icl_race.run import compile_cache
 
-RAW = {
-    "task": {"K": 200, "N": 8},
-    "model": {"width": 16},
-    "train": {"lr": 0.1, "batch_size": 16, "steps": 100, "eval_every": 50, "eval_size": 50},
-    "ensemble": {"seeds": 2, "block": 2},
-}
+RAW = tiny.small(task={"K": 200}, ensemble={"seeds": 2, "block": 2})
 
 
 def test_the_directory_is_per_user_and_host_and_each_switch_is_honoured(tmp_path):

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+import tiny
 from runproc import set_args, start_run
 
 from icl_race import config
@@ -15,21 +16,9 @@ from icl_race.cli import main
 from icl_race.run.checkpoint import Checkpointer
 from icl_race.run.runner import execute
 
-RAW = {
-    "task": {"K": 1000, "N": 8},
-    "model": {"width": 32},
-    "train": {
-        "lr": 0.1,
-        "batch_size": 64,
-        "steps": 1200,
-        "eval_every": 50,
-        "eval_size": 100,
-        "evals_per_chunk": 2,
-        "checkpoint_every": 1,
-        "stop_when_all_acquired": False,
-    },
-    "ensemble": {"seeds": 6, "block": 8},
-}
+RAW = tiny.raw(
+    train={**tiny.RESUMABLE, "steps": 1200, "eval_size": 100, "evals_per_chunk": 2}, ensemble={"seeds": 6, "block": 8}
+)
 
 
 def _assert_same(a, b):

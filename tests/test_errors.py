@@ -10,26 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tiny
 
 from icl_race.cli import main
 from icl_race.run import compile_stats
 
-TINY = """
-[task]
-K = 1000
-N = 8
-[model]
-width = 16
-[train]
-lr = 0.1
-batch_size = 16
-steps = 100
-eval_every = 50
-eval_size = 50
-[ensemble]
-seeds = 3
-block = 4
-"""
+TINY = "\n" + tiny.toml(tiny.small(ensemble={"seeds": 3, "block": 4}))
 DEMO = str(Path(__file__).parents[1] / "experiments" / "demo.toml")
 
 
@@ -97,15 +83,7 @@ CASES = [
             2,
             s[-1].partition("=")[0],
         )
-        for s in [
-            ["model.width=1e9"],
-            ["task.D=1e9"],
-            ["task.K=2e9"],
-            ["ensemble.seeds=1e9"],
-            ["train.batch_size=1e9"],
-            ["train.eval_size=1e9"],
-            ['task.variant="infinite"', "task.N=1e9"],
-        ]
+        for s in tiny.IMPOSSIBLE_SIZES
     ],
     # config files and paths
     ("run config not UTF-8", lambda t, f: [RUN, _write(t / "c.toml", b"[task]\nK = 1000 # \xff\xfe\n")], 2, "c.toml"),

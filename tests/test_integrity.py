@@ -9,33 +9,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tiny
 
 import icl_race
 from icl_race import config, rundir
 from icl_race.cli import main
 from icl_race.run.runner import execute
 
-RAW = {
-    "task": {"K": 200, "N": 8},
-    "model": {"width": 16},
-    "train": {
-        "lr": 0.1,
-        "batch_size": 16,
-        "steps": 200,
-        "eval_every": 50,
-        "eval_size": 50,
-        "evals_per_chunk": 1,
-        "checkpoint_every": 1,
-        "stop_when_all_acquired": False,
-    },
-    "ensemble": {"seeds": 2, "block": 4},
-}
+RAW = tiny.small(
+    task={"K": 200}, train={**tiny.RESUMABLE, "steps": 200, "evals_per_chunk": 1}, ensemble={"seeds": 2, "block": 4}
+)
 CFG = config.from_dict(RAW)
-
-
-def _toml(raw: dict) -> str:
-    value = lambda v: str(v).lower() if isinstance(v, bool) else json.dumps(v)
-    return "".join(f"[{s}]\n" + "".join(f"{k} = {value(v)}\n" for k, v in sec.items()) for s, sec in raw.items())
 
 
 class Killed(BaseException):
@@ -134,7 +118,7 @@ def _edit_config(d: Path, section: str, **fields) -> None:
 def test_an_edited_config_of_a_finished_run_is_refused_by_every_reader(tmp_path, finished, capsys):
     d = _copy(finished, tmp_path)
     _edit_config(d, "task", K=1000)
-    (tmp_path / "edited.toml").write_text(_toml(_with(RAW, "task", K=1000)))
+    (tmp_path / "edited.toml").write_text(tiny.toml(_with(RAW, "task", K=1000)))
     before = _files(d)
     with pytest.raises(rundir.DamagedFileError, match=r"config.json: no longer .* differs in task.K\)"):
         icl_race.load(d)
@@ -149,7 +133,7 @@ def test_an_edited_config_of_a_finished_run_is_refused_by_every_reader(tmp_path,
 def test_redo_sets_an_edited_finished_run_aside_and_trains_it_again(tmp_path, finished, capsys):
     d = _copy(finished, tmp_path)
     _edit_config(d, "task", K=100)
-    (tmp_path / "edited.toml").write_text(_toml(_with(RAW, "task", K=100)))
+    (tmp_path / "edited.toml").write_text(tiny.toml(_with(RAW, "task", K=100)))
     assert main(["run", str(tmp_path / "edited.toml"), "--out", str(d), "--redo", "--quiet"]) == 0
     aside = list(d.glob("damaged-*"))
     assert len(aside) == 1 and (aside[0] / "results.npz").exists()
@@ -190,7 +174,7 @@ def test_a_symbolic_link_in_a_run_directory_is_refused_and_its_target_untouched(
     d = _copy(finished, tmp_path)
     (d / name).unlink(missing_ok=True)
     (d / name).symlink_to(outside / target)
-    (tmp_path / "run.toml").write_text(_toml(RAW))
+    (tmp_path / "run.toml").write_text(tiny.toml(RAW))
     before_out, before_run = _files(outside), _files(d)
     for argv in (["run", str(tmp_path / "run.toml"), "--out", str(d), "--redo", "--quiet"], ["report", str(d)]):
         capsys.readouterr()
@@ -205,7 +189,7 @@ def test_a_fresh_run_refuses_a_planted_checkpoints_link_before_any_work(tmp_path
     d = tmp_path / "run"
     d.mkdir()
     (d / "checkpoints").symlink_to(outside / "folder")
-    (tmp_path / "run.toml").write_text(_toml(RAW))
+    (tmp_path / "run.toml").write_text(tiny.toml(RAW))
     assert main(["run", str(tmp_path / "run.toml"), "--out", str(d), "--quiet"]) == 2
     assert "checkpoints: is a symbolic link" in capsys.readouterr().err
     assert sorted(p.name for p in (outside / "folder").iterdir()) == ["7"]
@@ -218,7 +202,7 @@ def test_a_checkpoints_path_that_is_a_file_is_refused_before_compilation(tmp_pat
     d = tmp_path / "run"
     d.mkdir()
     (d / "checkpoints").write_text("not a folder")
-    (tmp_path / "run.toml").write_text(_toml(RAW))
+    (tmp_path / "run.toml").write_text(tiny.toml(RAW))
     compiles = compile_stats.snapshot()[0]
     assert main(["run", str(tmp_path / "run.toml"), "--out", str(d), "--quiet"]) == 2
     assert "checkpoints: is not a directory" in capsys.readouterr().err
@@ -234,7 +218,7 @@ base = "run.toml"
 
 @pytest.mark.parametrize("name", ["cells", "summary.csv", "sweep.toml", "figures", "CELL"])
 def test_a_symbolic_link_in_a_sweep_directory_is_refused_and_its_target_untouched(tmp_path, outside, name, capsys):
-    (tmp_path / "run.toml").write_text(_toml(RAW))
+    (tmp_path / "run.toml").write_text(tiny.toml(RAW))
     (tmp_path / "sweep.toml").write_text(SWEEP)
     out = tmp_path / "sweep"
     from icl_race.run import sweep
@@ -279,7 +263,7 @@ def test_crafted_results_are_one_line_naming_the_array_in_every_reader(tmp_path,
     _craft(d, **arrays)
     with pytest.raises(rundir.DamagedFileError, match=f"results.npz: array {name}: "):
         icl_race.load(d)
-    (tmp_path / "run.toml").write_text(_toml(RAW))
+    (tmp_path / "run.toml").write_text(tiny.toml(RAW))
     for argv in (["report", str(d)], ["hist", str(d)], ["run", str(tmp_path / "run.toml"), "--out", str(d)]):
         capsys.readouterr()
         assert main(argv) == 2, argv
@@ -290,7 +274,7 @@ def test_crafted_results_are_one_line_naming_the_array_in_every_reader(tmp_path,
 def test_redo_sets_crafted_results_aside_like_unparsable_ones(tmp_path, finished):
     d = _copy(finished, tmp_path)
     _craft(d, t_icl=[100, 150, 200])
-    (tmp_path / "run.toml").write_text(_toml(RAW))
+    (tmp_path / "run.toml").write_text(tiny.toml(RAW))
     assert main(["run", str(tmp_path / "run.toml"), "--out", str(d), "--redo", "--quiet"]) == 0
     assert len(list(d.glob("damaged-*/results.npz"))) == 1
     np.testing.assert_array_equal(icl_race.load(d).times["icl"], rundir.read_results(finished)["t_icl"])

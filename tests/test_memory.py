@@ -4,6 +4,7 @@ XLA's memory_analysis reports for the compiled chunk, and the refusal of sizes n
 import jax
 import jax.numpy as jnp
 import pytest
+import tiny
 
 from icl_race import config
 from icl_race.engine import memory
@@ -62,15 +63,7 @@ def test_estimate_bounds_what_xla_allocates_for_the_chunk(name):
 
 @pytest.mark.parametrize(
     "overrides",
-    [
-        ["model.width=1e9"],
-        ["task.D=1e9"],
-        ["task.K=2e9"],
-        ["ensemble.seeds=1e9"],
-        ["train.batch_size=1e9"],
-        ["train.eval_size=1e9"],
-        ['task.variant="infinite"', "task.N=1e9"],
-    ],
+    tiny.IMPOSSIBLE_SIZES,
 )
 def test_impossible_sizes_are_refused_naming_the_field_to_lower(overrides):
     from icl_race.run.runner import check_memory

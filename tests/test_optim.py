@@ -9,9 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tiny
+from seeds import train_seeds
 
 from icl_race import config
-from icl_race.engine.ensemble import Layout, init_ensemble, padded_seed_ids, seed_keys, train
 from icl_race.models.transformer import ATTENTION_PATH
 from icl_race.run import compile_stats
 from icl_race.run.runner import execute
@@ -42,21 +43,8 @@ class HandWrittenSGD(ClassificationRace):
 
 
 def _train(program, consts, cfg, seed_ids, block, stop_event=None):
-    ids = padded_seed_ids(np.asarray(seed_ids), Layout(block))
-    carry = init_ensemble(program, Layout(block), seed_keys(0, ids), consts)
-    tr = cfg.train
-    carry, curves, _ = train(
-        program,
-        consts,
-        carry,
-        layout=Layout(block),
-        steps=tr.steps,
-        eval_every=tr.eval_every,
-        evals_per_chunk=tr.evals_per_chunk,
-        live_seeds=len(seed_ids),
-        stop_event=stop_event,
-    )
     n = len(seed_ids)
+    carry, curves, _ = train_seeds(program, consts, cfg, seed_ids, block, live_seeds=n, stop_event=stop_event)
     return jax.device_get(carry["t_first"]["icl"])[:n], {k: v[:n] for k, v in curves.items()}
 
 
@@ -177,23 +165,10 @@ class _Stop(BaseException):
 def test_adam_run_resumed_from_a_checkpoint_equals_an_uninterrupted_one(tmp_path, monkeypatch):
     from icl_race.run import checkpoint
 
-    raw = {
-        "task": {"K": 1000, "N": 8},
-        "model": {"width": 32},
-        "train": {
-            "optimizer": "adamw",
-            "lr": 3e-3,
-            "weight_decay_mlp": 0.1,
-            "batch_size": 32,
-            "steps": 200,
-            "eval_every": 50,
-            "eval_size": 100,
-            "evals_per_chunk": 1,
-            "checkpoint_every": 1,
-            "stop_when_all_acquired": False,
-        },
-        "ensemble": {"seeds": 3, "block": 4},
-    }
+    adamw = {"optimizer": "adamw", "lr": 3e-3, "weight_decay_mlp": 0.1, "batch_size": 32, "steps": 200}
+    raw = tiny.raw(
+        train={**tiny.RESUMABLE, **adamw, "eval_size": 100, "evals_per_chunk": 1}, ensemble={"seeds": 3, "block": 4}
+    )
     whole = execute(
         config.from_dict({**raw, "train": {**raw["train"], "checkpoint_every": 0}}), tmp_path / "a", progress=False
     )

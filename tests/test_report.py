@@ -6,6 +6,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+import tiny
 from scipy.special import expit
 
 from icl_race import config
@@ -23,14 +24,7 @@ def real_run(tmp_path_factory):
     """A tiny engine run (about 10-20 s on 2 cores) in which most seeds acquire ICL."""
     from icl_race.run.runner import execute
 
-    cfg = config.from_dict(
-        {
-            "task": {"K": 1000, "N": 8},
-            "model": {"width": 32},
-            "train": {"lr": 0.1, "batch_size": 64, "steps": 800, "eval_every": 50, "eval_size": 100},
-            "ensemble": {"seeds": 8, "block": 8},
-        }
-    )
+    cfg = config.from_dict(tiny.raw(train={"eval_size": 100}, ensemble={"seeds": 8, "block": 8}))
     out = tmp_path_factory.mktemp("real") / "run"
     execute(cfg, out, progress=False)
     return out

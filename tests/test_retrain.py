@@ -3,27 +3,23 @@ are exactly its run's, whatever seeds are asked for beside it, and nothing is wr
 
 import numpy as np
 import pytest
+import tiny
 
 from icl_race import config, rundir
 from icl_race.config import ConfigError
 from icl_race.run.retrain import retrain, train_seeds
 from icl_race.run.runner import execute
 
-RAW = {
-    "task": {"K": 1000, "N": 8},
-    "model": {"width": 32},
-    "train": {
-        "lr": 0.1,
-        "batch_size": 64,
+RAW = tiny.raw(
+    train={
         "steps": 300,
-        "eval_every": 50,
         "eval_size": 100,
         "evals_per_chunk": 2,
         "checkpoint_every": 0,
         "stop_when_all_acquired": False,
     },
-    "ensemble": {"seeds": 3, "first_seed": 5, "block": 4},
-}
+    ensemble={"seeds": 3, "first_seed": 5, "block": 4},
+)
 
 
 @pytest.fixture(scope="module")

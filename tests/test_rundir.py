@@ -11,27 +11,16 @@ import sys
 
 import numpy as np
 import pytest
+import tiny
 
 import icl_race
 from icl_race import config, rundir
 from icl_race.run import sweep
 from icl_race.run.runner import execute
 
-RAW = {
-    "task": {"K": 200, "N": 8},
-    "model": {"width": 16},
-    "train": {
-        "lr": 0.1,
-        "batch_size": 16,
-        "steps": 200,
-        "eval_every": 50,
-        "eval_size": 50,
-        "evals_per_chunk": 1,
-        "checkpoint_every": 1,
-        "stop_when_all_acquired": False,
-    },
-    "ensemble": {"seeds": 3, "block": 4},
-}
+RAW = tiny.small(
+    task={"K": 200}, train={**tiny.RESUMABLE, "steps": 200, "evals_per_chunk": 1}, ensemble={"seeds": 3, "block": 4}
+)
 CFG = config.from_dict(RAW)
 FINISH_STEPS = [
     "staged t_icl_hist.png",

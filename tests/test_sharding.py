@@ -7,12 +7,23 @@ import os
 import subprocess
 import sys
 
+import tiny
+
 # A clean environment (no inherited XLA flags or device counts), with the test session's compilation cache.
 ENV = {
     "JAX_PLATFORMS": "cpu",
     "PATH": "/usr/bin:/bin",
     **{k: v for k, v in os.environ.items() if k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))},
 }
+
+# The child processes' configs, passed to them as `RAW = {...}` ahead of their scripts.
+FOUR_DEVICES = tiny.raw(
+    train={"evals_per_chunk": 4, "checkpoint_every": 0, "stop_when_all_acquired": False},
+    ensemble={"seeds": 13, "block": 2},
+)
+MOVED = tiny.raw(
+    train={**tiny.RESUMABLE, "steps": 400, "eval_size": 100, "evals_per_chunk": 2}, ensemble={"seeds": 5, "block": 2}
+)
 
 SCRIPT = r"""
 import jax
@@ -22,10 +33,7 @@ from icl_race import config
 from icl_race.run.runner import execute
 
 assert len(jax.devices()) == 4
-raw = {"task": {"K": 1000, "N": 8}, "model": {"width": 32},
-       "train": {"lr": 0.1, "batch_size": 64, "steps": 800, "eval_every": 50, "eval_size": 200,
-                 "evals_per_chunk": 4, "checkpoint_every": 0, "stop_when_all_acquired": False},
-       "ensemble": {"seeds": 13, "block": 2}}
+raw = RAW  # the tiny config, given by the test (tests/tiny.py is not importable here)
 out = {}
 for devices in (1, 4):
     cfg = config.from_dict({**raw, "ensemble": {**raw["ensemble"], "devices": devices}})
@@ -40,7 +48,7 @@ print("acquired", int((a["t_icl"] >= 0).sum()), "distinct", len(set(a["t_icl"].t
 
 def test_four_devices_match_one(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-c", "import sys\n" + SCRIPT, str(tmp_path)],
+        [sys.executable, "-c", f"import sys\nRAW = {FOUR_DEVICES!r}\n" + SCRIPT, str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -63,10 +71,7 @@ from icl_race import config
 from icl_race.run.runner import execute
 import icl_race.run.checkpoint as ck
 
-raw = {"task": {"K": 1000, "N": 8}, "model": {"width": 32},
-       "train": {"lr": 0.1, "batch_size": 64, "steps": 400, "eval_every": 50, "eval_size": 100,
-                 "evals_per_chunk": 2, "checkpoint_every": 1, "stop_when_all_acquired": False},
-       "ensemble": {"seeds": 5, "block": 2}}
+raw = RAW  # as SCRIPT's
 if sys.argv[3] == "stop":  # end the process right after the checkpoint at step 200 is on disk
     save = ck.Checkpointer.save
     def stop_after(self, step, *a, **k):
@@ -82,7 +87,7 @@ np.savez(sys.argv[1] + ".out.npz", **res)
 
 def _resume_script(out, devices, mode):
     return subprocess.run(
-        [sys.executable, "-c", RESUME, str(out), str(devices), mode],
+        [sys.executable, "-c", f"RAW = {MOVED!r}\n" + RESUME, str(out), str(devices), mode],
         capture_output=True,
         text=True,
         timeout=600,

@@ -9,26 +9,15 @@ import time
 
 import numpy as np
 import pytest
+import tiny
 from runproc import start_run
 
 from icl_race import config
 from icl_race.run.runner import execute
 
-RAW = {
-    "task": {"K": 1000, "N": 8},
-    "model": {"width": 32},
-    "train": {
-        "lr": 0.1,
-        "batch_size": 64,
-        "steps": 600,
-        "eval_every": 50,
-        "eval_size": 100,
-        "evals_per_chunk": 2,
-        "checkpoint_every": 1,
-        "stop_when_all_acquired": False,
-    },
-    "ensemble": {"seeds": 3, "block": 4},
-}
+RAW = tiny.raw(
+    train={**tiny.RESUMABLE, "steps": 600, "eval_size": 100, "evals_per_chunk": 2}, ensemble={"seeds": 3, "block": 4}
+)
 
 
 def _tmp_left(out):

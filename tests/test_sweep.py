@@ -6,36 +6,22 @@ import csv
 import io
 
 import pytest
+import tiny
 
 from icl_race.cli import main
 from icl_race.config import ConfigError
 from icl_race.run import compile_stats, sweep
 from icl_race.run.sweep import execute
 
-BASE = {
-    "task": {"K": 1000, "N": 8},
-    "model": {"width": 16},
-    "train": {"lr": 0.1, "batch_size": 16, "steps": 100, "eval_every": 50, "eval_size": 50},
-    "ensemble": {"seeds": 2, "block": 2},
-}
-SPEC = """
-[task]
-N = 8
-[model]
-width = 16
-[train]
-lr = 0.1
-batch_size = 16
-steps = 100
-eval_every = 50
-eval_size = 50
-[ensemble]
-seeds = 2
-block = 2
-[grid]
+BASE = tiny.small(ensemble={"seeds": 2, "block": 2})
+SPEC = (
+    "\n"
+    + tiny.toml({**BASE, "task": {"N": 8}})
+    + """[grid]
 "task.K" = [200, 400, 800]
 "train.weight_decay_attn" = [0.0, 0.001]
 """
+)
 
 
 def test_grid_is_the_cartesian_product_with_a_shared_pool_size():

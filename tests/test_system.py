@@ -4,30 +4,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from seeds import train_seeds
 
 from icl_race import config
-from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys, train
+from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys
 from icl_race.systems import build
 
 
 def _run(raw, seeds=2):
     cfg = config.from_dict(raw)
     program, consts = build(cfg)
-    carry = init_ensemble(program, Layout(seeds), seed_keys(0, np.arange(seeds)), consts)
-    tr = cfg.train
-    return (
-        program,
-        consts,
-        *train(
-            program,
-            consts,
-            carry,
-            layout=Layout(seeds),
-            steps=tr.steps,
-            eval_every=tr.eval_every,
-            evals_per_chunk=tr.evals_per_chunk,
-        ),
-    )
+    return (program, consts, *train_seeds(program, consts, cfg, np.arange(seeds), block=seeds))
 
 
 def test_infinite_variant_learns_icl_and_cannot_memorize():

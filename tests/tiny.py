@@ -1,0 +1,68 @@
+"""The one tiny config of the tests, and the variants a test needs as overrides of it.
+
+`raw(**sections)` is the conftest fixture `tiny_raw`'s dict with each named section's keys replaced or
+added; a plain function (not only a fixture) because several modules need their config at import time,
+in a sweep file or in the arguments of a child process. `toml(raw)` writes such a dict as a config file.
+"""
+
+import json
+
+# Small enough to train in seconds on one CPU core; ICL is acquired within ~1000 steps. task.variant is
+# the default ("standard"): not named, so that a test can add it to the TOML without a duplicate key.
+_BASE = {
+    "task": {"K": 1000, "N": 8},
+    "model": {"width": 32},
+    "train": {"lr": 0.1, "batch_size": 64, "steps": 800, "eval_every": 50, "eval_size": 200},
+    "ensemble": {"seeds": 4},
+}
+_SMALL = {"model": {"width": 16}, "train": {"batch_size": 16, "steps": 100, "eval_size": 50}}
+
+# The train fields of a run that a test interrupts and resumes: a checkpoint after every chunk, and every
+# step trained (no early end once all seeds acquired), so that the rerun's results compare whole.
+RESUMABLE = {"checkpoint_every": 1, "stop_when_all_acquired": False}
+
+# The two runs that the export, compare and runset tests read (conftest's session fixture `lr_runs`): they
+# differ in train.lr only; 400 steps, where most seeds reach icl60 (ICL itself not yet).
+LR_RUNS = {"a": 0.1, "b": 0.05}
+LR_RUN_EVENT = "icl60"
+
+
+def lr_run(lr: float) -> dict:
+    return raw(train={"lr": lr, "steps": 400, "eval_size": 100}, ensemble={"seeds": 4, "block": 4})
+
+
+# Sizes no machine holds, each refused before any work, naming the field to lower (run and memory tests).
+IMPOSSIBLE_SIZES = [
+    ["model.width=1e9"],
+    ["task.D=1e9"],
+    ["task.K=2e9"],
+    ["ensemble.seeds=1e9"],
+    ["train.batch_size=1e9"],
+    ["train.eval_size=1e9"],
+    ['task.variant="infinite"', "task.N=1e9"],
+]
+
+
+def raw(**sections: dict) -> dict:
+    """A fresh copy of the tiny config, each keyword a section whose keys override (or add to) the base's:
+    `raw(train={"steps": 100}, ensemble={"seeds": 2, "block": 2})`."""
+    return _merge(_BASE, sections)
+
+
+def small(**sections: dict) -> dict:
+    """The tiny config at a quarter of its sizes (width 16, batches of 16, 100 steps, 50 evaluation
+    sequences), for the runs whose numbers no test reads closely; keywords as `raw`'s."""
+    return _merge(_merge(_BASE, _SMALL), sections)
+
+
+def _merge(base: dict, sections: dict) -> dict:
+    out = {name: dict(sec) for name, sec in base.items()}
+    for name, over in sections.items():
+        out[name] = {**out.get(name, {}), **over}
+    return out
+
+
+def toml(raw: dict) -> str:
+    """A config dict as a TOML config file (sections of scalars and lists: JSON's spelling is TOML's)."""
+    value = lambda v: str(v).lower() if isinstance(v, bool) else json.dumps(v)
+    return "".join(f"[{s}]\n" + "".join(f"{k} = {value(v)}\n" for k, v in sec.items()) for s, sec in raw.items())
