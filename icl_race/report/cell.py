@@ -10,7 +10,7 @@ diverged seeds are excluded from every statistic but the outcome counts."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -38,6 +38,12 @@ class Record:
     def to_json(self) -> dict:
         return record_json(self)
 
+    @classmethod
+    def of(cls, d: dict) -> Self:
+        """The record of an analysis function's result, whose keys are its field names (a record whose
+        result nests other records or differs in its keys reads it in its own `of`)."""
+        return cls(**d)
+
 
 @dataclasses.dataclass(frozen=True)
 class Proportion(Record):
@@ -47,10 +53,6 @@ class Proportion(Record):
     n: int
     fraction: float
     ci: list
-
-    @classmethod
-    def of(cls, d: dict) -> Proportion:
-        return cls(d["k"], d["n"], d["fraction"], d["ci"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,10 +64,6 @@ class Count(Record):
     fraction: float
     ci: list
     ci_method: str
-
-    @classmethod
-    def of(cls, d: dict) -> Count:
-        return cls(d["k"], d["n"], d["fraction"], d["ci"], d["ci_method"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,10 +84,6 @@ class KaplanMeier(Record):
     censored_t: list
     censored_n: list
 
-    @classmethod
-    def of(cls, d: dict) -> KaplanMeier:
-        return cls(**d)
-
 
 @dataclasses.dataclass(frozen=True)
 class MedianCI(Record):
@@ -98,10 +92,6 @@ class MedianCI(Record):
     median: float | None
     ci: list
     n: int
-
-    @classmethod
-    def of(cls, d: dict) -> MedianCI:
-        return cls(d["median"], d["ci"], d["n"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,10 +158,6 @@ class Modality(Record):
     underpowered: bool
     not_measured: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
 
-    @classmethod
-    def of(cls, d: dict) -> Modality:
-        return cls(**d)
-
     @property
     def delta_bic(self) -> float | None:
         return (self.mixture or {}).get("delta_bic")
@@ -229,10 +215,6 @@ class Lognormal(Record):
     n: int | None = _opt()
     acquired: int | None = _opt()
     confidence: float | None = _opt()
-
-    @classmethod
-    def of(cls, d: dict) -> Lognormal:
-        return cls(**d)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -140,10 +140,6 @@ class Transition(Record):
     km_median_ci_tau: list  # [lo, hi]; hi None: beyond the budget
     quantiles_tau: dict[int, float | None]  # percentile (10, 50, 90) -> of the reached seeds
 
-    @classmethod
-    def of(cls, d: dict) -> Transition:
-        return cls(**d)
-
 
 @dataclasses.dataclass(frozen=True)
 class Dwell(Record):
@@ -155,10 +151,6 @@ class Dwell(Record):
     median_tau: float | None
     median_log10_ratio: float | None
     mid_loss: list[float] | None  # median, 10%, 90% of the loss at the log-midpoint
-
-    @classmethod
-    def of(cls, d: dict) -> Dwell:
-        return cls(**d)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,10 +196,6 @@ class Eq21Match(Record):
     cos_k: float
     cos_q: float
 
-    @classmethod
-    def of(cls, d: dict) -> Eq21Match:
-        return cls(**d)
-
 
 @dataclasses.dataclass(frozen=True)
 class Eq21Transition(Record):
@@ -225,10 +213,6 @@ class Eq21Transition(Record):
     cos_q_median: float | None = dataclasses.field(default=None, metadata=OMIT_NONE)
     rel_err: list[float] | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # median, 10%, 90%
     abs_rel_err_median: float | None = dataclasses.field(default=None, metadata=OMIT_NONE)
-
-    @classmethod
-    def of(cls, d: dict) -> Eq21Transition:
-        return cls(**d)
 
 
 @dataclasses.dataclass(frozen=True)

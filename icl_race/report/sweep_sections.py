@@ -280,9 +280,9 @@ class Difference(Record):
     balanced: Counts
 
     @classmethod
-    def of(cls, d: dict, standard: Counts, balanced: Counts) -> Difference:
-        cells = [CellDifference(**c) for c in d["per_cell"]]
-        return cls(cells, d["mean_diff"], d["mean_diff_ci"], d["confidence"], d["n_boot"], standard, balanced)
+    def of(cls, d: dict) -> Difference:
+        """`threshold.fraction_difference`'s result with the two sides' counts added (keys standard, balanced)."""
+        return cls(**d | {"per_cell": [CellDifference(**c) for c in d["per_cell"]]})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -461,7 +461,7 @@ def balanced(
         diff = th.fraction_difference(
             ks, ns, kb, nb, n_boot=draws.n_boot, rng=draws.rng(metric, *(c for i in si + bi for c in samples[i].cells))
         )
-        diffs[metric] = Difference.of(diff, Counts(ks, ns), Counts(kb, nb))
+        diffs[metric] = Difference.of(diff | {"standard": Counts(ks, ns), "balanced": Counts(kb, nb)})
     ref = [stats[i].final_icl_ref_acc for i in bi]
     return Balanced(
         gfields,
