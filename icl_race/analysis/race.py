@@ -23,7 +23,7 @@ finished runs (`analysis.runs.FinishedRun`: a study's `rundir.Run`s), through th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -312,6 +312,16 @@ def summarize_independence(
 # ---- typed results (`icl-race analyze race ...`: icl_race/studies/race.py) -------------------------
 
 
+def _typed[**P, R](record: Callable[..., R], summarize: Callable[P, dict]) -> Callable[P, R]:
+    """`summarize` returning its summary as the typed `record` (whose fields are the summary's keys): the
+    two take the same arguments, declared (with their defaults) once, on `summarize`."""
+
+    def typed(*args: P.args, **kwargs: P.kwargs) -> R:
+        return record(**summarize(*args, **kwargs))
+
+    return typed
+
+
 def _med(d: dict, key: str = "median", fmt: str = "{:.0f}") -> str:
     return value_ci(d.get(key), d.get(f"{key}_ci"), fmt)
 
@@ -347,8 +357,7 @@ class Transience:
         return "\n".join(lines)
 
 
-def transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> Transience:
-    return Transience(**summarize_transience(runs, level=level, n_boot=n_boot, seed=seed))
+transience = _typed(Transience, summarize_transience)
 
 
 @dataclass(frozen=True)
@@ -455,14 +464,4 @@ class Independence:
         return "\n".join(lines)
 
 
-def independence(
-    memorization_runs: Sequence[FinishedRun],
-    t_icl_runs: Sequence[FinishedRun],
-    mlp_only_runs: Sequence[FinishedRun],
-    level: float = 0.9,
-    n_boot: int = 1000,
-    seed: int = 0,
-) -> Independence:
-    return Independence(
-        **summarize_independence(memorization_runs, t_icl_runs, mlp_only_runs, level=level, n_boot=n_boot, seed=seed)
-    )
+independence = _typed(Independence, summarize_independence)

@@ -183,14 +183,15 @@ class WidthFit:
     lr: float
     per_N: tuple[PerN, ...]
     fitted_N: tuple[int, ...]  # the abrupt N with a reached median
-    exponent: float | None  # log-log slope of the KM median on N
-    exponent_ci: tuple[float | None, float | None]
-    slope: float | None  # linear fit: steps per token
-    slope_ci: tuple[float | None, float | None]
-    intercept: float | None
-    intercept_ci: tuple[float | None, float | None]
-    quadratic: float | None  # quadratic term in standardised N (>= 3 N): a CI containing 0 is a straight line
-    quadratic_ci: tuple[float | None, float | None]
+    # The fit: None (and CIs (None, None)) when there is none, with the reason why.
+    exponent: float | None = None  # log-log slope of the KM median on N
+    exponent_ci: tuple[float | None, float | None] = (None, None)
+    slope: float | None = None  # linear fit: steps per token
+    slope_ci: tuple[float | None, float | None] = (None, None)
+    intercept: float | None = None
+    intercept_ci: tuple[float | None, float | None] = (None, None)
+    quadratic: float | None = None  # quadratic term in standardised N (>= 3 N): a CI containing 0 is a straight line
+    quadratic_ci: tuple[float | None, float | None] = (None, None)
     reason: str = ""  # why there is no fit
 
 
@@ -273,21 +274,7 @@ def width_axis(
         fitted = tuple(per_N[i].N for i in fit_idx)
         if len(set(fitted)) < 2:
             fits.append(
-                WidthFit(
-                    width,
-                    lr,
-                    per_N,
-                    fitted,
-                    None,
-                    (None, None),
-                    None,
-                    (None, None),
-                    None,
-                    (None, None),
-                    None,
-                    (None, None),
-                    reason="needs an abrupt, reached median at >= 2 values of N",
-                )
+                WidthFit(width, lr, per_N, fitted, reason="needs an abrupt, reached median at >= 2 values of N")
             )
             continue
         sub = median_vs_N(
