@@ -29,6 +29,26 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
+def cell(width: int) -> dict:
+    """One cell's config: a seed of a small classification race, 20 steps, no checkpoint. Distinct widths
+    make distinct programs (a new compilation of init, chunk, probe); tests/test_sweep.py bounds a sweep's
+    growth over such cells."""
+    return {
+        "task": {"K": 64, "N": 4, "D": 8},
+        "model": {"width": width},
+        "train": {
+            "lr": 0.1,
+            "batch_size": 8,
+            "steps": 20,
+            "eval_every": 10,
+            "eval_size": 16,
+            "eval_batch": 16,
+            "checkpoint_every": 0,
+        },
+        "ensemble": {"seeds": 1, "block": 1},
+    }
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=int, default=24, help="cells of distinct shapes to run in this process")
@@ -45,23 +65,7 @@ def main(argv=None) -> dict:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.cells):
-            # Distinct widths make each cell a distinct program (a new compilation of init, chunk, probe).
-            cfg = config.from_dict(
-                {
-                    "task": {"K": 64, "N": 4, "D": 8},
-                    "model": {"width": 4 + i},
-                    "train": {
-                        "lr": 0.1,
-                        "batch_size": 8,
-                        "steps": 20,
-                        "eval_every": 10,
-                        "eval_size": 16,
-                        "eval_batch": 16,
-                        "checkpoint_every": 0,
-                    },
-                    "ensemble": {"seeds": 1, "block": 1},
-                }
-            )
+            cfg = config.from_dict(cell(4 + i))
             tic = time.perf_counter()
             execute(cfg, Path(tmp) / str(i), progress=False, log=lambda m: None)
             if args.clear == "on":

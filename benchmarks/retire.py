@@ -45,78 +45,42 @@ from icl_race.rundir.provenance import device_description  # noqa: E402
 
 EXP = HERE.parent / "experiments"
 FREEZE = ['train.early_stop="freeze"']
+
+
+def kstar_n32(K: int, block: int, *extra: str, K_max: int | None = None) -> tuple[Path, list[str]]:
+    """A cell of kstar_N32.toml's grid (regime/base.toml at N = 32: 10,000 steps, an evaluation every 50
+    steps in batches of 32 sequences) at this K and vmap width; K_max as the grid file sets it (one
+    compilation for the grid), `extra` overrides last."""
+    pool = [] if K_max is None else [f"task.K_max={K_max}"]
+    base = ["train.steps=10000", "train.eval_every=50", "train.eval_batch=32"]
+    return EXP / "regime" / "base.toml", ["task.N=32", f"task.K={K}", *pool, *base, f"ensemble.block={block}", *extra]
+
+
 # name: (config file, overrides)
 CASES = {
     "demo-freeze": (EXP / "demo.toml", FREEZE),
     "demo-freeze-block4": (EXP / "demo.toml", [*FREEZE, "ensemble.block=4"]),
     # kstar_N32.toml's cells at block 4: above K* (every seed acquires, the run stops at the last t_ICL)
     # and at the cell nearest K* (some seeds never acquire, so the run goes to its budget)
-    **{
-        f"kstar_N32-K{K}-block4": (
-            EXP / "regime" / "base.toml",
-            [
-                "task.N=32",
-                f"task.K={K}",
-                "train.steps=10000",
-                "train.eval_every=50",
-                "train.eval_batch=32",
-                "ensemble.block=4",
-            ],
-        )
-        for K in (4525, 2263)
-    },
+    **{f"kstar_N32-K{K}-block4": kstar_n32(K, 4) for K in (4525, 2263)},
     # the same two cells at block 1, this CPU's fastest layout (every seed retires on its own), with the
     # paper's early stop at 0.99 and with the freeze at acquisition (stop_threshold = icl_threshold: a seed
     # leaves at t_ICL, so its curves after that are not computed: what a K*-only grid needs)
     **{
-        f"kstar_N32-K{K}-block1{tag}": (
-            EXP / "regime" / "base.toml",
-            [
-                "task.N=32",
-                f"task.K={K}",
-                "train.steps=10000",
-                "train.eval_every=50",
-                "train.eval_batch=32",
-                "ensemble.block=1",
-                *extra,
-            ],
-        )
+        f"kstar_N32-K{K}-block1{tag}": kstar_n32(K, 1, *extra)
         for K in (4525, 2263)
         for tag, extra in (("", []), ("-freeze95", ["train.stop_threshold=0.95"]))
     },
     # the rest of kstar_N32.toml's grid at block 1, frozen at acquisition (the K*-grid setting)
     **{
-        f"kstar_N32-K{K}-block1-freeze95": (
-            EXP / "regime" / "base.toml",
-            [
-                "task.N=32",
-                f"task.K={K}",
-                "task.K_max=6400",
-                "train.steps=10000",
-                "train.eval_every=50",
-                "train.eval_batch=32",
-                "ensemble.block=1",
-                "train.stop_threshold=0.95",
-            ],
-        )
+        f"kstar_N32-K{K}-block1-freeze95": kstar_n32(K, 1, "train.stop_threshold=0.95", K_max=6400)
         for K in (566, 800, 1131, 1600, 3200, 6400)
     },
     # the whole grid frozen at acquisition and settled by IWL (train.settle_iwl = 0.9): a seed below K* leaves
     # once it has memorized, the bet being that it would not acquire ICL later (experiments/regime/README.md)
     **{
-        f"kstar_N32-K{K}-block1-settle90": (
-            EXP / "regime" / "base.toml",
-            [
-                "task.N=32",
-                f"task.K={K}",
-                "task.K_max=6400",
-                "train.steps=10000",
-                "train.eval_every=50",
-                "train.eval_batch=32",
-                "ensemble.block=1",
-                "train.stop_threshold=0.95",
-                "train.settle_iwl=0.9",
-            ],
+        f"kstar_N32-K{K}-block1-settle90": kstar_n32(
+            K, 1, "train.stop_threshold=0.95", "train.settle_iwl=0.9", K_max=6400
         )
         for K in (566, 800, 1131, 1600, 2263, 3200, 4525, 6400)
     },

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 import tiny
+from fresh_process import imported_by
 
 from icl_race.cli import main
 
@@ -252,16 +253,14 @@ def test_a_new_subcommand_is_in_the_help_with_its_options(monkeypatch):
 def test_help_and_input_errors_import_no_jax_and_no_study():
     # The parser is built from the table without importing any command's work: the analyze help's list
     # is made only when that help is shown (importing a study can set its process up, e.g. BLAS threads).
+    from icl_race.studies import STUDIES
+
     code = (
-        "import sys\nfrom icl_race.cli import main\n"
+        "from icl_race.cli import main\n"
         "for argv in (['--help'], ['sweep', '--help'], ['run', 'missing.toml', '--out', 'o']):\n"
         "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
-        "from icl_race.studies import STUDIES\n"
-        "loaded = [m for m in sys.modules if m == 'jax' or m in {f'icl_race.studies.{s}' for s in STUDIES}]\n"
-        "sys.exit(f'imported {loaded}' if loaded else 0)"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    assert imported_by(code, ["jax", *(f"icl_race.studies.{s}" for s in STUDIES)]) == []
 
 
 def test_the_parser_is_the_table_of_commands():

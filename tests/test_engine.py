@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from seeds import first_seeds, train_seeds
 
 from icl_race import config
 from icl_race.engine.ensemble import Layout, chunk_plan, init_ensemble, padded_seed_ids, run_chunk, seed_keys, train
@@ -272,22 +273,8 @@ def test_every_system_gives_a_seed_the_same_trajectory_alone_and_in_an_ensemble(
         program, consts = build(cfg)
 
         def run(ids):
-            layout = Layout(4)
-            carry = init_ensemble(program, layout, seed_keys(0, padded_seed_ids(np.asarray(ids), layout)), consts)
-            carry, curves, _ = train(
-                program,
-                consts,
-                carry,
-                layout=layout,
-                steps=cfg.train.steps,
-                eval_every=cfg.train.eval_every,
-                evals_per_chunk=2,
-            )
-            n = len(ids)
-            return (
-                {k: np.asarray(v)[:n] for k, v in jax.device_get(carry["t_first"]).items()},
-                {k: np.asarray(v)[:n] for k, v in curves.items()},
-            )
+            carry, curves, _ = train_seeds(program, consts, cfg, ids, block=4, evals_per_chunk=2)
+            return first_seeds(len(ids), carry, curves)
 
         t_all, curves_all = run(np.arange(8))
         t_one, curves_one = run([5])

@@ -55,37 +55,8 @@ def _copy(finished, tmp_path) -> Path:
 # ---- provenance -------------------------------------------------------------------------------------
 
 
-def test_a_resume_refuses_a_checkpoint_written_for_another_config_and_changes_nothing(tmp_path, monkeypatch):
-    import icl_race.run.checkpoint as ck
-
-    save = ck.Checkpointer.save
-
-    def stop_after_100(self, step, *a, **k):  # a SIGKILL once checkpoints 50 and 100 exist
-        save(self, step, *a, **k)
-        if step >= 100:
-            self.wait()
-            raise Killed(step)
-
-    out = tmp_path / "run"
-    monkeypatch.setattr(ck.Checkpointer, "save", stop_after_100)
-    with pytest.raises(Killed):
-        execute(CFG, out, progress=False)
-    monkeypatch.setattr(ck.Checkpointer, "save", save)
-    # The user edits config.json's lr and reruns with the same lr: config.json agrees, the checkpoint does not.
-    other = _with(RAW, "train", lr=0.05)
-    stored = json.loads((out / "config.json").read_text())
-    stored["train"]["lr"] = 0.05
-    (out / "config.json").write_text(json.dumps(stored))
-    before = _files(out)
-    with pytest.raises(rundir.RunDirError) as e:
-        execute(config.from_dict(other), out, progress=False)
-    msg = str(e.value)
-    assert "\n" not in msg and "checkpoint at step 100" in msg and "another config" in msg, msg
-    assert "train.lr" in msg, msg
-    assert _files(out) == before
-
-
-def test_a_resume_of_the_same_config_still_resumes(tmp_path, monkeypatch, finished):
+def _killed_after_100(out: Path, monkeypatch) -> None:
+    """CFG run into `out` and killed (a SIGKILL) once its checkpoints at steps 50 and 100 exist."""
     import icl_race.run.checkpoint as ck
 
     save = ck.Checkpointer.save
@@ -96,23 +67,42 @@ def test_a_resume_of_the_same_config_still_resumes(tmp_path, monkeypatch, finish
             self.wait()
             raise Killed(step)
 
-    out = tmp_path / "run"
     monkeypatch.setattr(ck.Checkpointer, "save", stop_after_100)
     with pytest.raises(Killed):
         execute(CFG, out, progress=False)
     monkeypatch.setattr(ck.Checkpointer, "save", save)
-    logged = []
-    resumed = execute(CFG, out, progress=False, log=logged.append)
-    assert any("resuming from the checkpoint at step 100" in m for m in logged), logged
-    plain = rundir.read_results(finished)
-    for k in plain:
-        np.testing.assert_array_equal(resumed[k], plain[k], err_msg=k)
 
 
 def _edit_config(d: Path, section: str, **fields) -> None:
     stored = json.loads((d / "config.json").read_text())
     stored[section].update(fields)
     (d / "config.json").write_text(json.dumps(stored))
+
+
+def test_a_resume_refuses_a_checkpoint_written_for_another_config_and_changes_nothing(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    _killed_after_100(out, monkeypatch)
+    # The user edits config.json's lr and reruns with the same lr: config.json agrees, the checkpoint does not.
+    other = _with(RAW, "train", lr=0.05)
+    _edit_config(out, "train", lr=0.05)
+    before = _files(out)
+    with pytest.raises(rundir.RunDirError) as e:
+        execute(config.from_dict(other), out, progress=False)
+    msg = str(e.value)
+    assert "\n" not in msg and "checkpoint at step 100" in msg and "another config" in msg, msg
+    assert "train.lr" in msg, msg
+    assert _files(out) == before
+
+
+def test_a_resume_of_the_same_config_still_resumes(tmp_path, monkeypatch, finished):
+    out = tmp_path / "run"
+    _killed_after_100(out, monkeypatch)
+    logged = []
+    resumed = execute(CFG, out, progress=False, log=logged.append)
+    assert any("resuming from the checkpoint at step 100" in m for m in logged), logged
+    plain = rundir.read_results(finished)
+    for k in plain:
+        np.testing.assert_array_equal(resumed[k], plain[k], err_msg=k)
 
 
 def test_an_edited_config_of_a_finished_run_is_refused_by_every_reader(tmp_path, finished, capsys):

@@ -62,15 +62,6 @@ def test_the_rate_counts_the_seeds_a_chunk_computed():
     seeds x 100 steps in 2 s), not the run's 4 seeds as if all had trained."""
     out = io.StringIO()
     bar = ProgressBar("icl", stream=out, every=0.0, clock=iter([0.0, 2.0]).__next__, compiled=lambda: 0.0)
-    bar(
-        SimpleNamespace(
-            step=100,
-            steps=1000,
-            seeds=4,
-            chunk_seeds=2,
-            chunk_steps=100,
-            chunk_seconds=2.0,
-            t_first={"icl": np.array([100, 100, -1, -1])},
-        )
-    )
-    assert "| 100 seed-steps/s |" in out.getvalue() and "| 2 live |" in out.getvalue()
+    t_first = {"icl": np.array([100, 100, -1, -1])}
+    line = _line(bar, out, step=100, chunk_seeds=2, chunk_steps=100, chunk_seconds=2.0, t_first=t_first)
+    assert "| 100 seed-steps/s |" in line and "| 2 live |" in line

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
+from seeds import first_seeds, train_seeds
 
 from icl_race import config
 from icl_race.engine.ensemble import (
@@ -193,28 +194,18 @@ def test_a_real_seed_is_bit_identical_alone_in_64_and_among_retiring_neighbours(
     tr = cfg.train
 
     def run(ids, retire):
-        layout = Layout(8)
-        carry = init_ensemble(program, layout, seed_keys(0, padded_seed_ids(np.asarray(ids), layout)), consts)
         live = []
-        carry, curves, steps = train(
+        carry, curves, steps = train_seeds(
             program,
             consts,
-            carry,
-            layout=layout,
-            steps=tr.steps,
-            eval_every=tr.eval_every,
-            evals_per_chunk=tr.evals_per_chunk,
+            cfg,
+            ids,
+            block=8,
             live_seeds=len(ids),
             retire=retire,
             on_chunk=lambda p: live.append(p.chunk_seeds),
         )
-        n = len(ids)
-        return (
-            {k: np.asarray(v)[:n] for k, v in jax.device_get(carry["t_first"]).items()},
-            {k: v[:n] for k, v in curves.items()},
-            steps,
-            live,
-        )
+        return (*first_seeds(len(ids), carry, curves), steps, live)
 
     t_off, curves_off, steps, _ = run(np.arange(24), retire=False)
     t_on, curves_on, _, live = run(np.arange(24), retire=True)
@@ -256,18 +247,7 @@ def test_freezing_at_acquisition_leaves_every_first_passage_up_to_t_icl_unchange
         }
         cfg = config.from_dict(raw)
         program, consts = build(cfg)
-        layout = Layout(8)
-        carry = init_ensemble(program, layout, seed_keys(0, np.arange(8)), consts)
-        carry, _, _ = train(
-            program,
-            consts,
-            carry,
-            layout=layout,
-            steps=cfg.train.steps,
-            eval_every=cfg.train.eval_every,
-            evals_per_chunk=2,
-            retire=True,
-        )
+        carry, _, _ = train_seeds(program, consts, cfg, np.arange(8), block=8, retire=True)
         return jax.device_get(carry["t_first"])
 
     at_099, at_090 = run(0.99), run(0.9)
@@ -323,18 +303,9 @@ def test_a_settled_classification_seed_retires_with_its_results_unchanged(tiny_r
     assert "settled" not in build(config.from_dict(tiny_raw))[0].event_names  # off by default
 
     def run(retire):
-        layout, live = Layout(4), []
-        carry = init_ensemble(program, layout, seed_keys(0, np.arange(8)), consts)
-        carry, curves, steps = train(
-            program,
-            consts,
-            carry,
-            layout=layout,
-            steps=cfg.train.steps,
-            eval_every=cfg.train.eval_every,
-            evals_per_chunk=2,
-            retire=retire,
-            on_chunk=lambda p: live.append(p.chunk_seeds),
+        live = []
+        carry, curves, steps = train_seeds(
+            program, consts, cfg, np.arange(8), block=4, retire=retire, on_chunk=lambda p: live.append(p.chunk_seeds)
         )
         return jax.device_get(carry["t_first"]), curves, steps, live
 
