@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from icl_race.config import Config
+    from icl_race.configbase import Config
 
 
 class FinishedRun(Protocol):
