@@ -10,6 +10,7 @@ from scipy.special import expit
 from icl_race.analysis import bimodality as bm
 from icl_race.analysis import survival as sv
 from icl_race.analysis import threshold as th
+from icl_race.analysis.draws import generator
 
 
 def _inside(ci, value):
@@ -134,7 +135,7 @@ def test_logistic_acquisition_curve_recovers_midpoint():
 
 def test_separated_cells_bracket_kstar_between_grid_points():
     x = np.array([2.0, 2.5, 3.0, 3.5, 4.0])
-    cur = th.acquisition_curve(x, [np.full(20, xi > 2.9) for xi in x], n_boot=200)
+    cur = th.acquisition_curve(x, [np.full(20, xi > 2.9) for xi in x], n_boot=200, rng=generator(0))
     assert cur["separated"] and cur["log10_kstar_ci"] == [2.5, 3.0] and 2.5 < cur["b"] < 3.0
 
 
@@ -208,7 +209,7 @@ def test_median_t_icl_vs_N_linear_and_curved(power):
 def test_median_vs_N_needs_two_distinct_N_not_two_cells():
     # Two cells of one N (its seeds split by ensemble.first_seed) made the report fail on a missing slope.
     t = [np.array([100.0, 120, 140]), np.array([110.0, 130, 150])]
-    fit = th.median_vs_N(np.array([32, 32]), t, [np.ones(3, bool)] * 2, n_boot=50)
+    fit = th.median_vs_N(np.array([32, 32]), t, [np.ones(3, bool)] * 2, n_boot=50, rng=generator(0))
     assert not fit["ok"] and "linear" not in fit and [p["median"] for p in fit["per_N"]] == [120.0, 130.0]
 
 
@@ -245,7 +246,6 @@ def test_grid_periods_on_a_log_grid():
 
 
 def test_generator_streams_are_fixed_by_root_and_name_and_independent_across_names():
-    from icl_race.analysis.draws import generator
     from icl_race.report.draws import Draws
 
     def draw(rng):

@@ -204,7 +204,9 @@ def minimal_scaling(N, beta0, t_icl, censor_at, n_boot: int = 1000, confidence: 
     by_beta0 = []
     for b in np.unique(beta0):
         sel = np.nonzero(beta0 == b)[0]
-        fit = median_vs_N(N[sel], [cens[i][0] for i in sel], [cens[i][1] for i in sel], n_boot, rng, confidence)
+        fit = median_vs_N(
+            N[sel], [cens[i][0] for i in sel], [cens[i][1] for i in sel], n_boot, rng=rng, confidence=confidence
+        )
         by_beta0.append({"beta0": float(b), **fit})
     by_N = []
     for n in np.unique(N):

@@ -257,7 +257,7 @@ def width_axis(
             times, observed = sv.censored_times(t, censor)
             rise, rise_ci = _median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), n_boot, rng)
             data.append((int(N_C[c]), times, observed, rise, rise_ci))
-        mv = median_vs_N(np.array([d[0] for d in data]), [d[1] for d in data], [d[2] for d in data], n_boot, rng)
+        mv = median_vs_N(np.array([d[0] for d in data]), [d[1] for d in data], [d[2] for d in data], n_boot, rng=rng)
         per_N = tuple(
             PerN(
                 N=p["N"],
@@ -282,7 +282,7 @@ def width_axis(
             [data[i][1] for i in fit_idx],
             [data[i][2] for i in fit_idx],
             n_boot,
-            rng,
+            rng=rng,
         )
         lin, log, quad = sub["linear"], sub["loglog"], sub.get("quadratic")
         fits.append(

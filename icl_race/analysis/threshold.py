@@ -22,7 +22,8 @@ Estimators (x = log10 K throughout):
                       CIs from a seed bootstrap of the KM medians.
   fraction_difference difference of two acquisition fractions per K, and its mean over K (balanced vs
                       standard contexts); CI from binomial resampling of each cell.
-All bootstraps take a numpy Generator (default `analysis.draws.generator(0)`), so the results are reproducible.
+Every bootstrap takes its numpy Generator from the caller (`analysis.draws`: one convention for draws), so the
+results are reproducible and no estimator roots a stream of its own.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import numpy as np
 from scipy import optimize
 from scipy.special import expit
 
-from icl_race.analysis.draws import generator
 from icl_race.analysis.survival import km_median, proportion_ci
 
 RIDGE = 1e-3
@@ -90,13 +90,13 @@ def logistic_fit(x: np.ndarray, k: np.ndarray, n: np.ndarray, ridge: float = RID
 def acquisition_curve(
     x: np.ndarray,
     outcomes: list[np.ndarray],
+    *,
+    rng: np.random.Generator,
     n_boot: int = 2000,
-    rng: np.random.Generator | None = None,
     confidence: float = 0.95,
 ) -> dict:
     """Logistic fit of the fraction of seeds that acquired ICL against x = log10 K, and K* with its
     bootstrap CI. `outcomes[c]` holds one bool per seed of cell c (True = acquired)."""
-    rng = rng if rng is not None else generator(0)
     x = np.asarray(x, float)
     k = np.array([int(np.sum(o)) for o in outcomes])
     n = np.array([len(o) for o in outcomes])
@@ -185,12 +185,12 @@ def _fit_sigmoid4(x, ybar, n, b_bounds, p0=None):
 def paper_sigmoid(
     x_cells: np.ndarray,
     acc: list[np.ndarray],
+    *,
+    rng: np.random.Generator,
     n_boot: int = 200,
-    rng: np.random.Generator | None = None,
     confidence: float = 0.95,
 ) -> dict:
     """The reference's K* estimator on final ICL accuracy (`acc[c]`: one value per seed of cell c)."""
-    rng = rng if rng is not None else generator(0)
     x_cells = np.asarray(x_cells, float)
     acc = [np.asarray(a, float) for a in acc]
     keep = np.array([a.size > 0 for a in acc])
@@ -288,12 +288,12 @@ def median_vs_N(
     N: np.ndarray,
     times: list[np.ndarray],
     observed: list[np.ndarray],
+    *,
+    rng: np.random.Generator,
     n_boot: int = 2000,
-    rng: np.random.Generator | None = None,
     confidence: float = 0.95,
 ) -> dict:
     """KM median t_ICL per N and its scaling with N (see the module docstring)."""
-    rng = rng if rng is not None else generator(0)
     N = np.asarray(N, float)
     med = np.array([km_median(t, o) for t, o in zip(times, observed)])
     boot = (
@@ -340,12 +340,12 @@ def fraction_difference(
     n1: np.ndarray,
     k2: np.ndarray,
     n2: np.ndarray,
+    *,
+    rng: np.random.Generator,
     n_boot: int = 2000,
-    rng: np.random.Generator | None = None,
     confidence: float = 0.95,
 ) -> dict:
     """p1 - p2 per cell and averaged over cells (e.g. standard minus balanced, per K)."""
-    rng = rng if rng is not None else generator(0)
     k1, n1, k2, n2 = (np.asarray(v, int) for v in (k1, n1, k2, n2))
     p1, p2 = k1 / n1, k2 / n2
     b1 = rng.binomial(n1, p1, size=(n_boot, n1.size)) / n1

@@ -40,6 +40,9 @@ class Fit(Record):
     `keys` keeps the result's keys in its order, which is the order report.json writes."""
 
     keys: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
+    ok: bool = False
+    reason: str | None = None  # why it failed, where ok is False
+    confidence: float | None = None  # of its CIs
 
     @classmethod
     def of(cls, d: dict):
@@ -58,12 +61,9 @@ class Slope(Fit):
     """A least-squares line with bootstrap CIs (`threshold.power_law_slope`); N: the pair of N of a local slope."""
 
     N: list[int] | None = None
-    ok: bool = False
-    reason: str | None = None
     slope: float | None = None
     intercept: float | None = None
     n_points: int | None = None
-    confidence: float | None = None
     r2: float | None = None
     slope_ci: list | None = None
     intercept_ci: list | None = None
@@ -85,10 +85,7 @@ class Acquisition(Fit):
     """The logistic fit of the acquired fraction on log10 K at one N and its K* (`threshold.acquisition_curve`)."""
 
     cells: list[AcquisitionCell] = dataclasses.field(default_factory=list)
-    confidence: float | None = None
     n_boot: int | None = None
-    ok: bool = False
-    reason: str | None = None
     a: float | None = None
     b: float | None = None  # log10 K*
     kstar: float | None = None
@@ -110,8 +107,6 @@ class Acquisition(Fit):
 class Sigmoid(Fit):
     """The paper's 4-parameter sigmoid on final ICL accuracy at one N (`threshold.paper_sigmoid`)."""
 
-    ok: bool = False
-    reason: str | None = None
     a: float | None = None
     b: float | None = None
     c: float | None = None
@@ -123,7 +118,6 @@ class Sigmoid(Fit):
     b_bounds: list | None = None
     at_bound: bool | None = None
     n_boot: int | None = None
-    confidence: float | None = None
     n_K: int | None = None
     boot_failed: int | None = None
     boot_log10_kstar: np.ndarray | None = None
@@ -150,11 +144,8 @@ class MedianVsN(Fit):
     """KM median t_ICL per N and its linear, log-log and quadratic fits (`threshold.median_vs_N`)."""
 
     per_N: list[MedianAtN] = dataclasses.field(default_factory=list)
-    confidence: float | None = None
     n_boot: int | None = None
     excluded_N: list[int] | None = None
-    ok: bool = False
-    reason: str | None = None
     linear: Slope | None = None
     loglog: Slope | None = None
     quadratic: Quadratic | None = None
