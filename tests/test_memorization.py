@@ -304,7 +304,7 @@ def test_minimal_beta0_random_is_per_seed():
     assert all(float(s["params"]["attn"]["w"]) == 0.0 for s in states)
 
 
-def test_load_cells_drops_diverged_seeds_and_fills_config_defaults(tmp_path):
+def test_load_runs_drops_diverged_seeds_and_fills_config_defaults(tmp_path):
     import json
 
     d = tmp_path / "run"
@@ -322,12 +322,11 @@ def test_load_cells_drops_diverged_seeds_and_fills_config_defaults(tmp_path):
         eval_steps=np.array([50, 100, 150]),
         budget=150,
     )
-    [(conf, r)] = rundir.load_cells(d)
-    assert r["n_diverged"] == 1 and r["seed_ids"].tolist() == [0, 2] and r["t_memorized"].tolist() == [100, 150]
-    assert np.isfinite(r["c1"]).all() and r["c1"].shape == (2, 3)
-    assert r["eval_steps"].tolist() == [50, 100, 150]  # same length as the seed axis, not a per-seed array
-    assert conf["task"]["input_scale"] == 1.0  # a default the stored config did not spell out
-    # the studies' read of the same directory: the typed run, its statistics over the same kept seeds
+    # the studies' read of the directory: the typed run, its statistics over the kept seeds only
     [run] = rundir.load_runs(d)
-    assert run.t("memorized").tolist() == [100, 150] and run.curve("c1").shape == (2, 3)
-    assert run.seed_ids[run.kept].tolist() == [0, 2] and run.cfg.task.input_scale == 1.0
+    assert int((~run.kept).sum()) == 1 and run.seed_ids[run.kept].tolist() == [0, 2]
+    assert run.t("memorized").tolist() == [100, 150]
+    assert np.isfinite(run.curve("c1")).all() and run.curve("c1").shape == (2, 3)
+    assert run.eval_steps.tolist() == [50, 100, 150]  # same length as the seed axis, not a per-seed array
+    assert run.config["task"]["input_scale"] == 1.0  # a default the stored config did not spell out
+    assert run.cfg.task.input_scale == 1.0

@@ -23,6 +23,7 @@ finished runs (`analysis.runs.FinishedRun`: a study's `rundir.Run`s), through th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -314,11 +315,14 @@ def summarize_independence(
 
 def _typed[**P, R](record: Callable[..., R], summarize: Callable[P, dict]) -> Callable[P, R]:
     """`summarize` returning its summary as the typed `record` (whose fields are the summary's keys): the
-    two take the same arguments, declared (with their defaults) once, on `summarize`."""
+    two take the same arguments, declared (with their defaults) once, on `summarize`. The function is named
+    after its record (`transience`), with summarize's signature and docstring (`inspect.signature`, help())."""
 
+    @functools.wraps(summarize)
     def typed(*args: P.args, **kwargs: P.kwargs) -> R:
         return record(**summarize(*args, **kwargs))
 
+    typed.__name__ = typed.__qualname__ = record.__name__.lower()  # type: ignore[attr-defined]
     return typed
 
 

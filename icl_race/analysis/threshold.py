@@ -90,9 +90,9 @@ def logistic_fit(x: np.ndarray, k: np.ndarray, n: np.ndarray, ridge: float = RID
 def acquisition_curve(
     x: np.ndarray,
     outcomes: list[np.ndarray],
+    n_boot: int = 2000,
     *,
     rng: np.random.Generator,
-    n_boot: int = 2000,
     confidence: float = 0.95,
 ) -> dict:
     """Logistic fit of the fraction of seeds that acquired ICL against x = log10 K, and K* with its
@@ -185,9 +185,9 @@ def _fit_sigmoid4(x, ybar, n, b_bounds, p0=None):
 def paper_sigmoid(
     x_cells: np.ndarray,
     acc: list[np.ndarray],
+    n_boot: int = 200,
     *,
     rng: np.random.Generator,
-    n_boot: int = 200,
     confidence: float = 0.95,
 ) -> dict:
     """The reference's K* estimator on final ICL accuracy (`acc[c]`: one value per seed of cell c)."""
@@ -288,9 +288,9 @@ def median_vs_N(
     N: np.ndarray,
     times: list[np.ndarray],
     observed: list[np.ndarray],
+    n_boot: int = 2000,
     *,
     rng: np.random.Generator,
-    n_boot: int = 2000,
     confidence: float = 0.95,
 ) -> dict:
     """KM median t_ICL per N and its scaling with N (see the module docstring)."""
@@ -340,9 +340,9 @@ def fraction_difference(
     n1: np.ndarray,
     k2: np.ndarray,
     n2: np.ndarray,
+    n_boot: int = 2000,
     *,
     rng: np.random.Generator,
-    n_boot: int = 2000,
     confidence: float = 0.95,
 ) -> dict:
     """p1 - p2 per cell and averaged over cells (e.g. standard minus balanced, per K)."""

@@ -34,7 +34,6 @@ from icl_race.rundir.read import (
     differing_fields,
     is_sweep,
     load,
-    load_cells,
     load_run,
     load_run_results,
     load_runs,

@@ -199,20 +199,6 @@ class Run:
         """A probe's [S_kept, T, ...] curve."""
         return self.curves[name][self.kept]
 
-    def kept_arrays(self) -> dict[str, np.ndarray]:
-        """results.npz's arrays over the kept seeds, with `n_diverged`: no statistic averages a NaN curve."""
-        keep = self.kept
-        return {
-            "seed_ids": self.seed_ids[keep],
-            **{f"t_{e}": v[keep] for e, v in self.times.items()},
-            "diverged": self.diverged[keep],
-            "eval_steps": self.eval_steps,
-            **{k: v[keep] for k, v in self.curves.items()},
-            "steps_run": np.int64(self.steps_run),
-            "budget": np.int64(self.budget),
-            "n_diverged": int((~keep).sum()),
-        }
-
 
 def _bad(d: Path, name: str, what: str) -> DamagedFileError:
     return DamagedFileError(
@@ -422,11 +408,6 @@ def load_runs(*dirs: str | Path) -> list[Run]:
         found = load(d)
         runs += found.runs if isinstance(found, SweepDir) else [found]
     return [r for r in runs if r.meta is not None]
-
-
-def load_cells(*dirs: str | Path) -> list[tuple[dict, dict]]:
-    """(config dict, `Run.kept_arrays()`) of every run `load_runs` finds: the runs as plain dicts."""
-    return [(r.config, r.kept_arrays()) for r in load_runs(*dirs)]
 
 
 def load(d: str | Path) -> Run | SweepDir:
