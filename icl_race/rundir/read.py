@@ -429,8 +429,11 @@ def load_cells(*dirs: str | Path) -> list[tuple[dict, dict]]:
     return [(r.config, r.kept_arrays()) for r in load_runs(*dirs)]
 
 
-def load(d: str | Path) -> Run | SweepDir:
-    """A run directory as a `Run`, a sweep directory (one with cells/) as a `SweepDir`."""
+def load(d: str | Path | Run) -> Run | SweepDir:
+    """A run directory as a `Run`, a sweep directory (one with cells/) as a `SweepDir`; a `Run` (one
+    trained in memory: `icl_race.train`) as it is, so that every reader of directories takes it too."""
+    if isinstance(d, Run):
+        return d
     d = Path(d)
     if not d.is_dir():
         raise ConfigError(f"{d}: no such directory")
