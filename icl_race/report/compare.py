@@ -110,7 +110,7 @@ def label(c: Comparison, i: int) -> str:
 
 def _ratio(p: PairStats) -> str:
     if p.ratio.ratio is None:
-        return "n/a (a median not reached)"
+        return "not defined (a median not reached: see the acquired fractions)"
     lo, hi = p.ratio.ci
     if p.ratio.n_boot < 10:
         return f"{num(p.ratio.ratio, '{:.3g}')} {ci_text(p.ratio.ci, '{:.3g}', 'n/a')}"
