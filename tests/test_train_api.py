@@ -80,3 +80,60 @@ def test_the_example_notebook_runs_train_numbers_export_figure(tmp_path):
     html = "".join(o.get("data", {}).get("text/html", "") for o in code[2].outputs)
     assert "<p>4 rows" in html, "one row per seed"
     assert any("image/png" in o.get("data", {}) for o in code[3].outputs)
+
+
+@pytest.fixture(scope="module")
+def live_and_full(tmp_path_factory):
+    """One config trained twice: killed before its commit (a run still training, as a reader sees it:
+    config.json and live.npz, no results.npz) and to the end."""
+    from icl_race import config
+    from icl_race.run import live, runner
+
+    raw = tiny.small(
+        train={"steps": 200, "evals_per_chunk": 1, "stop_when_all_acquired": False}, ensemble={"seeds": 4, "block": 4}
+    )
+    root = tmp_path_factory.mktemp("live")
+    full = runner.execute_run(config.from_dict(raw), root / "full", progress=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(live, "EVERY_S", 0.0)  # every chunk written, however long the write took
+        mp.setattr(live, "SHARE", 0)
+
+        def killed(*args):
+            raise RuntimeError("killed before the commit")
+
+        mp.setattr(runner, "commit", killed)
+        with pytest.raises(RuntimeError):
+            runner.execute_run(config.from_dict(raw), root / "live", progress=False)
+    return root / "live", full
+
+
+def test_a_run_still_training_loads_as_its_last_chunk_marked_partial(live_and_full):
+    d, full = live_and_full
+    assert not (d / rundir.RESULTS).exists() and (d / rundir.LIVE).exists()
+    assert not (full.dir / rundir.LIVE).exists(), "a committed run leaves no live.npz"
+    run = icl_race.load(d)
+    assert run.partial and not full.partial and run.meta is None
+    # the chunks before the last, every one of 50 steps: the run's curves up to step 150, exactly
+    assert (run.steps_run, run.budget, run.headline) == (150, 200, full.headline)
+    np.testing.assert_array_equal(run.eval_steps, full.eval_steps[:3])
+    for k in full.curves:
+        np.testing.assert_array_equal(run.curves[k], full.curves[k][:, :3])
+    for e, t in full.times.items():  # first passages so far: the full run's up to step 150, the rest unreached
+        np.testing.assert_array_equal(run.times[e], np.where(t <= 150, t, -1))
+    assert run.censor_at() == (150 if np.any(run.t() < 0) else 200)
+    assert "still training" in run.partial_note() and "step 150 of 200" in run.partial_note()
+
+
+def test_report_and_hist_of_a_run_still_training_say_it_is_partial(live_and_full, capsys):
+    import json
+
+    from icl_race.cli import main
+
+    d, _ = live_and_full
+    assert main(["report", str(d), "--boot", "50"]) == 0
+    md = (d / "report.md").read_text()
+    assert "**partial: " in md.splitlines()[2] and "step 150 of 200" in md
+    assert "step 150 of 200" in json.loads((d / "report.json").read_text())["partial"]
+    capsys.readouterr()
+    assert main(["hist", str(d)]) == 0
+    assert "partial: " in capsys.readouterr().out
