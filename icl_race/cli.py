@@ -143,14 +143,21 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
 
 
 def _bench_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seeds", default="1,8,64,256", help="comma-separated ensemble sizes (default 1,8,64,256)")
-    p.add_argument("--steps", type=_positive_int, default=3, help="timed steps per repeat (default 3)")
-    p.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats; the best is kept")
+    p.add_argument(
+        "config",
+        nargs="?",
+        help="a TOML config: time its own program (evaluations included) and project its run's wall time; "
+        "without it, the paper-shape benchmark of the training step",
+    )
+    p.add_argument("--seeds", help="without CONFIG: comma-separated ensemble sizes (default 1,8,64,256)")
+    p.add_argument("--steps", type=_positive_int, help="without CONFIG: timed steps per repeat (default 3)")
+    p.add_argument("--repeats", type=_positive_int, help="without CONFIG: timed repeats; the best is kept (default 3)")
     p.add_argument(
         "--block",
         type=_positive_int,
         default=None,
-        help="seeds per vmap, one block after another (default: all in one vmap; on a CPU 1 is fastest)",
+        help="seeds per vmap, one block after another (default: without CONFIG all in one vmap, with CONFIG "
+        "its ensemble.block; on a CPU 1 is fastest)",
     )
     _overrides_arg(p, "change the benchmarked config, e.g. --set task.K=100000")
     _json_arg(p, "JSON instead of a table")
@@ -257,9 +264,11 @@ COMMANDS = (
     ),
     Command(
         "bench",
-        help="seed-steps/s of the ensemble at the paper configuration",
-        description="Compile seconds and steady-state seed-steps/s of training steps "
-        "at N = 100, K = 10^4, batch 128 for several ensemble sizes.",
+        help="seed-steps/s and projected wall time of a config (default: the paper configuration)",
+        description="With CONFIG: time that config's own program, one block of its seeds "
+        "through its evaluation cadence, and project its run's wall time for its seeds "
+        "and budget. Without: compile seconds and steady-state seed-steps/s of training "
+        "steps at N = 100, K = 10^4, batch 128 for several ensemble sizes.",
         arguments=_bench_args,
         handler=run_commands.bench,
     ),

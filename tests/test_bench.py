@@ -62,3 +62,46 @@ def test_bad_seeds_and_blocks_are_refused_before_any_measurement(argv, words, ca
     assert main(["bench", *argv]) == 2
     err = capsys.readouterr().err
     assert all(w in err for w in words) and "\n" not in err.strip(), err
+
+
+def test_bench_of_a_config_times_its_own_run_and_projects_its_budget(tmp_path, capsys):
+    """`bench CONFIG`: the config's own program (its evaluations included) on one block, its seeds in
+    blocks, and the projection of its whole run, which cannot be less than its setup plus one period per
+    block and evaluation period of the budget at the measured rate."""
+    path = tmp_path / "small.toml"
+    path.write_text(tiny.toml(tiny.small(**SHAPE, ensemble={"seeds": 3, "block": 2})))
+    assert main(["bench", str(path), "--set", "train.steps=200", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"versions", "git_commit", "device"} <= set(out)
+    assert (out["config"], out["seeds"], out["budget"], out["eval_every"]) == (str(path), 3, 200, 50)
+    assert (out["block"], out["blocks"], out["devices"]) == (2, 2, 1)
+    assert out["seed_steps_per_s"] > 0
+    assert out["s_per_1000_steps_per_seed"] == pytest.approx(1000 / out["seed_steps_per_s"], rel=1e-3)
+    # 2 blocks x 200 steps of 2 seeds each at the measured rate, plus the setup: a floor of the bound
+    floor = out["setup_s"] + 2 * 200 * 2 / out["seed_steps_per_s"]
+    assert out["projected_s"] >= 0.99 * floor
+    assert main(["bench", str(path), "--block", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("device ") and "3 seeds, 100 steps, evaluated every 50" in lines[0]
+    assert lines[1].split() == [
+        "seeds/block",
+        "blocks",
+        "devices",
+        "setup",
+        "s",
+        "seed-steps/s",
+        "s/1k",
+        "steps/seed",
+        "projected",
+        "wall",
+    ]
+    assert lines[2].split()[:3] == ["1", "3", "1"] and lines[2].split()[-2] == "<="
+
+
+@pytest.mark.parametrize("option", [["--seeds", "8"], ["--steps", "2"], ["--repeats", "2"]])
+def test_the_paper_shape_options_are_refused_with_a_config(tmp_path, capsys, option):
+    path = tmp_path / "small.toml"
+    path.write_text(tiny.toml(tiny.small(**SHAPE)))
+    assert main(["bench", str(path), *option]) == 2
+    err = capsys.readouterr().err
+    assert option[0] in err and "--set" in err and "\n" not in err.strip(), err

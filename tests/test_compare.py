@@ -3,6 +3,7 @@
 its text and files, and every refusal one line, exit 2, nothing written."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -10,9 +11,10 @@ import tiny
 from refusal import one_line_exit_2
 
 from icl_race import rundir
-from icl_race.analysis.survival import km_median, logrank
+from icl_race.analysis.survival import km_median, logrank, proportion_ci
 from icl_race.cli import main
 from icl_race.report import compare
+from icl_race.report.format import p_value
 
 EVENT = tiny.LR_RUN_EVENT
 
@@ -82,7 +84,8 @@ def test_the_log_rank_p_is_a_probability_and_the_differences_name_each_runs_valu
     assert 0.0 <= pair.logrank.p <= 1.0
     assert both.differences == {"train.lr": list(tiny.LR_RUNS.values())}
     assert compare.label(both, 1) == "B: train.lr=0.05"
-    assert compare.summary(both).startswith("B: train.lr=0.05 vs A: t_icl60 median ratio ")
+    verdict, line = compare.summary(both).splitlines()
+    assert verdict == compare.verdict(both, 1) and line.startswith("B: train.lr=0.05 vs A: t_icl60 median ratio ")
     md = compare.markdown(both)
     assert md.startswith(f"# Comparison of t_{EVENT} over 2 runs") and "## Config differences" in md
 
@@ -99,3 +102,92 @@ def test_bad_compare_input(lr_runs, tmp_path, capsys):
     one_line_exit_2(["compare", a, "--out", str(out)], out, capsys, "at least two")
     one_line_exit_2(["compare", a, sweep, "--out", str(out)], out, capsys, "sweep directory", "cells")
     one_line_exit_2(["compare", a, a, "--event", "grokked", "--out", str(out)], out, capsys, "grokked", EVENT)
+
+
+def _copy(src, dst, t=None, seeds=None):
+    """A copy of run `src` with every first passage replaced by `t` (e.g. -1: never reached) and/or its
+    config's ensemble.seeds (config.json and meta.json alike, as a run of that size would store) set."""
+    shutil.copytree(src, dst)
+    if t is not None:
+        res = rundir.read_results(dst)
+        res = {k: (np.full_like(v, t) if k.startswith("t_") else v) for k, v in res.items()}
+        rundir.atomic_write(dst / rundir.RESULTS, rundir.npz_bytes(res))
+    if seeds is not None:
+        for name in (rundir.CONFIG, rundir.META):
+            rec = json.loads((dst / name).read_text())
+            (rec if name == rundir.CONFIG else rec["config"])["ensemble"]["seeds"] = seeds
+            (dst / name).write_text(json.dumps(rec))
+    return dst
+
+
+def test_the_first_line_says_which_run_is_sooner_by_what_ratio_and_the_p(lr_runs, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", str(lr_runs / "a"), str(lr_runs / "b"), "--event", EVENT, "--out", str(out)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    rec = json.loads((out / "compare.json").read_text())
+    (pair,) = rec["versus_first"]
+    a, b = (rundir.load_run(lr_runs / n) for n in tiny.LR_RUNS)
+    p = logrank(*a.censored(EVENT), *b.censored(EVENT)).p
+    assert first == rec["verdict"][0]
+    assert f"log-rank p {p_value(p)} (B 4 seeds, A 4)" in first
+    ratio = pair["ratio"]["ratio"]
+    if ratio is None:  # a median not reached in 400 steps: the fractions instead
+        assert "within the budget" in first and "by step 400" in first and "no median ratio" in first
+    else:
+        sooner = "B reaches icl60 sooner than A" if ratio < 1 else "A reaches icl60 sooner than B"
+        assert first.startswith(f"{sooner}: median t_icl60 ratio B/A {ratio:.3g} [")
+    assert (out / "compare.md").read_text().splitlines()[2] == f"**{first}.**"
+
+
+def test_a_run_that_never_acquires_is_compared_by_fractions_with_wilson_cis(lr_runs, tmp_path, capsys):
+    never = _copy(lr_runs / "a", tmp_path / "never", t=-1)
+    out = tmp_path / "cmp"
+    assert main(["compare", str(lr_runs / "a"), str(never), "--event", EVENT, "--out", str(out)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    a = rundir.load_run(lr_runs / "a")
+    k = int(a.censored(EVENT)[1].sum())
+    assert k > 0, "the fixture's run a reaches icl60 in some seeds"
+    lo, hi = proportion_ci(k, 4)
+    zero_hi = proportion_ci(0, 4)[1]
+    assert first.startswith(
+        f"A reaches icl60 and B never does within the budget: A {k}/4 ({k / 4:.0%} [{lo:.0%}, {hi:.0%}]) by step "
+        f"{a.censor_at(EVENT):,}, B 0/4 (0% [0%, {zero_hi:.0%}]) by step 400; no median ratio"
+    ), first
+    assert "n/a" not in first
+    rec = json.loads((out / "compare.json").read_text())
+    assert rec["groups"][1]["acquired_ci"] == [0.0, pytest.approx(zero_hi)]
+
+
+def test_the_km_figure_draws_a_never_acquired_group_flat_at_1_over_its_whole_budget(lr_runs, tmp_path):
+    never = _copy(lr_runs / "a", tmp_path / "never", t=-1)
+    c = compare.compare([lr_runs / "a", never], event=EVENT, n_boot=20)
+    ax = compare.figure(c).axes[0]
+    lines = [ln for ln in ax.lines if "(n=" in ln.get_label()]
+    assert len(lines) == 2
+    first_eval = int(rundir.load_run(never).eval_steps[0])
+    for ln, g in zip(lines, c.groups):
+        x = ln.get_xdata()
+        assert (x[0], x[-1]) == (first_eval, g.censor_at), "every group spans its whole observation"
+    np.testing.assert_array_equal(lines[1].get_ydata(), 1.0)
+    np.testing.assert_array_equal(lines[1].get_xdata(), [first_eval, 400])
+
+
+def test_the_seed_count_is_a_size_not_a_difference(lr_runs, tmp_path, capsys):
+    bigger = _copy(lr_runs / "a", tmp_path / "bigger", seeds=8)
+    c = compare.compare([lr_runs / "a", bigger], event=EVENT, n_boot=20)
+    assert "ensemble.seeds" not in c.differences and c.differences == {}
+    assert "same config" in compare.summary(c)
+
+
+@pytest.mark.parametrize(
+    "option, words",
+    [
+        (["--boot", "1000000000"], ["--boot 1000000000", "[1, 100,000]"]),
+        (["--seed", "-1"], ["--seed -1", "[0, 4,294,967,295]"]),
+        (["--seed", str(2**32)], ["--seed 4294967296", "[0, 4,294,967,295]"]),
+    ],
+)
+def test_compare_bounds_boot_and_seed_before_any_work(lr_runs, tmp_path, capsys, option, words):
+    out = tmp_path / "out"
+    a = str(lr_runs / "a")
+    one_line_exit_2(["compare", a, a, *option, "--out", str(out)], out, capsys, *words)

@@ -64,4 +64,11 @@ def test_the_rate_counts_the_seeds_a_chunk_computed():
     bar = ProgressBar("icl", stream=out, every=0.0, clock=iter([0.0, 2.0]).__next__, compiled=lambda: 0.0)
     t_first = {"icl": np.array([100, 100, -1, -1])}
     line = _line(bar, out, step=100, chunk_seeds=2, chunk_steps=100, chunk_seconds=2.0, t_first=t_first)
-    assert "| 100 seed-steps/s |" in line and "| 2 live |" in line
+    assert "| 100 seed-steps/s |" in line and "ICL acquired 2/4 (50%) | 2/4 live |" in line
+
+
+def test_the_line_shows_acquired_and_live_seeds_without_retirement_too():
+    out = io.StringIO()
+    bar = ProgressBar("icl", stream=out, every=0.0, clock=iter([0.0, 2.0]).__next__, compiled=lambda: 0.0)
+    line = _line(bar, out, step=100, chunk_steps=100, chunk_seconds=2.0, t_first={"icl": np.array([100, -1, -1, -1])})
+    assert "| ICL acquired 1/4 (25%) | 4/4 live |" in line

@@ -86,14 +86,23 @@ def histogram(
     return fig
 
 
-def km_step(ax, km: dict, color, label: str, band_label: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def km_step(
+    ax, km: dict, color, label: str, band_label: bool = True, span: tuple[float, float] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """A Kaplan-Meier curve (`analysis.survival.kaplan_meier`'s dict) as a step from S = 1 with its
-    band (labelled in the legend unless several curves share one axis); returns the drawn (x, S)."""
+    band (labelled in the legend unless several curves share one axis); returns the drawn (x, S).
+    With `span` (first step, end of observation) the curve starts at 1 from the first step and holds its
+    last value to the end, so that a group that never reached the event is a flat line at 1 over its
+    whole budget, not a stub at its last time."""
     t = np.asarray(km["t"], float)
-    x = np.concatenate([[t[0] * 0.8], t])
+    start = t[0] * 0.8 if span is None else min(span[0], t[0])
+    x = np.concatenate([[start], t])
     s = np.concatenate([[1.0], km["survival"]])
     lo = np.concatenate([[1.0], km["low"]])
     hi = np.concatenate([[1.0], km["high"]])
+    if span is not None and span[1] > x[-1]:
+        x = np.append(x, span[1])
+        s, lo, hi = (np.append(v, v[-1]) for v in (s, lo, hi))
     ax.step(x, s, where="post", color=color, lw=2, label=label)
     ax.fill_between(
         x, lo, hi, step="post", color=color, alpha=0.2, label=f"{km['confidence']:.0%} band" if band_label else None

@@ -54,7 +54,8 @@ def _part(d: Path, kind: str, name: str, what: str):
     fn = getattr(resolve(system.report), name, None)
     if fn is None:
         raise ConfigError(f"{d}: task.kind = {system.task_kind!r} has no {what} of a {kind} directory")
-    return fn, (rundir.load_run(d) if kind == "run" else rundir.load_sweep(d))
+    # a run still training is read as its results so far (`Run.partial`), which the outputs say
+    return fn, (rundir.load(d) if kind == "run" else rundir.load_sweep(d))
 
 
 SCHEMA = "icl-race/report/1"  # docs/report-json.md; raised when a key changes meaning or goes away
@@ -70,12 +71,18 @@ def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str
     report, md, figs = fn(found, Draws(seed, n_boot))
     from icl_race import __version__
 
+    partial = found.partial_note() if isinstance(found, rundir.Run) else None
+    if partial:
+        title, _, rest = md.partition("\n")
+        md = f"{title}\n\n**{partial}.**\n{rest}"
+
     written = []
     for name, fig in figs.items():
         written += save_figure(fig, d / "figures", name)
     report = jsonable(
         {
             "schema": SCHEMA,
+            **({"partial": partial} if partial else {}),
             **report,
             "icl_race_version": __version__,
             "n_boot": n_boot,
@@ -94,7 +101,8 @@ def hist_text(d: str | Path, bins: int = 12) -> str:
     kind = _check_dir(d)
     if kind == "run":
         fn, found = _part(d, kind, "hist_text", "hist view")
-        return fn(found, bins)
+        note = found.partial_note()
+        return fn(found, bins) + (f"\n{note}" if note else "")
     fn, found = _part(d, kind, "sweep_hist_text", "hist view")
     return fn(found)
 

@@ -1,9 +1,11 @@
 """Two or more unrelated runs (or sweep cells) side by side: `icl-race compare DIR DIR... --out OUT`.
 
     compare(DIRS)  ->  Comparison: per run (group A, B, ...) the Kaplan-Meier curve of one event's time
-                       with its band, median, seed counts and outcome classes; every later group against
-                       A (the reference): the median ratio with its bootstrap CI and the log-rank test
-                       (`analysis.compare`); the config fields whose values differ, with each run's value
+                       with its band, median, seed counts, acquired fraction (Wilson CI) and outcome
+                       classes; every later group against A (the reference): the median ratio with its
+                       bootstrap CI and the log-rank test (`analysis.compare`); the config fields whose
+                       values differ, with each run's value (the seed count is a size, not a difference)
+    verdict(c)     ->  one line per later group in words: which acquires sooner, by what ratio, the p
     write(c, OUT)  ->  OUT/compare.md, OUT/compare.json, OUT/figures/km.png and .pdf
 
 Statistics in `analysis/`, the figure in `plots/compare.py`, rendering here; imports no jax.
@@ -18,13 +20,17 @@ from pathlib import Path
 
 from icl_race import rundir
 from icl_race.analysis.compare import PairStats, compare_to_reference
+from icl_race.analysis.draws import check_bootstrap
 from icl_race.analysis.outcome import CLASSES, of_results
-from icl_race.analysis.survival import kaplan_meier
+from icl_race.analysis.survival import kaplan_meier, proportion_ci
 from icl_race.config import ConfigError
 from icl_race.report.format import ci_text, jsonable, num, p_value, save_figure
 from icl_race.rundir import runset
 
 N_BOOT = 2000
+# Fields that size an ensemble rather than change what it trains: each group's seed count is its `n`,
+# never listed among the differences (a run of 32 seeds is not another experiment than one of 16).
+SIZES = ("ensemble.seeds",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +40,9 @@ class Group:
     n: int  # kept (not diverged) seeds, those the statistics use
     diverged: int
     reached: int
+    acquired_ci: tuple[float, float]  # Wilson score CI of reached / n at the km's confidence
     censor_at: int  # when the unreached seeds stopped being observed (`Run.censor_at`)
+    first_eval: int  # the run's first evaluation step: the earliest an event can be seen (the figure's left end)
     km: dict  # `analysis.survival.kaplan_meier`
     outcomes: dict[str, int] | None  # `analysis.outcome` classes (about ICL); None for other systems
 
@@ -54,14 +62,17 @@ def _group(name: str, run: rundir.Run, event: str) -> Group:
     if times.size == 0:
         raise ConfigError(f"{run.dir}: no seed to compare (all {run.diverged.size} diverged)")
     o = of_results(run.times, run.diverged, run.curves, run.eval_steps)
+    km = kaplan_meier(times, observed)
     return Group(
         name,
         run.dir,
         int(times.size),
         int(run.diverged.sum()),
         int(observed.sum()),
+        proportion_ci(int(observed.sum()), int(times.size), km["confidence"]),
         run.censor_at(event),
-        kaplan_meier(times, observed),
+        int(run.eval_steps[0]),
+        km,
         None if o is None else {c: o.count(c) for c in CLASSES},
     )
 
@@ -69,6 +80,7 @@ def _group(name: str, run: rundir.Run, event: str) -> Group:
 def compare(dirs: list[str | Path], event: str | None = None, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
     """Read and compare the runs in `dirs` (the first is the reference); `event` defaults to the first
     run's headline. Every refusal is a one-line ConfigError, before anything is computed."""
+    check_bootstrap(n_boot, seed)
     if len(dirs) < 2:
         raise ConfigError("compare needs at least two run directories")
     if len(dirs) > len(string.ascii_uppercase):
@@ -80,7 +92,7 @@ def compare(dirs: list[str | Path], event: str | None = None, n_boot: int = N_BO
             raise ConfigError(f"{r.dir}: no event {event!r} (its events: {', '.join(r.times)})")
     groups = [_group(name, r, event) for name, r in zip(string.ascii_uppercase, runs)]
     pairs = compare_to_reference([r.censored(event) for r in runs], n_boot, seed)
-    fields = runset.differing([r.config for r in runs])
+    fields = [f for f in runset.differing([r.config for r in runs]) if f not in SIZES]
     return Comparison(
         event, groups, pairs, {f: [runset.value(r.config, f) for r in runs] for f in fields}, n_boot, seed
     )
@@ -98,7 +110,7 @@ def label(c: Comparison, i: int) -> str:
 
 def _ratio(p: PairStats) -> str:
     if p.ratio.ratio is None:
-        return "n/a (a median not reached)"
+        return "not defined (a median not reached: see the acquired fractions)"
     lo, hi = p.ratio.ci
     if p.ratio.n_boot < 10:
         return f"{num(p.ratio.ratio, '{:.3g}')} {ci_text(p.ratio.ci, '{:.3g}', 'n/a')}"
@@ -109,22 +121,83 @@ def _ratio(p: PairStats) -> str:
     )
 
 
+def _reach(event: str, plural: bool = False) -> str:
+    """'acquires ICL' / 'acquire ICL' for icl, 'reaches icl60' / 'reach icl60' for another event."""
+    if event == "icl":
+        return "acquire ICL" if plural else "acquires ICL"
+    return f"{'reach' if plural else 'reaches'} {event}"
+
+
+def _fraction(g: Group) -> str:
+    """'3/16 (19% [7%, 43%]) by step 400': the seeds that reached the event within the budget."""
+    lo, hi = g.acquired_ci
+    return f"{g.reached}/{g.n} ({g.reached / g.n:.0%} [{lo:.0%}, {hi:.0%}]) by step {g.censor_at:,}"
+
+
+def _ci(r) -> str:
+    if r.n_boot < 10:
+        return "(no CI: fewer than 10 replicates)"
+    lo, hi = r.ci  # an open end: the CI reaches replicates whose median is beyond the censoring time
+    return f"[{'below' if lo is None else num(lo, '{:.3g}')}, {'beyond' if hi is None else num(hi, '{:.3g}')}]"
+
+
+def verdict(c: Comparison, i: int) -> str:
+    """Group i against A in words: which reaches the event sooner, by what median ratio (with its CI)
+    and the log-rank p; where a median is not reached, the fractions that reached it within each budget
+    (Wilson CIs) instead of a ratio. The seed counts close the line: sizes, not differences."""
+    a, g, p = c.groups[0], c.groups[i], c.versus_first[i - 1]
+    r, conf = p.ratio, f"{a.km['confidence']:.0%}"
+    tail = f"log-rank p {p_value(p.logrank.p)} ({g.name} {g.n} seeds, A {a.n})"
+    if r.ratio is not None:
+        lo, hi = r.ci
+        if r.ratio == 1.0:
+            head = f"{g.name} and A {_reach(c.event, plural=True)} at the same median time"
+        else:
+            sooner, later = (g.name, "A") if r.ratio < 1.0 else ("A", g.name)
+            head = f"{sooner} {_reach(c.event)} sooner than {later}"
+        excludes_one = (lo is not None and lo > 1.0) or (hi is not None and hi < 1.0)
+        note = "" if excludes_one or r.n_boot < 10 else ", includes 1"
+        return (
+            f"{head}: median t_{c.event} ratio {g.name}/A {num(r.ratio, '{:.3g}')} {_ci(r)} ({conf} CI{note}), {tail}"
+        )
+    # A median not reached: the fractions that reached the event within each budget say who is ahead.
+    fa, fg = a.reached / a.n, g.reached / g.n
+    ahead, behind = (g.name, "A") if fg > fa else ("A", g.name)
+    if a.reached == 0 and g.reached == 0:
+        head = f"Neither A nor {g.name} {_reach(c.event)}"
+    elif min(a.reached, g.reached) == 0:
+        head = f"{ahead} {_reach(c.event)} and {behind} never does"
+    elif fa == fg:
+        head = f"{g.name} and A {_reach(c.event, plural=True)} equally often"
+    else:
+        head = f"{ahead} {_reach(c.event)} more often than {behind}"
+    return (
+        f"{head} within the budget: A {_fraction(a)}, {g.name} {_fraction(g)}; "
+        f"no median ratio (a median not reached), {tail}"
+    )
+
+
 def markdown(c: Comparison) -> str:
     conf = f"{c.groups[0].km['confidence']:.0%}"
     out = [
         f"# Comparison of t_{c.event} over {len(c.groups)} runs",
         "",
+        *[f"**{verdict(c, i)}.**" for i in range(1, len(c.groups))],
+        "",
         f"Reference: A. Times to `{c.event}` of the kept (not diverged) seeds; a seed that never reached it "
         "is censored when its run stopped observing it.",
         "",
-        f"| group | directory | seeds | reached | censored at | KM median [{conf} CI] | diverged | ICL outcomes |",
+        f"| group | directory | seeds | reached [{conf} CI, Wilson] | censored at | KM median [{conf} CI] "
+        "| diverged | ICL outcomes |",
         "|---|---|---:|---:|---:|---|---:|---|",
     ]
     for g in c.groups:
         outcomes = ", ".join(f"{k} {v}" for k, v in g.outcomes.items()) if g.outcomes is not None else "n/a"
         median = "not reached" if g.km["median"] is None else f"{num(g.km['median'])} {ci_text(g.km['median_ci'])}"
+        lo, hi = g.acquired_ci
         out.append(
-            f"| {g.name} | `{g.dir}` | {g.n} | {g.reached} | {g.censor_at:,} | {median} | {g.diverged} | {outcomes} |"
+            f"| {g.name} | `{g.dir}` | {g.n} | {g.reached} ({g.reached / g.n:.0%} [{lo:.0%}, {hi:.0%}]) "
+            f"| {g.censor_at:,} | {median} | {g.diverged} | {outcomes} |"
         )
     out += [
         "",
@@ -159,8 +232,9 @@ def markdown(c: Comparison) -> str:
 
 
 def summary(c: Comparison) -> str:
-    """One line per group against the reference, for the terminal."""
-    lines = []
+    """For the terminal: the verdict of each group against the reference first (`verdict`), then one
+    line each with the ratio as the table gives it and the fields that differ."""
+    lines = [verdict(c, i) for i in range(1, len(c.groups))]
     for i, p in enumerate(c.versus_first, start=1):
         diff = ", ".join(f for f, v in c.differences.items() if v[i] != v[0])
         lines.append(
@@ -170,18 +244,32 @@ def summary(c: Comparison) -> str:
     return "\n".join(lines)
 
 
+def figure(c: Comparison):
+    """The groups' Kaplan-Meier curves on one axis, each over its whole observation (`plots.compare`)."""
+    from icl_race.plots.compare import km_overlay
+
+    return km_overlay(
+        [g.km for g in c.groups],
+        [label(c, i) for i in range(len(c.groups))],
+        [g.censor_at for g in c.groups],
+        c.event,
+        start=min(g.first_eval for g in c.groups),
+    )
+
+
 def write(c: Comparison, out: str | Path) -> list[str]:
     """OUT/compare.md, OUT/compare.json and the figure; returns the paths written, relative to OUT."""
     from icl_race import __version__
-    from icl_race.plots.compare import km_overlay
 
     out = Path(out)
-    fig = km_overlay(
-        [g.km for g in c.groups], [label(c, i) for i in range(len(c.groups))], [g.censor_at for g in c.groups], c.event
-    )
+    fig = figure(c)
     out.mkdir(parents=True, exist_ok=True)
     written = save_figure(fig, out / "figures", "km")
-    record = jsonable(dataclasses.asdict(c)) | {"icl_race_version": __version__, "figures": written}
+    record = jsonable(dataclasses.asdict(c)) | {
+        "verdict": [verdict(c, i) for i in range(1, len(c.groups))],
+        "icl_race_version": __version__,
+        "figures": written,
+    }
     rundir.atomic_write(out / "compare.json", (json.dumps(record, indent=1, allow_nan=False) + "\n").encode())
     rundir.atomic_write(out / "compare.md", markdown(c).encode())
     return ["compare.md", "compare.json", *written]

@@ -1,6 +1,12 @@
-"""`icl-race bench`: compile seconds (of the init program and of the training step) and steady-state
-seed-steps/s of the training step.
+"""`icl-race bench`: what a training costs on this machine.
 
+`icl-race bench CONFIG [--set ...]` (`of_config`): the config's own run, measured as `sweep --dry-run`
+measures a cell (run/cost.py: one block of its seeds through its own programs for two evaluation
+periods, the evaluation and its cadence included), printed as seeds per block, seed-steps/s, seconds
+per 1,000 steps per seed and the projected wall time of its budget for its seeds (an upper bound).
+
+`icl-race bench` without CONFIG: compile seconds (of the init program and of the training step) and
+steady-state seed-steps/s of the training step alone at the paper's shape, for several ensemble sizes.
 Method (JAX's benchmarking guidance): compile ahead of time and time it separately; warm up once;
 then time `steps` steps per repeat with block_until_ready and keep the best repeat. Only training
 steps are timed (sampling, forward, backward, update, all on the device); evaluation is not.
@@ -8,10 +14,85 @@ steps are timed (sampling, forward, backward, update, all on the device); evalua
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
 from icl_race import config
+
+# The paper-shape benchmark's defaults (its options are refused with CONFIG, whose run says all).
+SIZES, STEPS, REPEATS = "1,8,64,256", 3, 3
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigBench:
+    """One config's measured rates and its run's projection on this machine."""
+
+    config: str  # the file, as given
+    describe: str  # the system's one-line description of the config
+    seeds: int  # ensemble.seeds: the run projected
+    budget: int  # train.steps
+    eval_every: int
+    block: int  # seeds per vmap (ensemble.block): one block is what is measured
+    blocks: int  # blocks per device the run trains one after another
+    devices: int
+    setup_s: float  # build, compile (or load from the cache) and initialise, paid once per run
+    compile_s: float  # of setup_s
+    seed_steps_per_s: float  # one block's training with its evaluations, on one device
+    s_per_1000_steps_per_seed: float  # 1000 / seed_steps_per_s
+    projected_s: float  # an upper bound on the run's wall time (run/cost.py: `project`)
+
+    def text(self, device: str) -> str:
+        from icl_race.run.progress import hms
+
+        head = (
+            f"device {device}; {self.config}: {self.describe}, {self.seeds} seeds, {self.budget:,} steps, "
+            f"evaluated every {self.eval_every:,} (timed with its evaluations)"
+        )
+        cols = ("seeds/block", "blocks", "devices", "setup s", "seed-steps/s", "s/1k steps/seed", "projected wall")
+        row = (
+            f"{self.block:,}",
+            f"{self.blocks:,}",
+            f"{self.devices}",
+            f"{self.setup_s:.1f}",
+            f"{self.seed_steps_per_s:,.1f}",
+            f"{self.s_per_1000_steps_per_seed:.3g}",
+            f"<= {hms(self.projected_s)}",
+        )
+        widths = [max(len(c), len(v)) for c, v in zip(cols, row)]
+        line = lambda vals: "  ".join(v.rjust(w) for v, w in zip(vals, widths))
+        return "\n".join([head, line(cols), line(row)])
+
+
+def of_config(path: str, overrides: list[str], block: int | None = None) -> ConfigBench:
+    """The config at `path` (with `overrides`, and `block` as ensemble.block) timed through its own
+    programs (`cost.measure`) and its run projected (`cost.project`)."""
+    import math
+
+    from icl_race.run import cost
+    from icl_race.run.runner import RunPlan
+    from icl_race.systems import of
+
+    cfg = config.load(path, [*overrides, *([] if block is None else [f"ensemble.block={block}"])])
+    run = RunPlan.of(cfg)
+    c = cost.measure(run)
+    e, tr = cfg.ensemble, cfg.train
+    rate = e.block * c.first_period / max(c.period_s, 1e-9)
+    return ConfigBench(
+        config=str(path),
+        describe=of(cfg).describe(cfg),
+        seeds=e.seeds,
+        budget=tr.steps,
+        eval_every=tr.eval_every,
+        block=e.block,
+        blocks=math.ceil(e.seeds / (e.block * run.layout.shards)),
+        devices=run.layout.shards,
+        setup_s=round(c.setup_s, 3),
+        compile_s=round(c.compile_s, 3),
+        seed_steps_per_s=round(rate, 1),
+        s_per_1000_steps_per_seed=1000 / rate,
+        projected_s=round(cost.project(run, c), 1),
+    )
 
 
 def measure(cfg: config.Config, seeds: int, steps: int, repeats: int, block: int | None = None) -> dict:
@@ -74,16 +155,30 @@ def measure_program(program, consts, seeds: int, steps: int, repeats: int, block
 def main(args) -> int:
     from icl_race.rundir.provenance import provenance
 
+    if args.config is not None:
+        given = [f"--{name}" for name in ("seeds", "steps", "repeats") if getattr(args, name) is not None]
+        if given:
+            raise config.ConfigError(
+                f"{given[0]}: only for the paper-shape benchmark (without CONFIG); CONFIG's run is timed "
+                "as it is: change it with --set, e.g. --set ensemble.seeds=64"
+            )
+        result = of_config(args.config, args.overrides, args.block)
+        header = provenance()
+        if args.json:
+            print(json.dumps({**header, **dataclasses.asdict(result)}, indent=2))
+        else:
+            print(result.text(header["device"]))
+        return 0
+    seeds = args.seeds if args.seeds is not None else SIZES
+    steps, repeats = args.steps or STEPS, args.repeats or REPEATS
     try:
-        sizes = [int(s) for s in args.seeds.split(",")]
+        sizes = [int(s) for s in seeds.split(",")]
     except ValueError:
-        raise config.ConfigError(
-            f"--seeds {config.short(args.seeds)}: expected comma-separated integers >= 1"
-        ) from None
+        raise config.ConfigError(f"--seeds {config.short(seeds)}: expected comma-separated integers >= 1") from None
     if not sizes or min(sizes) < 1:
-        raise config.ConfigError(f"--seeds {config.short(args.seeds)}: expected comma-separated integers >= 1")
+        raise config.ConfigError(f"--seeds {config.short(seeds)}: expected comma-separated integers >= 1")
     if args.block is not None and any(s % args.block for s in sizes):
-        raise config.ConfigError(f"--block {args.block}: must divide every --seeds size ({args.seeds})")
+        raise config.ConfigError(f"--block {args.block}: must divide every --seeds size ({seeds})")
     cfg = config.from_dict(config.apply_overrides({}, args.overrides))
     header = {
         **provenance(),
@@ -94,7 +189,7 @@ def main(args) -> int:
             "batch_size": cfg.train.batch_size,
             "optimizer": cfg.train.optimizer,
         },
-        "steps_per_repeat": args.steps,
+        "steps_per_repeat": steps,
     }
     if not args.json:
         print(f"device {header['device']}; {header['config']}")
@@ -104,7 +199,7 @@ def main(args) -> int:
         )
     rows = []
     for s in sizes:
-        row = measure(cfg, s, args.steps, args.repeats, args.block)
+        row = measure(cfg, s, steps, repeats, args.block)
         rows.append(row)
         if not args.json:
             mb = lambda b: "-" if b is None else f"{b / 2**20:.1f}"

@@ -12,7 +12,8 @@ import numpy as np
 
 class ProgressBar:
     """One line per chunk, from the engine's `Progress`: progress, seed-steps/s, the fraction of seeds
-    that have reached the headline event, the time elapsed and a bound on the time left. Redrawn in
+    that have reached the headline event, the seeds still training (live: all of them, or fewer once
+    seeds retire), the time elapsed and a bound on the time left. Redrawn in
     place on a terminal; on a pipe, a line at most every `every` seconds (and the last).
 
     The rate is the training's own: the chunk's computed seed-steps (its live seeds when seeds retire)
@@ -80,9 +81,8 @@ class ProgressBar:
         bar = "#" * int(24 * frac) + "-" * (24 - int(24 * frac))
         line = (
             f"[{bar}] step {p.step:,}/{p.steps:,} | {rate:,.0f} seed-steps/s | "
-            f"{self.label} {acquired}/{p.seeds} ({acquired / p.seeds:.0%}) | "
-            + (f"{p.chunk_seeds} live | " if p.chunk_seeds < p.seeds else "")
-            + f"{hms(now - self.start)} elapsed, <= {hms(left)} left"
+            f"{self.label} {acquired}/{p.seeds} ({acquired / p.seeds:.0%}) | {p.chunk_seeds}/{p.seeds} live | "
+            f"{hms(now - self.start)} elapsed, <= {hms(left)} left"
         )
         done = p.step >= p.steps or acquired == p.seeds
         if self.tty:

@@ -28,6 +28,7 @@ import numpy as np
 
 from icl_race import rundir
 from icl_race.config import Config, ConfigError
+from icl_race.run.live import LiveResults
 from icl_race.run.progress import ProgressBar
 from icl_race.run.signals import Stop, stop_on_signals
 from icl_race.rundir.provenance import provenance
@@ -144,7 +145,16 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finishe
             with precision(cfg), stop_on_signals() as stop:
                 prepared = prepare(run, out, log)
                 bar = ProgressBar(prepared.program.stop_event, plan=run.chunks) if progress else None
-                return commit(out, prepared, train_phase(prepared, stop, bar))
+                live = LiveResults(out, prepared)  # DIR/live.npz: the results so far, for a reader
+
+                def each_chunk(p):
+                    if bar:
+                        bar(p)
+                    live(p)
+
+                finished = commit(out, prepared, train_phase(prepared, stop, each_chunk))
+                live.drop()
+                return finished
         except CheckpointError as e:
             raise RunError(
                 f"{e}: rerun the same command to resume from it"

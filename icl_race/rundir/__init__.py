@@ -11,6 +11,8 @@ Every public name is here too, as `icl_race.rundir.NAME`.
 from icl_race.rundir.layout import (
     CHECKPOINTS,
     CONFIG,
+    LIVE,
+    LIVE_HEADLINE,
     LOCK,
     META,
     RESULTS,
@@ -34,6 +36,7 @@ from icl_race.rundir.read import (
     differing_fields,
     is_sweep,
     load,
+    load_live,
     load_run,
     load_run_results,
     load_runs,

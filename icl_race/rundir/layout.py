@@ -8,6 +8,8 @@ agree on: the names, when a run is done, and the errors.
     DIR/meta.json          config, versions, device, compile/run seconds, seed_steps_per_s, stop_event
     DIR/t_<stop>_hist.png  histogram of the headline time
     DIR/checkpoints/       orbax checkpoints of the unfinished run (engine/checkpoint.py)
+    DIR/live.npz           while it trains: results.npz's arrays as of the last chunk written (run/live.py),
+                           read as a partial run (`rundir.load`); removed once the run is committed
     DIR/.lock              held (flock) by the process running in DIR
 
 A run is done when results.npz and meta.json are both there (`is_done`, the one test the runner and
@@ -21,10 +23,22 @@ from pathlib import Path
 from icl_race.config import ConfigError
 
 CONFIG, RESULTS, META, LOCK, CHECKPOINTS = "config.json", "results.npz", "meta.json", ".lock", "checkpoints"
+LIVE, LIVE_HEADLINE = "live.npz", "headline"  # live.npz holds the headline event's name beside the arrays
 SCALARS = ("steps_run", "budget")
 # Every name icl-race writes, moves or deletes inside a run directory (the histograms and damaged-*
 # folders are matched by pattern in `refuse_links`), and inside a sweep directory.
-RUN_NAMES = (CONFIG, RESULTS, META, LOCK, CHECKPOINTS, f"{CHECKPOINTS}.damaged", "figures", "report.md", "report.json")
+RUN_NAMES = (
+    CONFIG,
+    RESULTS,
+    META,
+    LOCK,
+    CHECKPOINTS,
+    LIVE,
+    f"{CHECKPOINTS}.damaged",
+    "figures",
+    "report.md",
+    "report.json",
+)
 SWEEP_NAMES = ("cells", "sweep.toml", "summary.csv", "submitit", "figures", "report.md", "report.json")
 
 

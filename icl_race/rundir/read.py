@@ -26,6 +26,8 @@ from icl_race import config
 from icl_race.config import Config, ConfigError
 from icl_race.rundir.layout import (
     CONFIG,
+    LIVE,
+    LIVE_HEADLINE,
     META,
     RESULTS,
     SCALARS,
@@ -141,8 +143,8 @@ def read_results(d: Path) -> dict[str, np.ndarray]:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Run:
-    """One finished run directory, read back. Per-seed arrays hold every live seed; `kept` (not
-    diverged) selects the seeds the statistics use."""
+    """One run directory, read back: finished, or still training (`partial`). Per-seed arrays hold every
+    live seed; `kept` (not diverged) selects the seeds the statistics use."""
 
     dir: Path
     config: dict  # resolved: every field of this version present
@@ -157,7 +159,19 @@ class Run:
     curves: dict[str, np.ndarray]  # probe -> [S, T, ...]
     budget: int
     steps_run: int
-    meta: dict | None  # None only for directories written without one (older versions, tests)
+    meta: dict | None  # None only for directories written without one (older versions, tests), and partial runs
+    # a run still training, read from its live.npz (`load_live`): its curves and first passages up to
+    # steps_run, the seeds that have not reached an event censored there
+    partial: bool = False
+
+    def partial_note(self) -> str | None:
+        """One line saying that these are the results so far of a run still training; None when finished."""
+        if not self.partial:
+            return None
+        return (
+            f"partial: {self.dir} is still training; these are its results as of step {self.steps_run:,} of "
+            f"{self.budget:,} (its last chunk written, {LIVE}), the seeds not yet at an event censored there"
+        )
 
     @property
     def kept(self) -> np.ndarray:
@@ -279,6 +293,22 @@ def load_run_results(d: Path) -> tuple[Run, dict[str, np.ndarray]]:
     check_results(d, res)
     check_provenance(d, cfg, meta)
     return run_of(d, cfg, res, meta), res
+
+
+def load_live(d: Path) -> Run:
+    """A run still training, from its live.npz (run/live.py: results.npz's arrays as of its last chunk
+    written), checked as results are: a `Run` with `partial` set. No live.npz is the ConfigError of a run
+    without results."""
+    d = Path(d)
+    cfg = read_config(d)
+    try:
+        res = _read_npz(d / LIVE)
+    except FileNotFoundError:
+        raise ConfigError(f"{d}: no results.npz (run not finished) and no {LIVE} (no chunk written yet)") from None
+    headline = res.pop(LIVE_HEADLINE, None)
+    check_results(d, res)
+    meta = None if headline is None else {"stop_event": str(headline)}
+    return dataclasses.replace(run_of(d, cfg, res, meta), meta=None, partial=True)
 
 
 def run_of(d: Path, cfg: dict, res: dict[str, np.ndarray], meta: dict | None, parsed: Config | None = None) -> Run:
@@ -410,13 +440,19 @@ def load_runs(*dirs: str | Path) -> list[Run]:
     return [r for r in runs if r.meta is not None]
 
 
-def load(d: str | Path) -> Run | SweepDir:
-    """A run directory as a `Run`, a sweep directory (one with cells/) as a `SweepDir`."""
+def load(d: str | Path | Run) -> Run | SweepDir:
+    """A run directory as a `Run` (a run still training as its results so far: `load_live`), a sweep
+    directory (one with cells/) as a `SweepDir`; a `Run` (one trained in memory: `icl_race.train`) as it
+    is, so that every reader of directories takes it too."""
+    if isinstance(d, Run):
+        return d
     d = Path(d)
     if not d.is_dir():
         raise ConfigError(f"{d}: no such directory")
     if is_sweep(d):
         return load_sweep(d)
+    if not (d / RESULTS).exists() and (d / LIVE).exists():
+        return load_live(d)
     if (d / CONFIG).exists() or (d / RESULTS).exists():
         return load_run(d)
     raise ConfigError(f"{d}: neither a run directory (config.json, results.npz) nor a sweep directory (cells/)")
