@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
 import sys
 from collections.abc import Callable
 
 from icl_race import studies
-from icl_race.config import ConfigError
+from icl_race.config import BOOT_MAX, ConfigError, check_bootstrap
 from icl_race.report import commands as report_commands
 from icl_race.report.export import FORMATS
 from icl_race.run import commands as run_commands
@@ -40,9 +41,36 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def _boot(text: str) -> int:
+    """--boot of report, compare and analyze, within config.check_bootstrap's range."""
+    return _bootstrap_option(_integer(text), 0)[0]
+
+
+def _seed(text: str) -> int:
+    """--seed of report, compare and analyze, within config.check_bootstrap's range."""
+    return _bootstrap_option(None, _integer(text))[1]
+
+
+def _bootstrap_option(n_boot: int | None, seed: int) -> tuple[int | None, int]:
+    try:
+        check_bootstrap(n_boot, seed)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e).partition(": ")[2]) from None
+    return n_boot, seed
+
+
 def _bootstrap_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--boot", type=_positive_int, default=2000, help="bootstrap replicates (default 2000)")
-    p.add_argument("--seed", type=int, default=0, help="root of the bootstrap's SeedSequence (default 0)")
+    p.add_argument(
+        "--boot", type=_boot, default=2000, help=f"bootstrap replicates (default 2000, at most {BOOT_MAX:,})"
+    )
+    p.add_argument("--seed", type=_seed, default=0, help="root of the bootstrap's SeedSequence (default 0)")
 
 
 def _overrides_arg(p: argparse.ArgumentParser, help: str) -> None:
@@ -207,11 +235,11 @@ def _analyze_args(p: argparse.ArgumentParser) -> None:
     _json_arg(p, "the JSON instead of the summary")
     p.add_argument(
         "--boot",
-        type=_positive_int,
+        type=_boot,
         default=None,
         help="bootstrap replicates (default: the study's, 2000 for scale and linear_attention, 1000 for the others)",
     )
-    p.add_argument("--seed", type=int, default=0, help="root of the bootstrap's generator (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="root of the bootstrap's generator (default 0)")
 
 
 def _compare_args(p: argparse.ArgumentParser) -> None:
@@ -370,7 +398,13 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         print(f"icl-race: error: {f'{e.filename}: ' if e.filename else ''}{e.strerror or e}", file=sys.stderr)
-        return 1
+        return 2 if e.errno in BAD_PATH else 1
+
+
+# The errors that say a path given is wrong (bad input, exit 2), not that the environment failed: a
+# path through a file, a name over the file system's limit, a file where a directory goes (or the
+# reverse), a loop of links.
+BAD_PATH = {errno.ENOTDIR, errno.ENAMETOOLONG, errno.EISDIR, errno.EEXIST, errno.ELOOP}
 
 
 if __name__ == "__main__":

@@ -74,6 +74,21 @@ def section_class(section: str, raw: dict) -> type:
 # are folded into the root key as uint32. A value outside these ranges would wrap silently.
 INDEX_MAX = 2**31 - 1
 KEY_MAX = 2**32 - 1
+# The bootstrap options of report, compare and analyze: --boot replicates in [1, BOOT_MAX] (each
+# replicate costs memory and time per seed: 10^9 asked compare for 15 GiB), --seed a root in [0, KEY_MAX]
+# (numpy's SeedSequence takes no negative root).
+BOOT_MAX = 100_000
+
+
+def check_bootstrap(n_boot: int | None, seed: int) -> None:
+    """Refuse --boot (None: a command's default) and --seed outside their ranges, in one line."""
+    check(
+        n_boot is None or (isinstance(n_boot, int) and 1 <= n_boot <= BOOT_MAX),
+        "--boot",
+        n_boot,
+        f"an integer in [1, {BOOT_MAX:,}] (bootstrap replicates)",
+    )
+    check(isinstance(seed, int) and 0 <= seed <= KEY_MAX, "--seed", seed, f"an integer in [0, {KEY_MAX:,}]")
 
 
 def _integer_range(name: str) -> tuple[int, int, str]:
@@ -109,8 +124,9 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
         if not whole and (as_float(value) is None or value != int(value)):
             raise ConfigError(f"{name} = {short(value)}: expected an integer")
         lo, hi, what = _integer_range(name)
-        if not lo <= int(value) <= hi:
-            raise ConfigError(f"{name} = {short(value)}: out of range: must be in [{lo}, {hi}] ({what})")
+        if not lo <= int(value) <= hi:  # the bound crossed: a field's own range is its validate's
+            bound = f"at most {hi:,}" if int(value) > hi else f"at least {lo:,}"
+            raise ConfigError(f"{name} = {short(value)}: out of range: must be {bound} ({what})")
         return int(value)
     if kind is float:
         if (number := as_float(value)) is None:

@@ -105,6 +105,62 @@ def test_a_resume_of_the_same_config_still_resumes(tmp_path, monkeypatch, finish
         np.testing.assert_array_equal(resumed[k], plain[k], err_msg=k)
 
 
+@pytest.fixture(scope="module")
+def killed_after_100(tmp_path_factory):
+    """CFG killed once its checkpoints at steps 50 and 100 exist (copied per test: `_copy`)."""
+    out = tmp_path_factory.mktemp("killed") / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        _killed_after_100(out, mp)
+    return out
+
+
+def _edit_checkpoint_meta(ckpts: Path, at: int, **fields) -> None:
+    path = ckpts / str(at) / "meta" / "metadata"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+
+
+@pytest.mark.parametrize("said", [900, 5000, -50, 75, 150])
+def test_a_checkpoint_whose_step_was_edited_is_set_aside_and_the_run_resumes_from_the_previous_one(
+    tmp_path, killed_after_100, finished, said
+):
+    # Issue 43: a run killed at step 100 whose checkpoint says step 900 resumed "from step 900" with 7
+    # evaluations fewer; 5000, -50 and 75 were a ValueError traceback, on every rerun.
+    d = _copy(killed_after_100, tmp_path)
+    _edit_checkpoint_meta(d / "checkpoints", 100, step=said)
+    logged = []
+    resumed = execute(CFG, d, progress=False, log=logged.append)
+    damaged = [m for m in logged if "checkpoint at step 100 is damaged" in m]
+    assert len(damaged) == 1 and "\n" not in damaged[0] and "checkpoints.damaged/" in damaged[0], logged
+    assert any("resuming from the checkpoint at step 50" in m for m in logged), logged
+    assert [p.name for p in (d / "checkpoints.damaged").iterdir()] == ["100-0"]
+    plain = rundir.read_results(finished)
+    for k in plain:
+        np.testing.assert_array_equal(resumed[k], plain[k], err_msg=k)
+
+
+def test_a_checkpoint_with_a_resealed_wrong_step_is_caught_by_the_chunk_plan(tmp_path):
+    # One made by hand with a matching digest (here: saved at the wrong step) fails the plan instead: its
+    # step must be a boundary of the run's chunks, with the plan's evaluations before it.
+    from icl_race.run.checkpoint import Checkpointer, planned_history
+    from icl_race.run.runner import plan
+
+    chunks = plan(CFG)
+    assert planned_history(chunks)[0] == [50, 100, 150]
+    tree = {"carry": {"w": np.ones(2)}, "eval_steps": np.array([50, 100])}  # a history up to step 100
+    for step, why in [(150, "evaluation steps are not this run's"), (75, "not a chunk boundary"), (100, None)]:
+        ck = Checkpointer(tmp_path / f"ck{step}")
+        ck.save(step, tree, {})
+        ck.wait()
+        reports: list = []
+        restored = ck.restore_latest(report=reports.append, plan=chunks)
+        ck.close()
+        if why:
+            assert restored is None and len(reports) == 1 and why in reports[0], reports
+            assert "starting from step 0" in reports[0]
+        else:
+            assert restored is not None and restored[1]["step"] == 100 and not reports
+
+
 def test_an_edited_config_of_a_finished_run_is_refused_by_every_reader(tmp_path, finished, capsys):
     d = _copy(finished, tmp_path)
     _edit_config(d, "task", K=1000)
@@ -186,16 +242,19 @@ def test_a_fresh_run_refuses_a_planted_checkpoints_link_before_any_work(tmp_path
     assert not (d / "config.json").exists()
 
 
-def test_a_checkpoints_path_that_is_a_file_is_refused_before_compilation(tmp_path, capsys):
+@pytest.mark.parametrize("name", ["checkpoints", "checkpoints.damaged"])
+def test_a_checkpoints_path_that_is_a_file_is_refused_before_compilation(tmp_path, name, capsys):
+    # checkpoints.damaged a file (issue 43): exit 1 once a damaged checkpoint was to be moved there, the
+    # message naming the damaged step as the one to resume from.
     from icl_race.run import compile_stats
 
     d = tmp_path / "run"
     d.mkdir()
-    (d / "checkpoints").write_text("not a folder")
+    (d / name).write_text("not a folder")
     (tmp_path / "run.toml").write_text(tiny.toml(RAW))
     compiles = compile_stats.snapshot()[0]
     assert main(["run", str(tmp_path / "run.toml"), "--out", str(d), "--quiet"]) == 2
-    assert "checkpoints: is not a directory" in capsys.readouterr().err
+    assert f"{name}: is not a directory" in capsys.readouterr().err
     assert compile_stats.snapshot()[0] == compiles and not (d / "config.json").exists()
 
 

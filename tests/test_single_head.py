@@ -261,7 +261,7 @@ def test_single_head_options_and_directories_are_checked(tmp_path):
         studies.run("linear_attention", "single_head", [str(tmp_path)], tmp_path / "x.json", None, 0, {})
     with pytest.raises(ConfigError, match="checks=maybe"):
         studies.run("linear_attention", "single_head", [], tmp_path / "x.json", None, 0, {"checks": "maybe"})
-    with pytest.raises(ConfigError, match="needs seeds >= 1"):
+    with pytest.raises(ConfigError, match="seeds=0: must be an integer"):
         studies.run("linear_attention", "single_head", [], tmp_path / "x.json", None, 0, {"seeds": 0})
     with pytest.raises(ConfigError, match="give the JSON another name"):
         studies.run("linear_attention", "single_head", [], tmp_path / "x.md", None, 0, {})

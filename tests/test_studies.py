@@ -323,3 +323,81 @@ def test_a_studys_bootstraps_are_rooted_at_its_seed(tmp_path):
         )
         text = [json.dumps(studies.payload(r), sort_keys=True) for r in (a, b, c)]
         assert text[0] == text[1] != text[2]
+
+
+# ---- bad input: one line naming it, exit 2, before any work (issue 43 items 5 and 6) ------------------
+
+REGRESSION = Path(__file__).parent / "golden" / "inputs" / "regression_run"
+
+
+@pytest.fixture(scope="module")
+def unacquired(runs, tmp_path_factory):
+    """wd01 as if no seed had acquired ICL (its t_icl all -1: a valid results file)."""
+    import shutil
+
+    from icl_race import rundir
+
+    d = shutil.copytree(runs["wd01"], tmp_path_factory.mktemp("unacquired") / "wd01")
+    res = rundir.read_results(d)
+    (d / "results.npz").write_bytes(rundir.npz_bytes({**res, "t_icl": np.full_like(res["t_icl"], -1)}))
+    return str(d)
+
+
+BAD = [  # (case id, study, subcommand, run names ("unacquired", "regression" or a stored run), options, text)
+    ("no seed acquired", "levers", "beta0", ["unacquired"], [], "0 of 4 seeds reached t_icl"),
+    ("memorization mlp on a classification run", "memorization", "mlp", ["wd01"], [], "reads runs of memorization"),
+    ("minimal on a classification run", "memorization", "minimal", ["wd01"], [], "classification/minimal"),
+    ("beta0 on a regression run", "levers", "beta0", ["regression"], [], "task.kind = linear_regression"),
+    ("collapse on a regression run", "levers", "collapse", ["regression"], [], "task.kind = linear_regression"),
+    ("race transience on a memorization run", "race", "transience", ["mlp64"], [], "task.kind = memorization"),
+    ("scale lr on a regression run", "scale", "lr", ["regression"], [], "task.kind = linear_regression"),
+    ("level=abc", "levers", "transience", ["wd01"], ["level=abc"], "--set level='abc': must be a finite number"),
+    ("race level=abc", "race", "transience", ["wd01"], ["level=abc"], "--set level='abc'"),
+    ("level=1e999", "levers", "transience", ["wd01"], ["level=1e999"], "--set level=inf: must be a finite number"),
+    ("level=0", "race", "settle", ["wd01"], ["level=0"], "--set level=0: must be a finite number in (0, 1]"),
+    ("lasting=-5", "levers", "transience", ["wd01"], ["lasting=-5"], "--set lasting=-5: must be an integer"),
+    ("lasting=1.5", "levers", "transience", ["wd01"], ["lasting=1.5"], "--set lasting=1.5: must be an integer"),
+    ("T=0", "memorization", "mlp", ["mlp64"], ["T=0"], "--set T=0: must be a finite number > 0"),
+    ("T before the first evaluation", "memorization", "mlp", ["mlp64"], ["T=5"], "--set T=5: must be >= 50"),
+    ("T=abc", "memorization", "race", ["mlp64", "kinf"], ["T=abc"], "--set T='abc'"),
+    ("values=a,b", "levers", "race", ["kinf"], ["field=task.epsilon", "values=a,b", "mlp=x,y"], "--set values="),
+    ("seed_id=-1", "levers", "collapse", ["kinf"], ["seed_id=-1"], "--set seed_id=-1"),
+    ("N=1 for the ceiling", "levers", "ceiling", [], ["N=1"], "--set N=1: must be >= 2"),
+    ("a huge ceiling", "levers", "ceiling", [], ["sequences=1e9"], "lower --set sequences"),
+    ("scales=0", "linear_attention", "single_head", [], ["scales=0"], "--set scales=0"),
+    ("--boot 1000000000", "levers", "transience", ["wd01"], ["--boot", "1000000000"], "argument --boot: must be"),
+    ("--boot 0", "race", "loss", ["wd01"], ["--boot", "0"], "argument --boot"),
+    ("--seed -1", "race", "loss", ["wd01"], ["--seed", "-1"], "argument --seed: must be an integer in [0,"),
+]
+
+
+@pytest.mark.parametrize("study, sub, names, options, text", [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_input_is_one_line_and_exit_2_before_any_work(
+    runs, unacquired, study, sub, names, options, text, tmp_path, capsys
+):
+    from icl_race.cli import main
+
+    given = {**runs, "unacquired": unacquired, "regression": str(REGRESSION)}
+    args = [a for o in options for a in (["--set", o] if not o.startswith("--") and "=" in o else [o])]
+    out = tmp_path / "out" / "result.json"
+    capsys.readouterr()
+    try:
+        code = main(["analyze", study, sub, *[given[n] for n in names], *args, "--out", str(out)])
+    except SystemExit as e:  # argparse's refusal of an option's type
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and text in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_option_of_every_subcommand_is_checked():
+    """Each study module's OPTIONS says what every --set option of its subcommands may be (studies.run
+    checks them before the subcommand runs): an option added without its entry fails here."""
+    import importlib
+
+    for study in studies.STUDIES:
+        module = importlib.import_module(f"icl_race.studies.{study}")
+        for sub, fn in module.COMMANDS.items():
+            missing = {name for name, _ in studies._options(fn)} - set(getattr(module, "OPTIONS", {}))
+            assert not missing, (study, sub, missing)

@@ -54,17 +54,22 @@ def transitions_figure(stats: dict) -> plt.Figure:
     events = list(stats["transitions"])
     fig, ax = plt.subplots(figsize=(7.0, 0.35 * len(events) + 1.6), layout="constrained")
     rng = np.random.default_rng(0)  # vertical jitter only, so coincident times stay visible
+    reached, censored_at = 0, [1.0]
     for i, e in enumerate(events):
         st = stats["transitions"][e]
         t = np.asarray(st["t_steps"])
         hit = t[t >= 0] * stats["dt"]
+        reached += hit.size
         ax.scatter(hit, i + rng.uniform(-0.2, 0.2, hit.size), s=6, color="tab:blue", alpha=0.6)
         if st["km_median_tau"] is not None:
             ax.plot([st["km_median_tau"]] * 2, [i - 0.35, i + 0.35], color="black", lw=2)
         if st["censored"]:
             ax.text(st["censored_at_tau"], i, f" {st['censored']} censored", va="center", fontsize=7, color="gray")
+            censored_at.append(st["censored_at_tau"])
     ax.set_yticks(range(len(events)), [f"t_{e}" for e in events])
     ax.set_xscale("log")
+    if not reached:  # no time to scale the log axis by (matplotlib would fail): the censoring decade
+        ax.set_xlim(max(censored_at) / 10, max(censored_at) * 10)
     ax.set_xlabel("t (units of tau, log scale); bar: Kaplan-Meier median")
     ax.set_title(f"transition times over {stats['n_seeds']} seeds", fontsize=9)
     return fig

@@ -4,13 +4,17 @@ A checkpoint holds the carry (parameters, per-seed tables, keys as raw key data,
 the metric history so far and the step, all as numpy arrays: copying to the host before saving
 lets the next chunk donate the device buffers while orbax is still writing in the background.
 Orbax writes each step to a temporary directory and renames it when complete, so a kill during a
-save leaves the previous checkpoints untouched; a SHA-256 of every array, stored beside them,
-catches a checkpoint that was damaged after it was written, and the previous one is used instead.
+save leaves the previous checkpoints untouched. A SHA-256 of every array and of every metadata field
+(the step and the config's digest among them: what steers a resume), stored beside them, catches a
+checkpoint that was damaged or edited after it was written; so does a step that is not its directory's,
+or, given the run's chunk plan, not one of the plan's boundaries with the plan's evaluations before it.
+Such a checkpoint is set aside and the previous one used instead (or the run starts over).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -22,6 +26,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from icl_race.configbase import short
+
 
 def tree_digest(tree) -> str:
     h = hashlib.sha256()
@@ -31,6 +37,35 @@ def tree_digest(tree) -> str:
         h.update(f"{a.dtype}{a.shape}".encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+def checkpoint_digest(tree, meta: dict) -> str:
+    """The SHA-256 a checkpoint stores: its arrays and every field of its metadata but the digest itself
+    (compared after a JSON round trip, which is how orbax stores the metadata)."""
+    fields = json.dumps({k: v for k, v in meta.items() if k != "sha256"}, sort_keys=True)
+    return hashlib.sha256(f"{tree_digest(tree)}\n{fields}".encode()).hexdigest()
+
+
+def planned_history(plan) -> tuple[list[int], np.ndarray]:
+    """The steps a run of `plan` (engine.ensemble.chunk_plan: (first step, period, evaluations) per chunk)
+    checkpoints at, the boundaries after step 0, and every step it evaluates at, in order."""
+    boundaries = [t0 for t0, _, _ in plan if t0 > 0]
+    evals = [t0 + period * np.arange(1, n + 1) for t0, period, n in plan]
+    return boundaries, np.concatenate(evals) if evals else np.zeros(0, np.int64)
+
+
+def _check_step(step: int, tree, meta: dict, plan) -> None:
+    """A ValueError saying why a checkpoint that reads back intact cannot resume at its step."""
+    if meta.get("step") != step:
+        raise ValueError(f"its metadata says step {short(meta.get('step'))}, its directory {step}")
+    if plan is None:
+        return
+    boundaries, evals_T = planned_history(plan)
+    if step not in boundaries:
+        raise ValueError(f"step {step} is not a chunk boundary of this run's plan")
+    seen_T = np.asarray(tree.get("eval_steps", ())) if isinstance(tree, dict) else np.zeros(0)
+    if not np.array_equal(seen_T, evals_T[evals_T <= step]):
+        raise ValueError(f"its evaluation steps are not this run's up to step {step}")
 
 
 class CheckpointWarning(UserWarning):
@@ -117,7 +152,8 @@ class Checkpointer:
         """Queue an asynchronous save of `tree` (numpy arrays only) and `meta` (JSON)."""
         ocp = self._ocp
         self.wait()  # so that an earlier save's failure is reported as that step's
-        meta = {**meta, "step": int(step), "sha256": tree_digest(tree)}
+        meta = {**meta, "step": int(step)}
+        meta["sha256"] = checkpoint_digest(tree, meta)
         self.pending = int(step)
         try:
             self.manager.save(
@@ -157,23 +193,29 @@ class Checkpointer:
             if hasattr(self, "_absl_level"):
                 logging.getLogger("absl").setLevel(self._absl_level)
 
-    def restore_latest(self, report=None):
-        """(tree, meta) of the newest checkpoint that reads back intact, or None. A damaged one is
+    def restore_latest(self, report=None, plan=None):
+        """(tree, meta) of the newest checkpoint that reads back intact, or None. `plan`: the run's chunk
+        plan, which the checkpoint's step and evaluation steps must fit (`_check_step`). A damaged one is
         moved aside to `<directory>.damaged/` (kept for inspection, and so that rotation never deletes
         a good checkpoint in favour of it) and reported: by `report(message)`, or a CheckpointWarning."""
         ocp = self._ocp
-        for step in sorted(self.manager.all_steps(), reverse=True):
+        steps = sorted(self.manager.all_steps(), reverse=True)
+        for i, step in enumerate(steps):
             try:
                 r = self.manager.restore(
                     step, args=ocp.args.Composite(state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore())
                 )
                 tree, meta = r.state, r.meta
-                if meta.get("sha256") != tree_digest(tree):
+                if not isinstance(meta, dict) or meta.get("sha256") != checkpoint_digest(tree, meta):
                     raise ValueError("checksum mismatch")
+                _check_step(step, tree, meta, plan)
             except Exception as e:  # orbax/tensorstore raise many types for damaged files
+                then = (
+                    "falling back to the previous one" if i + 1 < len(steps) else "no older one: starting from step 0"
+                )
                 message = (
                     f"checkpoint at step {step} is damaged ({type(e).__name__}: {str(e)[:200]}); moved to "
-                    f"{self.root.name}.damaged/, falling back to the previous one"
+                    f"{self.root.name}.damaged/, {then}"
                 )
                 if report:
                     report(message)

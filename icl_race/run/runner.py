@@ -210,7 +210,7 @@ def prepare(cfg: Config | RunPlan, out: Path, log) -> Prepared:
     from icl_race.run.checkpoint import Checkpointer
 
     ckpt = Checkpointer(out / rundir.CHECKPOINTS, keep=2)
-    restored = ckpt.restore_latest(report=lambda m: log(f"{out}: {m}"))
+    restored = ckpt.restore_latest(report=lambda m: log(f"{out}: {m}"), plan=run.chunks)
     if not restored:
         return start_fresh(run, program, consts, seed_ids, since, ckpt)
     tree, meta = restored

@@ -42,9 +42,17 @@ def _damaged(path: Path, e: BaseException) -> DamagedFileError:
     return DamagedFileError(f"{path}: damaged, cannot be read ({type(e).__name__}: {e})")
 
 
+def _regular(path: Path) -> None:
+    """Refuse a path that exists but is not a regular file before opening it: opening a FIFO (a named
+    pipe) waits for a writer forever, a device may never end."""
+    if Path(path).exists() and not Path(path).is_file():
+        raise DamagedFileError(f"{path}: damaged, not a regular file")
+
+
 def _read_json(path: Path) -> dict:
     """A JSON object file; a damaged one is a DamagedFileError naming it (a missing file stays a
     FileNotFoundError, an unreadable one an OSError)."""
+    _regular(path)
     try:
         obj = json.loads(Path(path).read_bytes().decode("utf-8"))
     except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
@@ -57,6 +65,7 @@ def _read_json(path: Path) -> dict:
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
     """Every array of an npz file; one that cannot be read back is a DamagedFileError naming it (a
     missing file stays a FileNotFoundError)."""
+    _regular(path)
     try:
         z = np.load(path, allow_pickle=False)
         if not isinstance(z, np.lib.npyio.NpzFile):

@@ -47,7 +47,7 @@ fault_hook: Callable[[str], None] | None = None
 
 def refuse_links(d: Path, names=RUN_NAMES) -> None:
     """Refuse a directory where a path icl-race would write through is a symbolic link (or, for
-    checkpoints/, not a directory): a link would lead the write, the move or orbax's checkpoints out of
+    checkpoints/ and checkpoints.damaged/, not a directory): a link would lead the write, the move or orbax's checkpoints out of
     the directory. Checked before any work, so a refused directory is left exactly as it is."""
     d = Path(d)
     found = [d / n for n in names] + sorted(d.glob("t_*_hist.png")) + sorted(d.glob("damaged-*"))
@@ -58,9 +58,12 @@ def refuse_links(d: Path, names=RUN_NAMES) -> None:
                 f"{path}: is a symbolic link; icl-race writes only inside {d}, never through a link: "
                 "remove it (or choose another directory)"
             )
-    ckpts = d / CHECKPOINTS
-    if ckpts.exists() and not ckpts.is_dir():
-        raise RunDirError(f"{ckpts}: is not a directory; move it aside (checkpoints are written there)")
+    for name, why in (
+        (CHECKPOINTS, "checkpoints are written"),
+        (f"{CHECKPOINTS}.damaged", "damaged checkpoints are moved"),
+    ):
+        if (d / name).exists() and not (d / name).is_dir():
+            raise RunDirError(f"{d / name}: is not a directory; move it aside ({why} there)")
 
 
 def _tmp_name(path: Path) -> Path:

@@ -14,7 +14,11 @@ command writes the JSON to `experiments/<study>/results/<subcommand>.json` (or -
     MARKDOWN = ("single_head",)    # optional: subcommands whose text() is also written, as <out stem>.md
 
 A subcommand's own options come from `--set NAME=VALUE` (`options`): a number, a string, or a comma-
-separated list of them, passed to its function as keyword arguments. A result field whose metadata says
+separated list of them, checked against the module's OPTIONS before any work, passed to its function
+as keyword arguments.
+
+    OPTIONS = {"level": inputs.FRACTION}   # every option of its subcommands: what it may be (studies/inputs.py)
+ A result field whose metadata says
 {"json": False} (e.g. the points behind a figure) stays out of the JSON. Figures are written as PNG
 next to the JSON: <out stem><suffix>.png.
 
@@ -35,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from icl_race import rundir
-from icl_race.config import ConfigError
+from icl_race.config import ConfigError, check_bootstrap
 
 STUDIES = ("scale", "race", "memorization", "levers", "linear_attention")
 DIRECTORIES = ("some", "any", "none")
@@ -185,7 +189,7 @@ def run(
     if sub not in table:
         raise ConfigError(f"analyze {study} {sub!r}: expected one of {', '.join(table)}")
     _check_dirs(study, sub, getattr(module, "DIRECTORIES", {}).get(sub, "some"), dirs)
-    kwargs = dict(options or {}) | {"seed": seed} | ({} if n_boot is None else {"n_boot": n_boot})
+    check_bootstrap(n_boot, seed)
     takes = [n for n, p in inspect.signature(table[sub]).parameters.items() if p.kind == p.KEYWORD_ONLY]
     unknown = sorted(set(options or {}) - set(takes))
     if unknown:
@@ -193,6 +197,9 @@ def run(
             f"analyze {study} {sub}: no option {', '.join(unknown)} (--set takes "
             f"{', '.join(n for n in takes if n not in ('n_boot', 'seed')) or 'none'})"
         )
+    allowed = getattr(module, "OPTIONS", {})
+    options = {name: allowed[name].value(name, v) for name, v in (options or {}).items()}
+    kwargs = options | {"seed": seed} | ({} if n_boot is None else {"n_boot": n_boot})
     out = Path(out) if out else Path("experiments") / study / "results" / f"{sub}.json"
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out}: is a directory; give a file name")

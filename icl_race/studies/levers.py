@@ -19,8 +19,18 @@ from pathlib import Path
 import numpy as np
 
 from icl_race.analysis import levers
-from icl_race.config import ConfigError
-from icl_race.rundir import load_runs
+from icl_race.config import INDEX_MAX, ConfigError
+from icl_race.studies.inputs import (
+    COUNT,
+    FRACTION,
+    STEPS,
+    TEXT,
+    Option,
+    check_kinds,
+    need_acquired,
+    need_evaluated,
+    runs_of,
+)
 from icl_race.theory.ceiling import Ceiling, copy_ceiling
 
 
@@ -35,13 +45,15 @@ def _need(sub: str, **given):
 
 
 def beta0(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Beta0:
-    return levers.beta0(load_runs(*dirs), n_boot=n_boot, seed=seed)
+    runs = runs_of("levers beta0", dirs)
+    need_acquired("levers beta0", runs, 3)  # the pooled fit of ln t_ICL against beta0
+    return levers.beta0(runs, n_boot=n_boot, seed=seed)
 
 
 def pair(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Pair:
     if len(dirs) != 2:
         raise ConfigError("analyze levers pair: give two directories (the same seeds under two settings)")
-    return levers.pair(load_runs(dirs[0]), load_runs(dirs[1]))
+    return levers.pair(runs_of("levers pair", dirs[:1]), runs_of("levers pair", dirs[1:]))
 
 
 def race(
@@ -61,11 +73,13 @@ def race(
     values, mlp = [float(v) for v in _list(values)], [str(d) for d in _list(mlp)]
     if len(values) != len(mlp):
         raise ConfigError(f"analyze levers race: {len(values)} values but {len(mlp)} mlp directories")
+    mlp_runs = [runs_of("levers race", [d], ("memorization",)) for d in mlp]
+    need_evaluated("levers race", [r for runs in mlp_runs for r in runs], "T", [float(T)])
     return levers.lever_race(
         field,
         values,
-        [load_runs(d) for d in mlp],
-        load_runs(*dirs),
+        mlp_runs,
+        runs_of("levers race", dirs),
         N,
         float(T),
         None if t_fixed is None else float(t_fixed),
@@ -78,7 +92,7 @@ def race(
 def transience(
     dirs, *, level: float = 0.9, lasting: int = 10, n_boot: int = 1000, seed: int = 0
 ) -> levers.LeverTransience:
-    return levers.transience(load_runs(*dirs), level=level, lasting=lasting, n_boot=n_boot, seed=seed)
+    return levers.transience(runs_of("levers transience", dirs), level=level, lasting=lasting, n_boot=n_boot, seed=seed)
 
 
 def kstar(
@@ -99,7 +113,7 @@ def kstar(
             raise ConfigError(
                 f"--set counts={counts}: field {prior['field']} at N = {prior['N']}, not {field} at N = {N}"
             )
-    cells = levers.kstar_cells(field, N, [(d, load_runs(d)) for d in dirs], prior and prior["cells"])
+    cells = levers.kstar_cells(field, N, [(d, runs_of("levers kstar", [d])) for d in dirs], prior and prior["cells"])
     if not cells:
         raise ConfigError("analyze levers kstar: no finite-K cell (give directories or --set counts=FILE)")
     return levers.kstar(field, N, cells, n_boot=n_boot, seed=seed)
@@ -115,6 +129,13 @@ def ceiling(
     n_boot: int = 1000,
     seed: int = 0,
 ) -> Ceiling:
+    if N < 2:
+        raise ConfigError(f"analyze levers ceiling: --set N={N}: must be >= 2 (the query and a context item)")
+    if sequences * (N - 1) * D > CEILING_SIZE:
+        raise ConfigError(
+            f"analyze levers ceiling: sequences x (N - 1) x D = {sequences:,} x {N - 1:,} x {D:,}: must be at "
+            f"most {CEILING_SIZE:,} (one array of the Monte Carlo); lower --set sequences, N or D"
+        )
     return copy_ceiling([float(e) for e in _list(epsilon)], D=D, N=N, sequences=sequences, seed=seed)
 
 
@@ -134,6 +155,7 @@ def collapse(
 
     at = sorted(int(a) for a in _list(at))
     runs = runset.load(dirs).runs
+    check_kinds("levers collapse", runs)
     if len(runs) != 1:
         raise ConfigError(
             f"{', '.join(map(str, dirs))}: analyze levers collapse needs one finished cell, found {len(runs)}"
@@ -143,11 +165,12 @@ def collapse(
         raise ConfigError(
             f"--set seed_id={seed_id}: not a seed of {run.dir} (its seeds: {run.seed_ids.min()}-{run.seed_ids.max()})"
         )
-    kept = {}  # step -> the seed's parameters, copied before the next chunk donates the carry
+    kept = {}  # step -> the seed's state (parameters, label map), copied before the next chunk donates the carry
 
     def keep(p):
         if p.step in at:
-            kept[p.step] = jax.device_get(jax.tree.map(lambda a: a[0], p.carry["state"]["params"]))
+            # the whole state: a finite-K task draws its batches through the seed's own label map
+            kept[p.step] = jax.device_get(jax.tree.map(lambda a: a[0], p.carry["state"]))
 
     # One evaluation per chunk, at every multiple of the steps' gcd, and no early stop: each inspected
     # step is a chunk boundary, where `keep` looks.
@@ -166,10 +189,10 @@ def collapse(
     )
     program, consts = systems.build(run.cfg)
     rows = []
-    for step, params in sorted(kept.items()):
+    for step, state in sorted(kept.items()):
         i = int(np.searchsorted(res["eval_steps"], step))
-        x_BxNxE, _ = program.train_batch({"params": params}, consts, jax.random.key(step), 512)
-        act = program.model.activations(params, x_BxNxE)
+        x_BxNxE, _ = program.train_batch(state, consts, jax.random.key(step), 512)
+        act = program.model.activations(state["params"], x_BxNxE)
         rows.append(
             levers.network_state(
                 step,
@@ -192,5 +215,22 @@ COMMANDS = {
     "kstar": kstar,
     "ceiling": ceiling,
     "collapse": collapse,
+}
+CEILING_SIZE = 4 * 10**8  # elements of one array of the ceiling's Monte Carlo (3.2 GB of float64)
+OPTIONS = {
+    "field": TEXT,
+    "values": Option(float, many=True),
+    "mlp": Option(str, many=True),
+    "N": COUNT,
+    "T": STEPS,
+    "t_fixed": STEPS,
+    "level": FRACTION,
+    "lasting": COUNT,
+    "counts": TEXT,
+    "epsilon": Option(float, 0, many=True),
+    "D": COUNT,
+    "sequences": COUNT,
+    "seed_id": Option(int, 0, INDEX_MAX),
+    "at": Option(int, 1, INDEX_MAX, many=True),
 }
 DIRECTORIES = {"ceiling": "none", "kstar": "any"}  # ceiling: a Monte Carlo of the task's sequences; kstar: or counts=

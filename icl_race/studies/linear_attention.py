@@ -30,6 +30,7 @@ import numpy as np  # noqa: E402
 
 from icl_race.analysis import single_head as sh  # noqa: E402
 from icl_race.config import ConfigError  # noqa: E402
+from icl_race.studies.inputs import COUNT, Option  # noqa: E402
 
 PROTOCOL = "single_head_protocol.md"
 D, N, H = 8, 31, 16
@@ -180,5 +181,11 @@ def _checks(scales, zero: dict, horizon: float) -> dict:
 
 
 COMMANDS = {"single_head": single_head}
+OPTIONS = {
+    "seeds": COUNT,
+    "scales": Option(float, 0, above=True, many=True),
+    "checks": Option(str),  # 1 or 0, true or false: `_flag`
+    "horizon": Option(float, 1e-2, above=True),
+}
 DIRECTORIES = {"single_head": "none"}  # it trains its own seeds
 MARKDOWN = ("single_head",)  # its tables, written beside the JSON

@@ -16,7 +16,10 @@ from pathlib import Path
 
 from icl_race.analysis import memorization as mem
 from icl_race.config import ConfigError
-from icl_race.rundir import load_runs
+from icl_race.studies.inputs import TEXT, Option, need_evaluated, runs_of
+
+MINIMAL = ("classification/minimal",)
+MLP = ("memorization",)  # the task.kind of the MLP-only runs
 
 
 def _floats(v) -> list[float] | None:
@@ -26,17 +29,20 @@ def _floats(v) -> list[float] | None:
 def mlp(dirs, *, T=None, n_boot: int = 1000, seed: int = 0) -> mem.Memorization:
     if len(dirs) != 1:
         raise ConfigError("analyze memorization mlp: give one sweep directory")
-    return mem.memorization(load_runs(dirs[0]), _floats(T), n_boot=n_boot, seed=seed)
+    runs = runs_of("memorization mlp", dirs, MLP)
+    need_evaluated("memorization mlp", runs, "T", _floats(T) or [])
+    return mem.memorization(runs, _floats(T), n_boot=n_boot, seed=seed)
 
 
 def minimal(dirs, *, n_boot: int = 1000, seed: int = 0) -> mem.Minimal:
-    return mem.minimal(load_runs(*dirs), n_boot, seed=seed)
+    return mem.minimal(runs_of("memorization minimal", dirs, MINIMAL), n_boot, seed=seed)
 
 
 def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: int = 0) -> mem.RaceKStar:
     if len(dirs) < 2 or T is None:
         raise ConfigError("analyze memorization race: give MLP_DIR KINF_DIR... and --set T=STEPS (the race's budget)")
-    kinf = load_runs(*dirs[1:])
+    mlp, kinf = runs_of("memorization race", dirs[:1], MLP), runs_of("memorization race", dirs[1:])
+    need_evaluated("memorization race", mlp, "T", _floats(T) or [])
     Ns = [r.cfg.task.N for r in kinf]
     if len(set(Ns)) < len(Ns):
         raise ConfigError(
@@ -52,7 +58,8 @@ def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: in
             measured = mem.measured_k_star(json.loads(path.read_text()))
         except ValueError as e:
             raise ConfigError(f"--set kstar={kstar}: {e}") from None
-    return mem.race(load_runs(dirs[0]), kinf, _floats(T)[0], measured, n_boot, seed=seed)
+    return mem.race(mlp, kinf, _floats(T)[0], measured, n_boot, seed=seed)
 
 
+OPTIONS = {"T": Option(float, 0, above=True, many=True), "kstar": TEXT}
 COMMANDS = {"mlp": mlp, "minimal": minimal, "race": race}

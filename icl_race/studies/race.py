@@ -15,20 +15,20 @@ import numpy as np
 
 from icl_race.analysis import race
 from icl_race.config import ConfigError
-from icl_race.rundir import load_runs
+from icl_race.studies.inputs import FRACTION, Option, runs_of
 
 
 def transience(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> race.Transience:
     """ICL's rise and fall per weight decay (train.weight_decay_attn) cell; fall = first ICL accuracy
     below `level` after t_ICL."""
     with np.errstate(all="ignore"):
-        return race.transience(load_runs(*dirs), level=level, n_boot=n_boot, seed=seed)
+        return race.transience(runs_of("race transience", dirs), level=level, n_boot=n_boot, seed=seed)
 
 
 def loss(dirs, *, min_x: float = 0.5, n_boot: int = 1000, seed: int = 0) -> race.LossRelations:
     """The loss relation L_ICL vs -1/2 log L_IWL per cell, on every point after t_ICL and on x > min_x."""
     with np.errstate(all="ignore"):
-        return race.loss_relations(load_runs(*dirs), min_x=min_x, n_boot=n_boot, seed=seed)
+        return race.loss_relations(runs_of("race loss", dirs), min_x=min_x, n_boot=n_boot, seed=seed)
 
 
 def independence(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> race.Independence:
@@ -38,7 +38,12 @@ def independence(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0)
         raise ConfigError("analyze race independence: give MEMORIZATION_DIR T_ICL_DIR MLP_ONLY_DIR... (3 or more)")
     with np.errstate(all="ignore"):
         return race.independence(
-            load_runs(dirs[0]), load_runs(dirs[1]), load_runs(*dirs[2:]), level=level, n_boot=n_boot, seed=seed
+            runs_of("race independence", dirs[:1]),
+            runs_of("race independence", dirs[1:2]),
+            runs_of("race independence", dirs[2:], ("classification", "memorization")),
+            level=level,
+            n_boot=n_boot,
+            seed=seed,
         )
 
 
@@ -46,7 +51,7 @@ def settle(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> ra
     """Whether memorization ends the race: per cell, the seeds whose IWL accuracy passed `level` before
     they acquired ICL, and how many of those acquired ICL later. Read runs trained without
     train.settle_iwl (a settled seed's later history is not computed)."""
-    runs = load_runs(*dirs)
+    runs = runs_of("race settle", dirs)
     if any(r.cfg.train.settle_iwl for r in runs):
         raise ConfigError(
             "analyze race settle: a run trained with train.settle_iwl cannot show what a settled seed "
@@ -78,4 +83,5 @@ def _independence_figures(result) -> dict:
 
 
 COMMANDS = {"transience": transience, "loss": loss, "independence": independence, "settle": settle}
+OPTIONS = {"level": FRACTION, "min_x": Option(float)}
 FIGURES = {"transience": _transience_figures, "loss": _loss_figures, "independence": _independence_figures}

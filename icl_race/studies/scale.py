@@ -9,11 +9,13 @@ from icl_race.analysis.regime import level_event
 from icl_race.analysis.scale import LrBridge, WidthAxis, lr_bridge, width_axis
 from icl_race.config import ConfigError
 from icl_race.rundir import runset
+from icl_race.studies.inputs import check_kinds
 
 
 def lr(dirs, n_boot: int = 2000, seed: int = 0) -> LrBridge:
     """The lr rescaling of K = infinity cells of one MLP width: the cells of each train.lr pooled."""
     runs = runset.load(dirs).runs
+    check_kinds("scale lr", runs)
     widths = {r.cfg.model.width for r in runs}
     if len(widths) > 1 or any(r.cfg.task.variant != "infinite" for r in runs):
         raise ConfigError(
@@ -57,7 +59,9 @@ def lr(dirs, n_boot: int = 2000, seed: int = 0) -> LrBridge:
 def kinf(dirs, n_boot: int = 2000, seed: int = 0) -> WidthAxis:
     """t_ICL(N) at K = infinity per (width, lr): the K = infinity runs of `dirs`, the cells of one
     (width, lr, N) pooled, each group fitted over its abrupt N."""
-    runs = [r for r in runset.load(dirs).runs if r.cfg.task.variant == "infinite"]
+    runs = runset.load(dirs).runs
+    check_kinds("scale kinf", runs)
+    runs = [r for r in runs if r.cfg.task.variant == "infinite"]
     if not runs:
         raise ConfigError(
             f"{', '.join(map(str, dirs))}: analyze scale kinf needs K = infinity runs (task.variant = 'infinite')"
