@@ -21,8 +21,8 @@ from icl_race.analysis.compare import PairStats, compare_to_reference
 from icl_race.analysis.outcome import CLASSES, of_results
 from icl_race.analysis.survival import kaplan_meier
 from icl_race.config import ConfigError
-from icl_race.report.format import ci_text, jsonable, num, p_value, save_figure
-from icl_race.rundir import runset
+from icl_race.report.format import ci_text, figure_files, jsonable, num, p_value
+from icl_race.rundir import owner, runset
 
 N_BOOT = 2000
 
@@ -170,8 +170,12 @@ def summary(c: Comparison) -> str:
     return "\n".join(lines)
 
 
-def write(c: Comparison, out: str | Path) -> list[str]:
-    """OUT/compare.md, OUT/compare.json and the figure; returns the paths written, relative to OUT."""
+NAMES = ("compare.md", "compare.json", "figures/km.png", "figures/km.pdf")  # what `write` writes
+
+
+def write(c: Comparison, out: str | Path, force: bool = False) -> list[str]:
+    """OUT/compare.md, OUT/compare.json and the figure, as one, into a folder compare owns
+    (rundir/owner.py); returns the paths written, relative to OUT."""
     from icl_race import __version__
     from icl_race.plots.compare import km_overlay
 
@@ -179,9 +183,8 @@ def write(c: Comparison, out: str | Path) -> list[str]:
     fig = km_overlay(
         [g.km for g in c.groups], [label(c, i) for i in range(len(c.groups))], [g.censor_at for g in c.groups], c.event
     )
-    out.mkdir(parents=True, exist_ok=True)
-    written = save_figure(fig, out / "figures", "km")
-    record = jsonable(dataclasses.asdict(c)) | {"icl_race_version": __version__, "figures": written}
-    rundir.atomic_write(out / "compare.json", (json.dumps(record, indent=1, allow_nan=False) + "\n").encode())
-    rundir.atomic_write(out / "compare.md", markdown(c).encode())
-    return ["compare.md", "compare.json", *written]
+    figures = figure_files(fig, "km")
+    record = jsonable(dataclasses.asdict(c)) | {"icl_race_version": __version__, "figures": list(figures)}
+    record_json = (json.dumps(record, indent=1, allow_nan=False) + "\n").encode()
+    files = {"compare.md": markdown(c).encode(), "compare.json": record_json, **figures}
+    return owner.write_files(out, "compare", files, force=force)
