@@ -85,6 +85,17 @@ def _json_arg(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true", help=f"print {what}")
 
 
+def _force_arg(p: argparse.ArgumentParser) -> None:
+    """--force: the one way past rundir/owner.py's rule (a command writes only into its own folder and
+    replaces only files it wrote), for every command that writes files but run."""
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a folder this command did not create, replacing the files it names there "
+        "(never any other file)",
+    )
+
+
 def _dir_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", help="a run directory (results.npz) or a sweep directory (cells/)")
 
@@ -168,6 +179,7 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--array-parallelism", type=_positive_int, help="at most this many cells at once")
     p.add_argument("--no-wait", action="store_true", help="slurm: return after submitting")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _force_arg(p)
 
 
 def _bench_args(p: argparse.ArgumentParser) -> None:
@@ -195,6 +207,7 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     _dir_arg(p)
     _bootstrap_args(p)
     _json_arg(p, "report.json (docs/report-json.md) instead of where the files are")
+    _force_arg(p)
 
 
 def _hist_args(p: argparse.ArgumentParser) -> None:
@@ -212,6 +225,14 @@ def _export_args(p: argparse.ArgumentParser) -> None:
         help="csv (default), parquet or netcdf (the Dataset itself; HDF5 through h5netcdf)",
     )
     p.add_argument("--out", required=True, help="directory for seeds.<ext> and curves.<ext> (created)")
+    p.add_argument(
+        "--censored",
+        choices=("nan", "-1"),
+        default="nan",
+        help="a time not reached as NaN (default; with the boolean columns acquired and censored_<event>) "
+        "or as results.npz's -1",
+    )
+    _force_arg(p)
 
 
 def _analyze_args(p: argparse.ArgumentParser) -> None:
@@ -231,7 +252,12 @@ def _analyze_args(p: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="an option of the subcommand (below): a number, a string or a comma-separated list",
     )
-    p.add_argument("--out", help="JSON file to write (default experiments/<study>/results/<subcommand>.json)")
+    p.add_argument(
+        "--out",
+        help="JSON file to write (default: DIR/analyze/<study>-<subcommand>.json beside the one input "
+        "directory; required otherwise)",
+    )
+    _force_arg(p)
     _json_arg(p, "the JSON instead of the summary")
     p.add_argument(
         "--boot",
@@ -252,6 +278,7 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="directory for the comparison (created)")
     p.add_argument("--event", help="the event whose time is compared (default: the first run's headline, e.g. icl)")
     _bootstrap_args(p)
+    _force_arg(p)
 
 
 @dataclasses.dataclass(frozen=True)

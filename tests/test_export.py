@@ -44,8 +44,8 @@ def test_exported_seed_table_is_results_npz_exactly(lr_runs, tmp_path, capsys, f
         assert (rows["train.lr"] == lr).all()
         events = [k[2:] for k in res.files if k.startswith("t_")]
         assert len(events) > 1  # every event of the system, not only the headline
-        for e in events:
-            np.testing.assert_array_equal(rows[f"t_{e}"], res[f"t_{e}"])
+        for e in events:  # a time not reached is NaN, its censoring in the boolean columns
+            np.testing.assert_array_equal(rows[f"t_{e}"], np.where(res[f"t_{e}"] >= 0, res[f"t_{e}"], np.nan))
             np.testing.assert_array_equal(rows[f"censored_{e}"], res[f"t_{e}"] < 0)
             assert (rows[f"censor_at_{e}"] == run.censor_at(e)).all()
         o = outcome.classify(res["t_icl"], res["diverged"], res["icl_acc"], res["iwl_acc"], res["eval_steps"])
@@ -71,8 +71,8 @@ def test_exported_curves_are_the_npz_curves_over_run_seed_step(lr_runs, tmp_path
         np.testing.assert_array_equal(one["seed"], res["seed_ids"])
         np.testing.assert_array_equal(one["step"], res["eval_steps"])
         assert float(one["train.lr"]) == lr
-        curves = [k for k in res.files if res[k].ndim == 2 and not k.startswith("t_")]
-        assert "icl_acc" in curves
+        curves = [k for k in res.files if res[k].ndim == 2 and not k.startswith("t_") and k not in export.PER_SEED]
+        assert "icl_acc" in curves and "beta0" not in ds  # beta0 is a seed-table column
         for k in curves:
             np.testing.assert_array_equal(one[k].values, res[k])
 
@@ -84,7 +84,9 @@ def test_the_seed_table_has_one_column_set_per_event_and_probe(lr_runs):
     run = rundir.load_run(lr_runs / "a")
     per_event = [f"{c}_{e}" for e in run.times for c in ("t", "censored", "censor_at")]
     finals = [f"final_{n}" for n, c in run.curves.items() if c.ndim == 2]
-    expected = ["run", "train.lr", "seed", "diverged", "retired_at", "outcome", "fall_step", *per_event, *finals]
+    finals = [f for f in finals if f != "final_beta0"]  # beta0 is a per-seed value, not a curve's last
+    expected = ["run", "train.lr", "seed", "diverged", "retired_at", "outcome", "fall_step", "acquired", *per_event]
+    expected += ["beta0", *finals]
     assert list(t.seeds.columns) == expected
     assert t.seeds["run"].tolist() == [str(lr_runs / n) for n in LRS for _ in range(4)]
     assert t.skipped == []
@@ -96,11 +98,16 @@ def test_the_seed_table_has_one_column_set_per_event_and_probe(lr_runs):
 def test_censored_seeds_carry_their_censoring_time_and_reached_ones_their_time(lr_runs):
     t = export.tables(lr_runs / "a").seeds
     run = rundir.load_run(lr_runs / "a")
+    minus_one = export.tables(lr_runs / "a", censored="-1").seeds
+    assert (run.times["icl"] < 0).any()  # the runs stop before ICL: censored seeds to look at
     for e, t_S in run.times.items():
         reached = t_S >= 0
         np.testing.assert_array_equal(t[f"t_{e}"][reached], t_S[reached])
-        assert (t[f"t_{e}"][~reached] == -1).all()  # results.npz's value, not the censoring time
+        assert t[f"t_{e}"][~reached].isna().all()  # NaN, not the censoring time nor -1
+        assert (minus_one[f"t_{e}"][~reached] == -1).all()  # results.npz's value, under --censored=-1
+        np.testing.assert_array_equal(minus_one[f"t_{e}"], t_S)
         assert (t[f"censor_at_{e}"] == run.censor_at(e)).all() and run.censor_at(e) <= run.budget
+    np.testing.assert_array_equal(t["acquired"], run.times[run.headline] >= 0)
 
 
 def test_a_field_that_is_not_a_scalar_is_one_json_text_column(lr_runs):
@@ -114,7 +121,7 @@ def test_a_field_that_is_not_a_scalar_is_one_json_text_column(lr_runs):
 
 def test_the_csv_curves_are_the_long_table_of_the_dataset(lr_runs, tmp_path):
     done = export.export([lr_runs / "sweep"], "csv", tmp_path / "out")
-    assert (done.runs, done.seeds, sorted(done.files)) == (2, 8, ["curves.csv", "seeds.csv"])
+    assert (done.runs, done.seeds, sorted(done.files)) == (2, 8, ["curves.csv", "provenance.json", "seeds.csv"])
     long = pd.read_csv(tmp_path / "out" / "curves.csv")
     assert list(long.columns[:3]) == ["run", "seed", "step"]
     for name in LRS:

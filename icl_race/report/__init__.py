@@ -23,7 +23,8 @@ from icl_race import rundir, systems
 from icl_race.config import ConfigError
 from icl_race.configbase import System, resolve
 from icl_race.report.draws import Draws
-from icl_race.report.format import jsonable, save_figure
+from icl_race.report.format import figure_files, jsonable
+from icl_race.rundir import owner
 
 N_BOOT = 2000
 
@@ -61,12 +62,13 @@ def _part(d: Path, kind: str, name: str, what: str):
 SCHEMA = "icl-race/report/1"  # docs/report-json.md; raised when a key changes meaning or goes away
 
 
-def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str]:
-    """Write DIR/report.md, DIR/report.json and DIR/figures/*.png|pdf; returns the written paths
-    relative to DIR."""
+def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0, force: bool = False) -> list[str]:
+    """Write DIR/report.md, DIR/report.json and DIR/figures/*.png|pdf, as one (rundir/owner.py: no file
+    the report did not write is replaced unless `force`); returns the written paths relative to DIR."""
     d = Path(d)
     kind = _check_dir(d)
     rundir.refuse_links(d, rundir.SWEEP_NAMES if kind == "sweep" else rundir.RUN_NAMES)
+    owner.check(d, "report", ["report.md", "report.json"], force=force, what="report")  # before any work
     fn, found = _part(d, kind, f"{kind}_report", "report")
     report, md, figs = fn(found, Draws(seed, n_boot))
     from icl_race import __version__
@@ -76,9 +78,8 @@ def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str
         title, _, rest = md.partition("\n")
         md = f"{title}\n\n**{partial}.**\n{rest}"
 
-    written = []
-    for name, fig in figs.items():
-        written += save_figure(fig, d / "figures", name)
+    figures = {path: data for name, fig in figs.items() for path, data in figure_files(fig, name).items()}
+    written = list(figures)
     report = jsonable(
         {
             "schema": SCHEMA,
@@ -90,8 +91,9 @@ def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[str
             "figures": written,
         }
     )
-    rundir.atomic_write(d / "report.json", (json.dumps(report, indent=1, allow_nan=False) + "\n").encode())
-    rundir.atomic_write(d / "report.md", md.encode())
+    report_json = (json.dumps(report, indent=1, allow_nan=False) + "\n").encode()
+    files = {"report.md": md.encode(), "report.json": report_json, **figures}
+    owner.write_files(d, "report", files, force=force, what="report")
     return ["report.md", "report.json", *written]
 
 

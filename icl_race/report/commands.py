@@ -20,10 +20,15 @@ def out_dir(text: str) -> Path:
     return out
 
 
+def plural(n: int, word: str) -> str:
+    """ "1 run", "2 runs"."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def report(args: argparse.Namespace) -> int:
     from icl_race.report import write_report
 
-    written = write_report(args.dir, n_boot=args.boot, seed=args.seed)
+    written = write_report(args.dir, n_boot=args.boot, seed=args.seed, force=args.force)
     if args.json:
         print((Path(args.dir) / "report.json").read_text(), end="")
         return 0
@@ -51,18 +56,27 @@ def export(args: argparse.Namespace) -> int:
     from icl_race.report.export import export
 
     out = out_dir(args.out)
-    done = export(args.dirs, args.format, out)
+    done = export(args.dirs, args.format, out, force=args.force, censored=args.censored)
     for why in done.skipped:
         print(f"icl-race: skipped {why}", file=sys.stderr)
-    print(f"{', '.join(str(out / f) for f in done.files)} ({done.runs} runs, {done.seeds} seeds)")
+    for d in done.repeated:
+        print(f"icl-race: {d} given more than once; exported once", file=sys.stderr)
+    if done.netcdf_only:
+        print(
+            f"icl-race: curves with axes of their own are in netCDF only (--format netcdf): {', '.join(done.netcdf_only)}",
+            file=sys.stderr,
+        )
+    print(f"{', '.join(str(out / f) for f in done.files)} ({plural(done.runs, 'run')}, {plural(done.seeds, 'seed')})")
     return 0
 
 
 def compare(args: argparse.Namespace) -> int:
-    from icl_race.report.compare import compare, summary, write
+    from icl_race.report.compare import NAMES, compare, summary, write
+    from icl_race.rundir import owner
 
     out = out_dir(args.out)
+    owner.check(out, "compare", NAMES, force=args.force)  # before any work; `write` checks again
     c = compare(args.dirs, event=args.event, n_boot=args.boot, seed=args.seed)
-    written = write(c, out)
+    written = write(c, out, force=args.force)
     print(f"{summary(c)}\n{out / written[0]} (and {', '.join(written[1:])})")
     return 0

@@ -24,8 +24,8 @@ from icl_race.analysis.draws import check_bootstrap
 from icl_race.analysis.outcome import CLASSES, of_results
 from icl_race.analysis.survival import kaplan_meier, proportion_ci
 from icl_race.config import ConfigError
-from icl_race.report.format import ci_text, jsonable, num, p_value, save_figure
-from icl_race.rundir import runset
+from icl_race.report.format import ci_text, figure_files, jsonable, num, p_value
+from icl_race.rundir import owner, runset
 
 N_BOOT = 2000
 # Fields that size an ensemble rather than change what it trains: each group's seed count is its `n`,
@@ -257,19 +257,21 @@ def figure(c: Comparison):
     )
 
 
-def write(c: Comparison, out: str | Path) -> list[str]:
-    """OUT/compare.md, OUT/compare.json and the figure; returns the paths written, relative to OUT."""
+NAMES = ("compare.md", "compare.json", "figures/km.png", "figures/km.pdf")  # what `write` writes
+
+
+def write(c: Comparison, out: str | Path, force: bool = False) -> list[str]:
+    """OUT/compare.md, OUT/compare.json and the figure, as one, into a folder compare owns
+    (rundir/owner.py); returns the paths written, relative to OUT."""
     from icl_race import __version__
 
     out = Path(out)
-    fig = figure(c)
-    out.mkdir(parents=True, exist_ok=True)
-    written = save_figure(fig, out / "figures", "km")
+    figures = figure_files(figure(c), "km")
     record = jsonable(dataclasses.asdict(c)) | {
         "verdict": [verdict(c, i) for i in range(1, len(c.groups))],
         "icl_race_version": __version__,
-        "figures": written,
+        "figures": list(figures),
     }
-    rundir.atomic_write(out / "compare.json", (json.dumps(record, indent=1, allow_nan=False) + "\n").encode())
-    rundir.atomic_write(out / "compare.md", markdown(c).encode())
-    return ["compare.md", "compare.json", *written]
+    record_json = (json.dumps(record, indent=1, allow_nan=False) + "\n").encode()
+    files = {"compare.md": markdown(c).encode(), "compare.json": record_json, **figures}
+    return owner.write_files(out, "compare", files, force=force)

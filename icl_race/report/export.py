@@ -1,18 +1,30 @@
 """Run and sweep directories as tables for notebooks: `icl-race export DIR... --format F --out OUT`.
 
-    seeds.<ext>   one row per seed of every finished run: run (its directory), the values of the fields
-                  that tell the runs apart (a sweep's swept fields, any field that differs between the
-                  runs), seed (its id), diverged, retired_at, outcome and fall_step (`analysis.outcome`,
-                  systems with ICL accuracy curves), per event t_<event> exactly as in results.npz
-                  (-1 = not reached), censored_<event> (t < 0) and censor_at_<event> (`Run.censor_at`:
-                  the one censoring rule), and final_<probe> (last finite value) of every scalar probe
-    curves.<ext>  every probe per evaluation as an xarray Dataset over (run, seed, step[, the probe's own
-                  axes]), the tell-apart fields as coordinates along run; runs with other seeds or
+    seeds.<ext>   one row per seed of every finished run (a run given twice, or a sweep and one of its
+                  cells, is exported once): run (its directory), the values of every config field that
+                  differs between the exported runs (a sweep's swept fields first), seed (its id),
+                  diverged, retired_at, outcome and fall_step (`analysis.outcome`, systems with ICL
+                  accuracy curves), acquired (the headline event, e.g. ICL, reached), per event t_<event>
+                  (NaN when not reached; with censored="-1" results.npz's -1), censored_<event> and
+                  censor_at_<event> (`Run.censor_at`: the one censoring rule), the per-seed constants
+                  recorded as probes (PER_SEED: beta0) and final_<probe> (last finite value) of every
+                  other scalar probe
+    curves.<ext>  every other probe per evaluation as an xarray Dataset over (run, seed, step[, the probe's
+                  own axes]), the tell-apart fields as coordinates along run; runs with other seeds or
                   evaluation steps are aligned by an outer join (NaN where a run has no such evaluation)
 
-F = csv | parquet | netcdf (ext csv, parquet, nc). In CSV and Parquet the curves are the Dataset's long
-table (`Dataset.to_dataframe`, one row per run, seed and step); in netCDF (HDF5 through h5netcdf) the
-Dataset itself, and the seed table as a Dataset over one `row` dimension.
+F = csv | parquet | netcdf (ext csv, parquet, nc). In CSV and Parquet the curves are the long table of the
+scalar probes (one row per run, seed and step); a probe with its own axes (linear attention's weights) is
+in netCDF only (`Exported.netcdf_only`): its product with the others' axes would not fit in memory. In
+netCDF (HDF5 through h5netcdf) the Dataset itself, and the seed table as a Dataset over one `row`
+dimension. The tables' size in memory is estimated before they are built and refused beyond what this
+process may allocate (`memory_budget`).
+
+Provenance (per run: git commit, device, jax version, config digest, from its meta.json) is file metadata:
+Parquet's key-value metadata and netCDF's attributes (key `icl_race_provenance`, JSON; netCDF also
+`commit`, `device`, `jax_version`, `config_digest` when the runs agree), and for CSV the sidecar
+provenance.json. The files of one export are written as one, into a folder the export owns
+(rundir/owner.py): all or none.
 
 The libraries are the optional extra `export` (pandas, pyarrow, xarray, h5netcdf with h5py): imported
 here only inside the functions that need them, and a missing one is a one-line `MissingExtra` naming
@@ -24,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +85,13 @@ def cell_values(rs: runset.RunSet) -> list[dict[str, Any]]:
     return [{f: columns[f][i] for f in rs.fields} for i in range(len(rs.runs))]
 
 
-def seed_columns(run: rundir.Run, cell: dict[str, Any]) -> dict[str, np.ndarray]:
+# Probes that hold one value per seed over the whole run (the attention's initial sharpness): a column of
+# the seed table, not a curve.
+PER_SEED = ("beta0",)
+CENSORED = ("nan", "-1")  # how a time not reached is written: NaN (with its boolean columns) or results.npz's -1
+
+
+def seed_columns(run: rundir.Run, cell: dict[str, Any], censored: str = "nan") -> dict[str, np.ndarray]:
     """The seed table's columns for one run (every live seed, diverged ones included), as numpy arrays."""
     # Here, not at the top: the command line imports this module for FORMATS, and scipy (under
     # analysis) would cost `icl-race --help` a second.
@@ -89,30 +108,45 @@ def seed_columns(run: rundir.Run, cell: dict[str, Any]) -> dict[str, np.ndarray]
     outcomes = of_results(run.times, run.diverged, run.curves, run.eval_steps)
     if outcomes is not None:
         cols |= {"outcome": outcomes.classes_S, "fall_step": outcomes.fall_S}
+    cols["acquired"] = run.times[run.headline] >= 0
     for event, t in run.times.items():
-        cols |= {f"t_{event}": t, f"censored_{event}": t < 0, f"censor_at_{event}": np.full(S, run.censor_at(event))}
-    return cols | {f"final_{name}": last_finite(c) for name, c in run.curves.items() if c.ndim == 2}
+        written = t if censored == "-1" else np.where(t >= 0, t, np.nan)
+        cols |= {
+            f"t_{event}": written,
+            f"censored_{event}": t < 0,
+            f"censor_at_{event}": np.full(S, run.censor_at(event)),
+        }
+    cols |= {name: last_finite(c) for name, c in run.curves.items() if name in PER_SEED and c.ndim == 2}
+    return cols | {
+        f"final_{name}": last_finite(c) for name, c in run.curves.items() if c.ndim == 2 and name not in PER_SEED
+    }
 
 
-def seed_table(rs: runset.RunSet):
+def seed_table(rs: runset.RunSet, censored: str = "nan"):
     """The seed table (a pandas DataFrame) of a `runset.RunSet`."""
     require("pandas")
     import pandas as pd
 
     return pd.concat(
-        [pd.DataFrame(seed_columns(r, cell)) for r, cell in zip(rs.runs, cell_values(rs))], ignore_index=True
+        [pd.DataFrame(seed_columns(r, cell, censored)) for r, cell in zip(rs.runs, cell_values(rs))], ignore_index=True
     )
 
 
-def curves(rs: runset.RunSet):
-    """Every probe's curves (an xarray Dataset over run, seed, step) of a `runset.RunSet`."""
+def _probes(run: rundir.Run, scalar_only: bool) -> dict[str, np.ndarray]:
+    return {n: c for n, c in run.curves.items() if n not in PER_SEED and (c.ndim == 2 or not scalar_only)}
+
+
+def curves(rs: runset.RunSet, scalar_only: bool = False):
+    """Every probe's curves (an xarray Dataset over run, seed, step) of a `runset.RunSet`; `scalar_only`:
+    without the probes that have axes of their own."""
     require("xarray")
     import xarray as xr
 
     parts = []
     for r, cell in zip(rs.runs, cell_values(rs)):
         data = {
-            name: (("seed", "step", *(f"{name}_dim{i}" for i in range(2, c.ndim))), c) for name, c in r.curves.items()
+            name: (("seed", "step", *(f"{name}_dim{i}" for i in range(2, c.ndim))), c)
+            for name, c in _probes(r, scalar_only).items()
         }
         ds = xr.Dataset(data, coords={"seed": r.seed_ids, "step": r.eval_steps})
         parts.append(ds.expand_dims(run=[str(r.dir)]).assign_coords({f: ("run", [v]) for f, v in cell.items()}))
@@ -121,18 +155,93 @@ def curves(rs: runset.RunSet):
     )
 
 
+def provenance(rs: runset.RunSet) -> dict[str, dict[str, Any]]:
+    """Per run (its directory): where its numbers come from, from its meta.json (None where unknown)."""
+    out = {}
+    for r in rs.runs:
+        meta = r.meta or {}
+        versions = meta.get("versions") or {}
+        out[str(r.dir)] = {
+            "commit": meta.get("git_commit"),
+            "device": meta.get("device"),
+            "jax_version": versions.get("jax"),
+            "icl_race_version": versions.get("icl-race"),
+            "config_digest": meta.get("config_digest"),
+        }
+    return out
+
+
+def once(rs: runset.RunSet) -> tuple[runset.RunSet, list[str]]:
+    """The runs of `rs` each once (`export A A`, or a sweep and one of its cells, would repeat rows), and
+    the directories given more than once."""
+    seen: set[Path] = set()
+    runs, repeated = [], []
+    for r in rs.runs:
+        key = Path(r.dir).resolve()
+        if key in seen:
+            repeated.append(str(r.dir))
+        else:
+            seen.add(key)
+            runs.append(r)
+    return runset.RunSet(runs, rs.fields, rs.skipped), repeated
+
+
+def memory_budget() -> int:
+    """Bytes this process may still allocate: its address-space limit (ulimit -v, RLIMIT_AS) less what it
+    maps now, and never more than the machine's physical memory."""
+    import resource
+
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return physical
+    try:
+        mapped = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmSize:"))
+    except (OSError, StopIteration):
+        mapped = 0
+    return min(physical, soft - mapped)
+
+
+# Bytes per value held while a table is built and encoded: the float64 array, the pandas frame built from
+# it and the encoded file (CSV text: ~20 characters a number), with margin.
+BYTES_PER_VALUE = {"csv": 64, "parquet": 40, "netcdf": 32}
+
+
+def estimate(rs: runset.RunSet, fmt: str) -> tuple[int, str]:
+    """(bytes the tables of `rs` take while exported as `fmt`, what they are): from the shapes alone,
+    before anything is allocated. The curves are aligned over the union of the runs' seeds and steps."""
+    seeds = {int(s) for r in rs.runs for s in r.seed_ids}
+    steps = {int(s) for r in rs.runs for s in r.eval_steps}
+    probes: dict[str, int] = {}
+    for r in rs.runs:
+        for name, c in _probes(r, scalar_only=fmt != "netcdf").items():
+            probes[name] = max(probes.get(name, 1), int(np.prod(c.shape[2:], dtype=np.int64)))
+    cells = len(rs.runs) * len(seeds) * len(steps)
+    values = cells * (sum(probes.values()) + len(rs.fields) + 3) + sum(r.seed_ids.size for r in rs.runs) * 64
+    what = f"{len(rs.runs)} runs x {len(seeds)} seeds x {len(steps)} steps x {sum(probes.values())} probe values"
+    return values * BYTES_PER_VALUE[fmt], what
+
+
 @dataclasses.dataclass(frozen=True)
 class Tables:
     seeds: Any  # pandas.DataFrame
     curves: Any  # xarray.Dataset
     skipped: list[str]  # sweep cells without a finished run
+    provenance: dict[str, dict[str, Any]]  # run -> commit, device, jax_version, icl_race_version, config_digest
+    repeated: list[str]  # directories given more than once, exported once
 
 
-def tables(*dirs: str | Path) -> Tables:
+def _tables(rs: runset.RunSet, repeated: list[str], censored: str, scalar_only: bool) -> Tables:
+    if censored not in CENSORED:
+        raise ConfigError(f"--censored {censored}: unknown; one of {', '.join(CENSORED)}")
+    return Tables(seed_table(rs, censored), curves(rs, scalar_only), rs.skipped, provenance(rs), repeated)
+
+
+def tables(*dirs: str | Path, censored: str = "nan") -> Tables:
     """Both tables of run or sweep directories, in memory (the notebook entry point)."""
     require("pandas", "xarray")
-    rs = runset.load(list(dirs))
-    return Tables(seed_table(rs), curves(rs), rs.skipped)
+    rs, repeated = once(runset.load(list(dirs)))
+    return _tables(rs, repeated, censored, scalar_only=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,37 +251,102 @@ class Exported:
     runs: int
     seeds: int
     skipped: list[str]
+    repeated: list[str]  # directories given more than once, exported once
+    netcdf_only: list[str]  # probes with axes of their own, left out of CSV and Parquet: "name (axes)"
+
+
+def names(fmt: str) -> list[str]:
+    """The files an export in `fmt` writes: the pair, and CSV's provenance sidecar."""
+    ext = FORMATS[fmt][0]
+    return [f"seeds.{ext}", f"curves.{ext}", *(["provenance.json"] if fmt == "csv" else [])]
+
+
+def _flat_attrs(prov: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The provenance keys on which every run agrees, as netCDF attributes (strings)."""
+    keys = ("commit", "device", "jax_version", "config_digest")
+    agreed = {k: {p[k] for p in prov.values()} for k in keys}
+    return {k: str(next(iter(v))) for k, v in agreed.items() if len(v) == 1 and None not in v}
+
+
+def _parquet(df, prov_json: str) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    table = table.replace_schema_metadata(
+        {**(table.schema.metadata or {}), PROVENANCE_KEY.encode(): prov_json.encode()}
+    )
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf)
+    return buf.getvalue().to_pybytes()
+
+
+PROVENANCE_KEY = "icl_race_provenance"
 
 
 def _encode(t: Tables, fmt: str) -> dict[str, bytes]:
-    ext = FORMATS[fmt][0]
+    from icl_race import __version__
+
+    seeds_name, curves_name, *_ = names(fmt)
+    prov = {"exported_by": f"icl-race {__version__}", "runs": t.provenance}
+    prov_json = json.dumps(prov, sort_keys=True)
     if fmt == "netcdf":
         import xarray as xr
 
-        seeds = xr.Dataset.from_dataframe(t.seeds.rename_axis("row"))
+        attrs = {PROVENANCE_KEY: prov_json, **_flat_attrs(t.provenance)}
+        seeds = xr.Dataset.from_dataframe(t.seeds.rename_axis("row")).assign_attrs(attrs)
         return {
-            f"seeds.{ext}": bytes(seeds.to_netcdf(engine="h5netcdf")),
-            f"curves.{ext}": bytes(t.curves.to_netcdf(engine="h5netcdf")),
+            seeds_name: bytes(seeds.to_netcdf(engine="h5netcdf")),
+            curves_name: bytes(t.curves.assign_attrs(attrs).to_netcdf(engine="h5netcdf")),
         }
     long = t.curves.to_dataframe().reset_index()
     if fmt == "csv":
         return {
-            f"seeds.{ext}": t.seeds.to_csv(index=False).encode(),
-            f"curves.{ext}": long.to_csv(index=False).encode(),
+            seeds_name: t.seeds.to_csv(index=False).encode(),
+            curves_name: long.to_csv(index=False).encode(),
+            "provenance.json": (json.dumps(prov, indent=1, sort_keys=True) + "\n").encode(),
         }
-    return {f"seeds.{ext}": t.seeds.to_parquet(index=False), f"curves.{ext}": long.to_parquet(index=False)}
+    return {seeds_name: _parquet(t.seeds, prov_json), curves_name: _parquet(long, prov_json)}
 
 
-def export(dirs: list[str | Path], fmt: str, out: str | Path) -> Exported:
-    """Write the seed table and the curves of `dirs` to OUT/seeds.<ext> and OUT/curves.<ext>. Every
-    input is read and encoded before OUT is created, so a refusal writes nothing."""
+def export(dirs: list[str | Path], fmt: str, out: str | Path, force: bool = False, censored: str = "nan") -> Exported:
+    """Write the seed table and the curves of `dirs` to OUT/seeds.<ext> and OUT/curves.<ext>, as one
+    (rundir/owner.py: a folder the export owns, no file it did not write replaced unless `force`). Every
+    input is read, its size checked and the files encoded before anything is written: a refusal or a
+    failure writes nothing."""
+    from icl_race.rundir import owner
+
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt}: unknown; one of {', '.join(FORMATS)}")
+    if censored not in CENSORED:
+        raise ConfigError(f"--censored {censored}: unknown; one of {', '.join(CENSORED)}")
     require(*FORMATS[fmt][1])
     out = Path(out)
-    t = tables(*dirs)
-    files = _encode(t, fmt)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        rundir.atomic_write(out / name, data)
-    return Exported(out, list(files), int(t.curves.sizes["run"]), len(t.seeds), t.skipped)
+    owner.check(out, "export", names(fmt), force=force)  # before reading anything: a refusal is instant
+    rs, repeated = once(runset.load(list(dirs)))
+    need, what = estimate(rs, fmt)
+    budget = memory_budget()
+    if need > budget:
+        raise ConfigError(
+            f"export: {what} take ~{need / 2**30:.3g} GiB to export as {fmt}, more than the "
+            f"{max(budget, 0) / 2**30:.3g} GiB this process may allocate; export fewer runs at a time"
+        )
+    netcdf_only = sorted(
+        {
+            f"{n} ({' x '.join(map(str, c.shape[2:]))})"
+            for r in rs.runs
+            for n, c in _probes(r, False).items()
+            if c.ndim > 2
+        }
+    )
+    try:
+        t = _tables(rs, repeated, censored, scalar_only=fmt != "netcdf")
+        files = _encode(t, fmt)
+    except MemoryError:
+        raise ConfigError(
+            f"export: {what} did not fit in memory (estimated ~{need / 2**30:.3g} GiB); export fewer runs"
+        ) from None
+    written = owner.write_files(out, "export", files, force=force)
+    return Exported(
+        out, written, len(rs.runs), len(t.seeds), t.skipped, repeated, netcdf_only if fmt != "netcdf" else []
+    )

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 
-from icl_race import rundir
 from icl_race.analysis.text import ci_text, num  # noqa: F401  (the reports import them from here)
 
 
@@ -87,18 +86,18 @@ def jsonable(obj):
     return obj
 
 
-def save_figure(fig, figdir: Path, name: str) -> list[str]:
+def figure_files(fig, name: str) -> dict[str, bytes]:
+    """{"figures/<name>.png": ..., "figures/<name>.pdf": ...}: a figure as the files a writer names
+    (rundir/owner.py writes them with its other files, as one)."""
     import matplotlib.pyplot as plt
 
-    figdir.mkdir(parents=True, exist_ok=True)
-    written = []
+    files = {}
     for ext in ("png", "pdf"):
         buf = io.BytesIO()
         fig.savefig(buf, format=ext, dpi=150)
-        rundir.atomic_write(figdir / f"{name}.{ext}", buf.getvalue())
-        written.append(f"figures/{name}.{ext}")
+        files[f"figures/{name}.{ext}"] = buf.getvalue()
     plt.close(fig)
-    return written
+    return files
 
 
 def slug(text: str) -> str:

@@ -4,6 +4,8 @@
     rundir/write.py   every write: atomic files, the lock, the commit that finishes a run (`finish`),
                       the gate before a run (`check`, `refuse_links`), damaged files set aside
     rundir/read.py    the read-back: read_*, `Run`, `SweepDir`, `check_results`, `load_run`, `load`
+    rundir/owner.py   the rule of every other writer (sweep, report, export, compare, analyze): only into
+                      its own folder (a marker), only its named files, none it did not write replaced
 
 Every public name is here too, as `icl_race.rundir.NAME`.
 """
@@ -23,6 +25,7 @@ from icl_race.rundir.layout import (
     Locked,
     RunDirError,
     checkpoint_steps,
+    foreign,
     half_finished,
     is_done,
 )

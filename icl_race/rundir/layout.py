@@ -54,6 +54,12 @@ class DamagedFileError(ConfigError):
     """A file of a run directory cannot be read back (truncated, overwritten, not what it should be)."""
 
 
+def foreign(d: Path, ignore: tuple[str, ...] = (LOCK,)) -> bool:
+    """`d` exists and holds something (beyond `ignore`): a folder a writer did not create, which it may
+    write into only when it is its own (rundir/owner.py; a run's: `write.check`)."""
+    return Path(d).is_dir() and any(p.name not in ignore for p in Path(d).iterdir())
+
+
 def is_done(d: Path) -> bool:
     """The run in `d` is finished: its final commit (results.npz renamed last) happened."""
     return (Path(d) / RESULTS).exists() and (Path(d) / META).exists()

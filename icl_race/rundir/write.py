@@ -36,6 +36,7 @@ from icl_race.rundir.layout import (
     Locked,
     RunDirError,
     checkpoint_steps,
+    foreign,
     half_finished,
     is_done,
 )
@@ -70,7 +71,9 @@ def _tmp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
 
 
-def _write_synced(path: Path, data: bytes) -> None:
+def _write_synced(path: Path, data: bytes, final: Path | None = None) -> None:
+    """`data` whole and fsynced at the temporary name `path`; a failure names `final`, the file it is
+    for (a full disk: "OUT/seeds.nc: No space left on device", not a bare errno)."""
     path.unlink(missing_ok=True)  # a temporary name is ours: one left behind (or planted as a link) goes
     try:
         # O_EXCL | O_NOFOLLOW: the file is created here, never reached through a link.
@@ -79,6 +82,11 @@ def _write_synced(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+    except OSError as e:
+        path.unlink(missing_ok=True)
+        if e.filename is None and e.errno is not None:  # write(2) and fsync(2) errors carry no path
+            raise OSError(e.errno, e.strerror, str(final or path)) from e
+        raise
     except BaseException:
         path.unlink(missing_ok=True)
         raise
@@ -96,7 +104,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that a reader sees the old file or the whole new one, never a part."""
     path = Path(path)
     tmp = _tmp_name(path)
-    _write_synced(tmp, data)  # removes tmp itself when the write fails (a full disk)
+    _write_synced(tmp, data, path)  # removes tmp itself when the write fails (a full disk)
     try:
         os.replace(tmp, path)
     except BaseException:
@@ -134,7 +142,7 @@ def finish(d: Path, results: dict[str, np.ndarray], meta: dict, files: dict[str,
     staged += [(d / META, json_bytes(meta)), (d / RESULTS, npz_bytes(results))]
     try:
         for path, data in staged:
-            _write_synced(_tmp_name(path), data)
+            _write_synced(_tmp_name(path), data, path)
             _step(f"staged {path.name}")
     except OSError:  # a failed write (a full disk) leaves no temporary file behind
         for path, _ in staged:
@@ -154,7 +162,7 @@ def check(cfg: Config, d: Path) -> bool:
     d = Path(d)
     stored = stored_config(d)
     if stored is None:
-        if d.exists() and any(p.name != LOCK for p in d.iterdir()):
+        if foreign(d):
             raise RunDirError(f"--out {d}: directory is not empty and holds no icl-race run; choose another")
         return False
     if stored != cfg:

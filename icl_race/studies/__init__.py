@@ -40,6 +40,7 @@ import numpy as np
 
 from icl_race import rundir
 from icl_race.config import ConfigError, check_bootstrap
+from icl_race.rundir import owner
 
 STUDIES = ("scale", "race", "memorization", "levers", "linear_attention")
 DIRECTORIES = ("some", "any", "none")
@@ -180,10 +181,12 @@ def run(
     n_boot: int | None = None,
     seed: int = 0,
     options: dict | None = None,
+    force: bool = False,
 ):
-    """The analysis `study sub` of `dirs`, its JSON written to `out` (default
-    experiments/<study>/results/<sub>.json), its markdown (MARKDOWN) and figures beside it; returns (result, paths written).
-    n_boot None: the study function's own default."""
+    """The analysis `study sub` of `dirs`, its JSON written to `out` (default: `default_out`), its
+    markdown (MARKDOWN) and figures beside it, as one into a folder analyze owns (rundir/owner.py; no file
+    it did not write replaced unless `force`); returns (result, paths written). n_boot None: the study
+    function's own default."""
     module = importlib.import_module(f"icl_race.studies.{study}") if study in STUDIES else None
     table = commands(study)
     if sub not in table:
@@ -200,36 +203,36 @@ def run(
     allowed = getattr(module, "OPTIONS", {})
     options = {name: allowed[name].value(name, v) for name, v in (options or {}).items()}
     kwargs = options | {"seed": seed} | ({} if n_boot is None else {"n_boot": n_boot})
-    out = Path(out) if out else Path("experiments") / study / "results" / f"{sub}.json"
+    out = Path(out) if out else default_out(study, sub, dirs)
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out}: is a directory; give a file name")
     md = out.with_name(f"{out.stem}.md") if sub in getattr(module, "MARKDOWN", ()) else None
     if md == out:
         raise ConfigError(f"--out {out}: its tables go to <stem>.md beside the JSON; give the JSON another name")
+    names = [out.name, *([md.name] if md else [])]
+    owner.check(out.parent, "analyze", names, force=force, what=f"--out {out}: its folder")  # before any work
     result = table[sub](list(dirs), **kwargs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    rundir.atomic_write(
-        out,
-        (
-            json.dumps(
-                {"study": study, "analysis": sub, "dirs": [str(d) for d in dirs], "result": payload(result)}, indent=1
-            )
-            + "\n"
-        ).encode(),
-    )
-    written = [out]
+    record = {"study": study, "analysis": sub, "dirs": [str(d) for d in dirs], "result": payload(result)}
+    files = {out.name: (json.dumps(record, indent=1) + "\n").encode()}
     if md:
-        rundir.atomic_write(md, result.text().encode())
-        written.append(md)
+        files[md.name] = result.text().encode()
     figures = getattr(module, "FIGURES", {}).get(sub)
     if figures:
         from icl_race.plots import png_bytes
 
-        for suffix, fig in figures(result).items():
-            path = out.with_name(f"{out.stem}{suffix}.png")
-            rundir.atomic_write(path, png_bytes(fig, dpi=110))  # whole or not at all, like every file we write
-            written.append(path)
+        files |= {f"{out.stem}{suffix}.png": png_bytes(fig, dpi=110) for suffix, fig in figures(result).items()}
+    written = [out.parent / n for n in owner.write_files(out.parent, "analyze", files, force=force)]
     return result, written
+
+
+def default_out(study: str, sub: str, dirs) -> Path:
+    """Where `analyze` writes without --out: beside its one input directory, in DIR/analyze/ (never under
+    the working directory, which may be the source tree with its committed results); refused when there
+    is not exactly one."""
+    if len(dirs) != 1:
+        what = "no input directory" if not dirs else f"{len(dirs)} input directories"
+        raise ConfigError(f"analyze {study} {sub}: {what}, so no one folder to write beside; give --out FILE.json")
+    return Path(dirs[0]) / "analyze" / f"{study}-{sub}.json"
 
 
 def _check_dirs(study: str, sub: str, takes: str, dirs) -> None:

@@ -11,7 +11,9 @@ from icl_race import studies
 
 def analyze(args: argparse.Namespace) -> int:
     options = dict(studies.parse_option(o) for o in args.options)
-    result, written = studies.run(args.study, args.subcommand, args.dirs, args.out, args.boot, args.seed, options)
+    result, written = studies.run(
+        args.study, args.subcommand, args.dirs, args.out, args.boot, args.seed, options, force=args.force
+    )
     print(
         json.dumps(studies.payload(result), indent=1) if args.json else "\n".join([result.text(), *map(str, written)])
     )

@@ -15,6 +15,7 @@ from icl_race import config, rundir
 from icl_race.config import ConfigError
 from icl_race.run.sweep.plan import cell_dir, check_sizes, program, status, where
 from icl_race.run.sweep.spec import Cell, Sweep, same_spec, spec_toml
+from icl_race.rundir import owner
 
 
 def refuse_links(out: Path, sweep: Sweep) -> None:
@@ -71,7 +72,7 @@ def write_summary(out: Path, sweep: Sweep) -> Path:
     for cell in sweep.cells:
         w.writerow(summary_row(out, cell))
     path = Path(out) / "summary.csv"
-    rundir.atomic_write(path, buf.getvalue().encode())
+    owner.write_files(out, "sweep", {path.name: buf.getvalue().encode()})
     return path
 
 
@@ -84,7 +85,7 @@ def store_spec(out: Path, sweep: Sweep, log) -> None:
         path.rename(backup)
         log(f"{out}: the sweep spec changed; the previous one is kept as {backup.name} (finished cells are reused)")
     if not path.exists():
-        rundir.atomic_write(path, spec_toml(sweep).encode())
+        owner.write_files(out, "sweep", {path.name: spec_toml(sweep).encode()})
 
 
 def run_cell(cfg_dict: dict, out: str) -> str:
@@ -163,11 +164,14 @@ def submitit_params(executor: str, minutes: int, partition, gpus: int, paralleli
     }
 
 
-def run_sweep(out: Path, spec: Sweep, executor: str, log, progress: bool, slurm: dict, wait: bool) -> Path:
+def run_sweep(
+    out: Path, spec: Sweep, executor: str, log, progress: bool, slurm: dict, wait: bool, force: bool = False
+) -> Path:
     """Run the unfinished cells of `spec` into `out` with `executor` (local, slurm, submitit-local) and
-    return summary.csv's path. Every cell's size is checked before anything is written."""
+    return summary.csv's path. Every cell's size is checked before anything is written, and the folder
+    must be the sweep's own (rundir/owner.py)."""
     check_sizes(out, spec)
-    out.mkdir(parents=True, exist_ok=True)
+    owner.claim(out, "sweep", ["sweep.toml", "summary.csv"], force=force)
     store_spec(out, spec, log)
     if executor == "local":
         from icl_race.run.signals import stop_on_signals

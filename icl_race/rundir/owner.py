@@ -1,0 +1,185 @@
+"""Who may write where: the one rule of every command that writes files (sweep, report, export, compare,
+analyze; a run's own directory is held by `write.check`, on the same test of a foreign folder).
+
+A writer of kind K (its name: "export", "report", ...)
+  - writes only into a folder it creates, or one whose marker `.icl-race-K` says it is its own (a folder
+    written before markers existed is recognised by the writer's `adopt` test, e.g. a sweep's sweep.toml);
+  - writes only the files it names;
+  - never replaces a file it did not write: the marker records the sha256 of every file K wrote, and a
+    named file on disk whose digest is not recorded (the user's, or one edited since) is refused.
+`force` (the commands' --force) lets K take a folder that is not its own and replace its named files
+there; it still touches no other file.
+
+`check` is read-only (a refusal before any work leaves everything as it was); `write` checks again and
+writes a set of files as one: each is written whole and fsynced under a temporary name before any is
+renamed, so a failure (a full disk, named in the error) leaves every old file and no temporary one, and
+a pair such as export's seeds and curves is never mismatched. The marker is renamed first and records
+the old and the new digests, so that a kill between two renames leaves every file recognised as K's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from icl_race.rundir.layout import DamagedFileError, RunDirError, foreign
+from icl_race.rundir.write import _fsync_dir, _tmp_name, _write_synced, refuse_links
+
+
+def marker(kind: str) -> str:
+    return f".icl-race-{kind}"
+
+
+def _icl_race_json(path: Path, key: str) -> dict | None:
+    """The JSON object in `path` when it is one of icl-race's (it has `key`), else None."""
+    try:
+        obj = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) and key in obj else None
+
+
+def _sweep_before_markers(d: Path) -> list[str] | None:
+    """A sweep folder written before markers: its sweep.toml beside cells/."""
+    return ["sweep.toml", "summary.csv"] if (d / "sweep.toml").is_file() and (d / "cells").is_dir() else None
+
+
+def _report_before_markers(d: Path) -> list[str]:
+    """A report's files in a run or sweep folder (the caller checked which) from before markers: those
+    its report.json (an icl-race report: it has a schema) lists; none when there is no such report.json."""
+    report = _icl_race_json(d / "report.json", "schema")
+    figures = report.get("figures") if report else None
+    if not report or not str(report["schema"]).startswith("icl-race/report/"):
+        return []
+    return ["report.md", "report.json", *(f for f in figures or [] if isinstance(f, str))]
+
+
+# Per writer kind, how a folder it wrote before markers existed is recognised: the names it holds that are
+# the writer's (None: the folder is not its). Export, compare and analyze folders of earlier versions have
+# no such sign: --force takes them once.
+BEFORE_MARKERS: dict[str, Callable[[Path], Iterable[str] | None]] = {
+    "sweep": _sweep_before_markers,
+    "report": _report_before_markers,
+}
+
+
+def _digest(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Owned:
+    """A folder `check` found writable by `kind` for `names`: `ours` the digests of the files that are
+    `kind`'s (name -> digests: its marker's record, the files of an earlier version's folder, the files
+    --force takes)."""
+
+    dir: Path
+    kind: str
+    names: tuple[str, ...]
+    ours: dict[str, list[str]]
+
+
+def _read_marker(path: Path, force: bool) -> dict[str, list[str]]:
+    try:
+        files = json.loads(path.read_bytes())["files"]
+        if isinstance(files, dict) and all(isinstance(v, list) for v in files.values()):
+            return files
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    if force:  # a damaged marker records nothing: --force takes the folder again
+        return {}
+    raise DamagedFileError(
+        f"{path}: damaged (not icl-race's record of the files it wrote); move it aside or pass --force"
+    )
+
+
+def check(
+    d: str | Path,
+    kind: str,
+    names: Iterable[str],
+    *,
+    force: bool = False,
+    what: str = "--out",
+) -> Owned:
+    """May `kind` write `names` (paths relative to `d`) into `d`? Raises a one-line RunDirError naming
+    the folder or the file when not; reads only. With `force`, the named files on disk are recorded as
+    `kind`'s (so that later writes without it replace them)."""
+    d, names = Path(d), tuple(names)
+    adopt = BEFORE_MARKERS.get(kind)
+    if d.exists() and not d.is_dir():
+        raise RunDirError(f"{what} {d}: exists and is not a directory; choose a directory")
+    refuse_links(d, (marker(kind), *names))
+    mark = d / marker(kind)
+    adopted = adopt(d) if adopt is not None and d.is_dir() and not mark.exists() else None
+    if mark.exists():
+        ours = _read_marker(mark, force)
+    elif adopted is not None:
+        ours = {n: [_digest(d / n)] for n in adopted if (d / n).is_file()}
+    elif foreign(d) and not force:
+        raise RunDirError(
+            f"{what} {d}: the folder holds files icl-race {kind} did not write (it has no {marker(kind)}); "
+            "choose a new or empty folder, or pass --force to write its files there"
+        )
+    else:
+        ours = {}
+    for n in names:
+        path = d / n
+        if path.is_dir():
+            raise RunDirError(f"{path}: is a directory where icl-race {kind} writes a file; move it away")
+        if not path.exists() or (digest := _digest(path)) in ours.get(n, ()):
+            continue
+        if force:
+            ours[n] = [*ours.get(n, []), digest]
+        else:
+            raise RunDirError(
+                f"{path}: exists and was not written by icl-race {kind} (or was changed since); "
+                "move it away or pass --force to replace it"
+            )
+    return Owned(d, kind, names, ours)
+
+
+def write(owned: Owned, files: dict[str, bytes]) -> list[str]:
+    """Write `files` (name -> bytes, each among `owned.names`) into the folder, as one; returns the names."""
+    unnamed = sorted(set(files) - set(owned.names))
+    if unnamed:
+        raise ValueError(f"icl-race {owned.kind} writes only the files it named: not {', '.join(unnamed)}")
+    d = owned.dir
+    record = {n: list(v) for n, v in owned.ours.items()}
+    for n, data in files.items():
+        path = d / n
+        old = _digest(path) if path.is_file() else None
+        record[n] = [*([old] if old is not None else []), hashlib.sha256(data).hexdigest()]
+    body = json.dumps({"kind": owned.kind, "files": record}, indent=1, sort_keys=True) + "\n"
+    staged = [(d / marker(owned.kind), body.encode()), *((d / n, data) for n, data in files.items())]
+    for path, _ in staged:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        for path, data in staged:
+            _write_synced(_tmp_name(path), data, path)
+    except OSError:  # nothing renamed yet: every old file is there, no temporary one
+        for path, _ in staged:
+            _tmp_name(path).unlink(missing_ok=True)
+        raise
+    for path, _ in staged:  # the marker first: every file is recognised as ours at every instant
+        os.replace(_tmp_name(path), path)
+    for folder in {path.parent for path, _ in staged}:
+        _fsync_dir(folder)
+    return list(files)
+
+
+def write_files(
+    d: str | Path, kind: str, files: dict[str, bytes], *, force: bool = False, what: str = "--out"
+) -> list[str]:
+    """`check` then `write`: the one call of a writer that writes all its files at once."""
+    return write(check(d, kind, files, force=force, what=what), files)
+
+
+def claim(d: str | Path, kind: str, names: Iterable[str], *, force: bool = False, what: str = "--out") -> None:
+    """`check`, then the folder created with its marker: for a writer that writes its files one by one
+    over a long job (a sweep's summary.csv after each cell, by `write_files` without force)."""
+    write(check(d, kind, names, force=force, what=what), {})
