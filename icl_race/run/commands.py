@@ -60,7 +60,7 @@ def sweep(args: argparse.Namespace) -> int:
         "gpus": args.gpus,
         "parallelism": args.array_parallelism,
     }
-    print(sweep.run_sweep(out, spec, args.executor, _log, not args.quiet, slurm, wait=not args.no_wait))
+    print(sweep.run_sweep(out, spec, args.executor, _log, not args.quiet, slurm, wait=not args.no_wait, redo=args.redo))
     return 0
 
 

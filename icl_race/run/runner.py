@@ -516,6 +516,7 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> Finished:
     from icl_race import systems
     from icl_race.analysis.survival import censor_time
     from icl_race.plots import histogram, png_bytes
+    from icl_race.run import compile_cache
 
     cfg, stop, start = prepared.cfg, prepared.program.stop_event, prepared.start
     e = cfg.ensemble
@@ -537,6 +538,7 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> Finished:
         "config": cfg.to_dict(),
         "config_digest": prepared.run.digest,
         **provenance(),
+        "xla": compile_cache.record(),  # the kernels' provenance: caches and XLA_FLAGS (run/compile_cache.py)
         "compiles": trained.compiles,
         "compile_seconds": round(trained.compile_seconds, 3),
         "compile_cache_hits": trained.compile_cache_hits,
