@@ -130,7 +130,7 @@ def test_reports_read_only_the_grids_cells_and_name_the_others(done, tmp_path):
     shutil.copytree(done / "packed", out)
     cells = sweep.load(done / "sweep.toml").cells
     # the grid edited down to K = 200: the K = 800 cell is no longer one of it
-    (out / "sweep.toml").write_text((out / "sweep.toml").read_text().replace("[200, 800]", "[200]"))
+    (out / "sweep.toml").write_text(sweep.spec_toml(sweep.expand(BASE, {"task.K": [200]})))
     found = rundir.load(out)
     assert [r.cfg.task.K for r in found.runs] == [200]
     other = next(c for c in found.cells if c.name == cells[1].name)
@@ -143,5 +143,5 @@ def test_reports_read_only_the_grids_cells_and_name_the_others(done, tmp_path):
 
 @pytest.mark.parametrize("options", [{"pack": "yes"}, {"packing": True}, "pack"])
 def test_sweep_options_are_checked(options):
-    with pytest.raises(ConfigError, match=r"sweep\.pack|\[sweep\]|sweep\.packing"):
+    with pytest.raises(ConfigError, match=r"not a sweep option|must be true or false|\[sweep\]: expected a table"):
         sweep.expand({**BASE, "sweep": options}, {"task.K": [200]})

@@ -102,11 +102,11 @@ def record() -> dict:
     import jax
 
     on = jax.config.jax_enable_compilation_cache and jax.config.jax_compilation_cache_dir
-    path = jax.config.jax_compilation_cache_dir if on else None  # ours, or JAX's own setting
+    path: str | None = jax.config.jax_compilation_cache_dir if on else None  # ours, or JAX's own setting
     caches = jax.config.jax_persistent_cache_enable_xla_caches or ""
     autotune = path is not None and (caches == "all" or "xla_gpu_per_fusion_autotune_cache_dir" in caches)
     return {
-        "compile_cache": str(path) if path else None,
-        "autotune_cache": str(Path(path) / "xla_gpu_per_fusion_autotune_cache_dir") if autotune else None,
+        "compile_cache": path,
+        "autotune_cache": str(Path(path) / "xla_gpu_per_fusion_autotune_cache_dir") if path and autotune else None,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }

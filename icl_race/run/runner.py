@@ -482,9 +482,10 @@ def _packed(cells: Sequence[Prepared]):
     carry = jax.tree.map(lambda *a: fill(np.concatenate([x[:n] for x, n in zip(a, sizes)])), *hosts)
     carry, consts = place(_device_carry({**carry, MEMBER: member}), consts, _mesh(first.layout))
     history = None
-    if first.history is not None:
+    if first.history is not None:  # all or none: the runs stand at one step
         curves = jax.tree.map(
-            lambda *a: fill(np.concatenate([x[:n] for x, n in zip(a, sizes)])), *[p.history[0] for p in cells]
+            lambda *a: fill(np.concatenate([x[:n] for x, n in zip(a, sizes)])),
+            *[p.history[0] for p in cells if p.history is not None],
         )
         history = (curves, first.history[1])
     return consts, carry, history

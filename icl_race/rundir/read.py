@@ -388,6 +388,11 @@ def _varying(configs: list[dict]) -> list[str]:
     return [k for k in keys if len({json.dumps(f.get(k), default=str) for f in flats}) > 1]
 
 
+def _plain(value):
+    """A config value as TOML reads it (tuples as lists), to compare a stored config with sweep.toml."""
+    return [_plain(v) for v in value] if isinstance(value, tuple | list) else value
+
+
 def _not_a_cell(name: str, cfg: dict, spec: dict | None) -> str:
     """Why the folder cells/<name> holding `cfg` is not a cell of the sweep `spec` (sweep.toml parsed),
     "" when it is: a folder named by a config digest (as `icl-race sweep` names them) that holds another
@@ -401,7 +406,7 @@ def _not_a_cell(name: str, cfg: dict, spec: dict | None) -> str:
         return f"foreign: holds the run of another config (digest {digest}), not the cell its name says"
     if not isinstance(spec, dict):
         return ""
-    flat = _flat(cfg)
+    flat = {k: _plain(v) for k, v in _flat(cfg).items()}
     for field, values in (spec.get("grid") or {}).items():
         if isinstance(values, list) and field in flat and flat[field] not in values:
             return f"not in this sweep's grid ({field} = {flat[field]!r}; sweep.toml lists {values})"
@@ -412,7 +417,8 @@ def _not_a_cell(name: str, cfg: dict, spec: dict | None) -> str:
     for sec, table in spec.items():
         if sec in config.SECTIONS and isinstance(table, dict):
             for key, value in table.items():
-                if f"{sec}.{key}" in flat and flat[f"{sec}.{key}"] != value and f"{sec}.{key}" not in zipped:
+                swept = f"{sec}.{key}" in zipped or f"{sec}.{key}" in (spec.get("grid") or {})
+                if f"{sec}.{key}" in flat and flat[f"{sec}.{key}"] != value and not swept:
                     return (
                         f"not in this sweep's grid ({sec}.{key} = {flat[f'{sec}.{key}']!r}; sweep.toml says {value!r})"
                     )
@@ -423,7 +429,7 @@ def load_sweep(d: Path) -> SweepDir:
     """Every cell of a sweep directory; a finished one (results.npz there) is read as a `Run`. Only the
     grid's cells are read: a folder that is not one (`_not_a_cell`) is listed with its reason, no run."""
     d = Path(d)
-    entries = []
+    entries: list[tuple[Path, dict | None, str, Run | None, str]] = []
     spec_text = (d / "sweep.toml").read_text() if (d / "sweep.toml").is_file() else None
     try:
         spec = tomllib.loads(spec_text) if spec_text is not None else None

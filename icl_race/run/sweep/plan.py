@@ -185,7 +185,8 @@ def dry_run(out: Path, sweep: Sweep, measure: bool = True, executor: str = "loca
         else [(c,) for c in sweep.cells if status(out, c) in ("partial", "pending")]
     )
     costs: dict[tuple, cost.Cost] = {}
-    pack_of, plans, total, unmeasured, last_program = {}, [], 0.0, 0, None
+    pack_of: dict[str, int] = {}
+    plans, total, unmeasured, last_program = [], 0.0, 0, None
     for i, pack in enumerate(grouped):
         key, run, seconds = program(pack[0].cfg), pack_plan([RunPlan.of(c.cfg) for c in pack]), None
         if key not in costs and measure:
