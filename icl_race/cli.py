@@ -167,6 +167,11 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
         help="with --dry-run: print the cells and the projection as JSON (schema: README, Outputs)",
     )
     p.add_argument(
+        "--redo",
+        action="store_true",
+        help="train again the cells whose results are damaged (moved aside first, never deleted)",
+    )
+    p.add_argument(
         "--executor",
         choices=("local", "slurm", "submitit-local"),
         default="local",

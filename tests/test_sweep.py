@@ -191,7 +191,7 @@ def _rows(path):
 
 def test_sweep_runs_cells_once_and_reuses_one_compilation(tmp_path, capsys):
     spec = tmp_path / "sweep.toml"
-    spec.write_text(SPEC)
+    spec.write_text("[sweep]\npack = false\n" + SPEC)  # one cell after another (packed: tests/test_pack.py)
     out = tmp_path / "out"
     # First a cell of another shape, so that what is compiled below is only the sweep's shape.
     assert main(["sweep", str(spec), "--out", str(tmp_path / "warm"), "--quiet", "--set", "task.N=10"]) == 0
@@ -243,7 +243,8 @@ def test_the_dry_run_projection_bounds_a_measured_tiny_sweep(tmp_path):
 
     from icl_race import rundir
 
-    s = sweep.expand({**BASE, "train": {**BASE["train"], "steps": 400, "checkpoint_every": 2}}, {"task.K": [200, 400]})
+    raw = {**BASE, "train": {**BASE["train"], "steps": 400, "checkpoint_every": 2}, "sweep": {"pack": False}}
+    s = sweep.expand(raw, {"task.K": [200, 400]})
     out = tmp_path / "out"
     plan = sweep.dry_run(out, s)
     assert not out.exists() and plan.unmeasured == 0

@@ -96,6 +96,12 @@ def _settle(program) -> str | None:
     return getattr(program, "settle_event", None)  # optional in the program protocol
 
 
+# A packed ensemble's per-seed constants (runner.train_pack): the carry's {name: [S]} of the traced
+# values in which its members differ (K, learning rate, decays...). They ride in the carry, so that
+# taking, retiring and sharding seeds takes their constants along; a lone run's carry has none.
+MEMBER = "member"
+
+
 def _init_seed(program, consts, key):
     carry = {
         "key": key,
@@ -105,6 +111,12 @@ def _init_seed(program, consts, key):
     if _confirm(program):  # only then, so that other runs' carries (and checkpoints) keep their shape
         carry["streak"] = {e: {"n": jnp.int32(0), "start": jnp.int32(-1)} for e in _confirm(program)}
     return carry
+
+
+def _with_member(consts, member):
+    """The constants one seed trains with: the shared ones, overridden by its own (a packed ensemble's
+    members differ in traced values only: K, learning rate, decays..., so they share one program)."""
+    return {**consts, **member} if member else consts
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -171,6 +183,7 @@ def _chunk_one_seed(program, eval_every, capacity, consts, carry, t0, n):
     """The first n of `capacity` evaluation periods (n traced: one program serves every chunk length of a
     run, the last shorter chunk included). The predicate is not batched, so under vmap it stays a cond:
     a skipped period costs nothing, and its metrics are NaN."""
+    consts = _with_member(consts, carry.get(MEMBER))
     shapes = jax.eval_shape(lambda c: _period(program, eval_every, consts, c, t0)[1], carry)
 
     def body(c, i):
@@ -300,6 +313,8 @@ class Progress:
     carry: Any  # the device carry: copy what you need now, the next chunk donates it
     history: list[dict[str, np.ndarray]]
     eval_steps: list[np.ndarray]
+    finished: np.ndarray  # per member of the ensemble (`train`'s members): done, computed no more
+    member_seeds: np.ndarray  # per member, its seeds computed in the chunk
 
 
 def concat_history(history, eval_steps) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -309,6 +324,18 @@ def concat_history(history, eval_steps) -> tuple[dict[str, np.ndarray], np.ndarr
 
 def _finished(t_first, stop_event) -> bool:
     return bool(stop_event) and bool(np.all((t_first[stop_event] >= 0) | (t_first[DIVERGED] >= 0)))
+
+
+def member_rows(members: Sequence[int]) -> list[slice]:
+    """Each member's rows of a packed carry: the members' seeds one after another, the padding last."""
+    ends = np.cumsum([0, *members])
+    return [slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])]
+
+
+def finished_members(t_first: dict[str, np.ndarray], members: Sequence[int], stop_event: str | None) -> np.ndarray:
+    """Per member of a packed ensemble, whether it is done: every one of its seeds fired `stop_event`
+    (or diverged), the test that ends a lone run early."""
+    return np.array([_finished({e: v[r] for e, v in t_first.items()}, stop_event) for r in member_rows(members)])
 
 
 def chunk_plan(
@@ -381,6 +408,7 @@ def train(
     retire: bool = False,
     on_chunk: Callable[[Progress], None] | None = None,
     plan: Sequence[tuple[int, int, int]] | None = None,
+    members: Sequence[int] | None = None,
 ) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
     """The host loop: the chunks of `chunk_plan` until the step budget, or until every live seed has
     fired `stop_event` (or diverged).
@@ -396,24 +424,36 @@ def train(
     {metric: [S, T]}, eval_steps [T]). The host sees one small summary per chunk; nothing crosses
     to the host inside one. `plan` is `chunk_plan` of these arguments when the caller already holds it
     (the runner computes a run's plan once and carries it); it is computed here otherwise.
+
+    `members` (seeds per member, summing to live_seeds; default one member) packs several runs of one
+    program into this ensemble (runner.train_pack): each member stops on its own `stop_event` test,
+    and from then on its seeds are computed no more (they leave as retired seeds do), so each member
+    computes exactly what it would alone; `Progress.finished` says which members are done.
     """
     hist = [history[0]] if history and history[1].size else []
     steps_seen = [history[1]] if history and history[1].size else []
     seeds = live_seeds or jax.tree.leaves(carry)[0].shape[0]
     own = lambda tf: {e: v[:seeds] for e, v in tf.items()}  # the run's seeds, not the padding
+    members = list(members or [seeds])
+    rows = member_rows(members)
     plan = list(plan) if plan is not None else chunk_plan(steps, eval_every, evals_per_chunk, spacing)
     if start_step not in [t0 for t0, _, _ in plan] + [steps]:
         raise ValueError(f"start_step {start_step} is not a chunk boundary")
     chunks = 0
     t_first = jax.device_get(carry["t_first"])  # on the host once per chunk: the stop test, retirement, progress
     for t, period, n in (chunk for chunk in plan if chunk[0] >= start_step):
-        if _finished(own(t_first), stop_event):
+        done_M = finished_members(own(t_first), members, stop_event)
+        if done_M.all():
             break
         tic = time.perf_counter()
-        computed = seeds
-        if retire:
-            live_L = np.flatnonzero(~retired(program, t_first, seeds))
+        computed, member_seeds = seeds, np.array(members)
+        if retire or done_M.any():  # a finished member's seeds leave the computation like retired ones
+            out_S = retired(program, t_first, seeds) if retire else np.arange(len(t_first[DIVERGED])) >= seeds
+            for r in (r for r, done in zip(rows, done_M) if done):
+                out_S[r] = True
+            live_L = np.flatnonzero(~out_S)
             computed = live_L.size
+            member_seeds = np.array([np.sum(~out_S[r]) for r in rows])
             if live_L.size:
                 carry, metrics = run_live(
                     program, layout, period, n, carry, consts, jnp.int32(t), live_L, evals_per_chunk
@@ -441,6 +481,8 @@ def train(
                     carry,
                     hist,
                     steps_seen,
+                    finished_members(own(t_first), members, stop_event),
+                    member_seeds,
                 )
             )
     return (carry, *concat_history(hist, steps_seen))

@@ -61,7 +61,9 @@ def sweep(args: argparse.Namespace) -> int:
         "parallelism": args.array_parallelism,
     }
     print(
-        sweep.run_sweep(out, spec, args.executor, _log, not args.quiet, slurm, wait=not args.no_wait, force=args.force)
+        sweep.run_sweep(
+            out, spec, args.executor, _log, not args.quiet, slurm, wait=not args.no_wait, force=args.force, redo=args.redo
+        )
     )
     return 0
 

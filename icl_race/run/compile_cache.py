@@ -16,6 +16,18 @@ platform, not the CPU's instruction set: a home directory shared by the nodes of
 program built for one node's CPU to another node (an illegal instruction, or other rounding). So each
 kind of host gets its own directory, named by a hash of the machine type and the CPU's model and flags.
 The directory is made private (0700): JAX's cache is code that the process runs.
+
+GPU kernels across processes (issue 42). On a GPU, XLA picks a GEMM or fusion kernel by timing the
+candidates at compile time (autotuning); timings vary between processes, so a resumed run that compiled
+again could take other kernels, with other rounding, than the run it continues. Two things keep the
+choice: a program loaded from this cache is the executable the first process compiled, its kernels
+included; and with the cache on, JAX (>= 0.4.36, `jax_persistent_cache_enable_xla_caches`, default
+"xla_gpu_per_fusion_autotune_cache_dir") stores XLA's autotuning results in the cache directory's
+xla_gpu_per_fusion_autotune_cache_dir/, so a program compiled again takes the kernels chosen before.
+With the cache off, pin the choice instead: XLA_FLAGS=--xla_gpu_autotune_level=0 (heuristic kernels, no
+timing; possibly slower). `record()` is what a run's meta.json keeps of this ("xla"): the cache and
+autotuning directories and XLA_FLAGS, so that a resume on other terms can be told apart. On the CPU
+XLA does not autotune: only XLA_FLAGS matter there.
 """
 
 from __future__ import annotations
@@ -83,3 +95,18 @@ def setup() -> Path | None:
         path = None
     _state["dir"] = path
     return path
+
+
+def record() -> dict:
+    """What decides which kernels this process runs (module docstring): meta.json's "xla"."""
+    import jax
+
+    on = jax.config.jax_enable_compilation_cache and jax.config.jax_compilation_cache_dir
+    path: str | None = jax.config.jax_compilation_cache_dir if on else None  # ours, or JAX's own setting
+    caches = jax.config.jax_persistent_cache_enable_xla_caches or ""
+    autotune = path is not None and (caches == "all" or "xla_gpu_per_fusion_autotune_cache_dir" in caches)
+    return {
+        "compile_cache": path,
+        "autotune_cache": str(Path(path) / "xla_gpu_per_fusion_autotune_cache_dir") if path and autotune else None,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }

@@ -22,7 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from icl_race.config import Config
 
@@ -68,7 +68,7 @@ def measure(cfg: Config | RunPlan) -> Cost:
     tr, e = cfg.train, cfg.ensemble
     period = chunks[0][1]
     layout = Layout(block=e.block)
-    one_period = dict(
+    one_period: dict[str, Any] = dict(
         layout=layout, steps=period, eval_every=period, evals_per_chunk=tr.evals_per_chunk, retire=e.retire
     )
     _, compiled0 = compile_stats.snapshot()

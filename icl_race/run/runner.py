@@ -17,10 +17,11 @@ icl_race/run/retrain.py trains chosen seeds with, writing nothing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,7 @@ class Trained:
     compiles: int
     compile_seconds: float
     compile_cache_hits: int  # of `compiles`, loaded from the persistent cache
+    pack: tuple[int, int] | None = None  # trained packed: (runs in the pack, seed-steps the pack computed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +171,108 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finishe
                 else "there is no checkpoint: a rerun starts from step 0"
             )
             raise RunError(f"cannot write {e.filename or out}: {e.strerror or e}; {kept}") from e
+
+
+def execute_pack(runs: Sequence[tuple[Config, Path]], progress: bool = True, log=print) -> list[Path]:
+    """Train runs of one program (`pack_key`) as the members of one ensemble (`train_pack`), each into
+    its own directory exactly as `execute` writes it: a run already done is skipped, one locked by
+    another process is left to it, each resumes from its own newest checkpoint (runs standing at
+    different steps train as separate packs). Returns the directories this call committed."""
+    from icl_race.run.checkpoint import CheckpointError
+    from icl_race.systems import precision
+
+    todo = []
+    for cfg, out in runs:
+        rundir.refuse_links(out)
+        if rundir.check(cfg, out):
+            _finished(out, False, log)  # damaged results raise, naming --redo
+            log(f"{out}: results for this config already exist; nothing to do")
+        else:
+            todo.append((RunPlan.of(cfg), Path(out)))
+    if not todo:
+        return []
+    check_memory(pack_plan([run for run, _ in todo]))
+    committed: list[Path] = []
+    with contextlib.ExitStack() as locks:
+        held = []
+        for run, out in todo:
+            out.mkdir(parents=True, exist_ok=True)
+            try:
+                locks.enter_context(rundir.lock(out))
+            except rundir.Locked:
+                log(f"{out}: running in another process, left to it")
+                continue
+            if rundir.check(run.cfg, out):  # finished by another process between the check and the lock
+                continue
+            if notice := rundir.repair_notice(out):
+                log(notice)
+            held.append((run, out))
+        if not held:
+            return []
+        try:
+            with precision(held[0][0].cfg), stop_on_signals() as stop:
+                prepared = [(prepare(run, out, log), out) for run, out in held]
+                for start in sorted({p.start for p, _ in prepared}):
+                    pack = [(p, out) for p, out in prepared if p.start == start]
+                    bar = ProgressBar(pack[0][0].program.stop_event, plan=pack[0][0].run.chunks) if progress else None
+                    trained = train_pack([p for p, _ in pack], stop, bar)
+                    for (p, out), t in zip(pack, trained):
+                        commit(out, p, t)
+                        committed.append(out)
+        except CheckpointError as e:
+            raise RunError(f"{e}: rerun the same command to resume from it") from e
+        except OSError as e:
+            raise RunError(
+                f"cannot write {e.filename or held[0][1]}: {e.strerror or e}; each run keeps its last good "
+                "checkpoint: rerun the same command to resume from them"
+            ) from e
+    return committed
+
+
+def pack_key(run: RunPlan) -> tuple:
+    """What runs must share to train as one ensemble (`train_pack`): the program (its static fields,
+    the shapes), every array constant (item pools, a Zipf law's cdf...), the names and types of the
+    scalar ones (which may differ: K, lr, decays, thresholds, traced per seed), the device layout,
+    the chunk plan, retirement, the early stop and the precision. Builds the system (its pools)."""
+    import hashlib
+
+    import jax
+
+    from icl_race import systems
+
+    cfg = run.cfg
+    with systems.precision(cfg):
+        program, consts = systems.build(cfg)
+    arrays, scalars = hashlib.sha256(), []
+    for name, value in sorted(jax.device_get(consts).items()):
+        leaves = jax.tree.leaves(value)
+        if isinstance(value, dict) or np.ndim(value):
+            for a in map(np.asarray, leaves):
+                arrays.update(f"{name}:{a.dtype}:{a.shape}".encode() + a.tobytes())
+        else:
+            scalars.append((name, str(np.asarray(value).dtype)))
+    tr = cfg.train
+    precision = (tr.matmul_precision, systems.of(cfg).needs_x64(cfg))
+    return (
+        program,
+        arrays.hexdigest(),
+        tuple(scalars),
+        run.layout,
+        run.chunks,
+        cfg.ensemble.retire,
+        tr.stop_when_all_acquired,
+        precision,
+    )
+
+
+def pack_plan(runs: Sequence[RunPlan]) -> RunPlan:
+    """The plan of a pack as one run: the first run's, with the pack's seeds (for the memory check and
+    the dry run's projection); a lone run's own."""
+    if len(runs) == 1:
+        return runs[0]
+    first = runs[0]
+    e = dataclasses.replace(first.cfg.ensemble, seeds=sum(r.cfg.ensemble.seeds for r in runs))
+    return dataclasses.replace(first, cfg=dataclasses.replace(first.cfg, ensemble=e))
 
 
 def _finished(out: Path, redo: bool, log) -> Finished | None:
@@ -252,68 +356,149 @@ def start_fresh(
 def train_phase(prep: Prepared, stop: Stop, on_chunk: Callable[[Any], None] | None = None) -> Trained:
     """The chunks from the prepared carry to the budget (or the early stop), checkpointing every
     train.checkpoint_every chunks and where a stop signal ends the run; `on_chunk` (the progress line,
-    or a retraining's hook) sees the engine's `Progress` after each chunk."""
+    or a retraining's hook) sees the engine's `Progress` after each chunk. A lone run is a pack of one
+    (`train_pack`)."""
+    return train_pack([prep], stop, on_chunk)[0]
+
+
+def train_pack(cells: Sequence[Prepared], stop: Stop, on_chunk: Callable[[Any], None] | None = None) -> list[Trained]:
+    """Several runs of one program (`pack_key`: the same shapes and chunk plan, differing only in
+    traced values: K, lr, decays, thresholds, seeds), each prepared in its own directory at the same
+    step, trained as the members of one ensemble: their seeds one after another in one carry, each
+    seed with its run's constants (`engine.ensemble.MEMBER`), in vmaps of the runs' common block, so
+    that each seed computes exactly what it does in its run alone. Each member stops on its own test
+    (engine `train`'s members) and checkpoints into its own directory, as it would alone; returns each
+    run's `Trained`. One run is trained on its own carry, as it always was."""
     import jax
 
-    from icl_race.engine.ensemble import concat_history, train
+    from icl_race.engine.ensemble import MEMBER, concat_history, finished_members, member_rows, train
 
-    cfg, ckpt = prep.cfg, prep.checkpointer
-    tr, seeds = cfg.train, len(prep.seed_ids)
-    saved = [prep.start]  # the step of the newest checkpoint
-    computed = [0]  # seed-steps this process computed (fewer than seeds x steps when seeds retire)
+    first, lone = cells[0], len(cells) == 1
+    cfg, tr = first.cfg, first.cfg.train
+    members = [len(p.seed_ids) for p in cells]
+    seeds = sum(members)
+    rows = [slice(None)] if lone else member_rows(members)
+    consts, carry, history = (first.consts, first.carry, first.history) if lone else _packed(cells)
+    stop_event = first.program.stop_event if tr.stop_when_all_acquired else None
+    t_first0 = jax.device_get(carry["t_first"])
+    done = list(finished_members({k: v[:seeds] for k, v in t_first0.items()}, members, stop_event))
+    columns = [len(history[1]) if history and d else None for d in done]  # a member's evaluations, once done
+    saved = [p.start for p in cells]  # the step of each run's newest checkpoint
+    computed = [0] * len(cells)  # seed-steps this process computed per run
 
     def each_chunk(p):
-        computed[0] += p.chunk_seeds * p.chunk_steps
+        for i, n in enumerate(p.member_seeds):
+            computed[i] += int(n) * p.chunk_steps
         if on_chunk:
             on_chunk(p)
         stopping = p.step < tr.steps and stop.requested
-        if ckpt and p.step < tr.steps and (p.chunks_done % tr.checkpoint_every == 0 or stopping):
-            curves, steps_seen = concat_history(p.history, p.eval_steps)
-            ckpt.save(
-                p.step,
-                {"carry": host_carry(p.carry), "curves": curves, "eval_steps": steps_seen},
-                {"config_digest": prep.run.digest, "config": cfg.to_dict()},
-            )
-            saved[0] = p.step
+        host = None
+        for i, prep in enumerate(cells):
+            ckpt, every = prep.checkpointer, prep.cfg.train.checkpoint_every
+            if ckpt and not done[i] and p.step < tr.steps and (p.chunks_done % every == 0 or stopping):
+                host = host if host is not None else host_carry(p.carry)
+                curves, steps_seen = concat_history(p.history, p.eval_steps)
+                ckpt.save(
+                    p.step,
+                    {
+                        "carry": _rows({k: v for k, v in host.items() if k != MEMBER}, rows[i]),
+                        "curves": _rows(curves, rows[i]),
+                        "eval_steps": steps_seen,
+                    },
+                    {"config_digest": prep.run.digest, "config": prep.cfg.to_dict()},
+                )
+                saved[i] = p.step
+        for i, d in enumerate(p.finished):
+            if d and not done[i]:
+                done[i], columns[i] = True, sum(len(s) for s in p.eval_steps)
         if stopping:
-            stop.check(p.step, saved[0])
+            stop.check(p.step, min(saved))
 
-    stop.check(prep.start, prep.start)  # a signal that arrived before training (or between a sweep's cells)
+    stop.check(first.start, first.start)  # a signal that arrived before training (or between a sweep's cells)
     try:
         carry, curves, eval_steps = train(
-            prep.program,
-            prep.consts,
-            prep.carry,
-            layout=prep.layout,
+            first.program,
+            consts,
+            carry,
+            layout=first.layout,
             steps=tr.steps,
             eval_every=tr.eval_every,
             evals_per_chunk=tr.evals_per_chunk,
             spacing=tr.eval_spacing,
             live_seeds=seeds,
-            start_step=prep.start,
-            history=prep.history,
+            start_step=first.start,
+            history=history,
             retire=cfg.ensemble.retire,
-            stop_event=prep.program.stop_event if tr.stop_when_all_acquired else None,
+            stop_event=stop_event,
             on_chunk=each_chunk,
-            plan=prep.run.chunks,
+            plan=first.run.chunks,
+            members=members,
         )
     finally:
-        if ckpt:
-            try:
-                ckpt.wait()
-            finally:
-                ckpt.close()
+        for prep in cells:
+            if prep.checkpointer:
+                try:
+                    prep.checkpointer.wait()
+                finally:
+                    prep.checkpointer.close()
     now, compiles, compile_s, hits = _counters()
-    return Trained(
-        t_first={k: v[:seeds] for k, v in jax.device_get(carry["t_first"]).items()},
-        curves={k: v[:seeds] for k, v in curves.items()},
-        eval_steps=eval_steps,
-        seed_steps_computed=computed[0],
-        run_seconds=now - prep.since[0],
-        compiles=compiles - prep.since[1],
-        compile_seconds=compile_s - prep.since[2],
-        compile_cache_hits=hits - prep.since[3],
-    )
+    t_first = jax.device_get(carry["t_first"])
+    return [
+        Trained(
+            t_first={k: v[r] for k, v in t_first.items()},
+            curves={k: v[r, :T] for k, v in curves.items()},
+            eval_steps=eval_steps[:T],
+            seed_steps_computed=computed[i],
+            run_seconds=now - first.since[0],
+            compiles=compiles - first.since[1],
+            compile_seconds=compile_s - first.since[2],
+            compile_cache_hits=hits - first.since[3],
+            pack=None if lone else (len(cells), sum(computed)),
+        )
+        for i, (r, T) in enumerate(
+            zip(member_rows(members), [c if c is not None else len(eval_steps) for c in columns])
+        )
+    ]
+
+
+def _rows(tree, r: slice):
+    """The rows `r` of every leaf of a host tree (a packed carry's or curves' part of one member)."""
+    import jax
+
+    return tree if r == slice(None) else jax.tree.map(lambda a: a if np.ndim(a) == 0 else a[r], tree)
+
+
+def _packed(cells: Sequence[Prepared]):
+    """(consts, carry, history) of a pack: the constants the runs share, and their seeds one after
+    another (each run's padding dropped; the pack padded to a whole number of its layout's units with
+    copies of its last seed, discarded like any padding), each seed carrying the constants in which the
+    runs differ. Only scalars may differ (`pack_key`): an array constant is one program's input."""
+    import jax
+
+    from icl_race.engine.ensemble import MEMBER
+    from icl_race.engine.sharding import place
+
+    first = cells[0]
+    sizes = [len(p.seed_ids) for p in cells]
+    padded = -(-sum(sizes) // first.layout.unit) * first.layout.unit
+    fill = lambda a: np.concatenate([a, np.repeat(a[-1:], padded - len(a), axis=0)])
+    values = [jax.device_get(p.consts) for p in cells]
+    differ = [k for k in values[0] if any(not np.array_equal(v[k], values[0][k]) for v in values[1:])]
+    if any(np.ndim(values[0][k]) for k in differ):
+        raise ValueError(f"runs that differ in the array constants {differ} do not share one program")
+    consts = {k: v for k, v in first.consts.items() if k not in differ}
+    member = {k: fill(np.concatenate([np.full(n, v[k]) for v, n in zip(values, sizes)])) for k in differ}
+    hosts = [host_carry(p.carry) for p in cells]
+    carry = jax.tree.map(lambda *a: fill(np.concatenate([x[:n] for x, n in zip(a, sizes)])), *hosts)
+    carry, consts = place(_device_carry({**carry, MEMBER: member}), consts, _mesh(first.layout))
+    history = None
+    if first.history is not None:  # all or none: the runs stand at one step
+        curves = jax.tree.map(
+            lambda *a: fill(np.concatenate([x[:n] for x, n in zip(a, sizes)])),
+            *[p.history[0] for p in cells if p.history is not None],
+        )
+        history = (curves, first.history[1])
+    return consts, carry, history
 
 
 def results_arrays(prepared: Prepared, trained: Trained) -> dict[str, np.ndarray]:
@@ -342,6 +527,7 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> Finished:
     from icl_race import systems
     from icl_race.analysis.survival import censor_time
     from icl_race.plots import histogram, png_bytes
+    from icl_race.run import compile_cache
 
     cfg, stop, start = prepared.cfg, prepared.program.stop_event, prepared.start
     e = cfg.ensemble
@@ -357,18 +543,22 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> Finished:
     hist = png_bytes(fig, dpi=120)
 
     trained_s = max(trained.run_seconds - trained.compile_seconds, 1e-9)
+    # packed: the pack's seed-steps over its time, the machine's throughput as for a lone run
+    pack_cells, seed_steps = trained.pack or (1, trained.seed_steps_computed)
     meta = {
         "config": cfg.to_dict(),
         "config_digest": prepared.run.digest,
         **provenance(),
+        "xla": compile_cache.record(),  # the kernels' provenance: caches and XLA_FLAGS (run/compile_cache.py)
         "compiles": trained.compiles,
         "compile_seconds": round(trained.compile_seconds, 3),
         "compile_cache_hits": trained.compile_cache_hits,
         "run_seconds": round(trained.run_seconds, 3),
         "resumed_from_step": start or None,
         # computed seed-steps per second of training: the machine's throughput (a retired seed costs nothing)
-        "seed_steps_per_s": round(trained.seed_steps_computed / trained_s, 1),
+        "seed_steps_per_s": round(seed_steps / trained_s, 1),
         "seed_steps_computed": trained.seed_steps_computed,
+        **({"packed_with": pack_cells - 1} if trained.pack else {}),  # runs trained in one ensemble with it
         "steps_run": steps_run,
         "seeds": e.seeds,
         "stop_event": stop,

@@ -361,7 +361,7 @@ class CellEntry:
     name: str
     dir: Path
     values: dict[str, Any]
-    status: str  # done | partial | pending | unreadable
+    status: str  # done | partial | pending | unreadable | foreign | outside (not a cell of the grid)
     run: Run | None
     config: dict | None
     reason: str = ""  # why there is no run
@@ -413,15 +413,61 @@ def _varying(configs: list[dict]) -> list[str]:
     return [k for k in keys if len({json.dumps(f.get(k), default=str) for f in flats}) > 1]
 
 
+def _plain(value):
+    """A config value as TOML reads it (tuples as lists), to compare a stored config with sweep.toml."""
+    return [_plain(v) for v in value] if isinstance(value, tuple | list) else value
+
+
+def _not_a_cell(name: str, cfg: dict, spec: dict | None) -> str:
+    """Why the folder cells/<name> holding `cfg` is not a cell of the sweep `spec` (sweep.toml parsed),
+    "" when it is: a folder named by a config digest (as `icl-race sweep` names them) that holds another
+    config (a swapped or copied cell), or a config off the grid (a cell of an earlier grid, or of
+    another sweep). A hand-made sweep's own names (no digest) are taken as they are."""
+    try:
+        digest = config.from_dict(cfg).digest()
+    except ConfigError:
+        digest = None
+    if digest and len(name) == len(digest) and all(ch in "0123456789abcdef" for ch in name) and name != digest:
+        return f"foreign: holds the run of another config (digest {digest}), not the cell its name says"
+    if not isinstance(spec, dict):
+        return ""
+    flat = {k: _plain(v) for k, v in _flat(cfg).items()}
+    for field, values in (spec.get("grid") or {}).items():
+        if isinstance(values, list) and field in flat and flat[field] not in values:
+            return f"not in this sweep's grid ({field} = {flat[field]!r}; sweep.toml lists {values})"
+    zipped = spec.get("zip") or {}
+    if zipped and all(isinstance(v, list) and f in flat for f, v in zipped.items()):
+        if tuple(flat[f] for f in zipped) not in list(zip(*zipped.values())):
+            return f"not in this sweep's grid (its {', '.join(zipped)} are no row of sweep.toml's [zip])"
+    for sec, table in spec.items():
+        if sec in config.SECTIONS and isinstance(table, dict):
+            for key, value in table.items():
+                swept = f"{sec}.{key}" in zipped or f"{sec}.{key}" in (spec.get("grid") or {})
+                if f"{sec}.{key}" in flat and flat[f"{sec}.{key}"] != value and not swept:
+                    return (
+                        f"not in this sweep's grid ({sec}.{key} = {flat[f'{sec}.{key}']!r}; sweep.toml says {value!r})"
+                    )
+    return ""
+
+
 def load_sweep(d: Path) -> SweepDir:
-    """Every cell of a sweep directory; a finished one (results.npz there) is read as a `Run`."""
+    """Every cell of a sweep directory; a finished one (results.npz there) is read as a `Run`. Only the
+    grid's cells are read: a folder that is not one (`_not_a_cell`) is listed with its reason, no run."""
     d = Path(d)
-    entries = []
+    entries: list[tuple[Path, dict | None, str, Run | None, str]] = []
+    spec_text = (d / "sweep.toml").read_text() if (d / "sweep.toml").is_file() else None
+    try:
+        spec = tomllib.loads(spec_text) if spec_text is not None else None
+    except (tomllib.TOMLDecodeError, RecursionError):
+        spec = None
     for c in sorted(p for p in (d / "cells").iterdir() if p.is_dir()):
         try:
             cfg = read_config(c)
         except ConfigError as e:
             entries.append((c, None, "unreadable", None, str(e)))
+            continue
+        if why := _not_a_cell(c.name, cfg, spec):
+            entries.append((c, cfg, "foreign" if why.startswith("foreign") else "outside", None, why))
             continue
         if not (c / RESULTS).exists():
             entries.append((c, cfg, cell_status(c), None, "no results.npz (not finished)"))
@@ -430,13 +476,12 @@ def load_sweep(d: Path) -> SweepDir:
             entries.append((c, cfg, "done", load_run(c), ""))
         except ConfigError as e:
             entries.append((c, cfg, "unreadable", None, str(e)))
-    spec = (d / "sweep.toml").read_text() if (d / "sweep.toml").is_file() else None
-    fields = _grid_fields(spec, [cfg for _, cfg, *_ in entries if cfg is not None])
+    fields = _grid_fields(spec_text, [cfg for _, cfg, *_ in entries if cfg is not None])
     cells = [
         CellEntry(c.name, c, {f: _flat(cfg).get(f) for f in fields} if cfg else {}, st, run, cfg, why)
         for c, cfg, st, run, why in entries
     ]
-    return SweepDir(d, fields, cells, spec)
+    return SweepDir(d, fields, cells, spec_text)
 
 
 def load_runs(*dirs: str | Path) -> list[Run]:

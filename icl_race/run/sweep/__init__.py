@@ -21,7 +21,11 @@ Finished cells are skipped and partial ones resume from their checkpoints, so re
 always safe; cells locked by another process are left to it, so several workers can share one DIR.
 
 Cells that differ only in traced values (K, learning rate, weight decay, thresholds) reuse one
-compilation: K_max is set to the largest K of the grid unless the spec sets it.
+compilation: K_max is set to the largest K of the grid unless the spec sets it. With the local executor
+they also train together, as the members of one ensemble (plan.packs, runner.train_pack): each seed with
+its cell's values, each cell written to its own directory as it is alone; `[sweep] pack = false` runs
+them one after another instead. A cell is identified by the config its folder records, not by the
+folder's name: a folder that holds another config is foreign, never run over, counted or reported.
 
 Three jobs, one module each, data flowing one way:
   spec.py     the sweep file -> Sweep (its cells: a Config each, hash-named); pure, no jax, writes nothing
@@ -31,6 +35,7 @@ Three jobs, one module each, data flowing one way:
 
 from icl_race.run.sweep.execute import (
     SUMMARY_FIELDS,
+    check_out,
     refuse_links,
     run_cell,
     run_local,
@@ -40,7 +45,19 @@ from icl_race.run.sweep.execute import (
     summary_row,
     write_summary,
 )
-from icl_race.run.sweep.plan import CellPlan, DryRun, cell_dir, check_sizes, checkpoint_step, dry_run, program, status
+from icl_race.run.sweep.plan import (
+    CellPlan,
+    DryRun,
+    PackPlan,
+    cell_dir,
+    check_sizes,
+    checkpoint_step,
+    dry_run,
+    foreign_reason,
+    packs,
+    program,
+    status,
+)
 from icl_race.run.sweep.spec import Cell, Sweep, expand, load, same_spec, spec_toml
 
 __all__ = [
@@ -48,13 +65,17 @@ __all__ = [
     "Cell",
     "CellPlan",
     "DryRun",
+    "PackPlan",
     "Sweep",
     "cell_dir",
+    "check_out",
     "check_sizes",
     "checkpoint_step",
     "dry_run",
     "expand",
+    "foreign_reason",
     "load",
+    "packs",
     "program",
     "refuse_links",
     "run_cell",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from icl_race import config, rundir
 from icl_race.config import ConfigError
-from icl_race.run.sweep.plan import cell_dir, check_sizes, program, status, where
+from icl_race.run.sweep.plan import cell_dir, check_sizes, foreign_reason, packs, program, status, where
 from icl_race.run.sweep.spec import Cell, Sweep, same_spec, spec_toml
 from icl_race.rundir import owner
 
@@ -77,15 +78,36 @@ def write_summary(out: Path, sweep: Sweep) -> Path:
 
 
 def store_spec(out: Path, sweep: Sweep, log) -> None:
-    """DIR/sweep.toml: written once; a changed spec moves the previous one aside. A file that says the
-    same spec in another TOML layout (an older icl-race's) is left as it is (spec.same_spec)."""
+    """DIR/sweep.toml: written once; a changed spec moves the previous one aside (under a name no earlier
+    backup holds, so two changes within a second keep both). A file that says the same spec in another
+    TOML layout (an older icl-race's) is left as it is (spec.same_spec)."""
     path = Path(out) / "sweep.toml"
     if path.exists() and not same_spec(path.read_text(), sweep):
-        backup = path.with_name(f"sweep.previous-{time.strftime('%Y%m%dT%H%M%S')}.toml")
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        backup = next(
+            b
+            for n in itertools.count()
+            if not (b := path.with_name(f"sweep.previous-{stamp}{f'-{n}' if n else ''}.toml")).exists()
+        )
         path.rename(backup)
         log(f"{out}: the sweep spec changed; the previous one is kept as {backup.name} (finished cells are reused)")
     if not path.exists():
         owner.write_files(out, "sweep", {path.name: spec_toml(sweep).encode()})
+
+
+def check_out(out: Path) -> None:
+    """Refuse a --out that is neither new, empty nor a sweep directory (sweep.toml or cells/ there): a
+    run directory, or a folder of the user's files, is no place for summary.csv and cells/."""
+    out = Path(out)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise rundir.RunDirError(f"--out {out}: not a directory; choose another")
+    names = {p.name for p in out.iterdir()}
+    if not names or names & {"sweep.toml", "cells"}:
+        return
+    what = "an icl-race run, not a sweep" if names & {rundir.CONFIG, rundir.RESULTS} else "no icl-race sweep"
+    raise rundir.RunDirError(f"--out {out}: directory is not empty and holds {what}; choose another directory")
 
 
 def run_cell(cfg_dict: dict, out: str) -> str:
@@ -99,33 +121,63 @@ def run_cell(cfg_dict: dict, out: str) -> str:
     return "done"
 
 
-def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True) -> None:
+def _check_cells(out: Path, sweep: Sweep, log, redo: bool) -> list[str]:
+    """The cells the sweep cannot count, each named in one line: foreign ones (their folders hold other
+    runs: left as they are) and damaged finished ones (unreadable results: with `redo` moved aside, never
+    deleted, to be trained again). Returns what stays wrong."""
+    problems = []
+    for i, cell in enumerate(sweep.cells, 1):
+        named, d = where(cell) or "(single cell)", cell_dir(out, cell)
+        st = status(out, cell)
+        if st == "foreign":
+            problems.append(f"{d}: {foreign_reason(out, cell)}")
+            log(
+                f"[{i}/{len(sweep.cells)}] {named}: foreign, not counted: {problems[-1]}; move it aside to run this cell"
+            )
+        elif st == "done":
+            try:
+                rundir.load_run_results(d)
+            except ConfigError as e:
+                if not redo:
+                    problems.append(f"{d}: damaged ({e}); rerun the sweep with --redo to train it again")
+                    log(f"[{i}/{len(sweep.cells)}] {named}: {problems[-1]}")
+                    continue
+                aside = rundir.set_aside_final_files(d)
+                log(f"[{i}/{len(sweep.cells)}] {named}: damaged results moved to {aside.name}/; training again")
+            else:
+                log(f"[{i}/{len(sweep.cells)}] {named}: done, skipped")
+    return problems
+
+
+def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True, redo: bool = False) -> list[str]:
+    """The unfinished cells in this process, pack after pack (plan.packs: the cells of one program as
+    one ensemble; one cell at a time with [sweep] pack = false); summary.csv rewritten after each pack,
+    also after a failed one. Returns the cells it could not count (`_check_cells`)."""
     import jax
 
-    from icl_race.run.runner import execute
+    from icl_race.run.runner import execute_pack
 
+    problems = _check_cells(out, sweep, log, redo)
+    index = {c.name: i for i, c in enumerate(sweep.cells, 1)}
     last_program = None
-    for i, cell in enumerate(sweep.cells, 1):
-        named = where(cell) or "(single cell)"
-        st = status(out, cell)
-        if st == "done":
-            log(f"[{i}/{len(sweep.cells)}] {named}: done, skipped")
-            continue
-        log(
-            f"[{i}/{len(sweep.cells)}] {named}: {'resuming' if st == 'partial' else 'running'} -> {cell_dir(out, cell)}"
-        )
+    for pack in packs(out, sweep):
+        for cell in pack:
+            named = where(cell) or "(single cell)"
+            how = "resuming" if status(out, cell) == "partial" else "running"
+            with_ = f" (packed: {len(pack)} cells of one program as one ensemble)" if len(pack) > 1 else ""
+            log(f"[{index[cell.name]}/{len(sweep.cells)}] {named}: {how} -> {cell_dir(out, cell)}{with_}")
         # jit keeps every compiled program for the life of the process: ~44 MB per cell of a new shape,
-        # never released (benchmarks/compile_memory.py). A cell of another program drops the last one's,
-        # so the worker's memory stays flat over any number of shapes; cells of one program (a K or lr
-        # axis) still share its compilation.
-        if last_program is not None and program(cell.cfg) != last_program:
+        # never released (benchmarks/compile_memory.py). A pack of another program drops the last one's,
+        # so the worker's memory stays flat over any number of shapes; packs of one program (the same
+        # shapes at another resume step) still share its compilation.
+        if last_program is not None and program(pack[0].cfg) != last_program:
             jax.clear_caches()
-        last_program = program(cell.cfg)
+        last_program = program(pack[0].cfg)
         try:
-            execute(cell.cfg, cell_dir(out, cell), progress=progress, log=log)
-        except rundir.Locked:
-            log(f"[{i}/{len(sweep.cells)}] {named}: running in another process, left to it")
-        write_summary(out, sweep)
+            execute_pack([(c.cfg, cell_dir(out, c)) for c in pack], progress=progress, log=log)
+        finally:
+            write_summary(out, sweep)
+    return problems
 
 
 def run_submitit(out: Path, sweep: Sweep, cluster: str | None, params: dict, wait: bool, log=print) -> None:
@@ -134,7 +186,7 @@ def run_submitit(out: Path, sweep: Sweep, cluster: str | None, params: dict, wai
         import submitit
     except ImportError:
         raise ConfigError("--executor slurm needs submitit: pip install 'icl-race[slurm]'") from None
-    todo = [c for c in sweep.cells if status(out, c) != "done"]
+    todo = [c for c in sweep.cells if status(out, c) in ("partial", "pending")]
     if not todo:
         log(f"{out}: every cell is done")
         write_summary(out, sweep)
@@ -165,11 +217,23 @@ def submitit_params(executor: str, minutes: int, partition, gpus: int, paralleli
 
 
 def run_sweep(
-    out: Path, spec: Sweep, executor: str, log, progress: bool, slurm: dict, wait: bool, force: bool = False
+    out: Path,
+    spec: Sweep,
+    executor: str,
+    log,
+    progress: bool,
+    slurm: dict,
+    wait: bool,
+    force: bool = False,
+    redo: bool = False,
 ) -> Path:
     """Run the unfinished cells of `spec` into `out` with `executor` (local, slurm, submitit-local) and
     return summary.csv's path. Every cell's size is checked before anything is written, and the folder
-    must be the sweep's own (rundir/owner.py)."""
+    must be the sweep's own (rundir/owner.py; a run directory is named as such: `check_out`). Cells it
+    cannot count (foreign or damaged: `_check_cells`) are an error once the others have run, summary.csv
+    written."""
+    if not force:
+        check_out(out)
     check_sizes(out, spec)
     owner.claim(out, "sweep", ["sweep.toml", "summary.csv"], force=force)
     store_spec(out, spec, log)
@@ -177,8 +241,14 @@ def run_sweep(
         from icl_race.run.signals import stop_on_signals
 
         with stop_on_signals():  # a signal between two cells stops the sweep too
-            run_local(out, spec, log=log, progress=progress)
+            problems = run_local(out, spec, log=log, progress=progress, redo=redo)
     else:
+        problems = _check_cells(out, spec, lambda m: None, redo)
         cluster, params = submitit_params(executor, **slurm)
         run_submitit(out, spec, cluster, params, wait=wait, log=log)
-    return write_summary(out, spec)
+    path = write_summary(out, spec)
+    if problems:
+        raise rundir.RunDirError(
+            f"{len(problems)} of {len(spec.cells)} cells not counted in {path}: " + "; ".join(problems)
+        )
+    return path

@@ -21,8 +21,30 @@ def cell_dir(out: Path, cell: Cell) -> Path:
 
 
 def status(out: Path, cell: Cell) -> str:
-    """done, partial (a checkpoint to resume from) or pending."""
+    """done, partial (a checkpoint to resume from), pending, or foreign: the cell's folder holds something
+    else than this cell's run (a config of another cell, swapped or copied in, an unreadable config.json,
+    files of no run), which the sweep never counts, runs or overwrites (`foreign_reason` says what)."""
+    if foreign_reason(out, cell):
+        return "foreign"
     return rundir.cell_status(cell_dir(out, cell))
+
+
+def foreign_reason(out: Path, cell: Cell) -> str:
+    """Why cells/<name> is not this cell's run, "" when it is (or is not there yet): a sweep identifies
+    a cell by the config its folder records, never by the folder's name alone."""
+    d = cell_dir(out, cell)
+    try:
+        stored = rundir.stored_config(d)
+    except ConfigError as e:
+        return str(e).removeprefix(f"--out {d}: ")
+    if stored is None:
+        if d.is_dir() and any(p.name != rundir.LOCK for p in d.iterdir()):
+            return "holds files of no icl-race run"
+        return ""
+    if stored != cell.cfg:
+        fields = rundir.differing_fields(stored.to_dict(), cell.cfg.to_dict())
+        return f"holds the run of another config (differs in {', '.join(fields)}; its digest is {stored.digest()})"
+    return ""
 
 
 def checkpoint_step(out: Path, cell: Cell) -> int:
@@ -40,7 +62,7 @@ def check_sizes(out: Path, sweep: Sweep) -> None:
     from icl_race.run.runner import check_memory
 
     for cell in sweep.cells:
-        if status(out, cell) != "done":
+        if status(out, cell) in ("partial", "pending"):
             try:
                 check_memory(cell.cfg)
             except ConfigError as e:
@@ -64,12 +86,40 @@ def program(cfg: Config) -> tuple:
     return _shape(cfg), tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_size, tr.eval_batch, tr.eval_spacing
 
 
+def packs(out: Path, sweep: Sweep) -> list[tuple[Cell, ...]]:
+    """The cells left to train (not done, not foreign), grouped into packs: with sweep.pack, the cells
+    of one program (runner.pack_key: the same shapes and chunk plan, differing only in traced values
+    such as K, lr, decays, thresholds and seeds) train as the members of one ensemble; without, or for
+    a cell of a program of its own, a pack is one cell. In the order of their first cells."""
+    from icl_race.run.runner import RunPlan, pack_key
+
+    groups: dict[Any, list[Cell]] = {}
+    for i, cell in enumerate(sweep.cells):
+        if status(out, cell) in ("done", "foreign"):
+            continue
+        key = pack_key(RunPlan.of(cell.cfg)) if sweep.pack else i
+        groups.setdefault(key, []).append(cell)
+    return [tuple(g) for g in groups.values()]
+
+
 @dataclasses.dataclass(frozen=True)
 class CellPlan:
     name: str
-    status: str  # done, partial, pending
+    status: str  # done, partial, pending, foreign
     values: dict[str, Any]
-    seconds: float | None  # upper bound on the rest of its run; None: not measured (or nothing left)
+    seconds: float | None  # upper bound on the rest of its run (its pack's, packed); None: not measured
+    pack: int | None = None  # the index of its pack in DryRun.packs; None when it has nothing left to train
+
+
+@dataclasses.dataclass(frozen=True)
+class PackPlan:
+    """Cells trained as one ensemble: its members, seeds, and vmaps of `block` seeds (engine Layout)."""
+
+    cells: list[str]
+    seeds: int
+    block: int
+    vmaps: int  # blocks of the padded ensemble, per device
+    seconds: float | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,21 +129,34 @@ class DryRun:
     out: str
     executor: str
     cells: list[CellPlan]
-    seconds: float  # summed over the cells that were measured
+    seconds: float  # summed over the packs that were measured
     unmeasured: int  # cells left to run whose shape was not measured (--no-measure)
+    packs: list[PackPlan] = dataclasses.field(default_factory=list)
 
     def text(self) -> str:
         lines = [f"{len(self.cells)} cells in {self.out}"]
         for c in self.cells:
             eta = "" if c.status == "done" else ("  not measured" if c.seconds is None else f"  <= {hms(c.seconds)}")
+            if c.pack is not None and len(self.packs[c.pack].cells) > 1:
+                eta = f"  pack {c.pack + 1}"
             lines.append(f"  {c.name}  {c.status:8s} {', '.join(f'{k}={v}' for k, v in c.values.items())}{eta}")
+        for i, p in enumerate(self.packs):
+            if len(p.cells) > 1:
+                eta = "not measured" if p.seconds is None else f"<= {hms(p.seconds)}"
+                lines.append(
+                    f"pack {i + 1}: {len(p.cells)} cells of one program as one ensemble of {p.seeds} seeds, "
+                    f"{p.vmaps} vmaps of block {p.block}; {eta}"
+                )
         done = sum(c.status == "done" for c in self.cells)
-        if self.unmeasured == len(self.cells) - done:
+        foreign = sum(c.status == "foreign" for c in self.cells)
+        if foreign:
+            lines.append(f"{foreign} foreign cells (their folders hold other runs): never run nor counted")
+        if self.unmeasured == len(self.cells) - done - foreign:
             lines.append(f"{done}/{len(self.cells)} done; no projection (not measured)")
             return "\n".join(lines)
         note = f" (+{self.unmeasured} cells not measured)" if self.unmeasured else ""
         how = (
-            "cells one after another in one process, each program compiled once"
+            "packs one after another in one process, each program compiled once"
             if self.executor == "local"
             else "summed over the cells, each a process of its own that compiles its programs"
         )
@@ -106,32 +169,47 @@ class DryRun:
 
 
 def dry_run(out: Path, sweep: Sweep, measure: bool = True, executor: str = "local") -> DryRun:
-    """The cells with their state and an upper bound on the rest's wall time, writing nothing.
+    """The cells with their state, their packs (`packs`: the local executor's; another executor runs
+    each cell as a process of its own) and an upper bound on the rest's wall time, writing nothing.
 
     Each program's costs are measured once (`cost.measure`: one block through its own programs, on this
-    machine) and projected over each unfinished cell's plan from its checkpoint (`cost.project`). With
-    the local executor a cell of the program the previous cell ran pays no compilation (the sweep keeps
-    it; see execute.run_local); with the others every cell is a fresh process and pays it."""
+    machine) and projected over each pack's plan from its checkpoint (`cost.project`). With the local
+    executor a pack of the program the previous pack ran pays no compilation (the sweep keeps it; see
+    execute.run_local); with the others every cell is a fresh process and pays it."""
     from icl_race.run import cost
-    from icl_race.run.runner import RunPlan
+    from icl_race.run.runner import RunPlan, pack_plan
 
+    grouped = (
+        packs(out, sweep)
+        if executor == "local"
+        else [(c,) for c in sweep.cells if status(out, c) in ("partial", "pending")]
+    )
     costs: dict[tuple, cost.Cost] = {}
-    cells, total, unmeasured, last_program = [], 0.0, 0, None
-    for cell in sweep.cells:
-        st, key, seconds = status(out, cell), program(cell.cfg), None
-        if st != "done":
-            if key not in costs and measure:
-                costs[key] = cost.measure(cell.cfg)
-            if key in costs:
-                seconds = cost.project(
-                    RunPlan.of(cell.cfg),  # its layout (the run's device count) and chunk plan
-                    costs[key],
-                    checkpoint_step(out, cell),
-                    compiled=executor == "local" and key == last_program,
-                )
-                total += seconds
-            else:
-                unmeasured += 1
-            last_program = key
-        cells.append(CellPlan(cell.name, st, dict(cell.values), seconds))
-    return DryRun(str(out), executor, cells, total, unmeasured)
+    pack_of: dict[str, int] = {}
+    plans, total, unmeasured, last_program = [], 0.0, 0, None
+    for i, pack in enumerate(grouped):
+        key, run, seconds = program(pack[0].cfg), pack_plan([RunPlan.of(c.cfg) for c in pack]), None
+        if key not in costs and measure:
+            costs[key] = cost.measure(run)
+        if key in costs:
+            start = checkpoint_step(out, pack[0])
+            seconds = cost.project(run, costs[key], start, compiled=executor == "local" and key == last_program)
+            total += seconds
+        else:
+            unmeasured += len(pack)
+        last_program = key
+        e, unit = run.cfg.ensemble, run.layout.unit
+        vmaps = -(-e.seeds // unit) * unit // e.block // run.layout.shards
+        plans.append(PackPlan([c.name for c in pack], e.seeds, e.block, vmaps, seconds))
+        pack_of |= {c.name: i for c in pack}
+    cells = [
+        CellPlan(
+            c.name,
+            status(out, c),
+            dict(c.values),
+            plans[pack_of[c.name]].seconds if c.name in pack_of else None,
+            pack_of.get(c.name),
+        )
+        for c in sweep.cells
+    ]
+    return DryRun(str(out), executor, cells, total, unmeasured, plans)

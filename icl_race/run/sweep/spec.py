@@ -41,6 +41,12 @@ class Sweep:
     def fields(self) -> list[str]:
         return [*self.raw["grid"], *self.raw.get("zip", {})]
 
+    @property
+    def pack(self) -> bool:
+        """[sweep] pack (default true): cells of one program train as members of one ensemble
+        (plan.packs); false: one cell after another, each its own ensemble."""
+        return self.raw.get("sweep", {}).get("pack", True)
+
 
 def _merge(base: dict, top: dict, base_path: Path) -> dict:
     """`top`'s tables updated onto `base`'s, key by key; a section that is a table in one file and a
@@ -107,10 +113,24 @@ def _pool_K(raw: dict):
     return system.pool_K(raw.get("task") or {}) if system.pool_K else None
 
 
+def _check_options(options) -> None:
+    """The [sweep] table: how the sweep runs, not what a cell is (no cell's config holds it)."""
+    if not isinstance(options, dict):
+        raise ConfigError("[sweep]: expected a table (pack = true | false)")
+    for key, value in options.items():
+        if key != "pack":
+            raise ConfigError(f"sweep.{short(key)}: not a sweep option (the only one is pack = true | false)")
+        if not isinstance(value, bool):
+            raise ConfigError(f"sweep.pack = {short(value)}: must be true or false")
+
+
 def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
     """The cells of a sweep: every combination of the grid's values, crossed with the rows of the
-    zipped fields, on top of `raw`."""
+    zipped fields, on top of `raw` (whose [sweep] table, if any, is the sweep's options)."""
     zipped = zipped or {}
+    raw = dict(raw)
+    options = raw.pop("sweep", {})
+    _check_options(options)
     _check_fields(grid, "grid")
     _check_fields(zipped, "zip")
     if len({len(v) for v in zipped.values()}) > 1:
@@ -149,7 +169,10 @@ def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
         other = seen.setdefault(cell.name, cell)
         if other is not cell:
             raise ConfigError(f"cells {other.values} and {cell.values} are the same config (one run directory)")
-    return Sweep({**raw, "grid": grid, **({"zip": zipped} if zipped else {})}, tuple(cells))
+    return Sweep(
+        {**raw, **({"sweep": options} if options else {}), "grid": grid, **({"zip": zipped} if zipped else {})},
+        tuple(cells),
+    )
 
 
 def spec_toml(sweep: Sweep) -> str:
