@@ -341,7 +341,7 @@ def test_sweep_report_gives_each_cell_its_outcomes_fall_curve_and_trajectories(t
         and "| 4/12 = 33.3% [" in row8
         and "| 2/12 = 16.7% [" in row8
     )
-    assert "0.99 (0.99-0.99) / 0.20 (0.20-0.20) / 0.50 (0.50-0.50)" in row8
+    assert "0.99 (0.99-0.99) / - / - / 0.20 (0.20-0.20) / 0.50 (0.50-0.50)" in row8  # no recovered, falling
     assert "not reached (4 of 10 fell)" in row8
     row16 = next(line for line in table.splitlines() if line.startswith("| infinite K=inf N=16 |"))
     assert row16.endswith("| - |") and "figures/fall_by_cell.png" in md

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from icl_race import rundir
-from icl_race.analysis.outcome import Outcomes, classify
+from icl_race.analysis.outcome import CLASSES, Outcomes, classify
 from icl_race.analysis.regime import level_event, rise_fraction
 
 SCHEMA = "icl-race/run-summary/1"
@@ -32,7 +32,7 @@ class RunSummary:
     settled_median: float | None
     rise_level: str | None  # the rise's lowest level event (icl60), when the run records one
     rise_fraction: float | None  # median (t_icl - t_<rise_level>) / t_icl over the acquired seeds
-    outcomes: dict[str, int] | None  # persistent, transient, censored, diverged (ICL runs)
+    outcomes: dict[str, int] | None  # per class of analysis.outcome.CLASSES (ICL runs)
     outcome_sentence: str | None
     histogram: str
     schema: str = SCHEMA
@@ -85,7 +85,7 @@ def run_summary(run: rundir.Run | str | Path) -> RunSummary:
         else None,
         rise_level=start if rise is not None else None,
         rise_fraction=rise,
-        outcomes={c: o.count(c) for c in ("persistent", "transient", "censored", "diverged")} if o else None,
+        outcomes={c: o.count(c) for c in CLASSES} if o else None,
         outcome_sentence=o.sentence() if o else None,
         histogram=str(d / f"t_{stop}_hist.png"),
     )
