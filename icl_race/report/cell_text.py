@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from icl_race.analysis import bimodality as bm
 from icl_race.analysis.outcome import CLASSES, KEPT, SHOWN
+from icl_race.analysis.regime import RISE_BOUND
 from icl_race.report.cell import CellStats, Count, KaplanMeier, MedianCI, Modality, Spread
 from icl_race.report.format import ci_text, num, p_value, pct
 
@@ -225,8 +226,14 @@ def outcome_counts_text(c: CellStats) -> str:
 def summary_line(c: CellStats) -> str:
     if not c.ok:
         return f"{c.label}: {c.reason}"
+    rise = c.regime.rise_fraction.median if c.regime else None
+    outside = (
+        f"; outside the abrupt regime (median rise fraction {rise:.2f} > {RISE_BOUND:.2f})"
+        if rise is not None and rise > RISE_BOUND
+        else ""
+    )
     return (
         f"{c.label}: n={c.n_seeds} seeds ({c.n_diverged} diverged excluded), acquired "
         f"{c.acquired}, KM median t_ICL {median_text(c)} steps, never acquired {never_text(c)}; "
-        f"{outcome_counts_text(c)}"
+        f"{outcome_counts_text(c)}{outside}"
     )

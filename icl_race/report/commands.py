@@ -22,8 +22,11 @@ def out_dir(text: str) -> Path:
 
 def report(args: argparse.Namespace) -> int:
     from icl_race.report import write_report
+    from icl_race.report.summary import dir_warnings
 
     written = write_report(args.dir, n_boot=args.boot, seed=args.seed)
+    for w in dir_warnings(Path(args.dir)):
+        print(w, file=sys.stderr)
     if args.json:
         print((Path(args.dir) / "report.json").read_text(), end="")
         return 0
