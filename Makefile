@@ -13,8 +13,10 @@ $(BIN)/icl-race: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $@
 
+# Ends with the next command to type (README, *Next*).
 demo: $(BIN)/icl-race
 	$(BIN)/icl-race demo
+	@echo "next: $(BIN)/icl-race report runs/demo   # report.md with every table and figure; also hist runs/demo, export runs/demo --out tables/"
 
 # Two pytest worker processes (pytest-xdist), whole files to each: the tiny runs of the tests keep one core
 # busy at a time, so two workers use CI's two cores (that is why two remain). The one-process crash that

@@ -93,9 +93,9 @@ def test_bad_directories_exit_2_with_one_line(tmp_path, capsys):
 # ---- synthetic directories ----------------------------------------------------------------------
 
 
-def _write_cell(d, raw, t_icl, final_acc, diverged=None, fall=None):
+def _write_cell(d, raw, t_icl, final_acc, diverged=None, fall=None, extra=None):
     """A run directory with a real config.json and synthetic results.npz on the evaluation grid (ICL
-    accuracy 0.2 from step `fall[i]` of each seed with fall[i] >= 0)."""
+    accuracy 0.2 from step `fall[i]` of each seed with fall[i] >= 0; `extra`: more arrays)."""
     raw = {"train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200}, **raw}
     cfg = config.from_dict(raw)
     cell = d / "cells" / cfg.digest()
@@ -122,7 +122,7 @@ def _write_cell(d, raw, t_icl, final_acc, diverged=None, fall=None):
     }
     if diverged is not None:
         res["diverged"] = diverged
-    np.savez(cell / "results.npz", **res)
+    np.savez(cell / "results.npz", **res, **(extra or {}))
     return cell
 
 
@@ -341,7 +341,7 @@ def test_sweep_report_gives_each_cell_its_outcomes_fall_curve_and_trajectories(t
         and "| 4/12 = 33.3% [" in row8
         and "| 2/12 = 16.7% [" in row8
     )
-    assert "0.99 (0.99-0.99) / 0.20 (0.20-0.20) / 0.50 (0.50-0.50)" in row8
+    assert "0.99 (0.99-0.99) / - / - / 0.20 (0.20-0.20) / 0.50 (0.50-0.50)" in row8  # no recovered, falling
     assert "not reached (4 of 10 fell)" in row8
     row16 = next(line for line in table.splitlines() if line.startswith("| infinite K=inf N=16 |"))
     assert row16.endswith("| - |") and "figures/fall_by_cell.png" in md
@@ -357,3 +357,100 @@ def test_the_comparison_names_the_width_and_lr_its_verdicts_come_from():
     assert scale_text(configs) == "MLP width 64, 128, lr 0.1 (the paper: MLP width 512, lr 0.01)"
     assert scale_text([{}]) == "MLP width 512, lr 0.01 (the paper: MLP width 512, lr 0.01)"  # defaults = the paper's
     assert "Verdicts from runs at MLP width 64" in "\n".join(comparison_markdown([], scale_text(configs[:1])))
+
+
+# ---- warnings (report/warnings.py) ----------------------------------------------------------------------
+
+
+def test_expected_t_icl_is_the_scale_bridge_measurement_and_the_budget_warning_uses_it():
+    from icl_race.report import warnings as W
+
+    assert W.expected_t_icl(32, 64, 0.1) == pytest.approx(2480)  # measured KM medians, at their lr
+    assert W.expected_t_icl(128, 256, 0.1) == pytest.approx(11840)
+    assert W.expected_t_icl(32, 512, 0.01) == pytest.approx(4389 * 3)  # steps x lr is the clock
+    assert W.expected_t_icl(256, 512, 0.03) == pytest.approx(26999 * 2**1.33)  # the exponent beyond N = 128
+    assert 6320 > W.expected_t_icl(48, 64, 0.1) > 2480 and 2480 > W.expected_t_icl(32, 96, 0.1) > 1960
+    assert W.expected_t_icl(16, 64, 0.1) is None  # nothing measured below N = 32
+    demo = config.load("experiments/demo.toml")
+    assert W.budget(demo) is None  # 3,000 steps against ~2,480
+    short = W.budget(config.load("experiments/demo.toml", ["task.N=128"]))
+    assert short.startswith(
+        "warning: train.steps = 3,000 is shorter than the expected t_ICL at K = infinity, "
+        "~21,280 steps for N = 128, width 64, lr 0.1 (scale-bridge fits"
+    )
+    assert "\n" not in short
+    assert W.budget(config.load("experiments/demo.toml", ["task.N=128", "train.optimizer=adam"])) is None
+
+
+def test_run_and_report_warn_when_nothing_is_acquired_or_seeds_diverge(tmp_path, capsys):
+    from icl_race.report.summary import run_summary
+
+    train = {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200, "optimizer": "adam", "lr": 0.1}
+    none = _write_cell(tmp_path / "a", {"train": train}, np.full(4, -1), 0.5, np.array([0, 0, 0, 1], bool))
+    s = run_summary(none)
+    assert s.warnings == [
+        "warning: no seed acquired ICL within 4,000 steps (0 of 4; train.optimizer adam, train.lr 0.1): "
+        "Adam's calibrated lr is 0.001 (experiments/levers/adam.toml)",
+        "warning: 1 of 4 seeds diverged (a non-finite loss; train.optimizer adam, train.lr 0.1): lower train.lr "
+        "(Adam's calibrated lr is 0.001)",
+    ]
+    assert s.text().splitlines()[-3:-1] == s.warnings  # printed by run and demo before the histogram line
+    assert main(["report", str(none), "--boot", "20"]) == 0
+    assert capsys.readouterr().err.splitlines() == s.warnings
+    assert "- **Warning: no seed acquired ICL within 4,000 steps" in (none / "report.md").read_text()
+    ok = _write_cell(tmp_path / "b", {}, np.full(4, 500), 0.99)
+    assert run_summary(ok).warnings == []
+
+
+def test_the_summary_lines_name_a_run_outside_the_abrupt_regime(tmp_path):
+    from icl_race.report.summary import run_summary
+
+    t = np.full(6, 1000)
+    for name, t60, outside in (("jump", 950, False), ("climb", 500, True)):  # rise fraction 0.05 and 0.5
+        cell = _write_cell(tmp_path / name, {}, t, 0.99, extra={"t_icl60": np.full(6, t60)})
+        line = hist_text(cell).splitlines()[-1]
+        assert ("outside the abrupt regime (median rise fraction 0.50 > 0.10)" in line) == outside, line
+        regime = [w for w in run_summary(cell).warnings if "abrupt regime" in w]
+        assert regime == (
+            [
+                "warning: outside the abrupt regime: median rise fraction 0.50 > 0.10 (analysis/regime.py): ICL "
+                "climbs to the threshold rather than jumping, so t_ICL times a slow crossing (docs/regime.md)"
+            ]
+            if outside
+            else []
+        )
+
+
+def test_sweep_warnings_name_the_setting_that_acquired_nothing_or_the_whole_sweep(tmp_path):
+    from icl_race.report.summary import dir_warnings
+
+    train = {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200}
+    for lr, t in ((0.1, 500), (1.0, -1)):
+        _write_cell(tmp_path / "s", {"train": train | {"lr": lr}}, np.full(4, t), 0.99 if t > 0 else 0.5)
+    assert dir_warnings(tmp_path / "s") == [
+        "warning: 1 cell: no seed acquired ICL within 4,000 steps (0 of 4; train.optimizer sgd, train.lr 1): "
+        "raise train.steps, lower train.lr or raise task.K"
+    ]
+    for K in (500, 1000):
+        _write_cell(tmp_path / "z", {"task": {"K": K}, "train": train}, np.full(3, -1), 0.5)
+    assert dir_warnings(tmp_path / "z") == [
+        "warning: every cell: no seed acquired ICL within 4,000 steps (0 of 6; train.optimizer sgd, train.lr "
+        "0.01): the expected t_ICL at K = infinity is ~59,052 steps (scale-bridge fits, experiments/scale/README.md "
+        "item 2): raise train.steps"  # the defaults: N = 100, width 512, lr 0.01
+    ]
+
+
+def test_run_and_sweep_print_the_budget_warning_before_any_work(tmp_path, capsys):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(tiny.toml(tiny.raw(task={"N": 32})))
+    (tmp_path / "file").write_text("")
+    assert main(["run", str(cfg), "--out", str(tmp_path / "file")]) == 2  # refused after the warning
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("warning: train.steps = 800 is shorter than the expected t_ICL at K = infinity, ~2,")
+    spec = tmp_path / "s.toml"
+    spec.write_text(tiny.toml(tiny.raw(task={"N": 32})) + '[grid]\n"train.steps" = [800, 5000]\n')
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "sw"), "--dry-run", "--no-measure"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [w[:60] for w in err if w.startswith("warning:")] == [
+        "warning: cell {'train.steps': 800}: train.steps = 800 is sho"
+    ]

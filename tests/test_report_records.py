@@ -116,6 +116,8 @@ def test_every_seeds_outcome_with_its_wilson_interval_and_fall_time(tmp_path, ca
     o = rep["cell"]["outcomes"]
     assert {k: v["k"] for k, v in o["counts"].items()} == {
         "persistent": 3,
+        "recovered": 0,
+        "falling": 0,
         "transient": 1,
         "censored": 1,
         "diverged": 0,

@@ -73,7 +73,14 @@ def test_a_run_reports_cell_is_its_records_in_the_field_order(tmp_path):
         "seeds",
     ]
     assert "not_measured" not in cell["bimodality"]["final_icl_acc"]  # optional: absent while None
-    assert list(cell["outcomes"]["counts"]) == ["persistent", "transient", "censored", "diverged"]
+    assert list(cell["outcomes"]["counts"]) == [
+        "persistent",
+        "recovered",
+        "falling",
+        "transient",
+        "censored",
+        "diverged",
+    ]
     c = rep.cell
     assert c.final_icl_acc.above == cell["final_icl_acc"]["above_0.75"] and c.never_acquired.k == 5
     assert json.loads(json.dumps(jsonable(rep.to_json()), allow_nan=False))["cell"]["label"] == c.label

@@ -7,7 +7,7 @@ regression    linear-attention transition times, dwells, the escaping heads agai
 memorization  the MLP-only memorization kinetics (c1 tail, I_K(T), nu) and the minimal model's t_ICL
 race          the transformer-side claims: loss relation, transience under L2, independence of the sub-circuits
 regime        is ICL acquired abruptly: rise fraction, plateau, first passages over the ICL levels
-outcome       each seed's class: persistent, transient, censored, diverged
+outcome       each seed's class: persistent, recovered, falling, transient, censored, diverged
 compare       runs against a reference: KM median ratio with a seed-bootstrap CI, log-rank; the package's
               one median ratio (`median_ratio`, `ratio_of_boots`), which race's paired ratios use too
 draws         the one convention for random draws: `generator(root, *names)` (bootstraps, jitter)

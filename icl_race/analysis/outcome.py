@@ -1,16 +1,26 @@
-"""What each seed of a classification run did: persistent, transient, censored or diverged.
+"""What each seed of a classification run did: six classes, each what its name says.
 
-    persistent  acquired ICL (t_ICL >= 0) and never lost it for good within what was evaluated
-    transient   acquired, then a lasting fall: `lasting` consecutive evaluations after t_ICL with ICL
-                accuracy below `level` (the rule of `icl-race analyze levers transience`: level 0.9,
-                10 evaluations); the fall time is the first evaluation of the first such stretch
+An acquired seed (t_ICL >= 0) is placed by two facts about its ICL accuracy after t_ICL: did it have a
+*lasting fall* (`lasting` consecutive evaluations below `level`: the rule of `icl-race analyze levers
+transience`, level 0.9, 10 evaluations), and does it *end* below `level` (its last finite evaluation)?
+
+                        ends >= level    ends < level
+    no lasting fall     persistent       falling
+    a lasting fall      recovered        transient
+
+    persistent  acquired ICL and held it: no lasting fall, and at or above `level` at the end
+    falling     acquired, then below `level` at the end, for fewer than `lasting` evaluations: a fall
+                too recent to call lasting (the budget ended during it)
+    transient   acquired, then a lasting fall, and still below `level` at the end: ICL lost
+    recovered   acquired, a lasting fall, then back at or above `level` at the end
     censored    never acquired within what the run observed
     diverged    a non-finite loss; excluded from every other statistic, counted here
 
-A seed's curve may end in NaN (a seed retired before the run's end holds NaN after its retirement): its
-final accuracy is its last finite evaluation, and a stretch below `level` that runs into the NaN tail
-counts with the evaluations it has. A fall shorter than `lasting` at the end of the curve is not (yet)
-lasting: such a seed stays persistent, and `ended_below` counts it. Pure numpy; no jax.
+So no seed that ends with ICL accuracy below `level` (e.g. at chance) is persistent. The fall time is the
+first evaluation of the first lasting stretch (transient and recovered seeds; -1 otherwise). A seed's
+curve may end in NaN (a seed retired before the run's end holds NaN after its retirement): its final
+accuracy is its last finite evaluation, and a stretch below `level` that runs into the NaN tail counts
+with the evaluations it has. Pure numpy; no jax. docs/outcomes.md states the rules for readers.
 """
 
 from __future__ import annotations
@@ -21,9 +31,12 @@ import numpy as np
 
 from icl_race.analysis import survival as sv
 
-CLASSES = ("persistent", "transient", "censored", "diverged")
+CLASSES = ("persistent", "recovered", "falling", "transient", "censored", "diverged")
+KEPT = CLASSES[:-1]  # the classes of the seeds every statistic keeps (all but diverged)
+ACQUIRED = CLASSES[:4]  # the classes of the seeds that acquired ICL
 LEVEL = 0.9
 LASTING = 10
+SHOWN = ("persistent", "transient", "censored")  # named in a count line even when empty
 
 
 def last_finite(values_SxT: np.ndarray) -> np.ndarray:
@@ -69,7 +82,6 @@ class Outcomes:
     fall_S: np.ndarray  # [S] step of the lasting fall, -1 = none
     final_icl_S: np.ndarray  # [S] last finite ICL accuracy
     final_iwl_S: np.ndarray  # [S] last finite IWL accuracy
-    ended_below: int  # persistent seeds whose last evaluation is below `level` (a fall shorter than `lasting`)
 
     def count(self, name: str) -> int:
         return int(np.sum(self.classes_S == name))
@@ -88,12 +100,17 @@ class Outcomes:
             for c in CLASSES
         }
 
+    def counts_text(self) -> str:
+        """'27 persistent, 2 falling, 2 transient, 1 censored': persistent, transient and censored always,
+        the other classes when they have seeds."""
+        return ", ".join(f"{self.count(c)} {c}" for c in CLASSES if self.count(c) or c in SHOWN)
+
     def sentence(self) -> str:
-        """One line: what the seeds did."""
-        parts = [f"{self.count(c)} {c}" for c in CLASSES if self.count(c) or c != "diverged"]
+        """One line: what the seeds did, and the rule's parameters."""
         return (
-            f"{', '.join(parts)} of {self.classes_S.size} seeds (transient: ICL below {self.level:g} for "
-            f">= {self.lasting} evaluations after t_ICL)"
+            f"{self.counts_text()} of {self.classes_S.size} seeds (ICL accuracy at the end >= {self.level:g}: "
+            f"persistent, or recovered after a fall of >= {self.lasting} evaluations; below: falling for < "
+            f"{self.lasting}, transient for >= {self.lasting}; docs/outcomes.md)"
         )
 
 
@@ -110,10 +127,11 @@ def classify(
     t = np.asarray(t_icl_S, np.int64)
     div = np.asarray(diverged_S, bool)
     fall = np.where(div, -1, lasting_fall(icl_acc_SxT, steps_T, t, level, lasting))
-    classes = np.where(div, "diverged", np.where(t < 0, "censored", np.where(fall >= 0, "transient", "persistent")))
     final_icl, final_iwl = last_finite(icl_acc_SxT), last_finite(iwl_acc_SxT)
-    ended_below = int(np.sum((classes == "persistent") & (final_icl < level)))
-    return Outcomes(level, lasting, classes.astype(str), fall, final_icl, final_iwl, ended_below)
+    below = final_icl < level  # NaN (no finite evaluation) is not below
+    acquired = np.where(fall >= 0, np.where(below, "transient", "recovered"), np.where(below, "falling", "persistent"))
+    classes = np.where(div, "diverged", np.where(t < 0, "censored", acquired))
+    return Outcomes(level, lasting, classes.astype(str), fall, final_icl, final_iwl)
 
 
 def of_results(
@@ -127,21 +145,21 @@ def of_results(
 
 
 def fall_survival(o: Outcomes, t_icl_S: np.ndarray, censor_at: float) -> dict | None:
-    """Kaplan-Meier of the time from t_ICL to the lasting fall over the acquired seeds (persistent ones
-    censored at `censor_at` - t_ICL); None without an acquired seed."""
-    acq = np.isin(o.classes_S, ("persistent", "transient"))
+    """Kaplan-Meier of the time from t_ICL to the lasting fall over the acquired seeds (those without one,
+    persistent and falling, censored at `censor_at` - t_ICL); None without an acquired seed."""
+    acq = np.isin(o.classes_S, ACQUIRED)
     if not acq.any():
         return None
     t = np.asarray(t_icl_S, float)[acq]
-    fell = o.classes_S[acq] == "transient"
+    fell = o.fall_S[acq] >= 0
     times = np.where(fell, o.fall_S[acq] - t, float(censor_at) - t)
     return sv.kaplan_meier(np.maximum(times, 1.0), fell)
 
 
 def class_summary(o: Outcomes) -> dict:
-    """Per class: n, median and range of the final ICL and IWL accuracies."""
+    """Per class but diverged: n, median and range of the final ICL and IWL accuracies."""
     out = {}
-    for c in CLASSES[:3]:
+    for c in KEPT:
         m = o.classes_S == c
         row = {"n": int(m.sum())}
         for name, v in (("final_icl_acc", o.final_icl_S[m]), ("final_iwl_acc", o.final_iwl_S[m])):

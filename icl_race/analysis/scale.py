@@ -3,7 +3,7 @@
 In gradient-flow time the clock of training is steps x lr, so t_ICL x lr is the same at every lr that is
 small enough for SGD to follow the flow. The *bridge lr* of a width is the largest lr whose t_ICL x lr
 agrees with the smallest lr's (the paper's 0.01), and that trains stably: no diverged seed and no seed
-that acquires ICL at K = infinity and then falls for good (a collapse; `outcome.classify`'s transient).
+that acquires ICL at K = infinity and then falls for good (a collapse: `outcome.classify`'s lasting fall, transient or recovered).
 Agreement: the bootstrap CI of the ratio of the two Kaplan-Meier medians of t_ICL x lr contains 1.
 
 Numbers per lr rest on the seeds of the cells at that lr (diverged ones excluded, censored ones kept):

@@ -102,14 +102,21 @@ def survival_curve(
     return fig
 
 
-OUTCOME_COLORS = {"persistent": "tab:blue", "transient": "tab:red", "censored": "tab:gray"}
+# every class a kept seed can have (analysis.outcome.KEPT), in its order: a class missing here is not drawn
+OUTCOME_COLORS = {
+    "persistent": "tab:blue",
+    "recovered": "tab:green",
+    "falling": "tab:orange",
+    "transient": "tab:red",
+    "censored": "tab:gray",
+}
 
 
 def accuracy_panel(
     ax, steps: np.ndarray, acc: np.ndarray, classes: np.ndarray | None, max_lines: int = 200, lw: float = 2
 ) -> None:
     """A thin line per seed (at most max_lines per outcome), coloured by the seed's outcome when `classes` is
-    given (analysis.outcome: persistent, transient, censored), and the median of each outcome."""
+    given (analysis.outcome.KEPT; colours: OUTCOME_COLORS), and the median of each outcome."""
     acc = np.asarray(acc, float)
     classes = np.full(len(acc), "all seeds") if classes is None else np.asarray(classes)
     alpha = max(0.08, min(0.5, 8 / max(len(acc), 1)))
@@ -135,7 +142,7 @@ def trajectories(
     classes: np.ndarray | None = None,
 ) -> plt.Figure:
     """ICL and IWL test accuracy against steps: a thin line per seed (at most max_lines), coloured by the
-    seed's outcome when `classes` is given (analysis.outcome: persistent, transient, censored), and the
+    seed's outcome when `classes` is given (analysis.outcome.KEPT; colours: OUTCOME_COLORS), and the
     median of each outcome."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained", sharey=True)
     steps = np.asarray(eval_steps)

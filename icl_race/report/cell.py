@@ -1,7 +1,7 @@
 """Every statistic of one classification sample (a run, or a sweep's pooled cell) as one typed record.
 
     analyze(sample)  ->  CellStats: survival and never-acquired fraction, tail fits, bimodality, the regime,
-                         final accuracies and every seed's outcome (persistent / transient / censored /
+                         final accuracies and every seed's outcome (analysis.outcome.CLASSES:
                          diverged, `analysis.outcome`)
 
 Pure computing: no text, no figures. Seeds with t_icl < 0 are right-censored at `sample.censor_at`;
@@ -138,7 +138,7 @@ class OutcomeStats(Record):
     lasting: int
     counts: dict[str, Count]  # per outcome class (analysis.outcome.CLASSES)
     by_class: dict[str, ClassSummary]  # per class but diverged
-    ended_below: int
+    ended_below: int  # the falling class's count (report.json schema 1 keeps the key)
     fall_after_t_icl: KaplanMeier | None  # None without an acquired seed
 
 
@@ -332,7 +332,7 @@ def outcome_stats(s: Sample) -> OutcomeStats:
         o.lasting,
         {c: Count.of(d) for c, d in o.counts().items()},
         {c: ClassSummary.of(d) for c, d in oc.class_summary(o).items()},
-        o.ended_below,
+        o.count("falling"),
         None if fall is None else KaplanMeier.of(fall),
     )
 

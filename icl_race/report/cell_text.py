@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from icl_race.analysis import bimodality as bm
-from icl_race.analysis.outcome import CLASSES
+from icl_race.analysis.outcome import CLASSES, KEPT, SHOWN
+from icl_race.analysis.regime import RISE_BOUND
 from icl_race.report.cell import CellStats, Count, KaplanMeier, MedianCI, Modality, Spread
 from icl_race.report.format import ci_text, num, p_value, pct
 
@@ -132,13 +133,24 @@ def regime_table(c: CellStats) -> list[str]:
     ]
 
 
+def outcome_rule(level: float, lasting: int, budget: str = "the budget") -> str:
+    """The classes' rules in one sentence (analysis/outcome.py; docs/outcomes.md)."""
+    return (
+        f"persistent = acquired ICL and held it (no lasting fall, ICL accuracy >= {level:g} at the end); "
+        f"falling = acquired, then below {level:g} at the end for fewer than {lasting} evaluations (a fall too "
+        f"recent to call lasting); transient = acquired, then a lasting fall (>= {lasting} consecutive evaluations "
+        f"below {level:g}) and still below at the end; recovered = a lasting fall, then back at or above "
+        f"{level:g} at the end; censored = never acquired within {budget}; diverged = a non-finite loss."
+    )
+
+
 def outcomes_by_cell(cells: list[CellStats]) -> list[str]:
     """The outcome table of every cell in one: counts with Wilson CIs, each class's final ICL accuracy and
     the median time from t_ICL to a lasting fall."""
     lines = [
-        "| cell | " + " | ".join(f"{n} (95% CI, Wilson)" for n in CLASSES[:3]) + " | final ICL accuracy, median "
-        "(range): " + " / ".join(CLASSES[:3]) + " | t_ICL to a lasting fall: KM median (95% CI) |",
-        "|---|---|---|---|---|---|",
+        "| cell | " + " | ".join(f"{n} (95% CI, Wilson)" for n in KEPT) + " | final ICL accuracy, median "
+        "(range): " + " / ".join(KEPT) + " | t_ICL to a lasting fall: KM median (95% CI) |",
+        "|---|" + "---|" * len(KEPT) + "---|---|",
     ]
     for c in cells:
         o = c.outcomes
@@ -152,9 +164,9 @@ def outcomes_by_cell(cells: list[CellStats]) -> list[str]:
         )
         lines.append(
             f"| {c.label} | "
-            + " | ".join(_count(o.counts[n]) for n in CLASSES[:3])
+            + " | ".join(_count(o.counts[n]) for n in KEPT)
             + " | "
-            + " / ".join(_range(o.by_class[n].final_icl_acc) for n in CLASSES[:3])
+            + " / ".join(_range(o.by_class[n].final_icl_acc) for n in KEPT)
             + f" | {fell} |"
         )
     return lines + [""]
@@ -176,9 +188,7 @@ def outcome_table(c: CellStats) -> list[str]:
     o = c.outcomes
     counts, by = o.counts, o.by_class
     lines = [
-        f"What each seed did: persistent = acquired ICL and held it; transient = acquired, then ICL accuracy "
-        f"below {o.level:g} for >= {o.lasting} consecutive evaluations (a lasting fall); censored = never "
-        f"acquired within {c.censor_at:,} steps; diverged = a non-finite loss.",
+        f"What each seed did: {outcome_rule(o.level, o.lasting, f'{c.censor_at:,} steps')}",
         "",
         "| outcome | seeds (95% CI, Wilson score) | final ICL accuracy, median (range) | final IWL accuracy, median (range) |",
         "|---|---|---|---|",
@@ -202,28 +212,28 @@ def outcome_table(c: CellStats) -> list[str]:
         lines += [
             "",
             f"Time from t_ICL to the lasting fall (Kaplan-Meier over the {fall.n} acquired seeds, persistent "
-            f"ones censored at the end of the run): {fall.acquired} fell; {median}.",
-        ]
-    if o.ended_below:
-        lines += [
-            "",
-            f"{o.ended_below} persistent seed(s) end below {o.level:g} after a fall shorter than "
-            f"{o.lasting} evaluations (not yet lasting).",
+            f"and falling ones censored at the end of the run): {fall.acquired} fell; {median}.",
         ]
     return lines + [""]
 
 
 def outcome_counts_text(c: CellStats) -> str:
-    """'24 persistent, 7 transient, 1 censored' (diverged only when there are some)."""
+    """'27 persistent, 2 falling, 2 transient, 1 censored' (as `analysis.outcome.Outcomes.counts_text`)."""
     counts = c.outcomes.counts
-    return ", ".join(f"{counts[n].k} {n}" for n in CLASSES if counts[n].k or n != "diverged")
+    return ", ".join(f"{counts[n].k} {n}" for n in CLASSES if counts[n].k or n in SHOWN)
 
 
 def summary_line(c: CellStats) -> str:
     if not c.ok:
         return f"{c.label}: {c.reason}"
+    rise = c.regime.rise_fraction.median if c.regime else None
+    outside = (
+        f"; outside the abrupt regime (median rise fraction {rise:.2f} > {RISE_BOUND:.2f})"
+        if rise is not None and rise > RISE_BOUND
+        else ""
+    )
     return (
         f"{c.label}: n={c.n_seeds} seeds ({c.n_diverged} diverged excluded), acquired "
         f"{c.acquired}, KM median t_ICL {median_text(c)} steps, never acquired {never_text(c)}; "
-        f"{outcome_counts_text(c)}"
+        f"{outcome_counts_text(c)}{outside}"
     )

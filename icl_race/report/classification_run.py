@@ -22,6 +22,7 @@ from icl_race.report.claims import Comparison, comparison_markdown, run_comparis
 from icl_race.report.draws import Draws
 from icl_race.report.paper import methods_markdown, paper_differences, scale_text
 from icl_race.report.sample import Sample
+from icl_race.report.warnings import of_run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +32,7 @@ class RunReport:
     cell: CellStats
     paper_comparisons: list[Comparison]
     differences_from_paper_settings: list[str]
+    warnings: list[str]  # one line each (report/warnings.py)
 
     @property
     def paper_scale(self) -> str:
@@ -45,6 +47,7 @@ class RunReport:
             "paper_comparisons": [c.to_json() for c in self.paper_comparisons],
             "paper_scale": self.paper_scale,
             "differences_from_paper_settings": self.differences_from_paper_settings,
+            "warnings": self.warnings,
         }
 
 
@@ -53,7 +56,8 @@ def compute(run: rundir.Run, draws: Draws) -> RunReport:
     bootstrap has its own fixed generator per cell)."""
     s = Sample.of(run)
     cell = analyze(s)
-    return RunReport(run.dir, s, cell, run_comparisons(cell), paper_differences(s.config))
+    rise = cell.regime.rise_fraction.median if cell.regime else None
+    return RunReport(run.dir, s, cell, run_comparisons(cell), paper_differences(s.config), of_run(run, rise))
 
 
 # ---- markdown, one section a function ----------------------------------------------------------------
@@ -70,6 +74,8 @@ def _header(rep: RunReport) -> list[str]:
     ]
     if c.ok:
         md += [f"Outcome: {T.outcome_counts_text(c)} of {s.seed_ids.size} seeds (table *Outcomes*).", ""]
+    if rep.warnings:
+        md += [f"- **{w.replace('warning: ', 'Warning: ', 1)}**" for w in rep.warnings] + [""]
     if rep.differences_from_paper_settings:
         md += [
             "Differs from the paper's settings in: " + ", ".join(rep.differences_from_paper_settings) + ". Absolute "

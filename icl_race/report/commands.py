@@ -27,8 +27,11 @@ def plural(n: int, word: str) -> str:
 
 def report(args: argparse.Namespace) -> int:
     from icl_race.report import write_report
+    from icl_race.report.summary import dir_warnings
 
     written = write_report(args.dir, n_boot=args.boot, seed=args.seed, force=args.force)
+    for w in dir_warnings(Path(args.dir)):
+        print(w, file=sys.stderr)
     if args.json:
         print((Path(args.dir) / "report.json").read_text(), end="")
         return 0

@@ -77,10 +77,12 @@ def methods_markdown() -> list[str]:
         "bimodality coefficient, 1- vs 2-Gaussian mixture BIC (sds floored at 10% of the sample's). A verdict "
         "is given where the three agree; where they do not, the report says which points where. Fewer than "
         f"{MIN_N} values are underpowered for the dip test.",
-        "- Outcomes (`analysis/outcome.py`): persistent, transient (ICL below 0.9 for >= 10 consecutive "
-        "evaluations after t_ICL), censored, diverged; counts with Wilson intervals; the time from t_ICL to the "
-        "fall by Kaplan-Meier, persistent seeds censored at the end. Final accuracy = a seed's last finite "
-        "evaluation.",
+        "- Outcomes (`analysis/outcome.py`, docs/outcomes.md): an acquired seed is persistent (no lasting fall, ICL "
+        "accuracy >= 0.9 at the end), falling (below 0.9 at the end, for fewer than 10 evaluations), transient (a "
+        "lasting fall: >= 10 consecutive evaluations below 0.9 after t_ICL, and below at the end) or recovered (a "
+        "lasting fall, then >= 0.9 at the end); then censored, diverged; counts with Wilson intervals; the time "
+        "from t_ICL to the lasting fall by Kaplan-Meier, seeds without one censored at the end. Final accuracy = "
+        "a seed's last finite evaluation.",
         "- Sweeps: logistic fit of the acquired fraction vs log10 K (K* = midpoint), the paper's 4-parameter "
         "sigmoid on final ICL accuracy (only with >= 5 values of K spanning the transition), bootstrap "
         "percentile CIs resampling seeds within cells; cells that differ only in their budget, evaluation "

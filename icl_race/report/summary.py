@@ -1,6 +1,7 @@
 """The summary a finished run prints (`icl-race run`, `demo`): what every seed did, as a typed record
-with its text and its JSON (`run --json`, docs/report-json.md). Made from a `rundir.Run`: the one the
-runner has just committed (`runner.execute_run`, nothing read back) or one loaded from a directory."""
+with its text and its JSON (`run --json`, docs/report-json.md), and its warnings (report/warnings.py).
+Made from a `rundir.Run`: the one the runner has just committed (`runner.execute_run`, nothing read back)
+or one loaded from a directory. `dir_warnings` gives a run or sweep directory's warnings."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from icl_race import rundir
-from icl_race.analysis.outcome import Outcomes, classify
+from icl_race.analysis.outcome import CLASSES, Outcomes, classify
 from icl_race.analysis.regime import level_event, rise_fraction
+from icl_race.report import warnings
 
 SCHEMA = "icl-race/run-summary/1"
 
@@ -32,9 +34,10 @@ class RunSummary:
     settled_median: float | None
     rise_level: str | None  # the rise's lowest level event (icl60), when the run records one
     rise_fraction: float | None  # median (t_icl - t_<rise_level>) / t_icl over the acquired seeds
-    outcomes: dict[str, int] | None  # persistent, transient, censored, diverged (ICL runs)
+    outcomes: dict[str, int] | None  # per class of analysis.outcome.CLASSES (ICL runs)
     outcome_sentence: str | None
     histogram: str
+    warnings: list[str]  # one line each (report/warnings.py): nothing acquired, diverged, outside the regime
     schema: str = SCHEMA
 
     def text(self) -> str:
@@ -51,7 +54,7 @@ class RunSummary:
             line += f"; rise fraction (t_icl - t_{self.rise_level}) / t_icl median {self.rise_fraction:.2f}"
         if self.outcome_sentence:
             line += "\n" + self.outcome_sentence
-        return line + f"\nhistogram: {self.histogram}"
+        return "\n".join([line, *self.warnings, f"histogram: {self.histogram}"])
 
 
 def run_summary(run: rundir.Run | str | Path) -> RunSummary:
@@ -85,7 +88,13 @@ def run_summary(run: rundir.Run | str | Path) -> RunSummary:
         else None,
         rise_level=start if rise is not None else None,
         rise_fraction=rise,
-        outcomes={c: o.count(c) for c in ("persistent", "transient", "censored", "diverged")} if o else None,
+        outcomes={c: o.count(c) for c in CLASSES} if o else None,
         outcome_sentence=o.sentence() if o else None,
         histogram=str(d / f"t_{stop}_hist.png"),
+        warnings=warnings.of_run(run, rise),
     )
+
+
+def dir_warnings(d: Path) -> list[str]:
+    """The warnings of a run directory (its summary's) or of a sweep directory's finished cells."""
+    return warnings.of_sweep(rundir.load_sweep(d)) if rundir.is_sweep(d) else run_summary(d).warnings

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import KeysView
 
 from icl_race.analysis import regime as rg
-from icl_race.analysis.outcome import CLASSES
+from icl_race.analysis.outcome import KEPT
 from icl_race.analysis.survival import proportion_ci
 from icl_race.plots import cells as P
 from icl_race.plots import classification as F
@@ -159,12 +159,12 @@ def _cells(rep: SweepReport) -> list[str]:
         "## Cells",
         "",
         "| cell | seeds | diverged | acquired | never acquired (95% CI, Wilson) | KM median t_ICL (95% CI) | "
-        + " | ".join(CLASSES[:3])
+        + " | ".join(KEPT)
         + " | dip p, final acc | dip p, log t_ICL | rise fraction r | plateau |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|" + "---|" * len(KEPT) + "---|---|---|---|",
     ]
     for c in sorted(rep.cells, key=lambda c: (c.variant, c.N or 0, c.K or 0)):
-        counts = " | ".join(str(c.outcomes.counts[k].k) for k in CLASSES[:3])
+        counts = " | ".join(str(c.outcomes.counts[k].k) for k in KEPT)
         if not c.ok:
             md.append(f"| {c.label} | {c.n_seeds} | {c.n_diverged} | - | - | - | {counts} | - | - | - | - |")
             continue
@@ -198,10 +198,9 @@ def _per_cell(rep: SweepReport, figures: KeysView[str]) -> list[str]:
     md = [
         "## Outcomes per cell",
         "",
-        f"persistent = acquired ICL and held it; transient = acquired, then ICL accuracy below {c0.level:g} for "
-        f">= {c0.lasting} consecutive evaluations (a lasting fall); censored = never acquired within the cell's "
-        "budget. The fall time's median: Kaplan-Meier over the acquired seeds, persistent ones censored at the end "
-        "of the run (Greenwood, log-log band inverted).",
+        T.outcome_rule(c0.level, c0.lasting, "the cell's budget") + " The fall time's median: Kaplan-Meier over "
+        "the acquired seeds, those without a lasting fall censored at the end of the run (Greenwood, log-log band "
+        "inverted).",
         "",
     ] + T.outcomes_by_cell([rep.cells[i] for i in order])
     if "fall_by_cell" in figures:
@@ -321,7 +320,9 @@ def _cell_figures(rep: SweepReport) -> dict:
             for i in order
         ]
         figs[f"trajectories_by_cell__{name}"] = P.accuracies(
-            items, ylabel, f"{ylabel} per cell, coloured by outcome (blue persistent, red transient, grey censored)"
+            items,
+            ylabel,
+            f"{ylabel} per cell, coloured by outcome (blue persistent, green recovered, orange falling, red transient, grey censored)",
         )
     recorded = dict.fromkeys(k for i in order for k in samples[i].curves)
     for k in recorded:

@@ -23,11 +23,14 @@ def _log(message: str) -> None:
 def _run(cfg_path, out: str, seeds, overrides, quiet: bool, redo: bool = False, as_json: bool = False) -> int:
     """One run: the config parsed once (with --seeds and --set), trained into `out`, its summary printed."""
     from icl_race.report.summary import run_summary
+    from icl_race.report.warnings import budget
     from icl_race.run.runner import execute_run
 
     if seeds is not None:
         overrides = [*overrides, f"ensemble.seeds={seeds}"]
     cfg = config.load(cfg_path, overrides)
+    if short := budget(cfg):
+        _log(short)
     run = execute_run(cfg, out_dir(out), progress=not quiet, log=_log, redo=redo)
     summary = run_summary(run)  # the committed run in memory: nothing read back
     print(json.dumps(dataclasses.asdict(summary), indent=1) if as_json else summary.text())
@@ -44,12 +47,18 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def sweep(args: argparse.Namespace) -> int:
-    """The sweep file expanded (spec), then either its plan printed (--dry-run) or its cells run (execute)."""
+    """The sweep file expanded (spec), then either its plan printed (--dry-run) or its cells run (execute);
+    the warnings (report/warnings.py) of its budgets before, of its finished cells after."""
+    from icl_race.report.summary import dir_warnings
+    from icl_race.report.warnings import budget
     from icl_race.run import sweep
 
     spec = sweep.load(args.sweep, args.overrides)
     out = out_dir(args.out)
     sweep.refuse_links(out, spec)
+    for short in dict.fromkeys(budget(c.cfg, f"cell {c.values}: ") for c in spec.cells):
+        if short:
+            _log(short)
     if args.dry_run:
         plan = sweep.dry_run(out, spec, measure=not args.no_measure, executor=args.executor)
         print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else plan.text())
@@ -65,6 +74,8 @@ def sweep(args: argparse.Namespace) -> int:
             out, spec, args.executor, _log, not args.quiet, slurm, wait=not args.no_wait, force=args.force, redo=args.redo
         )
     )
+    for w in dir_warnings(out):
+        _log(w)
     return 0
 
 

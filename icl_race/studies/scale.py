@@ -35,10 +35,8 @@ def lr(dirs, n_boot: int = 2000, seed: int = 0) -> LrBridge:
         cols["collapsed"].append(
             np.concatenate(
                 [
-                    classify(
-                        r.times["icl"], r.diverged, r.curves["icl_acc"], r.curves["iwl_acc"], r.eval_steps
-                    ).classes_S
-                    == "transient"
+                    classify(r.times["icl"], r.diverged, r.curves["icl_acc"], r.curves["iwl_acc"], r.eval_steps).fall_S
+                    >= 0
                     for r in group
                 ]
             )

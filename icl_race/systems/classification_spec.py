@@ -25,11 +25,11 @@ class TaskConfig(ItemPool):
     # bank of P such items (pool_seed) with labels still fresh per sequence, so nothing can be
     # memorized either way and sampling costs B N ids instead of B N D Gaussians (experiments/README.md).
     infinite_bank: int = 0
-    # Data-distribution levers (README, *Config*; Reddy 2023's bursty generator), in the N&R token format:
+    # Data-distribution levers (docs/config.md; Reddy 2023's bursty generator), in the N&R token format:
     zipf_alpha: float = 0.0  # item k drawn with P(k) ~ (k + 1)^-alpha wherever items are drawn i.i.d.; 0 = uniform
     epsilon: float = 0.0  # every occurrence of an item is (mu_k + epsilon * eta) / sqrt(1 + epsilon^2), fresh eta
     # With epsilon > 0: P > 0 draws each occurrence's eta as a uniform row of a fixed bank of P N(0, I/D)
-    # vectors (noise_seed) instead of fresh: B N ids instead of B N D Gaussians (README, *Config*).
+    # vectors (noise_seed) instead of fresh: B N ids instead of B N D Gaussians (docs/config.md).
     noise_bank: int = 0
     noise_seed: int = 1000  # fixed key of the noise bank, shared by every seed (as the item pools)
     burstiness: int = 0  # B > 0: training contexts of (N - 1) / B items each repeated B times; 0 = the standard sampler

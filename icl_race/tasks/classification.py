@@ -5,7 +5,7 @@ zero, and its target is y = 2 * label - 1. K (the number of training items) is a
 item pool has a static size K_max and ids are drawn below K, so one compilation serves every K <= K_max.
 Item k of a pool is drawn from fold_in(pool_key, k), so it is the same whatever K_max is.
 
-The data-distribution levers (README, *Config*: Zipf frequencies, bursty contexts, item
+The data-distribution levers (docs/config.md: Zipf frequencies, bursty contexts, item
 noise) keep the token format; with their defaults every sampler draws exactly what it drew without them.
 
 Shape suffixes: B sequences, N tokens, D item dims, E = D + 2 token dims, P pool size, C classes per
@@ -87,7 +87,7 @@ def target_present_ids(key: jax.Array, K: jax.Array, B: int, N: int, cdf_P: jax.
 def bursty_ids(
     key: jax.Array, K: jax.Array, B: int, N: int, burst: int, p_bursty: jax.Array, cdf_P: jax.Array | None = None
 ) -> jax.Array:
-    """Reddy (2023)'s training sequences (README, *Config*, task.burstiness): with probability p_bursty a
+    """Reddy (2023)'s training sequences (docs/config.md, task.burstiness): with probability p_bursty a
     bursty context of (N - 1) / burst ids drawn i.i.d. (uniform, or by cdf_P), each repeated `burst`
     times in shuffled order, and a target that is one of them chosen uniformly (so it occurs `burst`
     times, or a multiple); otherwise N - 1 i.i.d. context ids and an independently drawn target,
