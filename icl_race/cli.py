@@ -55,10 +55,10 @@ def _boot(text: str) -> int:
 
 def _seed(text: str) -> int:
     """--seed of report, compare and analyze, within config.check_bootstrap's range."""
-    return _bootstrap_option(None, _integer(text))[1]
+    return _bootstrap_option(1, _integer(text))[1]
 
 
-def _bootstrap_option(n_boot: int | None, seed: int) -> tuple[int | None, int]:
+def _bootstrap_option(n_boot: int, seed: int) -> tuple[int, int]:
     try:
         check_bootstrap(n_boot, seed)
     except ConfigError as e:

@@ -27,23 +27,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from icl_race.config import ConfigError
-
-# The bounds of every command's --boot and --seed (compare, report, analyze): 10^5 replicates already
-# pin a 95% percentile end to a fraction of a percent, and each costs memory per seed and group
-# (compare --boot 10^9 allocated 15 GiB); a SeedSequence root is a non-negative integer, 32 bits here.
-MAX_BOOT = 100_000
-MAX_SEED = 2**32 - 1
-
-
-def check_bootstrap(n_boot: int, seed: int) -> None:
-    """Refuse, in one line naming the option and its range, a replicate count or a root outside the
-    bounds above: before any work, so that nothing is allocated or written."""
-    if not 1 <= n_boot <= MAX_BOOT:
-        raise ConfigError(f"--boot {n_boot}: expected an integer in [1, {MAX_BOOT:,}] (bootstrap replicates)")
-    if not 0 <= seed <= MAX_SEED:
-        raise ConfigError(f"--seed {seed}: expected an integer in [0, {MAX_SEED:,}] (the bootstrap's root)")
-
 
 def spawn_key(*names: object) -> tuple[int, ...]:
     """The spawn key of the child named `names`: () for none, else the CRC-32 of "/".join(names)."""

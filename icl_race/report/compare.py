@@ -20,10 +20,9 @@ from pathlib import Path
 
 from icl_race import rundir
 from icl_race.analysis.compare import PairStats, compare_to_reference
-from icl_race.analysis.draws import check_bootstrap
 from icl_race.analysis.outcome import CLASSES, of_results
 from icl_race.analysis.survival import kaplan_meier, proportion_ci
-from icl_race.config import ConfigError
+from icl_race.config import ConfigError, check_bootstrap
 from icl_race.report.format import ci_text, figure_files, jsonable, num, p_value
 from icl_race.rundir import owner, runset
 

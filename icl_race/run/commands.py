@@ -71,7 +71,15 @@ def sweep(args: argparse.Namespace) -> int:
     }
     print(
         sweep.run_sweep(
-            out, spec, args.executor, _log, not args.quiet, slurm, wait=not args.no_wait, force=args.force, redo=args.redo
+            out,
+            spec,
+            args.executor,
+            _log,
+            not args.quiet,
+            slurm,
+            wait=not args.no_wait,
+            force=args.force,
+            redo=args.redo,
         )
     )
     for w in dir_warnings(out):
