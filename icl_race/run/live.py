@@ -1,8 +1,8 @@
 """A run's results so far, for a reader while it trains: after a chunk, results.npz's arrays of the steps
 trained (the runner's `results_arrays` of what the chunk's `Progress` holds, passed in: this module is
 below the runner) are written to DIR/live.npz, atomically, so that `icl_race.load(DIR)` and `icl-race
-report DIR` read the partial curves and first passages of the last chunk written (`rundir.Run.partial`). The runner removes the file once the run is
-committed: results.npz is then the run.
+report DIR` read the partial curves and first passages of the last chunk written (`rundir.Run.partial`). The commit removes the file with the
+checkpoints (`rundir.finish`): results.npz is then the run.
 
 Writing costs a copy of the curves so far: it is done after a chunk only when `every` seconds have
 passed since the last write, and at least 20 times as long as that write took, so that it never takes
@@ -51,7 +51,3 @@ class LiveResults:
         rundir.atomic_write(self.path, rundir.npz_bytes(arrays))
         now = self.clock()
         self.next = now + max(self.every, SHARE * (now - tic))  # module globals: a test writes every chunk
-
-    def drop(self) -> None:
-        """The run is committed: its partial results go."""
-        self.path.unlink(missing_ok=True)

@@ -152,9 +152,7 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finishe
                         bar(p)
                     live(p)
 
-                finished = commit(out, prepared, train_phase(prepared, stop, each_chunk))
-                live.drop()
-                return finished
+                return commit(out, prepared, train_phase(prepared, stop, each_chunk))
         except CheckpointError as e:
             raise RunError(
                 f"{e}: rerun the same command to resume from it"
