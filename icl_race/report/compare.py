@@ -107,17 +107,18 @@ def label(c: Comparison, i: int) -> str:
     return f"{c.groups[i].name}: {', '.join(shown)}" if shown else c.groups[i].name
 
 
+def _ci(r) -> str:
+    """The median ratio's CI: '[lo, hi]', an open end 'below' / 'beyond'."""
+    if r.n_boot < 10:
+        return "(no CI: fewer than 10 replicates)"
+    lo, hi = r.ci  # an open end: the CI reaches replicates whose median is beyond the censoring time
+    return f"[{'below' if lo is None else num(lo, '{:.3g}')}, {'beyond' if hi is None else num(hi, '{:.3g}')}]"
+
+
 def _ratio(p: PairStats) -> str:
     if p.ratio.ratio is None:
         return "not defined (a median not reached: see the acquired fractions)"
-    lo, hi = p.ratio.ci
-    if p.ratio.n_boot < 10:
-        return f"{num(p.ratio.ratio, '{:.3g}')} {ci_text(p.ratio.ci, '{:.3g}', 'n/a')}"
-    # An open end: the CI reaches replicates whose median is beyond the censoring time.
-    return (
-        f"{num(p.ratio.ratio, '{:.3g}')} [{'below' if lo is None else num(lo, '{:.3g}')}, "
-        f"{'beyond' if hi is None else num(hi, '{:.3g}')}]"
-    )
+    return f"{num(p.ratio.ratio, '{:.3g}')} {_ci(p.ratio)}"
 
 
 def _reach(event: str, plural: bool = False) -> str:
@@ -131,13 +132,6 @@ def _fraction(g: Group) -> str:
     """'3/16 (19% [7%, 43%]) by step 400': the seeds that reached the event within the budget."""
     lo, hi = g.acquired_ci
     return f"{g.reached}/{g.n} ({g.reached / g.n:.0%} [{lo:.0%}, {hi:.0%}]) by step {g.censor_at:,}"
-
-
-def _ci(r) -> str:
-    if r.n_boot < 10:
-        return "(no CI: fewer than 10 replicates)"
-    lo, hi = r.ci  # an open end: the CI reaches replicates whose median is beyond the censoring time
-    return f"[{'below' if lo is None else num(lo, '{:.3g}')}, {'beyond' if hi is None else num(hi, '{:.3g}')}]"
 
 
 def verdict(c: Comparison, i: int) -> str:

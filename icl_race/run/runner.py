@@ -147,16 +147,14 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finishe
             with precision(cfg), stop_on_signals() as stop:
                 prepared = prepare(run, out, log)
                 bar = ProgressBar(prepared.program.stop_event, plan=run.chunks) if progress else None
-                live = LiveResults(out, prepared)  # DIR/live.npz: the results so far, for a reader
+                live = LiveResults(out, prepared, results_arrays)  # DIR/live.npz: the results so far, for a reader
 
                 def each_chunk(p):
                     if bar:
                         bar(p)
                     live(p)
 
-                finished = commit(out, prepared, train_phase(prepared, stop, each_chunk))
-                live.drop()
-                return finished
+                return commit(out, prepared, train_phase(prepared, stop, each_chunk))
         except CheckpointError as e:
             raise RunError(
                 f"{e}: rerun the same command to resume from it"

@@ -29,6 +29,7 @@ from icl_race.config import Config
 from icl_race.rundir.layout import (
     CHECKPOINTS,
     CONFIG,
+    LIVE,
     LOCK,
     META,
     RESULTS,
@@ -153,6 +154,7 @@ def finish(d: Path, results: dict[str, np.ndarray], meta: dict, files: dict[str,
         _step(f"renamed {path.name}")
     _fsync_dir(d)
     shutil.rmtree(d / CHECKPOINTS, ignore_errors=True)
+    (d / LIVE).unlink(missing_ok=True)  # the partial results of the run, superseded like its checkpoints
     _step("removed checkpoints")
 
 
@@ -174,11 +176,13 @@ def check(cfg: Config, d: Path) -> bool:
 
 
 def drop_superseded_checkpoints(d: Path) -> None:
-    """Checkpoints left beside a committed run (killed right after its commit) are no longer needed."""
+    """Checkpoints (and live.npz) left beside a committed run (killed right after its commit) are no
+    longer needed."""
     d = Path(d)
-    if (d / CHECKPOINTS).exists():
+    if (d / CHECKPOINTS).exists() or (d / LIVE).exists():
         with contextlib.suppress(Locked), lock(d):
             shutil.rmtree(d / CHECKPOINTS, ignore_errors=True)
+            (d / LIVE).unlink(missing_ok=True)
 
 
 def repair_notice(d: Path) -> str | None:
