@@ -19,6 +19,7 @@ import dataclasses
 import errno
 import os
 import sys
+import warnings
 from collections.abc import Callable
 
 from icl_race import studies
@@ -364,9 +365,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning (JAX's, numpy's...) as one line on stderr, like every other message of the command;
+    Python's own format adds the source line, and JAX's texts run over several (--debug keeps them)."""
+    text = " ".join(str(message).split())
+    return f"icl-race: warning: {category.__name__}: {text if len(text) <= 300 else text[:300] + '...'}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     debug = args.debug or os.environ.get("ICL_RACE_DEBUG", "") not in ("", "0")
+    if not debug:
+        warnings.formatwarning = _one_line_warning
     try:
         return args.handler(args)
     except ConfigError as e:

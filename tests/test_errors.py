@@ -457,3 +457,28 @@ def test_a_sweep_summary_marks_a_damaged_cell_instead_of_failing(tmp_path):
     _write(d / "results.npz", b"PK\x03\x04 not really a zip")
     _write(d / "meta.json", "{}")
     assert [sweep.summary_row(tmp_path, c)["status"] for c in spec.cells] == ["damaged", "pending"]
+
+
+def test_a_multi_line_warning_is_one_line(monkeypatch, capsys):
+    # issue 43: JAX's multi-line warnings (and Python's source line after each) under --quiet
+    import dataclasses
+    import warnings
+
+    from icl_race import cli
+
+    def warns(args):
+        warnings.warn(
+            "Some donated buffers were not usable:\nShapedArray(float32[4]).\nSee an explanation at ...", stacklevel=1
+        )
+        return 0
+
+    monkeypatch.setattr(cli, "COMMANDS", tuple(dataclasses.replace(c, handler=warns) for c in cli.COMMANDS))
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert main(["hist", "anything"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "icl-race: warning: UserWarning: Some donated buffers were not usable: ShapedArray(float32[4]). See an explanation at ...\n"
+    )
