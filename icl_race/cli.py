@@ -51,20 +51,23 @@ def _integer(text: str) -> int:
 
 def _boot(text: str) -> int:
     """--boot of report, compare and analyze, within config.check_bootstrap's range."""
-    return _bootstrap_option(_integer(text), 0)[0]
+    value = _integer(text)
+    _check_bootstrap(value, 0)
+    return value
 
 
 def _seed(text: str) -> int:
     """--seed of report, compare and analyze, within config.check_bootstrap's range."""
-    return _bootstrap_option(None, _integer(text))[1]
+    value = _integer(text)
+    _check_bootstrap(None, value)
+    return value
 
 
-def _bootstrap_option(n_boot: int | None, seed: int) -> tuple[int | None, int]:
+def _check_bootstrap(n_boot: int | None, seed: int) -> None:
     try:
         check_bootstrap(n_boot, seed)
-    except ConfigError as e:
+    except ConfigError as e:  # argparse prints "argument --boot: " before the rest of the line
         raise argparse.ArgumentTypeError(str(e).partition(": ")[2]) from None
-    return n_boot, seed
 
 
 def _bootstrap_args(p: argparse.ArgumentParser) -> None:
