@@ -19,6 +19,7 @@ import dataclasses
 import errno
 import os
 import sys
+import warnings
 from collections.abc import Callable
 
 from icl_race import studies
@@ -50,20 +51,23 @@ def _integer(text: str) -> int:
 
 def _boot(text: str) -> int:
     """--boot of report, compare and analyze, within config.check_bootstrap's range."""
-    return _bootstrap_option(_integer(text), 0)[0]
+    value = _integer(text)
+    _check_bootstrap(value, 0)
+    return value
 
 
 def _seed(text: str) -> int:
     """--seed of report, compare and analyze, within config.check_bootstrap's range."""
-    return _bootstrap_option(1, _integer(text))[1]
+    value = _integer(text)
+    _check_bootstrap(None, value)
+    return value
 
 
-def _bootstrap_option(n_boot: int, seed: int) -> tuple[int, int]:
+def _check_bootstrap(n_boot: int | None, seed: int) -> None:
     try:
         check_bootstrap(n_boot, seed)
-    except ConfigError as e:
+    except ConfigError as e:  # argparse prints "argument --boot: " before the rest of the line
         raise argparse.ArgumentTypeError(str(e).partition(": ")[2]) from None
-    return n_boot, seed
 
 
 def _bootstrap_args(p: argparse.ArgumentParser) -> None:
@@ -405,9 +409,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning (JAX's, numpy's...) as one line on stderr, like every other message of the command;
+    Python's own format adds the source line, and JAX's texts run over several (--debug keeps them)."""
+    text = " ".join(str(message).split())
+    return f"icl-race: warning: {category.__name__}: {text if len(text) <= 300 else text[:300] + '...'}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     debug = args.debug or os.environ.get("ICL_RACE_DEBUG", "") not in ("", "0")
+    if not debug:
+        warnings.formatwarning = _one_line_warning
     try:
         return args.handler(args)
     except ConfigError as e:

@@ -53,3 +53,19 @@ def test_a_second_process_loads_the_programs_and_gets_the_same_results(tmp_path)
         np.testing.assert_array_equal(res1[k], res2[k], err_msg=k)
     meta3, _ = _run(tmp_path / "c", {compile_cache.ENV: "off", "XDG_CACHE_HOME": str(tmp_path / "xdg")})
     assert meta3["compile_cache_hits"] == 0 and not (tmp_path / "xdg" / "icl-race").exists()
+
+
+def test_a_cache_directory_open_to_others_is_made_private_and_another_users_is_not_used(tmp_path, monkeypatch, capsys):
+    # issue 43: a cache directory of mode 0777 was used as it was (the module made it 0700 only when it
+    # created it); anyone who can write it can make a run execute any program.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert compile_cache.private(shared) and shared.stat().st_mode & 0o777 == 0o700
+    fresh = tmp_path / "a" / "b"
+    assert compile_cache.private(fresh) and fresh.stat().st_mode & 0o777 == 0o700
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(shared).st_uid + 1)
+    shared.chmod(0o777)
+    assert not compile_cache.private(shared)
+    assert shared.stat().st_mode & 0o777 == 0o777, "another user's directory is left as it is"
+    assert "belongs to another user" in capsys.readouterr().err

@@ -231,7 +231,39 @@ CASES = [
         (f"{cmd} on a file", lambda t, f, cmd=cmd: [cmd, _write(t / "file", "x")], 2, "file")
         for cmd in ("report", "hist")
     ],
+    # issue 43: a results.npz that is a FIFO hung run and hist; bad paths were exit 1; the range of a
+    # count was quoted from -2147483648
+    *[
+        (f"{cmd} results a FIFO", lambda t, f, cmd=cmd: _fifo_results(t, f, cmd), 2, "not a regular file")
+        for cmd in ("run", "report", "hist")
+    ],
+    (
+        "run --out through a file",
+        lambda t, f: [RUN, _write(t / "c.toml", TINY), "--out", t / "c.toml" / "run"],
+        2,
+        "Not a directory",
+    ),
+    (
+        "run --out name over 255 bytes",
+        lambda t, f: [RUN, _write(t / "c.toml", TINY), "--out", t / ("a" * 300)],
+        2,
+        "File name too long",
+    ),
+    ("hist name over 255 bytes", lambda t, f: ["hist", t / ("a" * 300)], 2, "File name too long"),
+    (
+        "run ensemble.seeds=1e10",
+        lambda t, f: [RUN, _write(t / "c.toml", TINY), "--set", "ensemble.seeds=1e10"],
+        2,
+        "ensemble.seeds = 10000000000.0: out of range: must be at most 2,147,483,647",
+    ),
 ]
+
+
+def _fifo_results(t: Path, finished: Path, cmd: str) -> list:
+    d = _finished_copy(finished, t)
+    (d / "results.npz").unlink()
+    os.mkfifo(d / "results.npz")
+    return [RUN, t / "tiny.toml", "--out", d] if cmd == RUN else [cmd, d]
 
 
 def _tree(root: Path) -> dict:
@@ -251,6 +283,36 @@ def test_error_is_one_line_with_its_exit_code_and_nothing_is_created(argv, code,
     assert len(err) < 600, f"a short line quotes at most ~80 characters of a value: {err[:2000]}"
     assert _tree(tmp_path) == before, "nothing may be created or changed"
     assert compile_stats.snapshot()[0] == compiles, "refused before any work: nothing compiled"
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+@pytest.mark.parametrize("option, text", [("--boot=1000000000", "--boot: must be"), ("--seed=-1", "--seed: must be")])
+def test_bootstrap_options_beyond_their_range_are_refused_before_any_work(command, option, text, finished, capsys):
+    # issue 43: report took --seed -1, compare --boot 10^9 allocated 15 GiB (config.check_bootstrap's bounds)
+    run = str(finished / "run")
+    argv = (
+        [command, run, run, "--out", str(finished / "compared"), option]
+        if command == "compare"
+        else [command, run, option]
+    )
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and text in err, err
+    assert not (finished / "run" / "report.md").exists() and not (finished / "compared").exists()
+
+
+def test_a_regression_run_where_no_seed_reached_any_event_is_reported(tmp_path):
+    # issue 43: "Data cannot be log-scaled" (the transition-times figure), and no report.md
+    from icl_race import rundir
+
+    d = shutil.copytree(Path(__file__).parent / "golden" / "inputs" / "regression_run", tmp_path / "run")
+    res = rundir.read_results(d)
+    (d / "results.npz").write_bytes(
+        rundir.npz_bytes({k: np.full_like(v, -1) if k.startswith("t_") else v for k, v in res.items()})
+    )
+    assert main(["report", str(d)]) == 0
+    assert "censored" in (d / "report.md").read_text() and (d / "figures" / "transition_times.png").exists()
 
 
 def test_the_table_covers_every_command_with_at_least_40_cases():
@@ -395,3 +457,28 @@ def test_a_sweep_summary_marks_a_damaged_cell_instead_of_failing(tmp_path):
     _write(d / "results.npz", b"PK\x03\x04 not really a zip")
     _write(d / "meta.json", "{}")
     assert [sweep.summary_row(tmp_path, c)["status"] for c in spec.cells] == ["damaged", "pending"]
+
+
+def test_a_multi_line_warning_is_one_line(monkeypatch, capsys):
+    # issue 43: JAX's multi-line warnings (and Python's source line after each) under --quiet
+    import dataclasses
+    import warnings
+
+    from icl_race import cli
+
+    def warns(args):
+        warnings.warn(
+            "Some donated buffers were not usable:\nShapedArray(float32[4]).\nSee an explanation at ...", stacklevel=1
+        )
+        return 0
+
+    monkeypatch.setattr(cli, "COMMANDS", tuple(dataclasses.replace(c, handler=warns) for c in cli.COMMANDS))
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert main(["hist", "anything"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "icl-race: warning: UserWarning: Some donated buffers were not usable: ShapedArray(float32[4]). See an explanation at ...\n"
+    )

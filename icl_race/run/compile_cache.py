@@ -15,7 +15,6 @@ Why the <host> part. XLA compiles a CPU program for the CPU it runs on, and JAX'
 platform, not the CPU's instruction set: a home directory shared by the nodes of a cluster could hand a
 program built for one node's CPU to another node (an illegal instruction, or other rounding). So each
 kind of host gets its own directory, named by a hash of the machine type and the CPU's model and flags.
-The directory is made private (0700): JAX's cache is code that the process runs.
 
 GPU kernels across processes (issue 42). On a GPU, XLA picks a GEMM or fusion kernel by timing the
 candidates at compile time (autotuning); timings vary between processes, so a resumed run that compiled
@@ -28,6 +27,18 @@ With the cache off, pin the choice instead: XLA_FLAGS=--xla_gpu_autotune_level=0
 timing; possibly slower). `record()` is what a run's meta.json keeps of this ("xla"): the cache and
 autotuning directories and XLA_FLAGS, so that a resume on other terms can be told apart. On the CPU
 XLA does not autotune: only XLA_FLAGS matter there.
+
+Threat model. JAX's cache is code that the process runs: whoever can write the directory can make a run
+execute any program (JAX's own warning). So the directory is private: made 0700, set back to 0700 when
+found wider (created by an older version, or by hand), and not used at all when another user owns it
+(one line on stderr; the run compiles instead). What is NOT checked: that an entry holds the program
+its name says. JAX names an entry by a hash of the program and its compile options and loads the file
+of that name as it is, so an entry copied or renamed over another one (by hand, or by a sync tool) is
+run under the other's name: a batch-64 program copied over a batch-128 one gives batch 64's results,
+labelled batch 128 (issue 43). The directory holds nothing else and icl-race never copies entries:
+do not edit it by hand; to rule it out, delete it or run with ICL_RACE_COMPILE_CACHE=off. (JAX's
+jax_compilation_cache_check_contents verifies each entry against a fresh compilation, which is the
+compilation the cache exists to save.)
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -82,15 +94,10 @@ def setup() -> Path | None:
     import jax
 
     path = directory()
-    if path is not None and not jax.config.jax_compilation_cache_dir:
-        try:
-            path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError:
-            path = None
-        else:
-            jax.config.update("jax_compilation_cache_dir", str(path))
-            if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
-                jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    if path is not None and not jax.config.jax_compilation_cache_dir and private(path):
+        jax.config.update("jax_compilation_cache_dir", str(path))
+        if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     else:
         path = None
     _state["dir"] = path
@@ -110,3 +117,19 @@ def record() -> dict:
         "autotune_cache": str(Path(path) / "xla_gpu_per_fusion_autotune_cache_dir") if path and autotune else None,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
+
+
+def private(path: Path) -> bool:
+    """Make `path` a directory only this user can read or write (0700), creating it or narrowing a wider
+    mode; False when that cannot be done (another user owns it, or it cannot be made or changed)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = path.stat()
+        if st.st_uid != os.getuid():
+            print(f"icl-race: {path} belongs to another user: the compile cache is not used", file=sys.stderr)
+            return False
+        if st.st_mode & 0o077:
+            path.chmod(0o700)
+    except OSError:
+        return False
+    return True
