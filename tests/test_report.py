@@ -371,6 +371,7 @@ def test_expected_t_icl_is_the_scale_bridge_measurement_and_the_budget_warning_u
     assert W.expected_t_icl(256, 512, 0.03) == pytest.approx(26999 * 2**1.33)  # the exponent beyond N = 128
     assert 6320 > W.expected_t_icl(48, 64, 0.1) > 2480 and 2480 > W.expected_t_icl(32, 96, 0.1) > 1960
     assert W.expected_t_icl(16, 64, 0.1) is None  # nothing measured below N = 32
+    assert W.expected_t_icl(513, 64, 0.1) is None  # nor extrapolated beyond 4x the largest N measured
     demo = config.load("experiments/demo.toml")
     assert W.budget(demo) is None  # 3,000 steps against ~2,480
     short = W.budget(config.load("experiments/demo.toml", ["task.N=128"]))

@@ -34,6 +34,7 @@ SCALE_FIT: dict[int, tuple[float, dict[int, float], float]] = {
     512: (0.03, {32: 4389, 64: 9443, 100: 19684, 128: 26999}, 1.33),
 }
 SOURCE = "scale-bridge fits, experiments/scale/README.md item 2"
+N_RANGE = (32, 512)  # measured over N = 32-128; extrapolated with the exponent to 4x the largest, no further
 ADAM_LR = 1e-3  # Adam's calibrated lr at N = 32 (experiments/levers/adam.toml: 64/64 acquired at K = infinity)
 
 
@@ -50,9 +51,9 @@ def _log_t_lr(width: int, N: int) -> float:
 
 def expected_t_icl(N: int, width: int, lr: float) -> float | None:
     """The expected KM median t_ICL (steps) at K = infinity with SGD, from SCALE_FIT: interpolated in log
-    width between the measured widths (the nearest one outside 64-512); None below N = 32, where nothing
-    was measured in the abrupt regime."""
-    if N < 32 or lr <= 0:
+    width between the measured widths (the nearest one outside 64-512); None outside N_RANGE (below N = 32
+    nothing was measured in the abrupt regime; far beyond N = 128 the exponent is a guess)."""
+    if not N_RANGE[0] <= N <= N_RANGE[1] or lr <= 0:
         return None
     widths = sorted(SCALE_FIT)
     w = min(max(width, widths[0]), widths[-1])

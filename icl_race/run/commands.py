@@ -56,8 +56,8 @@ def sweep(args: argparse.Namespace) -> int:
     spec = sweep.load(args.sweep, args.overrides)
     out = out_dir(args.out)
     sweep.refuse_links(out, spec)
-    for short in dict.fromkeys(budget(c.cfg, f"cell {c.values}: ") for c in spec.cells):
-        if short:
+    for cell in spec.cells:
+        if short := budget(cell.cfg, f"cell {cell.values}: "):
             _log(short)
     if args.dry_run:
         plan = sweep.dry_run(out, spec, measure=not args.no_measure, executor=args.executor)
