@@ -432,17 +432,18 @@ def _not_a_cell(name: str, cfg: dict, spec: dict | None) -> str:
     if not isinstance(spec, dict):
         return ""
     flat = {k: _plain(v) for k, v in _flat(cfg).items()}
-    for field, values in (spec.get("grid") or {}).items():
+    grid: dict = g if isinstance(g := spec.get("grid"), dict) else {}
+    for field, values in grid.items():
         if isinstance(values, list) and field in flat and flat[field] not in values:
             return f"not in this sweep's grid ({field} = {flat[field]!r}; sweep.toml lists {values})"
-    zipped = spec.get("zip") or {}
+    zipped: dict = z if isinstance(z := spec.get("zip"), dict) else {}
     if zipped and all(isinstance(v, list) and f in flat for f, v in zipped.items()):
         if tuple(flat[f] for f in zipped) not in list(zip(*zipped.values())):
             return f"not in this sweep's grid (its {', '.join(zipped)} are no row of sweep.toml's [zip])"
     for sec, table in spec.items():
         if sec in config.SECTIONS and isinstance(table, dict):
             for key, value in table.items():
-                swept = f"{sec}.{key}" in zipped or f"{sec}.{key}" in (spec.get("grid") or {})
+                swept = f"{sec}.{key}" in zipped or f"{sec}.{key}" in grid
                 if f"{sec}.{key}" in flat and flat[f"{sec}.{key}"] != value and not swept:
                     return (
                         f"not in this sweep's grid ({sec}.{key} = {flat[f'{sec}.{key}']!r}; sweep.toml says {value!r})"

@@ -37,8 +37,8 @@ def foreign_reason(out: Path, cell: Cell) -> str:
         stored = rundir.stored_config(d)
     except ConfigError as e:
         return str(e).removeprefix(f"--out {d}: ")
-    if stored is None:
-        if d.is_dir() and any(p.name != rundir.LOCK for p in d.iterdir()):
+    if stored is None:  # a run's own files without config.json: a damaged run (summary_row), not foreign
+        if d.is_dir() and not any(p.name in (rundir.LOCK, *rundir.RUN_NAMES) for p in d.iterdir()):
             return "holds files of no icl-race run"
         return ""
     if stored != cell.cfg:
