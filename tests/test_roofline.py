@@ -21,13 +21,13 @@ def roofline(monkeypatch):
     return roofline
 
 
-def test_the_paper_step_writes_the_batch_twice_at_most_and_reads_it_six_times(roofline):
-    # The sampler's gather writes it, the LayerNorm's centring writes it again; the two contractions of the
-    # query's attention and their transposes, and the variance, read it.
+def test_the_paper_step_writes_the_batch_once_and_reads_it_five_times(roofline):
+    # The sampler's gather writes it; the three reductions over E (one pass), the weighted sum over N and
+    # their two transposes read it (before issue 42: written twice, read six times, 48 MB per seed-step).
     program, consts = ClassificationRace.from_config(config.from_dict({"task": {"K": 10_000, "N": N}}))
     compiled, _ = roofline.compile_step(program, consts, seeds=1)
     passes = roofline.token_passes(compiled.as_text(), B * N * E)
-    assert passes["writes"] <= 2 and passes["reads"] <= 6, passes
+    assert passes["writes"] <= 1 and passes["reads"] <= 5, passes
 
 
 def test_the_count_sees_a_stored_tensor_and_each_contraction_that_reads_it(roofline):
