@@ -22,8 +22,9 @@ def roofline(monkeypatch):
 
 
 def test_the_paper_step_writes_the_batch_once_and_reads_it_five_times(roofline):
-    # The sampler's gather writes it; the three reductions over E (one pass), the weighted sum over N and
-    # their two transposes read it (before issue 42: written twice, read six times, 48 MB per seed-step).
+    # The sampler's gather writes it; the contraction over E for the means and x . gu, the mean squares,
+    # the weighted sum over N and the transposes of the two contractions read it (before issue 42: written
+    # twice, read six times, 48 MB per seed-step).
     program, consts = ClassificationRace.from_config(config.from_dict({"task": {"K": 10_000, "N": N}}))
     compiled, _ = roofline.compile_step(program, consts, seeds=1)
     passes = roofline.token_passes(compiled.as_text(), B * N * E)

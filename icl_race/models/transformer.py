@@ -128,10 +128,10 @@ class OneLayer(nnx.Module):
             s_j = h_j . u = r_j (x_j . gu - m_j sum(gu)) + b . u,      gu = g * u,
             sum_j a_j h_j = g * (sum_j w_j x_j - sum_j w_j m_j) + b,  w_j = a_j r_j.
         The centring is folded into the two contractions too, so no (B, N, E) tensor but the batch itself
-        is stored: the three reductions over E (sum x, sum x^2, x . gu) read it once, the weighted sum over
-        N once, and their transposes in the backward pass once each (benchmarks/roofline.py counts the
-        passes in the compiled step; tests/test_roofline.py keeps them from coming back). The variance is
-        mean(x^2) - m^2, as nnx.LayerNorm computes it."""
+        is stored, and it is read five times: one contraction over E for the means and x . gu, one for the
+        mean squares, the weighted sum over N, and the transposes of the two contractions in the backward
+        pass (benchmarks/roofline.py counts the passes in the compiled step; tests/test_roofline.py keeps
+        them from coming back). The variance is mean(x^2) - m^2, as nnx.LayerNorm computes it."""
         ln, attn = self.ln, self.attn
         g_1xE, b_1xE = ln.scale[...][None], ln.bias[...][None]
         # The query's LayerNorm from its own token, so that the scores need no other token's statistics.
