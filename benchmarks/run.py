@@ -18,6 +18,8 @@ one warm-up call, best of `repeats` timed calls ended by block_until_ready):
   mlp       the MLP-only memorization model (task.kind = "memorization"), same columns
   la        linear attention: fast path (moments) ensemble vs token-level path vs the re-created
             reference step, P in {5000, 80000}, D in {4, 8} (ATTN_S, H = 5 at D = 4, H = 9 at D = 8)
+  func      issue 42 item 7: the paper step at S = 1, 8, 64 (one vmap) beside a torch.func ensemble of the same
+            model (torch_ref.bench_func, in the torch venv; not part of the default --parts)
   torch     the re-created reference pipelines (benchmarks/torch_ref.py), run in a separate Python 3.11
             venv with torch 2.13.0 CPU (created at --torch-venv if missing; --skip-torch to leave it out)
 Writes everything as JSON to --out and prints a summary table.
@@ -478,6 +480,34 @@ def run_torch(args):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def bench_func(args):
+    """Issue 42 item 7: icl-race's paper step (N = 100, width 512, batch 128, K = 10^4; one vmap of S seeds,
+    sampling on the device) beside the peer a PyTorch user would write (torch_ref.bench_func: a torch.func
+    ensemble, stack_module_state + vmap(grad(functional_call)), batched on-device sampling, the same
+    query-only model), at S = 1, 8, 64, in one run."""
+    program, consts = cls_program(10_000)
+    sizes = [1, 8, 64]
+    ours = [measure_ensemble(program, consts, S, 5, args.repeats) for S in sizes]
+    py = Path(args.torch_venv) / "bin" / "python"
+    cmd = [str(py), str(HERE / "torch_ref.py"), "--threads", str(args.threads), "--parts", "func"]
+    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+    theirs = json.loads(
+        subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout.splitlines()[-1]
+    )
+    rows = []
+    for r, t in zip(ours, theirs["func"], strict=True):
+        rows.append(
+            {
+                "seeds": r["seeds"],
+                "icl_race_seed_steps_per_s": r["seed_steps_per_s"],
+                "torch_func_seed_steps_per_s": t["seed_steps_per_s"],
+                "ratio": round(r["seed_steps_per_s"] / t["seed_steps_per_s"], 2),
+            }
+        )
+        log(f"func {rows[-1]}")
+    return {"torch": theirs["torch"], "rows": rows}
+
+
 # ---- summary -------------------------------------------------------------------------------------------
 
 
@@ -614,6 +644,7 @@ def main():
         ("regime", lambda: bench_regime(args, gemm)),
         ("mlp", lambda: bench_mlp(args, sizes, gemm)),
         ("la", lambda: bench_la(args)),
+        ("func", lambda: bench_func(args)),
     ] + ([] if args.skip_torch else [("torch", lambda: run_torch(args))])
     for name, run in sections:
         if name in parts or name == "torch":

@@ -100,6 +100,21 @@ def test_folded_layernorm_equals_the_unfolded_model():
     np.testing.assert_allclose(m(x), m.reference(x), rtol=1e-5, atol=1e-5)
 
 
+def test_folded_layernorm_has_the_gradient_of_the_unfolded_model():
+    """The training step differentiates the folded form (its passes over the tokens are the transposes of
+    the folded contractions): its parameter gradient is the unfolded model's, every leaf."""
+    spec = Transformer(E=E, width=64)
+    p = jax.tree.map(lambda a: a * 1.7 + 0.1, spec.init(jax.random.key(5)))
+    x = _tokens(jax.random.key(6), B=32, N=20)
+    y = jnp.where(jax.random.bernoulli(jax.random.key(7), 0.5, (32,)), 1.0, -1.0)
+    loss = lambda forward: lambda p: jnp.mean(jax.nn.softplus(-y * forward(spec.bind(p), x)))
+    folded = jax.grad(loss(lambda m, x: m(x)))(p)
+    unfolded = jax.grad(loss(lambda m, x: m.reference(x)))(p)
+    # float32 rounding, measured: each form within 1.5e-5 of a float64 reference, in units of a leaf's largest entry
+    for a, b in zip(jax.tree.leaves(folded), jax.tree.leaves(unfolded), strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * float(jnp.max(jnp.abs(b))))
+
+
 @pytest.mark.parametrize("layers", [1, 2])
 def test_memory_logit_is_the_logit_without_attention_output(layers):
     spec = Transformer(E=E, width=16, layers=layers)

@@ -125,20 +125,32 @@ class OneLayer(nnx.Module):
         """Equal to mlp(h_q + attn.query(h)) with h = ln(x), with the LayerNorm folded into the query-only
         attention (exact up to float rounding): h_j = r_j (x_j - m_j) * g + b with per-token mean m_j and
         inverse deviation r_j, which carry no parameter, so
-            s_j = h_j . u = r_j (x_j - m_j) . (g * u) + b . u,   sum_j a_j h_j = g * sum_j a_j r_j (x_j - m_j) + b.
-        The N-token work is then two batched mat-vecs (no normalised (B, N, E) tensor, no LayerNorm
-        backward over every token): 1.6x faster per step on CPU (benchmarks/RESULTS.md)."""
+            s_j = h_j . u = r_j (x_j . gu - m_j sum(gu)) + b . u,      gu = g * u,
+            sum_j a_j h_j = g * (sum_j w_j x_j - sum_j w_j m_j) + b,  w_j = a_j r_j.
+        The centring is folded into the two contractions too, so no (B, N, E) tensor but the batch itself
+        is stored, and it is read five times: one contraction over E for the means and x . gu, one for the
+        mean squares, the weighted sum over N, and the transposes of the two contractions in the backward
+        pass (benchmarks/roofline.py counts the passes in the compiled step; tests/test_roofline.py keeps
+        them from coming back). The variance is mean(x^2) - m^2, as nnx.LayerNorm computes it."""
         ln, attn = self.ln, self.attn
-        xc_BxNxE = x_BxNxE - jnp.mean(x_BxNxE, axis=-1, keepdims=True)
-        r_BxN = jax.lax.rsqrt(jnp.mean(xc_BxNxE * xc_BxNxE, axis=-1) + ln.epsilon)
         g_1xE, b_1xE = ln.scale[...][None], ln.bias[...][None]
-        h_BxE = xc_BxNxE[:, -1] * r_BxN[:, -1:] * g_1xE + b_1xE  # the query token's LayerNorm
+        # The query's LayerNorm from its own token, so that the scores need no other token's statistics.
+        h_BxE = ln(x_BxNxE[:, -1])
         u_BxE = attn.q(h_BxE) @ attn.k.kernel[...].T
-        s_BxN = jnp.einsum("bne,be->bn", xc_BxNxE, g_1xE * u_BxE) * r_BxN + jnp.sum(
+        gu_BxE = g_1xE * u_BxE
+        # One contraction over E gives every token's mean and x . gu: the batch is read once for both.
+        E = x_BxNxE.shape[-1]
+        mean_and_gu_Bx2xE = jnp.stack([jnp.full_like(gu_BxE, 1 / E), gu_BxE], axis=1)
+        m_and_xgu_BxNx2 = jnp.einsum("bne,bke->bnk", x_BxNxE, mean_and_gu_Bx2xE)
+        m_BxN, xgu_BxN = m_and_xgu_BxNx2[..., 0], m_and_xgu_BxNx2[..., 1]
+        var_BxN = jnp.maximum(jnp.mean(x_BxNxE * x_BxNxE, axis=-1) - m_BxN * m_BxN, 0.0)
+        r_BxN = jax.lax.rsqrt(var_BxN + ln.epsilon)
+        s_BxN = r_BxN * (xgu_BxN - m_BxN * jnp.sum(gu_BxE, axis=-1, keepdims=True)) + jnp.sum(
             b_1xE * u_BxE, axis=-1, keepdims=True
         )
-        a_BxN = jax.nn.softmax(s_BxN, axis=-1)
-        o_BxE = attn.v(g_1xE * jnp.einsum("bn,bne->be", a_BxN * r_BxN, xc_BxNxE) + b_1xE)
+        w_BxN = jax.nn.softmax(s_BxN, axis=-1) * r_BxN
+        wx_BxE = jnp.einsum("bn,bne->be", w_BxN, x_BxNxE)
+        o_BxE = attn.v(g_1xE * (wx_BxE - jnp.sum(w_BxN * m_BxN, axis=-1, keepdims=True)) + b_1xE)
         return self.mlp(h_BxE + o_BxE)[:, 0]
 
     def reference(self, x_BxNxE: jax.Array) -> jax.Array:

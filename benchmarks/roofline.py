@@ -1,0 +1,233 @@
+"""The training step's roofline (issue 42 item 1): per seed-step, FLOPs and bytes accessed from XLA's cost
+analysis of the compiled step, how many times a token-sized (B, N, E) buffer is written and read in its HLO,
+the compulsory traffic, and the ceilings they put on an H100 and an H200.
+
+    .venv/bin/python benchmarks/roofline.py [--seeds 4] [--systems paper,regime,la] [--out FILE]
+
+What is compiled: `engine.ensemble.steps_on_device`, the program `icl-race bench` times (a scan of training
+steps over a vmap of `--seeds` seeds), on this machine's backend (the CPU here). XLA's cost analysis counts a
+while loop's body once, so its figures over the seeds of the vmap are per seed-step. On a GPU the fusions
+differ (XLA fuses more there), so the pass counts are the CPU compiler's; the FLOPs are the same.
+
+Token passes: in the computations that run (the entry and loop bodies, not the fused computations inside
+them), every instruction whose result holds S x B x N x E elements is a write of the token tensor, and every
+instruction that takes one as an operand and reads all of it a read; a fusion that only slices it (the
+query token) reads B x E of it, counted apart as a slice read.
+
+Compulsory traffic per seed-step: the training state (parameters and optimizer state) read once and written
+once. The item pool (K x E floats, 2.6 MB at K = 10^4) is shared by the seeds and fits in the 50 MB L2, so it
+is not counted; the batch's ids are drawn on the chip. Ceiling = min(HBM bandwidth / bytes, peak FLOP/s /
+FLOPs): with XLA's bytes (the step as compiled), and with the compulsory bytes (a step whose tokens never
+leave the chip).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+# Dense figures of the SXM parts (NVIDIA's data sheets); TF32 is jax's default matmul precision on them.
+CHIPS = {
+    "H100": {"hbm_bytes_per_s": 3.35e12, "l2_bytes": 50e6, "fp32_flops": 67e12, "tf32_flops": 495e12},
+    "H200": {"hbm_bytes_per_s": 4.8e12, "l2_bytes": 50e6, "fp32_flops": 67e12, "tf32_flops": 495e12},
+}
+
+_DTYPE_BYTES = {"f32": 4, "s32": 4, "u32": 4, "pred": 1, "s8": 1, "u8": 1, "f16": 2, "bf16": 2, "s64": 8, "u64": 8}
+_ARRAY = re.compile(r"\b(f32|s32|u32|pred|s8|u8|f16|bf16|s64|u64|f64)\[([0-9,]*)\]")
+_INSTR = re.compile(r"^(?:ROOT )?%([\w.\-]+) = (.*?) ([\w\-]+)\((.*)$")
+_NOT_A_PASS = {"parameter", "get-tuple-element", "tuple", "bitcast", "constant"}
+
+
+def _elements(shape: str) -> int:
+    """Elements of an array shape (0 for a tuple: its parts are counted where they are made)."""
+    if shape.startswith("("):
+        return 0
+    m = _ARRAY.search(shape)
+    return math.prod(int(d) for d in m.group(2).split(",") if d) if m else 0
+
+
+def _computations(hlo: str) -> dict[str, list[str]]:
+    comps: dict[str, list[str]] = {}
+    current = None
+    for line in hlo.splitlines():
+        head = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$", line)
+        if head and not line.startswith(" "):
+            current = head.group(1)
+            comps[current] = []
+        elif line.startswith("}"):
+            current = None
+        elif current and line.strip():
+            comps[current].append(line.strip())
+    return comps
+
+
+def _operands(rest: str) -> list[str]:
+    return re.findall(r"%([\w.\-]+)", rest.split("), ")[0] if "), " in rest else rest)
+
+
+def _sliced_params(lines: list[str], threshold: int) -> set[int]:
+    """The parameter numbers of a fused computation that are read only through slices smaller than
+    `threshold` elements (the query token of the batch), not as a whole."""
+    params, users = {}, {}
+    for line in lines:
+        m = _INSTR.match(line)
+        if not m:
+            continue
+        name, shape, op, rest = m.groups()
+        if op == "parameter":
+            params[name] = int(re.match(r"(\d+)", rest).group(1))
+        for o in _operands(rest):
+            users.setdefault(o, []).append((op, _elements(shape)))
+    return {
+        number
+        for name, number in params.items()
+        if users.get(name) and all(op in ("slice", "dynamic-slice") and n < threshold for op, n in users[name])
+    }
+
+
+def token_passes(hlo: str, token_elements: int) -> dict[str, int]:
+    """Writes, whole reads and slice reads of buffers of exactly `token_elements` elements (S x B x N x E)
+    in the computations of the compiled module `hlo` (its text) that run, fused computations excluded."""
+    comps = _computations(hlo)
+    called = {m.group(1) for lines in comps.values() for line in lines for m in re.finditer(r"calls=%([\w.\-]+)", line)}
+    nested = called | {
+        m.group(1) for lines in comps.values() for line in lines for m in re.finditer(r"to_apply=%([\w.\-]+)", line)
+    }
+    token = set()
+    for name, lines in comps.items():
+        if name in nested:
+            continue
+        for line in lines:
+            m = _INSTR.match(line)
+            if m and _elements(m.group(2)) == token_elements:
+                token.add(m.group(1))
+    writes = reads = slice_reads = 0
+    for name, lines in comps.items():
+        if name in nested:
+            continue
+        for line in lines:
+            m = _INSTR.match(line)
+            if not m or m.group(3) in _NOT_A_PASS:
+                continue
+            ins, _, op, rest = m.groups()
+            writes += ins in token
+            callee = re.search(r"calls=%([\w.\-]+)", line)
+            sliced = _sliced_params(comps[callee.group(1)], token_elements) if op == "fusion" and callee else set()
+            for i, o in enumerate(_operands(rest)):
+                if o in token:
+                    if i in sliced or op in ("slice", "dynamic-slice"):
+                        slice_reads += 1
+                    else:
+                        reads += 1
+    return {"writes": writes, "reads": reads, "slice_reads": slice_reads}
+
+
+def compile_step(program, consts, seeds: int, steps: int = 2):
+    """The compiled training-step program of `seeds` seeds in one vmap (`steps` > 1, so that the steps are a
+    loop whose body the cost analysis counts once)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from icl_race.engine.ensemble import init_on_device, seed_keys, steps_on_device
+
+    keys = seed_keys(0, np.arange(seeds))
+    carry = jax.eval_shape(lambda k: init_on_device(program, seeds, k, consts), keys)
+    return steps_on_device.lower(program, seeds, steps, carry, consts, jnp.int32(0)).compile(), carry
+
+
+def state_bytes(carry, seeds: int) -> int:
+    """One seed's training state (parameters and optimizer state), in bytes."""
+    import jax
+
+    return sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(carry["state"])) // seeds
+
+
+def roofline(name: str, program, consts, seeds: int, token_elements: int | None) -> dict:
+    compiled, carry = compile_step(program, consts, seeds)
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    flops, xla_bytes = cost["flops"] / seeds, cost["bytes accessed"] / seeds
+    state = state_bytes(carry, seeds)
+    row = {
+        "system": name,
+        "seeds": seeds,
+        "flops_per_seed_step": round(flops),
+        "bytes_per_seed_step": round(xla_bytes),
+        "state_bytes_per_seed": state,
+        "compulsory_bytes_per_seed_step": 2 * state,
+    }
+    if token_elements:
+        row["token_bytes_per_seed"] = 4 * token_elements
+        row["token_passes"] = token_passes(compiled.as_text(), seeds * token_elements)
+    for chip, c in CHIPS.items():
+        for precision in ("fp32", "tf32"):
+            compute = c[f"{precision}_flops"] / flops
+            row[f"ceiling_{chip}_{precision}"] = {
+                "as_compiled": round(min(c["hbm_bytes_per_s"] / xla_bytes, compute)),
+                "compulsory": round(min(c["hbm_bytes_per_s"] / (2 * state), compute)),
+            }
+    return row
+
+
+def systems(names: list[str]):
+    """(name, program, consts, token elements per seed) of each system asked for."""
+    import jax
+
+    from icl_race import config
+    from icl_race.systems.classification import ClassificationRace
+    from icl_race.systems.linear_attention import LinearAttentionRegression
+
+    out = []
+    if "paper" in names:  # the paper model: N = 100, width 512, batch 128, K = 10^4
+        program, consts = ClassificationRace.from_config(config.from_dict({"task": {"K": 10_000, "N": 100}}))
+        out.append(("classification paper N=100 W=512 B=128", program, consts, 128 * 100 * 65))
+    if "regime" in names:  # the regime protocol's CPU shape (experiments/regime/)
+        cfg = {"task": {"K": 3600, "N": 32}, "model": {"width": 64}, "train": {"lr": 0.1}}
+        program, consts = ClassificationRace.from_config(config.from_dict(cfg))
+        out.append(("classification regime N=32 W=64 B=128", program, consts, 128 * 32 * 65))
+    if "la" in names:  # linear attention, the moments path (no token tensor in its step)
+        with jax.enable_x64(True):
+            program, consts = LinearAttentionRegression.build(model="attn_s", D=4, H=5, N=31, P=5000, path="moments")
+        out.append(("linear attention attn_s D=4 H=5 P=5000 (moments, float64)", program, consts, None))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=4, help="seeds in the vmap that is compiled")
+    ap.add_argument("--systems", default="paper,regime,la")
+    ap.add_argument("--out", default=None, help="JSON file for the rows")
+    args = ap.parse_args()
+    import jax
+
+    rows = []
+    for name, program, consts, tokens in systems(args.systems.split(",")):
+        with jax.enable_x64(name.startswith("linear")):
+            rows.append(roofline(name, program, consts, args.seeds, tokens))
+        r = rows[-1]
+        print(
+            f"{name}: {r['flops_per_seed_step'] / 1e6:.3f} MFLOP, {r['bytes_per_seed_step'] / 1e6:.3f} MB accessed, "
+            f"compulsory {r['compulsory_bytes_per_seed_step'] / 1e6:.3f} MB per seed-step"
+            + (f"; token tensor {r['token_bytes_per_seed'] / 1e6:.2f} MB, {r['token_passes']}" if tokens else "")
+        )
+        for chip in CHIPS:
+            for p in ("fp32", "tf32"):
+                c = r[f"ceiling_{chip}_{p}"]
+                print(
+                    f"  {chip} {p}: ceiling {c['as_compiled']:,} seed-steps/s as compiled, {c['compulsory']:,} compulsory"
+                )
+    if args.out:
+        Path(args.out).write_text(json.dumps({"backend": jax.default_backend(), "rows": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Does a change to the training step keep the t_ICL distribution? (issue 42 item 2) The tests' tiny config
+# (K = 1000, N = 8, width 32: ICL within ~1,000 steps on a CPU) at 256 seeds, trained by the package as it was at
+# BASE (a commit) and as it is in the work tree, then `icl-race compare`: log-rank p and the Kaplan-Meier median
+# ratio with its bootstrap CI. About 20 minutes a side on a loaded 2-core machine.
+#
+#   bash benchmarks/ticl_check.sh BASE OUT        # e.g. bash benchmarks/ticl_check.sh 790e06f /tmp/ticl
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BASE="$1"; OUT="$2"
+mkdir -p "$OUT/base-src"
+git archive "$BASE" | tar -x -C "$OUT/base-src"
+cat > "$OUT/ticl.toml" <<'TOML'
+[task]
+K = 1000
+N = 8
+
+[model]
+width = 32
+
+[train]
+lr = 0.1
+batch_size = 64
+steps = 3000
+eval_every = 50
+eval_size = 200
+
+[ensemble]
+seeds = 256
+TOML
+export JAX_PLATFORMS=cpu
+PYTHONPATH="$OUT/base-src" .venv/bin/python -m icl_race run "$OUT/ticl.toml" --out "$OUT/base" --quiet
+.venv/bin/python -m icl_race run "$OUT/ticl.toml" --out "$OUT/new" --quiet
+.venv/bin/python -m icl_race compare "$OUT/base" "$OUT/new" --out "$OUT/compare"
