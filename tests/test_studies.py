@@ -268,13 +268,13 @@ def test_levers_kstar_reproduces_its_stored_results_from_their_counts(name, tmp_
     assert again == result
 
 
-def test_options_are_checked():
+def test_options_are_checked(tmp_path):
     from icl_race.config import ConfigError
 
     with pytest.raises(ConfigError, match="no option bogus"):
         studies.run("levers", "ceiling", [], None, None, 0, {"bogus": 1})
     with pytest.raises(ConfigError, match="needs --set field"):
-        studies.run("levers", "kstar", [], None, None, 0, {})
+        studies.run("levers", "kstar", [], tmp_path / "k.json", None, 0, {})
     assert studies.parse_option("values=0,1.5") == ("values", [0, 1.5])
     assert studies.parse_option("field=task.epsilon") == ("field", "task.epsilon")
     assert studies.parse_option("t-fixed=1200") == ("t_fixed", 1200)
