@@ -44,12 +44,10 @@ def _icl_race_json(path: Path, key: str) -> dict | None:
 
 
 def _sweep_before_markers(d: Path) -> list[str] | None:
-    """A sweep folder written before markers: cells/ beside nothing but a sweep's own names; its
-    sweep.toml and summary.csv are the sweep's when the sweep.toml is there."""
+    """A sweep folder written before markers: nothing but a sweep's own names (its cells/, its
+    sweep.toml, ...); its sweep.toml and summary.csv are the sweep's when the sweep.toml is there."""
     own = (*SWEEP_NAMES, "analyze")  # and other writers' markers, a changed spec's backups
-    if not (d / "cells").is_dir() or any(
-        p.name not in own and not p.name.startswith((".icl-race-", "sweep.previous-")) for p in d.iterdir()
-    ):
+    if any(p.name not in own and not p.name.startswith((".icl-race-", "sweep.previous-")) for p in d.iterdir()):
         return None
     return ["sweep.toml", "summary.csv"] if (d / "sweep.toml").is_file() else []
 
