@@ -359,10 +359,12 @@ COMMANDS = (
     Command(
         "export",
         help="per-seed table and curves of runs or sweeps, for notebooks",
-        description="Write OUT/seeds.<ext> (one row per seed: the values that tell the runs "
-        "apart, seed id, every event time with its censoring, outcome class, "
-        "final values) and OUT/curves.<ext> (every probe per evaluation as an "
-        "xarray Dataset over run, seed and step). Needs the optional extra: "
+        description="Write OUT/seeds.<ext> (one row per seed: the config fields that vary "
+        "across the runs, seed id, acquired, every event time (NaN when not reached) "
+        "with its censoring, outcome class, beta0, final values) and "
+        "OUT/curves.<ext> (every probe per evaluation over run, seed and step; "
+        "probes with axes of their own in netCDF only), with each run's provenance "
+        "as file metadata (CSV: OUT/provenance.json). Needs the optional extra: "
         "pip install 'icl-race[export]'.",
         arguments=_export_args,
         handler=report_commands.export,
@@ -373,8 +375,8 @@ COMMANDS = (
         description="Run the analysis SUBCOMMAND of STUDY (icl_race/studies/<study>.py) on "
         "run or sweep directories (none for a subcommand that trains its own "
         "seeds or samples its own data): print its summary and write its JSON to "
-        "experiments/<study>/results/<subcommand>.json (or --out), its tables "
-        "(markdown) or figures (PNG) beside it.",
+        "--out (default DIR/analyze/<study>-<subcommand>.json beside its one input "
+        "directory), its tables (markdown) or figures (PNG) beside it.",
         arguments=_analyze_args,
         handler=analyze,
         epilog=studies.help_text,

@@ -127,10 +127,10 @@ def test_write_error_ends_the_run_with_a_clear_message(tmp_path, monkeypatch, ca
 
     real = write._write_synced
 
-    def full_disk(path, data):
+    def full_disk(path, data, final=None):
         if "results.npz" in path.name:
             raise OSError(28, "No space left on device", str(path))
-        real(path, data)
+        real(path, data, final)
 
     monkeypatch.setattr(write, "_write_synced", full_disk)
     out = tmp_path / "run"

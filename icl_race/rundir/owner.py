@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from icl_race.rundir.layout import DamagedFileError, RunDirError, foreign
+from icl_race.rundir.layout import SWEEP_NAMES, DamagedFileError, RunDirError, foreign
 from icl_race.rundir.write import _fsync_dir, _tmp_name, _write_synced, refuse_links
 
 
@@ -44,8 +44,12 @@ def _icl_race_json(path: Path, key: str) -> dict | None:
 
 
 def _sweep_before_markers(d: Path) -> list[str] | None:
-    """A sweep folder written before markers: its sweep.toml beside cells/."""
-    return ["sweep.toml", "summary.csv"] if (d / "sweep.toml").is_file() and (d / "cells").is_dir() else None
+    """A sweep folder written before markers: nothing but a sweep's own names (its cells/, its
+    sweep.toml, ...); its sweep.toml and summary.csv are the sweep's when the sweep.toml is there."""
+    own = (*SWEEP_NAMES, "analyze")  # and other writers' markers, a changed spec's backups
+    if any(p.name not in own and not p.name.startswith((".icl-race-", "sweep.previous-")) for p in d.iterdir()):
+        return None
+    return ["sweep.toml", "summary.csv"] if (d / "sweep.toml").is_file() else []
 
 
 def _report_before_markers(d: Path) -> list[str]:
