@@ -182,9 +182,9 @@ def test_the_seed_count_is_a_size_not_a_difference(lr_runs, tmp_path, capsys):
 @pytest.mark.parametrize(
     "option, words",
     [
-        (["--boot", "1000000000"], ["--boot 1000000000", "[1, 100,000]"]),
-        (["--seed", "-1"], ["--seed -1", "[0, 4,294,967,295]"]),
-        (["--seed", str(2**32)], ["--seed 4294967296", "[0, 4,294,967,295]"]),
+        (["--boot", "1000000000"], ["--boot", "[1, 100,000]"]),
+        (["--seed", "-1"], ["--seed", "[0, 4,294,967,295]"]),
+        (["--seed", str(2**32)], ["--seed", "[0, 4,294,967,295]"]),
     ],
 )
 def test_compare_bounds_boot_and_seed_before_any_work(lr_runs, tmp_path, capsys, option, words):

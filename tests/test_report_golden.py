@@ -21,8 +21,12 @@ GOLDEN = Path(__file__).parent / "golden"
 BUDGET, EVAL_EVERY = 2000, 50
 
 
+def _config(raw: dict) -> config.Config:
+    return config.from_dict({"train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200}, **raw})
+
+
 def _cell(d: Path, raw: dict, t_icl: np.ndarray, final_acc: np.ndarray, diverged=None) -> None:
-    cfg = config.from_dict({"train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200}, **raw})
+    cfg = _config(raw)
     d.mkdir(parents=True)
     (d / "config.json").write_text(json.dumps(cfg.to_dict()))
     steps = np.arange(EVAL_EVERY, BUDGET + 1, EVAL_EVERY)
@@ -74,17 +78,19 @@ def classification_sweep(d: Path) -> None:
                 t = _on_grid(np.where(acq, 300 * np.exp(rng.normal(0, 0.3, 24)), np.inf))
                 cfg = {"task": {"variant": variant, "K": K, "N": N}}
                 _cell(
-                    d / "cells" / config.from_dict(cfg).digest(),
+                    d / "cells" / _config(cfg).digest(),
                     cfg,
                     t,
                     np.where(acq, 0.99, 0.5 + rng.normal(0, 0.02, 24)).astype(np.float32),
                 )
         t = _on_grid(40 * N * np.exp(rng.normal(0, 0.5, 30)))
         cfg = {"task": {"variant": "infinite", "N": N}}
-        _cell(d / "cells" / config.from_dict(cfg).digest(), cfg, t, np.where(t >= 0, 0.99, 0.6))
-    unfinished = d / "cells" / "0123456789abcdef"
-    unfinished.mkdir()
-    (unfinished / "config.json").write_text(json.dumps(config.from_dict({"task": {"K": 777, "N": 8}}).to_dict()))
+        _cell(d / "cells" / _config(cfg).digest(), cfg, t, np.where(t >= 0, 0.99, 0.6))
+    # Each cell is named by its config's digest, as `icl-race sweep` names it (a cell holding another config
+    # than its name says is foreign, never read).
+    unfinished = _config({"task": {"K": 777, "N": 8}})
+    (d / "cells" / unfinished.digest()).mkdir()
+    (d / "cells" / unfinished.digest() / "config.json").write_text(json.dumps(unfinished.to_dict()))
 
 
 def stored(name):
