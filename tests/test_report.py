@@ -9,7 +9,7 @@ import pytest
 import tiny
 from scipy.special import expit
 
-from icl_race import config
+from icl_race import config, rundir
 from icl_race.cli import main
 from icl_race.report import hist_text, write_report
 from icl_race.report.classification import sweep_report
@@ -388,7 +388,7 @@ def test_run_and_report_warn_when_nothing_is_acquired_or_seeds_diverge(tmp_path,
 
     train = {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200, "optimizer": "adam", "lr": 0.1}
     none = _write_cell(tmp_path / "a", {"train": train}, np.full(4, -1), 0.5, np.array([0, 0, 0, 1], bool))
-    s = run_summary(none)
+    s = run_summary(rundir.load(none))
     assert s.warnings == [
         "warning: no seed acquired ICL within 4,000 steps (0 of 4; train.optimizer adam, train.lr 0.1): "
         "Adam's calibrated lr is 0.001 (experiments/levers/adam.toml)",
@@ -400,7 +400,7 @@ def test_run_and_report_warn_when_nothing_is_acquired_or_seeds_diverge(tmp_path,
     assert capsys.readouterr().err.splitlines() == s.warnings
     assert "- **Warning: no seed acquired ICL within 4,000 steps" in (none / "report.md").read_text()
     ok = _write_cell(tmp_path / "b", {}, np.full(4, 500), 0.99)
-    assert run_summary(ok).warnings == []
+    assert run_summary(rundir.load(ok)).warnings == []
 
 
 def test_the_summary_lines_name_a_run_outside_the_abrupt_regime(tmp_path):
@@ -411,7 +411,7 @@ def test_the_summary_lines_name_a_run_outside_the_abrupt_regime(tmp_path):
         cell = _write_cell(tmp_path / name, {}, t, 0.99, extra={"t_icl60": np.full(6, t60)})
         line = hist_text(cell).splitlines()[-1]
         assert ("outside the abrupt regime (median rise fraction 0.50 > 0.10)" in line) == outside, line
-        regime = [w for w in run_summary(cell).warnings if "abrupt regime" in w]
+        regime = [w for w in run_summary(rundir.load(cell)).warnings if "abrupt regime" in w]
         assert regime == (
             [
                 "warning: outside the abrupt regime: median rise fraction 0.50 > 0.10 (analysis/regime.py): ICL "

@@ -302,7 +302,7 @@ def test_the_committed_run_is_the_run_loading_its_directory_gives(tmp_path):
             assert a == b, f.name
     assert mem.cfg == disk.cfg == CFG
     as_json = lambda s: json.dumps(dataclasses.asdict(s), sort_keys=True)
-    assert as_json(run_summary(mem)) == as_json(run_summary(out))
+    assert as_json(run_summary(mem)) == as_json(run_summary(rundir.load(out)))
 
 
 def test_cost_and_the_memory_check_take_the_run_plan_or_its_config():

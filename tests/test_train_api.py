@@ -46,7 +46,7 @@ def test_a_run_trained_in_memory_equals_its_directory_read_back(pair):
 def test_the_readers_of_directories_take_an_in_memory_run(pair):
     in_memory, _, d = pair
     assert rundir.load(in_memory) is in_memory
-    s, t = run_summary(in_memory), run_summary(d)
+    s, t = run_summary(in_memory), run_summary(rundir.load(d))
     assert (s.seeds, s.reached, s.km_median, s.outcomes) == (t.seeds, t.reached, t.km_median, t.outcomes)
     assert s.dir == str(icl_race.IN_MEMORY)
 

@@ -57,10 +57,8 @@ class RunSummary:
         return "\n".join([line, *self.warnings, f"histogram: {self.histogram}"])
 
 
-def run_summary(run: rundir.Run | str | Path) -> RunSummary:
-    """The summary of a run: a `Run` in memory, or the run directory `run` (loaded)."""
-    if not isinstance(run, rundir.Run):
-        run = rundir.load_run(Path(run))
+def run_summary(run: rundir.Run) -> RunSummary:
+    """The summary of a run (as the runner committed it, or as `rundir.load` read it back)."""
     d = run.dir
     stop, t = run.headline, run.times[run.headline]
     hit = t[t >= 0]
@@ -96,5 +94,7 @@ def run_summary(run: rundir.Run | str | Path) -> RunSummary:
 
 
 def dir_warnings(d: Path) -> list[str]:
-    """The warnings of a run directory (its summary's) or of a sweep directory's finished cells."""
-    return warnings.of_sweep(rundir.load_sweep(d)) if rundir.is_sweep(d) else run_summary(d).warnings
+    """The warnings of a run directory (its summary's; a run still training: its results so far) or of a
+    sweep directory's finished cells."""
+    found = rundir.load(d)
+    return warnings.of_sweep(found) if isinstance(found, rundir.SweepDir) else run_summary(found).warnings
