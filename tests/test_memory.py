@@ -66,11 +66,11 @@ def test_estimate_bounds_what_xla_allocates_for_the_chunk(name):
     tiny.IMPOSSIBLE_SIZES,
 )
 def test_impossible_sizes_are_refused_naming_the_field_to_lower(overrides):
-    from icl_race.run.runner import check_memory
+    from icl_race.run.runner import RunPlan, check_memory
 
     demo = config.read_toml("experiments/demo.toml")
     with pytest.raises(config.ConfigError, match="^memory: this run needs about") as e:
-        check_memory(config.from_dict(config.apply_overrides(demo, overrides)))
+        check_memory(RunPlan.of(config.from_dict(config.apply_overrides(demo, overrides))))
     field = overrides[-1].partition("=")[0]
     assert field in str(e.value).partition("; lower ")[2], str(e.value)
 
@@ -87,7 +87,7 @@ def test_impossible_sizes_are_refused_naming_the_field_to_lower(overrides):
 )
 def test_every_system_is_estimated_and_its_cpu_experiments_fit(path):
     from icl_race.run import sweep
-    from icl_race.run.runner import check_memory
+    from icl_race.run.runner import RunPlan, check_memory
 
     for cell in sweep.load(path).cells:
-        check_memory(cell.cfg)
+        check_memory(RunPlan.of(cell.cfg))

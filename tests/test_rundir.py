@@ -305,17 +305,16 @@ def test_the_committed_run_is_the_run_loading_its_directory_gives(tmp_path):
     assert as_json(run_summary(mem)) == as_json(run_summary(rundir.load(out)))
 
 
-def test_cost_and_the_memory_check_take_the_run_plan_or_its_config():
-    """`cost.project` and `runner.check_memory` take a run's RunPlan (its chunks and layout, derived
-    once) or a bare Config (derived there), with the same answer."""
+def test_the_run_plan_is_the_configs_layout_chunks_and_digest_derived_once():
+    """`RunPlan.of` derives what the phases (cost, the memory check, prepare) take: the config's chunk
+    plan, layout and digest, as the functions that compute them give them; `cost.project` defaults to its
+    layout's devices."""
     from icl_race.run import cost, runner
 
     cfg = config.from_dict({**RAW, "train": {**RAW["train"], "eval_spacing": "log", "steps": 1600}})
     run = runner.RunPlan.of(cfg)
-    assert runner.RunPlan.of(run) is run
     assert list(run.chunks) == runner.plan(cfg) and run.layout == runner.layout(cfg) and run.digest == cfg.digest()
     measured = cost.Cost(setup_s=2.0, compile_s=1.5, period_s=0.1, first_period=50, checkpoint_s=0.3, finish_s=0.2)
     for start in (0, 150):
-        assert cost.project(run, measured, start) == cost.project(cfg, measured, start, shards=run.layout.shards)
+        assert cost.project(run, measured, start) == cost.project(run, measured, start, shards=run.layout.shards)
     runner.check_memory(run)
-    runner.check_memory(cfg)

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from icl_race.config import Config
-
 if TYPE_CHECKING:
     from icl_race.run.runner import RunPlan
 
@@ -42,18 +40,8 @@ class Cost:
     finish_s: float  # the commit's histogram figure
 
 
-def _plan(cfg: Config | RunPlan) -> tuple[Config, list[tuple[int, int, int]], RunPlan | None]:
-    """(config, chunk plan, the RunPlan if given): a RunPlan's chunks are its run's, computed once;
-    a bare Config's are computed here."""
-    from icl_race.run.runner import RunPlan, plan
-
-    if isinstance(cfg, RunPlan):
-        return cfg.cfg, list(cfg.chunks), cfg
-    return cfg, plan(cfg), None
-
-
-def measure(cfg: Config | RunPlan) -> Cost:
-    """Run one block of cfg's seeds through its own programs for two evaluation periods; nothing written
+def measure(run: RunPlan) -> Cost:
+    """Run one block of the run's seeds through its own programs for two evaluation periods; nothing written
     but a temporary checkpoint. Measured on one block on one device (`Layout(block)`), whatever the
     run's own layout: `project` scales it by the run's blocks per device."""
     import numpy as np
@@ -64,7 +52,7 @@ def measure(cfg: Config | RunPlan) -> Cost:
     from icl_race.run import compile_cache, compile_stats
 
     compile_cache.setup()
-    cfg, chunks, _ = _plan(cfg)
+    cfg, chunks = run.cfg, run.chunks
     tr, e = cfg.train, cfg.ensemble
     period = chunks[0][1]
     layout = Layout(block=e.block)
@@ -108,17 +96,14 @@ def measure(cfg: Config | RunPlan) -> Cost:
     )
 
 
-def project(
-    cfg: Config | RunPlan, cost: Cost, start_step: int = 0, compiled: bool = False, shards: int | None = None
-) -> float:
-    """Upper bound, in seconds, on the rest of cfg's run from `start_step` (a checkpoint's step) on
-    `shards` devices (default: a RunPlan's layout's, else 1); `compiled`: the process already holds the
-    cell's programs (a local sweep's previous cell of the same program), so only the build is paid again."""
-    cfg, chunks, run = _plan(cfg)
-    chunks = [c for c in chunks if c[0] >= start_step]
+def project(run: RunPlan, cost: Cost, start_step: int = 0, compiled: bool = False, shards: int | None = None) -> float:
+    """Upper bound, in seconds, on the rest of the run from `start_step` (a checkpoint's step) on `shards`
+    devices (default: the run's layout's); `compiled`: the process already holds the cell's programs (a
+    local sweep's previous cell of the same program), so only the build is paid again."""
+    chunks = [c for c in run.chunks if c[0] >= start_step]
     if shards is None:
-        shards = run.layout.shards if run else 1
-    tr, e = cfg.train, cfg.ensemble
+        shards = run.layout.shards
+    tr, e = run.cfg.train, run.cfg.ensemble
     blocks = math.ceil(e.seeds / (e.block * shards))
     setup = cost.setup_s - (cost.compile_s if compiled else 0.0)
     # Each further period length (log spacing) is a program of its own: one more chunk compilation each.

@@ -52,10 +52,8 @@ class RunPlan:
     digest: str  # cfg.digest(): what each checkpoint and meta.json store, and a resume checks
 
     @classmethod
-    def of(cls, cfg: Config | RunPlan) -> RunPlan:
-        """cfg's plan; a RunPlan is returned as it is, so that every phase takes either."""
-        if isinstance(cfg, RunPlan):
-            return cfg
+    def of(cls, cfg: Config) -> RunPlan:
+        """cfg's plan: the one derivation of its layout and chunks, which every phase then takes."""
         return cls(cfg, layout(cfg), tuple(plan(cfg)), cfg.digest())
 
 
@@ -291,7 +289,7 @@ def _finished(out: Path, redo: bool, log) -> Finished | None:
     return None
 
 
-def prepare(cfg: Config | RunPlan, out: Path, log) -> Prepared:
+def prepare(run: RunPlan, out: Path, log) -> Prepared:
     """config.json (first), the program, and the carry: restored from the newest intact checkpoint of
     this config, else fresh."""
     from icl_race import systems
@@ -299,7 +297,6 @@ def prepare(cfg: Config | RunPlan, out: Path, log) -> Prepared:
     from icl_race.engine.sharding import place
     from icl_race.run import compile_cache
 
-    run = RunPlan.of(cfg)
     cfg, lay = run.cfg, run.layout
     compile_cache.setup()
     rundir.write_config(out, cfg)
@@ -326,16 +323,13 @@ def prepare(cfg: Config | RunPlan, out: Path, log) -> Prepared:
     )
 
 
-def start_fresh(
-    cfg: Config | RunPlan, program, consts, seed_ids: np.ndarray, since=None, checkpointer=None
-) -> Prepared:
+def start_fresh(run: RunPlan, program, consts, seed_ids: np.ndarray, since=None, checkpointer=None) -> Prepared:
     """The carry at step 0 of `seed_ids`, padded to cfg's layout (engine.ensemble.padded_seed_ids): each
     seed's key is fold_in(root_seed, its id) and its vmap is cfg's block wide, so each seed trains
     bit-identically to its run, whatever seeds are trained beside it."""
     from icl_race.engine.ensemble import init_ensemble, padded_seed_ids, seed_keys
     from icl_race.engine.sharding import place
 
-    run = RunPlan.of(cfg)
     lay = run.layout
     keys, consts = place(seed_keys(run.cfg.ensemble.root_seed, padded_seed_ids(seed_ids, lay)), consts, _mesh(lay))
     return Prepared(
@@ -671,7 +665,7 @@ def _repad(tree, padded: int, live: int):
     return {**tree, "carry": jax.tree.map(fix, tree["carry"]), "curves": jax.tree.map(fix, tree["curves"])}
 
 
-def check_memory(cfg: Config | RunPlan) -> None:
+def check_memory(run: RunPlan) -> None:
     """Refuse, before anything is written or allocated, a config whose ensemble cannot fit in the
     device's memory (engine/memory.py: an estimate from the shapes alone)."""
     import jax
@@ -680,7 +674,6 @@ def check_memory(cfg: Config | RunPlan) -> None:
     from icl_race.run import host
     from icl_race.systems import build, precision
 
-    run = RunPlan.of(cfg)
     cfg, lay = run.cfg, run.layout
     e, tr = cfg.ensemble, cfg.train
     padded = -(-e.seeds // lay.unit) * lay.unit

@@ -59,12 +59,12 @@ def where(cell: Cell) -> str:
 def check_sizes(out: Path, sweep: Sweep) -> None:
     """Every unfinished cell's memory estimate (runner.check_memory), before the first cell starts: a
     cell too large for the device is one line naming it, not a failure hours into the sweep."""
-    from icl_race.run.runner import check_memory
+    from icl_race.run.runner import RunPlan, check_memory
 
     for cell in sweep.cells:
         if status(out, cell) in ("partial", "pending"):
             try:
-                check_memory(cell.cfg)
+                check_memory(RunPlan.of(cell.cfg))
             except ConfigError as e:
                 raise ConfigError(f"cell {where(cell)}: {e}") from None
 
