@@ -168,7 +168,7 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json",
         action="store_true",
-        help="with --dry-run: print the cells and the projection as JSON (schema: README, Outputs)",
+        help="with --dry-run: print the cells and the projection as JSON (schema: docs/sweeps.md)",
     )
     p.add_argument(
         "--redo",
