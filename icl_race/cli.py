@@ -86,17 +86,21 @@ def _overrides_arg(p: argparse.ArgumentParser, help: str) -> None:
 def _json_arg(p: argparse.ArgumentParser, what: str) -> None:
     """--json: print WHAT instead of the human-readable output (schemas: docs/report-json.md). sweep's
     --json, which only qualifies --dry-run, is its own."""
-    p.add_argument("--json", action="store_true", help=f"print {what}")
+    _flag(p, "--json", f"print {what}")
+
+
+def _flag(p: argparse.ArgumentParser, name: str, help: str) -> None:
+    """An on/off option (argparse's store_true)."""
+    p.add_argument(name, action="store_true", help=help)
 
 
 def _force_arg(p: argparse.ArgumentParser) -> None:
     """--force: the one way past rundir/owner.py's rule (a command writes only into its own folder and
     replaces only files it wrote), for every command that writes files but run."""
-    p.add_argument(
+    _flag(
+        p,
         "--force",
-        action="store_true",
-        help="write into a folder this command did not create, replacing the files it names there "
-        "(never any other file)",
+        "write into a folder this command did not create, replacing the files it names there (never any other file)",
     )
 
 
@@ -130,12 +134,12 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seeds", type=_positive_int, help="override ensemble.seeds")
     _overrides_arg(p, "override one config value (repeatable), e.g. --set task.K=20000")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _flag(p, "--quiet", "no progress bar")
     _json_arg(p, "the summary as JSON (docs/report-json.md)")
-    p.add_argument(
+    _flag(
+        p,
         "--redo",
-        action="store_true",
-        help="train again a finished run whose results file is damaged (the damaged files are "
+        "train again a finished run whose results file is damaged (the damaged files are "
         "moved aside; intact results are never redone)",
     )
 
@@ -154,26 +158,26 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--out", required=True, help="sweep directory")
     _overrides_arg(p, "override a value in every cell (repeatable)")
-    p.add_argument(
+    _flag(
+        p,
         "--dry-run",
-        action="store_true",
-        help="list the cells, which are done, and the projected wall time; run nothing",
+        "list the cells, which are done, and the projected wall time; run nothing",
     )
-    p.add_argument(
+    _flag(
+        p,
         "--no-measure",
-        action="store_true",
-        help="with --dry-run: list the cells without measuring their programs (no projection; the "
+        "with --dry-run: list the cells without measuring their programs (no projection; the "
         "measurement trains one block for two evaluation periods per program)",
     )
-    p.add_argument(
+    _flag(
+        p,
         "--json",
-        action="store_true",
-        help="with --dry-run: print the cells and the projection as JSON (schema: docs/sweeps.md)",
+        "with --dry-run: print the cells and the projection as JSON (schema: docs/sweeps.md)",
     )
-    p.add_argument(
+    _flag(
+        p,
         "--redo",
-        action="store_true",
-        help="train again the cells whose results are damaged (moved aside first, never deleted)",
+        "train again the cells whose results are damaged (moved aside first, never deleted)",
     )
     p.add_argument(
         "--executor",
@@ -186,8 +190,8 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time", type=_positive_int, default=24 * 60, help="slurm time limit per cell, minutes")
     p.add_argument("--gpus", type=int, default=1, help="GPUs per slurm job (default 1)")
     p.add_argument("--array-parallelism", type=_positive_int, help="at most this many cells at once")
-    p.add_argument("--no-wait", action="store_true", help="slurm: return after submitting")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _flag(p, "--no-wait", "slurm: return after submitting")
+    _flag(p, "--quiet", "no progress bar")
     _force_arg(p)
 
 
@@ -400,7 +404,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Seed-ensemble simulator of the race between in-context "
         "and in-weights learning (arXiv 2412.00104, 2501.16265).",
     )
-    p.add_argument("--debug", action="store_true", help="show the traceback of a failure (also ICL_RACE_DEBUG=1)")
+    _flag(p, "--debug", "show the traceback of a failure (also ICL_RACE_DEBUG=1)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for c in COMMANDS:
         command = sub.add_parser(c.name, help=c.help, description=c.description)

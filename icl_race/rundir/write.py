@@ -26,28 +26,15 @@ from pathlib import Path
 import numpy as np
 
 from icl_race.config import Config
-from icl_race.rundir.layout import (
-    CHECKPOINTS,
-    CONFIG,
-    LIVE,
-    LOCK,
-    META,
-    RESULTS,
-    RUN_NAMES,
-    Locked,
-    RunDirError,
-    checkpoint_steps,
-    foreign,
-    half_finished,
-    is_done,
-)
+from icl_race.rundir import layout  # the file names, as layout.RESULTS
+from icl_race.rundir.layout import Locked, RunDirError, checkpoint_steps, foreign, half_finished, is_done
 from icl_race.rundir.read import differing_fields, stored_config
 
 # Called with the name of each step of `finish` right after it: a test kills the run there.
 fault_hook: Callable[[str], None] | None = None
 
 
-def refuse_links(d: Path, names=RUN_NAMES) -> None:
+def refuse_links(d: Path, names=layout.RUN_NAMES) -> None:
     """Refuse a directory where a path icl-race would write through is a symbolic link (or, for
     checkpoints/ and checkpoints.damaged/, not a directory): a link would lead the write, the move or orbax's checkpoints out of
     the directory. Checked before any work, so a refused directory is left exactly as it is."""
@@ -61,8 +48,8 @@ def refuse_links(d: Path, names=RUN_NAMES) -> None:
                 "remove it (or choose another directory)"
             )
     for name, why in (
-        (CHECKPOINTS, "checkpoints are written"),
-        (f"{CHECKPOINTS}.damaged", "damaged checkpoints are moved"),
+        (layout.CHECKPOINTS, "checkpoints are written"),
+        (f"{layout.CHECKPOINTS}.damaged", "damaged checkpoints are moved"),
     ):
         if (d / name).exists() and not (d / name).is_dir():
             raise RunDirError(f"{d / name}: is not a directory; move it aside ({why} there)")
@@ -129,8 +116,8 @@ def _step(name: str) -> None:
 
 
 def write_config(d: Path, cfg: Config) -> None:
-    if not (Path(d) / CONFIG).exists():
-        atomic_write(Path(d) / CONFIG, json_bytes(cfg.to_dict()))
+    if not (Path(d) / layout.CONFIG).exists():
+        atomic_write(Path(d) / layout.CONFIG, json_bytes(cfg.to_dict()))
 
 
 def finish(d: Path, results: dict[str, np.ndarray], meta: dict, files: dict[str, bytes]) -> None:
@@ -140,7 +127,7 @@ def finish(d: Path, results: dict[str, np.ndarray], meta: dict, files: dict[str,
     for stale in d.glob(".*.tmp*"):  # left by a run killed inside an earlier finish
         stale.unlink(missing_ok=True)
     staged = [(d / name, data) for name, data in files.items()]
-    staged += [(d / META, json_bytes(meta)), (d / RESULTS, npz_bytes(results))]
+    staged += [(d / layout.META, json_bytes(meta)), (d / layout.RESULTS, npz_bytes(results))]
     try:
         for path, data in staged:
             _write_synced(_tmp_name(path), data, path)
@@ -153,8 +140,8 @@ def finish(d: Path, results: dict[str, np.ndarray], meta: dict, files: dict[str,
         os.replace(_tmp_name(path), path)
         _step(f"renamed {path.name}")
     _fsync_dir(d)
-    shutil.rmtree(d / CHECKPOINTS, ignore_errors=True)
-    (d / LIVE).unlink(missing_ok=True)  # the partial results of the run, superseded like its checkpoints
+    shutil.rmtree(d / layout.CHECKPOINTS, ignore_errors=True)
+    (d / layout.LIVE).unlink(missing_ok=True)  # the partial results of the run, superseded like its checkpoints
     _step("removed checkpoints")
 
 
@@ -179,10 +166,10 @@ def drop_superseded_checkpoints(d: Path) -> None:
     """Checkpoints (and live.npz) left beside a committed run (killed right after its commit) are no
     longer needed."""
     d = Path(d)
-    if (d / CHECKPOINTS).exists() or (d / LIVE).exists():
+    if (d / layout.CHECKPOINTS).exists() or (d / layout.LIVE).exists():
         with contextlib.suppress(Locked), lock(d):
-            shutil.rmtree(d / CHECKPOINTS, ignore_errors=True)
-            (d / LIVE).unlink(missing_ok=True)
+            shutil.rmtree(d / layout.CHECKPOINTS, ignore_errors=True)
+            (d / layout.LIVE).unlink(missing_ok=True)
 
 
 def repair_notice(d: Path) -> str | None:
@@ -192,7 +179,7 @@ def repair_notice(d: Path) -> str | None:
     if not half_finished(d):
         return None
     steps = checkpoint_steps(d)
-    (d / RESULTS).unlink()
+    (d / layout.RESULTS).unlink()
     how = f"redoing the tail from the checkpoint at step {steps[-1]:,}" if steps else "redoing the run (no checkpoint)"
     return f"{d}: results.npz without meta.json (a run interrupted while finishing); {how}"
 
@@ -203,7 +190,7 @@ def set_aside_final_files(d: Path) -> Path:
     d = Path(d)
     aside = d / f"damaged-{time.strftime('%Y%m%dT%H%M%S')}"
     aside.mkdir()
-    for f in [d / RESULTS, d / META, *d.glob("t_*_hist.png")]:
+    for f in [d / layout.RESULTS, d / layout.META, *d.glob("t_*_hist.png")]:
         if f.exists():
             f.rename(aside / f.name)
     return aside
@@ -214,10 +201,10 @@ def lock(d: Path):
     """An exclusive lock on the run directory, held for the whole run; the kernel drops it when the
     process dies, even by SIGKILL, so a stale lock never blocks a resume."""
     try:
-        fd = os.open(Path(d) / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        fd = os.open(Path(d) / layout.LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError:
-        if Path(d, LOCK).is_symlink():  # ELOOP: refused like any link (refuse_links says the same first)
-            raise RunDirError(f"{Path(d) / LOCK}: is a symbolic link; remove it") from None
+        if Path(d, layout.LOCK).is_symlink():  # ELOOP: refused like any link (refuse_links says the same first)
+            raise RunDirError(f"{Path(d) / layout.LOCK}: is a symbolic link; remove it") from None
         raise
     try:
         try:
