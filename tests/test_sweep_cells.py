@@ -72,6 +72,9 @@ def test_swapped_cells_are_foreign_never_counted_nor_run(done, tmp_path, capsys)
     rows = _rows(out)
     assert [r["status"] for r in rows] == ["foreign", "foreign"] and all(r["median_t_icl"] == "" for r in rows)
     assert {p: p.stat().st_mtime_ns for p in out.rglob("results.npz")} == stamps
+    # analyze says which cells its runs leave out, rather than skipping them silently (issue 43 item 9)
+    [line] = rundir.skipped_cells([out])
+    assert line.startswith(f"{out}: 2 cells left out: ") and line.count("(foreign)") == 2
 
 
 def test_a_damaged_cell_is_named_with_redo_not_skipped(done, tmp_path, capsys):

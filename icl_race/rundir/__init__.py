@@ -48,6 +48,7 @@ from icl_race.rundir.read import (
     read_meta,
     read_results,
     run_of,
+    skipped_cells,
     stored_config,
     with_defaults,
 )

@@ -383,6 +383,19 @@ def is_sweep(d: Path) -> bool:
     return (Path(d) / "cells").is_dir()
 
 
+def skipped_cells(dirs) -> list[str]:
+    """One line per sweep among `dirs` that has cells no analysis can read (damaged, foreign, off the grid):
+    what `load_runs` leaves out, said rather than skipped silently. Unfinished cells are not listed."""
+    lines = []
+    for d in dirs:
+        if is_sweep(Path(d)):
+            bad = [c for c in load_sweep(Path(d)).cells if c.status in ("unreadable", "foreign", "outside")]
+            if bad:
+                what = ", ".join(f"{c.name} ({c.status})" for c in bad[:5]) + (", ..." if len(bad) > 5 else "")
+                lines.append(f"{d}: {len(bad)} cell{'s' if len(bad) > 1 else ''} left out: {what}")
+    return lines
+
+
 def cell_status(d: Path) -> str:
     if is_done(d):
         return "done"

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
-from icl_race import studies
+from icl_race import rundir, studies
 
 
 def analyze(args: argparse.Namespace) -> int:
     options = dict(studies.parse_option(o) for o in args.options)
+    for line in rundir.skipped_cells(args.dirs):  # the cells load_runs leaves out, said
+        print(f"icl-race analyze: {line}", file=sys.stderr)
     result, written = studies.run(
         args.study, args.subcommand, args.dirs, args.out, args.boot, args.seed, options, force=args.force
     )
