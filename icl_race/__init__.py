@@ -8,10 +8,11 @@ way: its arrays, `censored`, `km_median`, and every reader (`report.summary.run_
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = metadata.version("icl-race")
 
 # The `dir` of a run trained in memory: what its summary and exported rows name as its directory.
 IN_MEMORY = Path("<in memory>")

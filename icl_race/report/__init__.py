@@ -71,7 +71,7 @@ def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0, force: bool
     owner.check(d, "report", ["report.md", "report.json"], force=force, what="report")  # before any work
     fn, found = _part(d, kind, f"{kind}_report", "report")
     report, md, figs = fn(found, Draws(seed, n_boot))
-    from icl_race import __version__
+    from icl_race.rundir.provenance import icl_race_version
 
     partial = found.partial_note() if isinstance(found, rundir.Run) else None
     if partial:
@@ -85,7 +85,7 @@ def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0, force: bool
             "schema": SCHEMA,
             **({"partial": partial} if partial else {}),
             **report,
-            "icl_race_version": __version__,
+            "icl_race_version": icl_race_version(),
             "n_boot": n_boot,
             "seed": seed,
             "figures": written,

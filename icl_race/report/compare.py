@@ -256,13 +256,13 @@ NAMES = ("compare.md", "compare.json", "figures/km.png", "figures/km.pdf")  # wh
 def write(c: Comparison, out: str | Path, force: bool = False) -> list[str]:
     """OUT/compare.md, OUT/compare.json and the figure, as one, into a folder compare owns
     (rundir/owner.py); returns the paths written, relative to OUT."""
-    from icl_race import __version__
+    from icl_race.rundir.provenance import icl_race_version
 
     out = Path(out)
     figures = figure_files(figure(c), "km")
     record = jsonable(dataclasses.asdict(c)) | {
         "verdict": [verdict(c, i) for i in range(1, len(c.groups))],
-        "icl_race_version": __version__,
+        "icl_race_version": icl_race_version(),
         "figures": list(figures),
     }
     record_json = (json.dumps(record, indent=1, allow_nan=False) + "\n").encode()

@@ -285,10 +285,10 @@ PROVENANCE_KEY = "icl_race_provenance"
 
 
 def _encode(t: Tables, fmt: str) -> dict[str, bytes]:
-    from icl_race import __version__
+    from icl_race.rundir.provenance import icl_race_version
 
     seeds_name, curves_name, *_ = names(fmt)
-    prov = {"exported_by": f"icl-race {__version__}", "runs": t.provenance}
+    prov = {"exported_by": f"icl-race {icl_race_version()}", "runs": t.provenance}
     prov_json = json.dumps(prov, sort_keys=True)
     if fmt == "netcdf":
         import xarray as xr

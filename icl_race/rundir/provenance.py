@@ -14,6 +14,16 @@ def provenance() -> dict:
     return {"versions": versions(), "git_commit": git_commit(), "device": device_description()}
 
 
+def icl_race_version() -> str:
+    """This package's version as installed (pyproject.toml's): what every output file records. Read here,
+    not from `icl_race.__version__`, so that nothing inside the package imports its top (the notebook API
+    there imports the runner)."""
+    try:
+        return metadata.version("icl-race")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for pkg in ("icl-race", "jax", "jaxlib", "flax", "numpy", "scipy", "matplotlib"):
