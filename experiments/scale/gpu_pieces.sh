@@ -22,6 +22,8 @@
 # A piece is finished when every cell of its sweeps is done (gpu_queue.py done) or, for b, when its
 # commands ended within their limits. Only a finished piece lets the queue go on to the next one, so
 # the GPU is never split between two pieces, and a call ends early when its piece ends short of time.
+# A width-512 seed's checkpoint is ~1.2 MiB: the 48 MiB of parts bring back ~38 seeds of unfinished state per
+# call, so a 64-seed cell of c or a K* pack of e crosses leases only on a machine kept warm (README).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${1:?OUT_DIR}"
@@ -84,6 +86,7 @@ for p in a b c d e; do
   echo "$p $st $(( $(date +%s) - t )) $(date -u +%FT%TZ)" | tee -a "$STATE"
   [ "$st" = partial ] && break
 done
+grep -q "^e done" "$STATE" && echo "queue: every piece done"
 nvidia-smi --query-gpu=name,utilization.gpu,memory.used --format=csv 2>/dev/null || true
 # The results first and apart (every file but checkpoints), then the newest checkpoint of each unfinished
 # cell in 15 MiB parts, 48 MiB at most in all (2026-12-04: one tar of 72 MB lost its last part).
