@@ -6,7 +6,7 @@
 # results and the newest checkpoints of unfinished cells into parts that the device tool brings back
 # (8 files of 16 MiB, 64 MiB in all). Issue 25's pieces (2026-12-04) ran with this script's 697e51e version.
 #
-#   device: carry [".whl", "runs/scale/gpu"], command `bash experiments/scale/gpu_pieces.sh "$OUT" 540`
+#   device: carry [".whl"] (+ "runs/scale/gpu/<sweep>" of a partial piece), command `bash experiments/scale/gpu_pieces.sh "$OUT" 540`
 #   here:   tar xzf OUT/gpu_results.tgz && cat OUT/gpu_ckpt.tgz.part* | tar xz && cp OUT/gpu_queue.state experiments/scale/
 #   CPU dry run (tiny cells, runs/scale/gpu-tiny/, its own state file):
 #           PY=.venv/bin/python JAX_PLATFORMS=cpu QUEUE_TINY=1 bash experiments/scale/gpu_pieces.sh /tmp/q1 150
@@ -46,12 +46,13 @@ toml() {  # the sweep file a worker runs: the piece's own, or its tiny copy
   else echo "$S/$1.toml"; fi
 }
 run_sweeps() {  # every sweep of piece $1, its workers at once, each stopped at STOP_AT; 0 when all done
-  local sw name n t i rc=0
+  local sw name n t i left rc=0
   for sw in $(sweeps "$1"); do
     name=${sw%%:*}; n=${sw##*:}; t=$(toml "$name")
     [ -n "${QUEUE_TINY:-}" ] && n=1
     for i in $(seq 1 "$n"); do
-      timeout -k 30 $(( STOP_AT - $(date +%s) )) "$PY" -m icl_race sweep "$t" --out "$D/$name" --quiet \
+      left=$(( STOP_AT - $(date +%s) )); [ "$left" -lt 1 ] && left=1  # timeout 0 would mean no limit
+      timeout -k 30 "$left" "$PY" -m icl_race sweep "$t" --out "$D/$name" --quiet \
         >>"$D/logs/$name-$i.log" 2>&1 &
       sleep 2  # the first worker locks its pack before the next one looks
     done
