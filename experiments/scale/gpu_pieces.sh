@@ -1,60 +1,98 @@
 #!/usr/bin/env bash
-# Issue 25's width-512 pieces that the 2-core CPU cannot afford, on one lent GPU in one device call:
-# several `icl-race sweep` workers at once (a sweep's cells are locked per process, so two workers share
-# one sweep directory), each stopped by SIGTERM at the deadline (it checkpoints; rerunning resumes), then
-# the run directories packed into OUT_DIR: the results in one file, the unfinished cells' newest checkpoints in
-# <= 15 MB parts (the device tool brings back 8 files of 16 MiB, 64 MiB in all).
+# The GPU queue of issue 45: given the seconds it may use, run the next unfinished pieces in order, as
+# `icl-race sweep` workers (each packs the cells of one program into one ensemble; one worker per program
+# of a piece), stop them by SIGTERM before the limit (they checkpoint at the next chunk boundary;
+# rerunning resumes), record the finished pieces and the seconds each used in a state file, and pack the
+# results and the newest checkpoints of unfinished cells into parts that the device tool brings back
+# (8 files of 16 MiB, 64 MiB in all). Issue 25's pieces (2026-12-04) ran with this script's 697e51e version.
 #
-#   bash experiments/scale/gpu_pieces.sh OUT_DIR [SECONDS]      # device tool: carry [".whl"], OUT_DIR "$OUT"
-#   tar xzf OUT_DIR/gpu_results.tgz && cat OUT_DIR/gpu_ckpt.tgz.part* | tar xz   # here: runs/scale/gpu/
+#   device: carry [".whl"] (+ "runs/scale/gpu/<sweep>" of a partial piece), command `bash experiments/scale/gpu_pieces.sh "$OUT" 540`
+#   here:   tar xzf OUT/gpu_results.tgz && cat OUT/gpu_ckpt.tgz.part* | tar xz && cp OUT/gpu_queue.state experiments/scale/
+#   CPU dry run (tiny cells, runs/scale/gpu-tiny/, its own state file):
+#           PY=.venv/bin/python JAX_PLATFORMS=cpu QUEUE_TINY=1 bash experiments/scale/gpu_pieces.sh /tmp/q1 150
 #
-# On the GPU every cell runs as one vmapped block of its 16 seeds (ensemble.block = 16), evaluates 256
-# sequences per pass (train.eval_batch: other probe sequences, the same distribution) and computes its
-# matmuls in full float32 (train.matmul_precision = "highest", which is what a CPU computes whatever
-# the setting): the GPU cells measure what the CPU cells measure. kinf_w512's N = 64 and 100 are run
-# again beside the CPU's as the check of that (their t_ICL distributions must agree).
+# The pieces, in the issue's order (experiments/scale/README.md, *The GPU queue*, has their projected minutes):
+#   a  precision_w512_N32.toml: highest, default (TF32), bf16; three workers
+#   b  the benchmark sections never measured on a GPU: run.py's MLP-only and linear attention;
+#      benchmarks/gpu_fill.sh (the paper model's step old vs new, the packed grid, the profile). Needs
+#      B_NEED seconds; started only when they are left
+#   c  kinf_w512_paper.toml: N = 50 ... 250, 64 seeds; five workers
+#   d  lr01_w512_N100.toml: lr 0.01 at N = 100 (beside c's lr 0.03 cell); one worker
+#   e  kstar_w512_N150/N200/N250.toml: 9 K per N, 16 seeds; one worker per N
+# A piece is finished when every cell of its sweeps is done (gpu_queue.py done) or, for b, when its
+# commands ended within their limits. Only a finished piece lets the queue go on to the next one, so
+# the GPU is never split between two pieces, and a call ends early when its piece ends short of time.
+# A width-512 seed's checkpoint is ~1.2 MiB: the 48 MiB of parts bring back ~38 seeds of unfinished state per
+# call, so a 64-seed cell of c or a K* pack of e crosses leases only on a machine kept warm (README).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${1:?OUT_DIR}"
-DEADLINE=$(( $(date +%s) + ${2:-470} ))
-mkdir -p "$OUT"
+LIMIT="${2:-540}"
+T0=$(date +%s)
+STOP_AT=$(( T0 + LIMIT - ${QUEUE_RESERVE:-60} ))  # SIGTERM here: a chunk to finish, a checkpoint, the packing
+S=experiments/scale
+# QUEUE_TINY: one worker per sweep (the 2-core CPU compiles one program at a time well, several badly)
+if [ -n "${QUEUE_TINY:-}" ]; then D=runs/scale/gpu-tiny; STATE="$D/gpu_queue.state"; B_NEED=90
+else D=runs/scale/gpu; STATE="${QUEUE_STATE:-$S/gpu_queue.state}"; B_NEED=450; fi
+mkdir -p "$OUT" "$D/logs" "$D/tomls"
+touch "$STATE"
 source benchmarks/gpu_env.sh
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
-D=runs/scale/gpu
-mkdir -p "$D/logs"
-piece() {  # piece LOG SWEEP_TOML OUT_SUBDIR: one worker, stopped at the deadline
-  local left=$(( DEADLINE - $(date +%s) ))
-  if [ "$left" -lt 20 ]; then echo "$1: not started (deadline)"; return; fi
-  local t0=$(date +%s)
-  timeout -k 30 "$left" "$PY" -m icl_race sweep "$2" --out "$D/$3" --quiet \
-    --set ensemble.block=16 --set train.eval_batch=256 --set train.matmul_precision=highest >"$D/logs/$1.log" 2>&1
-  echo "$1: rc $? after $(( $(date +%s) - t0 )) s"; tail -n 3 "$D/logs/$1.log"
+Q="$PY $S/gpu_queue.py"
+sweeps() { case $1 in a) echo "precision_w512_N32:3";; c) echo "kinf_w512_paper:5";; d) echo "lr01_w512_N100:1";;
+  e) echo "kstar_w512_N150:1 kstar_w512_N200:1 kstar_w512_N250:1";; esac; }
+toml() {  # the sweep file a worker runs: the piece's own, or its tiny copy
+  if [ -n "${QUEUE_TINY:-}" ]; then $Q tiny "$S/$1.toml" "$D/tomls/$1.toml" && echo "$D/tomls/$1.toml"
+  else echo "$S/$1.toml"; fi
 }
-S=experiments/scale
-piece kinf_a $S/kinf_w512.toml kinf_w512 &
-sleep 5; piece kinf_b $S/kinf_w512.toml kinf_w512 &
-piece kstar100_a $S/kstar_w512_N100.toml kstar_w512_N100 &
-sleep 5; piece kstar100_b $S/kstar_w512_N100.toml kstar_w512_N100 &
-(piece width128 $S/kinf_width_N128.toml kinf_width_N128; piece nosettle $S/kstar_w512_N32_budget_nosettle.toml kstar_w512_N32_budget_nosettle) &
-wait
-nvidia-smi --query-gpu=name,utilization.gpu,memory.used --format=csv || true
-# Pack the results first and apart (gpu_results.tgz: every file but checkpoints), then the newest checkpoint
-# of each unfinished cell (gpu_ckpt.tgz.partNN, <= 15 MB each), so that the results come back even when the
-# checkpoints pass the tool's 64 MiB (2026-12-04: four unfinished cells' checkpoints made 72 MB in all).
-"$PY" - "$D" "$OUT" <<'PY'
-import sys, tarfile
-from pathlib import Path
-from icl_race.rundir import CHECKPOINTS, LOCK, checkpoint_steps, is_done
-root, out = Path(sys.argv[1]), Path(sys.argv[2])
-with tarfile.open(out / "gpu_results.tgz", "w:gz") as tar:
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and p.name != LOCK and CHECKPOINTS not in p.relative_to(root).parts:
-            tar.add(p, arcname=str(p))
-with tarfile.open(out / "gpu_ckpt.tgz", "w:gz") as tar:
-    for cell in sorted(root.glob("*/cells/*")):
-        if checkpoint_steps(cell) and not is_done(cell):
-            newest = cell / CHECKPOINTS / str(checkpoint_steps(cell)[-1])
-            tar.add(newest, arcname=str(newest))
-PY
+run_sweeps() {  # every sweep of piece $1, its workers at once, each stopped at STOP_AT; 0 when all done
+  local sw name n t i left rc=0
+  for sw in $(sweeps "$1"); do
+    name=${sw%%:*}; n=${sw##*:}; t=$(toml "$name")
+    [ -n "${QUEUE_TINY:-}" ] && n=1
+    for i in $(seq 1 "$n"); do
+      left=$(( STOP_AT - $(date +%s) )); [ "$left" -lt 1 ] && left=1  # timeout 0 would mean no limit
+      timeout -k 30 "$left" "$PY" -m icl_race sweep "$t" --out "$D/$name" --quiet \
+        >>"$D/logs/$name-$i.log" 2>&1 &
+      sleep 2  # the first worker locks its pack before the next one looks
+    done
+  done
+  wait
+  for sw in $(sweeps "$1"); do name=${sw%%:*}; $Q done "$(toml "$name")" "$D/$name" || rc=1; done
+  return $rc
+}
+run_bench() {  # piece b: 0 when every section ended within its limit
+  local o="$D/bench" L="$D/logs/bench-$T0.log" rc=0  # a log per call: its failures are this call's
+  mkdir -p "$o"
+  if [ -n "${QUEUE_TINY:-}" ]; then
+    timeout 90 "$PY" benchmarks/run.py --skip-torch --parts mlp,la --seeds 1 --steps 1 --repeats 1 --quick \
+      --out "$o/results-gpu-mlp-la.json" >>"$L" 2>&1 || rc=1
+  else
+    timeout 150 "$PY" benchmarks/run.py --skip-torch --parts mlp,la --seeds 1,256,4096 --steps 20 --repeats 2 \
+      --peak-tflops "${PEAK_TFLOPS:-494.7}" --out "$o/results-gpu-other.json" >>"$L" 2>&1 || rc=1
+    bash benchmarks/gpu_fill.sh "$o" >>"$L" 2>&1 || rc=1
+    grep -q "failed or timed out" "$L" && rc=1
+  fi
+  return $rc
+}
+for p in a b c d e; do
+  if grep -q "^$p done" "$STATE"; then continue; fi
+  left=$(( STOP_AT - $(date +%s) ))
+  need=60; [ "$p" = b ] && need=$B_NEED
+  if [ "$left" -lt "$need" ]; then echo "queue: $p not started ($left s left, needs $need)"; break; fi
+  t=$(date +%s)
+  if [ "$p" = b ]; then run_bench; else run_sweeps "$p"; fi
+  rc=$?
+  st=done; [ "$rc" -ne 0 ] && st=partial
+  echo "$p $st $(( $(date +%s) - t )) $(date -u +%FT%TZ)" | tee -a "$STATE"
+  [ "$st" = partial ] && break
+done
+grep -q "^e done" "$STATE" && echo "queue: every piece done"
+nvidia-smi --query-gpu=name,utilization.gpu,memory.used --format=csv 2>/dev/null || true
+# The results first and apart (every file but checkpoints), then the newest checkpoint of each unfinished
+# cell in 15 MiB parts, 48 MiB at most in all (2026-12-04: one tar of 72 MB lost its last part).
+cp "$STATE" "$OUT/gpu_queue.state"
+$Q pack "$D" "$OUT" 48
 split -b 15m -d "$OUT/gpu_ckpt.tgz" "$OUT/gpu_ckpt.tgz.part" && rm "$OUT/gpu_ckpt.tgz"
+echo "queue: $(( $(date +%s) - T0 )) s of $LIMIT; state:"; cat "$STATE"
 ls -la "$OUT"
