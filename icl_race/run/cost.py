@@ -20,7 +20,7 @@ the program, the device, jax's and icl-race's versions). A second dry run of pro
 reads them and trains nothing.
 
 `project_device` is the other projection, for a GPU this machine is not: the steps of the run at the
-rate measured on that GPU (`GPU_RATES`), with no measurement at all.
+rate measured on that GPU (`H200_RATES`), with no measurement at all.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from icl_race.config import Config
     from icl_race.run.runner import RunPlan
 
 
@@ -108,11 +109,28 @@ def measure(run: RunPlan) -> Cost:
     )
 
 
+def _shape(cfg: Config) -> str:
+    """What decides the speed of a step: the static shape of the program."""
+    d = cfg.to_dict()
+    task = {k: v for k, v in d["task"].items() if k != "K"}  # K is traced: it does not change the step
+    return json.dumps(
+        [task, d["model"], d["train"]["batch_size"], d["train"]["optimizer"], d["ensemble"]["block"]], sort_keys=True
+    )
+
+
+def program(cfg: Config) -> tuple:
+    """What decides which programs a cell compiles: its step's shape and the static sizes of its chunks
+    and evaluations (the values the engine traces, K, lr, decays..., are left out). Cells of one key
+    share their compilations: the local executor keeps them between such cells (sweep.execute.run_local)."""
+    tr = cfg.train
+    return _shape(cfg), tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_size, tr.eval_batch, tr.eval_spacing
+
+
 COSTS_FILE = "costs.json"
 
 
 def key(run: RunPlan) -> str:
-    """What decides a cell's measured Cost: its program (sweep.plan.program: the step's shapes, the chunk
+    """What decides a cell's measured Cost: its program (`program`: the step's shapes, the chunk
     and evaluation sizes), what `measure` runs beside it (retirement, checkpoints, precision), and where:
     the host (compile_cache.host_tag), the device kind, jax's and icl-race's versions."""
     import jax
@@ -120,7 +138,6 @@ def key(run: RunPlan) -> str:
     import icl_race
     from icl_race import systems
     from icl_race.run import compile_cache
-    from icl_race.run.sweep.plan import program
 
     cfg = run.cfg
     parts = [

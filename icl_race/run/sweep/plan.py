@@ -6,12 +6,12 @@ projection of the wall time (`icl_race.run.cost`), as typed records. It writes n
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
 from icl_race import rundir
-from icl_race.config import Config, ConfigError
+from icl_race.config import ConfigError
+from icl_race.run.cost import program
 from icl_race.run.progress import hms
 from icl_race.run.sweep.spec import Cell, Sweep
 
@@ -67,23 +67,6 @@ def check_sizes(out: Path, sweep: Sweep) -> None:
                 check_memory(RunPlan.of(cell.cfg))
             except ConfigError as e:
                 raise ConfigError(f"cell {where(cell)}: {e}") from None
-
-
-def _shape(cfg: Config) -> str:
-    """What decides the speed of a step: the static shape of the program."""
-    d = cfg.to_dict()
-    task = {k: v for k, v in d["task"].items() if k != "K"}  # K is traced: it does not change the step
-    return json.dumps(
-        [task, d["model"], d["train"]["batch_size"], d["train"]["optimizer"], d["ensemble"]["block"]], sort_keys=True
-    )
-
-
-def program(cfg: Config) -> tuple:
-    """What decides which programs a cell compiles: its step's shape and the static sizes of its chunks
-    and evaluations (the values the engine traces, K, lr, decays..., are left out). Cells of one key
-    share their compilations: the local executor keeps them between such cells (execute.run_local)."""
-    tr = cfg.train
-    return _shape(cfg), tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_size, tr.eval_batch, tr.eval_spacing
 
 
 def packs(out: Path, sweep: Sweep) -> list[tuple[Cell, ...]]:
