@@ -27,6 +27,7 @@ from icl_race.config import BOOT_MAX, ConfigError, check_bootstrap
 from icl_race.report import commands as report_commands
 from icl_race.report.export import FORMATS
 from icl_race.run import commands as run_commands
+from icl_race.run.cost import GPUS
 from icl_race.run.runner import RunError
 from icl_race.run.signals import Interrupted
 from icl_race.studies.command import analyze
@@ -171,6 +172,18 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     )
     _flag(
         p,
+        "--remeasure",
+        "with --dry-run: measure the programs again rather than read the costs an earlier dry run or "
+        "bench kept (costs.json beside the compile cache; none kept with ICL_RACE_COMPILE_CACHE=off)",
+    )
+    p.add_argument(
+        "--device",
+        choices=GPUS,
+        help="with --dry-run: project one GPU's hours from its measured rate (H100: the H200's scaled by "
+        "HBM bandwidth, an estimate) instead of measuring on this machine",
+    )
+    _flag(
+        p,
         "--json",
         "with --dry-run: print the cells and the projection as JSON (schema: docs/sweeps.md)",
     )
@@ -213,6 +226,11 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
         "its ensemble.block; on a CPU 1 is fastest)",
     )
     _overrides_arg(p, "change the benchmarked config, e.g. --set task.K=100000")
+    p.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="with CONFIG: measure again rather than read the cost kept by an earlier bench or dry run",
+    )
     _json_arg(p, "JSON instead of a table")
 
 

@@ -61,3 +61,71 @@ def test_measure_on_a_tiny_programme_returns_positive_times(checkpoint_every):
     assert c.setup_s >= 0 and 0 <= c.compile_s
     assert (c.checkpoint_s > 0) == bool(checkpoint_every)  # no checkpoint timed when the run writes none
     assert cost.project(RunPlan.of(cfg), c) >= c.setup_s + c.finish_s
+
+
+def _keep_costs_in(monkeypatch, folder) -> list:
+    """costs.json under `folder` (the tests' JAX_COMPILATION_CACHE_DIR would turn it off) and `measure`
+    replaced by one that counts its calls and returns COST."""
+    calls: list = []
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.setenv("ICL_RACE_COMPILE_CACHE", str(folder))
+    monkeypatch.setattr(cost, "measure", lambda run: calls.append(run) or COST)
+    return calls
+
+
+def test_a_measured_cost_is_kept_and_measured_again_for_another_program_host_or_jax(monkeypatch, tmp_path):
+    import jax
+
+    from icl_race.run import compile_cache
+
+    calls = _keep_costs_in(monkeypatch, tmp_path)
+    assert cost.measured(_plan()) == COST and cost.measured(_plan()) == COST and len(calls) == 1
+    assert len(list(tmp_path.glob(f"*/{cost.COSTS_FILE}"))) == 1
+    cost.measured(_plan(lr=0.05))  # a traced value: the same program, the same cost
+    assert len(calls) == 1
+    cost.measured(_plan(eval_every=25))  # another chunk program
+    assert len(calls) == 2
+    cost.measured(_plan(), remeasure=True)
+    assert len(calls) == 3
+    monkeypatch.setattr(jax, "__version__", "0.0.1")
+    cost.measured(_plan())
+    assert len(calls) == 4
+    monkeypatch.setattr(compile_cache, "host_tag", lambda: "jax-another-host")
+    cost.measured(_plan())
+    assert len(calls) == 5
+    cost.measured(_plan())
+    assert len(calls) == 5
+
+
+def test_nothing_is_kept_with_the_compile_cache_off_and_a_damaged_file_is_measured_over(monkeypatch, tmp_path):
+    calls = _keep_costs_in(monkeypatch, tmp_path)
+    monkeypatch.setenv("ICL_RACE_COMPILE_CACHE", "off")
+    cost.measured(_plan())
+    cost.measured(_plan())
+    assert len(calls) == 2 and not any(tmp_path.iterdir())
+    monkeypatch.setenv("ICL_RACE_COMPILE_CACHE", str(tmp_path))
+    from icl_race.run import compile_cache
+
+    path = compile_cache.directory() / cost.COSTS_FILE
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    assert cost.measured(_plan()) == COST and len(calls) == 3
+    assert cost.measured(_plan()) == COST and len(calls) == 3  # written over, then read
+
+
+def test_a_gpu_projection_is_every_padded_seed_step_at_the_rate_of_the_largest_measured_block(monkeypatch):
+    monkeypatch.setattr(cost, "H200_RATES", {1: 100, 4: 400, 64: 1000})
+    monkeypatch.setattr(cost, "PAPER_SHAPE", {"N": 8, "layers": 1, "width": 32})  # the tiny config's shape
+    # 6 seeds in blocks of 4: 8 padded seeds x 800 steps at block 4's 400 seed-steps/s
+    cfg = config.from_dict(tiny.raw(ensemble={"seeds": 6, "block": 4}))
+    assert cost.project_device(RunPlan.of(cfg), "h200") == pytest.approx(8 * 800 / 400)
+    assert not cost.device_rate(RunPlan.of(cfg), "h200").estimate
+    assert cost.project_device(RunPlan.of(cfg), "h200", start_step=600) == pytest.approx(8 * 200 / 400)
+    # block 16 is not measured: block 4's rate; the H100 is the HBM ratio 3.35 / 4.8 of it, an estimate
+    cfg = config.from_dict(tiny.raw(ensemble={"seeds": 16, "block": 16}))
+    h100 = cost.device_rate(RunPlan.of(cfg), "h100")
+    assert h100.seed_steps_per_s == pytest.approx(400 * 3.35 / 4.8) and h100.estimate
+    # twice the tokens and two layers: a quarter of the rate, an estimate
+    cfg = config.from_dict(tiny.raw(task={"N": 16}, model={"layers": 2}, ensemble={"seeds": 4, "block": 4}))
+    rate = cost.device_rate(RunPlan.of(cfg), "h200")
+    assert rate.seed_steps_per_s == pytest.approx(100) and rate.estimate

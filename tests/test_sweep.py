@@ -288,3 +288,23 @@ def test_a_local_sweep_over_many_shapes_keeps_its_memory_flat(tmp_path, monkeypa
     assert len(rss) == len(widths)
     growth = (rss[-1] - rss[1]) / (len(widths) - 2)
     assert growth < 15, f"resident memory grew {growth:.1f} MB a cell over distinct shapes: {rss}"
+
+
+def test_a_second_dry_run_reads_the_kept_costs_and_a_device_dry_run_measures_nothing(monkeypatch, tmp_path):
+    from icl_race.run import cost
+
+    calls: list = []
+    made_up = cost.Cost(setup_s=10.0, compile_s=4.0, period_s=1.0, first_period=50, checkpoint_s=0.0, finish_s=2.0)
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.setenv("ICL_RACE_COMPILE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cost, "measure", lambda run: calls.append(run) or made_up)
+    s = sweep.expand(BASE, {"task.K": [200, 400], "model.width": [16, 32]})  # two programs
+    first = sweep.dry_run(tmp_path / "out", s)
+    assert len(calls) == 2
+    assert sweep.dry_run(tmp_path / "out", s) == first and len(calls) == 2
+    sweep.dry_run(tmp_path / "out", s, remeasure=True)
+    assert len(calls) == 4
+    on_gpu = sweep.dry_run(tmp_path / "out", s, device="h200")
+    assert len(calls) == 4 and on_gpu.device == "h200" and on_gpu.unmeasured == 0
+    assert on_gpu.seconds == pytest.approx(sum(p.seconds for p in on_gpu.packs)) and on_gpu.seconds > 0
+    assert "GPU hours" in on_gpu.text()

@@ -64,9 +64,10 @@ class ConfigBench:
         return "\n".join([head, line(cols), line(row)])
 
 
-def of_config(path: str, overrides: list[str], block: int | None = None) -> ConfigBench:
+def of_config(path: str, overrides: list[str], block: int | None = None, remeasure: bool = False) -> ConfigBench:
     """The config at `path` (with `overrides`, and `block` as ensemble.block) timed through its own
-    programs (`cost.measure`) and its run projected (`cost.project`)."""
+    programs (`cost.measured`: the cost a dry run or bench kept for them, unless `remeasure`) and its run
+    projected (`cost.project`)."""
     import math
 
     from icl_race.run import cost
@@ -75,7 +76,7 @@ def of_config(path: str, overrides: list[str], block: int | None = None) -> Conf
 
     cfg = config.load(path, [*overrides, *([] if block is None else [f"ensemble.block={block}"])])
     run = RunPlan.of(cfg)
-    c = cost.measure(run)
+    c = cost.measured(run, remeasure)
     e, tr = cfg.ensemble, cfg.train
     rate = e.block * c.first_period / max(c.period_s, 1e-9)
     return ConfigBench(
@@ -162,7 +163,7 @@ def main(args) -> int:
                 f"{given[0]}: only for the paper-shape benchmark (without CONFIG); CONFIG's run is timed "
                 "as it is: change it with --set, e.g. --set ensemble.seeds=64"
             )
-        result = of_config(args.config, args.overrides, args.block)
+        result = of_config(args.config, args.overrides, args.block, args.remeasure)
         header = provenance()
         if args.json:
             print(json.dumps({**header, **dataclasses.asdict(result)}, indent=2))

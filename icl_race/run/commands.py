@@ -60,7 +60,9 @@ def sweep(args: argparse.Namespace) -> int:
         if short := budget(cell.cfg, f"cell {cell.values}: "):
             _log(short)
     if args.dry_run:
-        plan = sweep.dry_run(out, spec, measure=not args.no_measure, executor=args.executor)
+        plan = sweep.dry_run(
+            out, spec, not args.no_measure, args.executor, remeasure=args.remeasure, device=args.device
+        )
         print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else plan.text())
         return 0
     slurm = {

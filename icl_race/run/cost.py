@@ -13,11 +13,23 @@ is one period's steady cost. With a checkpoint and the finishing figure timed as
 is an upper bound on an uninterrupted run of the cell: early stops, retirement and the shorter last
 period only take from it. `setup` (build + compilation) is charged once per program a process compiles:
 a local sweep's cells of one program share it, a submitit or Slurm cell is a process of its own.
+
+A measurement trains, so it is kept (`measured`): in costs.json beside the compile cache
+(`compile_cache.directory()`; nothing is kept when the cache is off), keyed by what decides it (`key`:
+the program, the device, jax's and icl-race's versions). A second dry run of programs already measured
+reads them and trains nothing.
+
+`project_device` is the other projection, for a GPU this machine is not: the steps of the run at the
+rate measured on that GPU (`H200_RATES`), with no measurement at all.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
+import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from icl_race.config import Config
     from icl_race.run.runner import RunPlan
 
 
@@ -96,6 +109,84 @@ def measure(run: RunPlan) -> Cost:
     )
 
 
+def _shape(cfg: Config) -> str:
+    """What decides the speed of a step: the static shape of the program."""
+    d = cfg.to_dict()
+    task = {k: v for k, v in d["task"].items() if k != "K"}  # K is traced: it does not change the step
+    return json.dumps(
+        [task, d["model"], d["train"]["batch_size"], d["train"]["optimizer"], d["ensemble"]["block"]], sort_keys=True
+    )
+
+
+def program(cfg: Config) -> tuple:
+    """What decides which programs a cell compiles: its step's shape and the static sizes of its chunks
+    and evaluations (the values the engine traces, K, lr, decays..., are left out). Cells of one key
+    share their compilations: the local executor keeps them between such cells (sweep.execute.run_local)."""
+    tr = cfg.train
+    return _shape(cfg), tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_size, tr.eval_batch, tr.eval_spacing
+
+
+COSTS_FILE = "costs.json"
+
+
+def key(run: RunPlan) -> str:
+    """What decides a cell's measured Cost: its program (`program`: the step's shapes, the chunk
+    and evaluation sizes), what `measure` runs beside it (retirement, checkpoints, precision), and where:
+    the host (compile_cache.host_tag), the device kind, jax's and icl-race's versions."""
+    import jax
+
+    import icl_race
+    from icl_race import systems
+    from icl_race.run import compile_cache
+
+    cfg = run.cfg
+    parts = [
+        program(cfg),
+        cfg.ensemble.retire,
+        cfg.train.checkpoint_every,
+        cfg.train.matmul_precision,
+        systems.of(cfg).needs_x64(cfg),
+        compile_cache.host_tag(),
+        jax.devices()[0].device_kind,
+        jax.__version__,
+        icl_race.__version__,
+    ]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+
+def measured(run: RunPlan, remeasure: bool = False) -> Cost:
+    """`measure`, or the cost kept for the run's `key` by an earlier measurement (`remeasure`: measure
+    again, and keep the new one). Kept in costs.json beside the compile cache, none when it is off; an
+    unreadable file is measured over, never an error."""
+    from icl_race.run import compile_cache
+
+    folder = compile_cache.directory()
+    path = None if folder is None else folder / COSTS_FILE
+    k, known = key(run), _read(path)
+    if not remeasure and k in known:
+        try:
+            return Cost(**known[k])
+        except TypeError:  # an entry of another version of Cost: measured again
+            pass
+    cost = measure(run)
+    if path is not None and compile_cache.private(path.parent):
+        known[k] = dataclasses.asdict(cost)
+        tmp = path.with_name(f".{COSTS_FILE}.{os.getpid()}")
+        tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
+        tmp.replace(path)  # whole or not at all: a concurrent dry run reads the old file or the new one
+    return cost
+
+
+def _read(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
 def project(run: RunPlan, cost: Cost, start_step: int = 0, compiled: bool = False, shards: int | None = None) -> float:
     """Upper bound, in seconds, on the rest of the run from `start_step` (a checkpoint's step) on `shards`
     devices (default: the run's layout's); `compiled`: the process already holds the cell's programs (a
@@ -111,3 +202,46 @@ def project(run: RunPlan, cost: Cost, start_step: int = 0, compiled: bool = Fals
     periods = sum(n * cost.period_s * max(1.0, p / cost.first_period) for _, p, n in chunks)
     saves = len(chunks) // tr.checkpoint_every if tr.checkpoint_every else 0
     return setup + blocks * (periods + saves * cost.checkpoint_s) + cost.finish_s
+
+
+# Seed-steps/s of the paper model (classification, one layer, MLP width 512, N = 100, D = 63, batch 128,
+# K = 10,000) in one vmapped block of B seeds, measured on an H200 (benchmarks/RESULTS.md, "First GPU
+# check"): the rate saturates from B ~ 256.
+H200_RATES = {1: 6_548, 64: 30_423, 256: 32_728, 1024: 33_652, 4096: 33_764}
+PAPER_SHAPE = {"N": 100, "layers": 1, "width": 512}
+# HBM bandwidth, TB/s: no H100 rate is measured, so the H100's is the H200's scaled by 3.35 / 4.8 (the
+# step is launch- and memory-bound, not FLOP-bound: TF32 and bf16 change nothing, RESULTS.md).
+HBM_TBS = {"h200": 4.8, "h100": 3.35}
+GPUS = tuple(HBM_TBS)
+
+
+@dataclass(frozen=True)
+class DeviceRate:
+    device: str
+    seed_steps_per_s: float
+    estimate: bool  # not the measured rate of this shape on this GPU: scaled (`device_rate` says how)
+
+
+def device_rate(run: RunPlan, device: str) -> DeviceRate:
+    """The run's seed-steps/s on one `device` GPU: the H200's measured rate at the largest measured block
+    not above the run's block; for another shape than the paper model's, scaled by N / 100 and by the
+    layers (the step's work grows about linearly in each: the regime model's rates halve from N = 32 to
+    128 per doubling, RESULTS.md), the width left as it is; for the H100, by the HBM ratio. Either
+    scaling makes it an estimate."""
+    cfg = run.cfg
+    rate = float(H200_RATES[max(b for b in H200_RATES if b <= max(cfg.ensemble.block, 1))])
+    # Another system's sections may lack a field: its rate is then the paper model's, an estimate.
+    shape = {"N": getattr(cfg.task, "N", None), "layers": getattr(cfg.model, "layers", None)}
+    shape["width"] = getattr(cfg.model, "width", None)
+    rate *= PAPER_SHAPE["N"] / (shape["N"] or PAPER_SHAPE["N"]) / (shape["layers"] or 1)
+    rate *= HBM_TBS[device] / HBM_TBS["h200"]
+    return DeviceRate(device, rate, estimate=device != "h200" or shape != PAPER_SHAPE)
+
+
+def project_device(run: RunPlan, device: str, start_step: int = 0) -> float:
+    """Seconds of the run's steps from `start_step` on one `device` GPU at `device_rate`: every seed of
+    its padded blocks for the whole budget (early stops and retirement make it shorter); compilation,
+    evaluation and checkpoints are not counted."""
+    e = run.cfg.ensemble
+    padded = math.ceil(e.seeds / e.block) * e.block
+    return padded * max(run.cfg.train.steps - start_step, 0) / device_rate(run, device).seed_steps_per_s

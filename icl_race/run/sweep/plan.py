@@ -6,12 +6,12 @@ projection of the wall time (`icl_race.run.cost`), as typed records. It writes n
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
 from icl_race import rundir
-from icl_race.config import Config, ConfigError
+from icl_race.config import ConfigError
+from icl_race.run.cost import program
 from icl_race.run.progress import hms
 from icl_race.run.sweep.spec import Cell, Sweep
 
@@ -69,23 +69,6 @@ def check_sizes(out: Path, sweep: Sweep) -> None:
                 raise ConfigError(f"cell {where(cell)}: {e}") from None
 
 
-def _shape(cfg: Config) -> str:
-    """What decides the speed of a step: the static shape of the program."""
-    d = cfg.to_dict()
-    task = {k: v for k, v in d["task"].items() if k != "K"}  # K is traced: it does not change the step
-    return json.dumps(
-        [task, d["model"], d["train"]["batch_size"], d["train"]["optimizer"], d["ensemble"]["block"]], sort_keys=True
-    )
-
-
-def program(cfg: Config) -> tuple:
-    """What decides which programs a cell compiles: its step's shape and the static sizes of its chunks
-    and evaluations (the values the engine traces, K, lr, decays..., are left out). Cells of one key
-    share their compilations: the local executor keeps them between such cells (execute.run_local)."""
-    tr = cfg.train
-    return _shape(cfg), tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_size, tr.eval_batch, tr.eval_spacing
-
-
 def packs(out: Path, sweep: Sweep) -> list[tuple[Cell, ...]]:
     """The cells left to train (not done, not foreign), grouped into packs: with sweep.pack, the cells
     of one program (runner.pack_key: the same shapes and chunk plan, differing only in traced values
@@ -132,6 +115,8 @@ class DryRun:
     seconds: float  # summed over the packs that were measured
     unmeasured: int  # cells left to run whose shape was not measured (--no-measure)
     packs: list[PackPlan] = dataclasses.field(default_factory=list)
+    device: str | None = None  # projected for this GPU at its measured rate (cost.project_device), not measured
+    estimate: bool = False  # with device: a rate scaled from another GPU or shape (cost.device_rate)
 
     def text(self) -> str:
         lines = [f"{len(self.cells)} cells in {self.out}"]
@@ -155,6 +140,15 @@ class DryRun:
             lines.append(f"{done}/{len(self.cells)} done; no projection (not measured)")
             return "\n".join(lines)
         note = f" (+{self.unmeasured} cells not measured)" if self.unmeasured else ""
+        if self.device is not None:
+            rate = "an estimate scaled from the H200's measured rate" if self.estimate else "the measured rate"
+            lines.append(
+                f"{done}/{len(self.cells)} done; projected on one {self.device.upper()} for the rest "
+                f"<= {hms(self.seconds)} ({self.seconds / 3600:,.1f} GPU hours; every seed's steps at {rate} "
+                "of the paper model, benchmarks/RESULTS.md; compilation and evaluation not counted; early "
+                "stops and retirement make it shorter)"
+            )
+            return "\n".join(lines)
         how = (
             "packs one after another in one process, each program compiled once"
             if self.executor == "local"
@@ -168,12 +162,21 @@ class DryRun:
         return "\n".join(lines)
 
 
-def dry_run(out: Path, sweep: Sweep, measure: bool = True, executor: str = "local") -> DryRun:
+def dry_run(
+    out: Path,
+    sweep: Sweep,
+    measure: bool = True,
+    executor: str = "local",
+    remeasure: bool = False,
+    device: str | None = None,
+) -> DryRun:
     """The cells with their state, their packs (`packs`: the local executor's; another executor runs
     each cell as a process of its own) and an upper bound on the rest's wall time, writing nothing.
 
-    Each program's costs are measured once (`cost.measure`: one block through its own programs, on this
-    machine) and projected over each pack's plan from its checkpoint (`cost.project`). With the local
+    Each program's costs are measured once (`cost.measured`: one block through its own programs, on this
+    machine, or the cost an earlier dry run kept for it; `remeasure`: measure again) and projected over
+    each pack's plan from its checkpoint (`cost.project`); with `device` (h100, h200), each pack's steps
+    at that GPU's measured rate instead (`cost.project_device`), nothing measured. With the local
     executor a pack of the program the previous pack ran pays no compilation (the sweep keeps it; see
     execute.run_local); with the others every cell is a fresh process and pays it."""
     from icl_race.run import cost
@@ -186,16 +189,20 @@ def dry_run(out: Path, sweep: Sweep, measure: bool = True, executor: str = "loca
     )
     costs: dict[tuple, cost.Cost] = {}
     pack_of: dict[str, int] = {}
-    plans, total, unmeasured, last_program = [], 0.0, 0, None
+    plans, total, unmeasured, last_program, estimate = [], 0.0, 0, None, False
     for i, pack in enumerate(grouped):
         key, run, seconds = program(pack[0].cfg), pack_plan([RunPlan.of(c.cfg) for c in pack]), None
-        if key not in costs and measure:
-            costs[key] = cost.measure(run)
-        if key in costs:
+        if device is not None:
+            seconds = cost.project_device(run, device, checkpoint_step(out, pack[0]))
+            estimate |= cost.device_rate(run, device).estimate
+            total += seconds
+        elif key not in costs and measure:
+            costs[key] = cost.measured(run, remeasure)
+        if device is None and key in costs:
             start = checkpoint_step(out, pack[0])
             seconds = cost.project(run, costs[key], start, compiled=executor == "local" and key == last_program)
             total += seconds
-        else:
+        elif device is None:
             unmeasured += len(pack)
         last_program = key
         e, unit = run.cfg.ensemble, run.layout.unit
@@ -212,4 +219,4 @@ def dry_run(out: Path, sweep: Sweep, measure: bool = True, executor: str = "loca
         )
         for c in sweep.cells
     ]
-    return DryRun(str(out), executor, cells, total, unmeasured, plans)
+    return DryRun(str(out), executor, cells, total, unmeasured, plans, device, estimate)
