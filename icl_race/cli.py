@@ -444,7 +444,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     debug = args.debug or os.environ.get("ICL_RACE_DEBUG", "") not in ("", "0")
     if not debug:
+        # Shown by ourselves, not only formatted: a library that routed warnings to logging
+        # (logging.captureWarnings, as absl does) would print them in its own, multi-line format.
         warnings.formatwarning = _one_line_warning
+        warnings.showwarning = lambda message, category, *_, **__: print(
+            _one_line_warning(message, category, "", 0), end="", file=sys.stderr
+        )
     try:
         return args.handler(args)
     except ConfigError as e:

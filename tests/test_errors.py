@@ -474,6 +474,7 @@ def test_a_multi_line_warning_is_one_line(monkeypatch, capsys):
 
     monkeypatch.setattr(cli, "COMMANDS", tuple(dataclasses.replace(c, handler=warns) for c in cli.COMMANDS))
     monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         assert main(["hist", "anything"]) == 0

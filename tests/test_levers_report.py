@@ -2,9 +2,8 @@
 (and of the K = infinity median t_ICL) per value of that field."""
 
 import numpy as np
-from test_report_golden import _cell, _on_grid
+from test_report_golden import _cell, _config, _on_grid
 
-from icl_race import config
 from icl_race.report import levers, write_report
 from icl_race.report.sweep_sections import Acquisition, Heatmap, MedianVsN, Scaling, Sigmoid, Slope, Threshold
 
@@ -78,7 +77,7 @@ def test_a_real_sweep_report_puts_the_swept_lever_in_one_table(tmp_path):
         for N in (8, 16):
             t = _on_grid(np.full(20, t0 * N / 8.0))
             cfg = {"task": {"variant": "infinite", "N": N}, "model": {"qk_init_scale": scale}}
-            _cell(d / "cells" / config.from_dict(cfg).digest(), cfg, t, np.full(20, 0.99, np.float32))
+            _cell(d / "cells" / _config(cfg).digest(), cfg, t, np.full(20, 0.99, np.float32))
     write_report(d, n_boot=20)
     md = (d / "report.md").read_text()
     assert "## t_ICL at K = infinity per model.qk_init_scale" in md

@@ -4,7 +4,7 @@ is added, every seed's outcome is reported with its Wilson interval, statistics 
 import json
 
 import numpy as np
-from test_report_golden import BUDGET, EVAL_EVERY, _cell, _on_grid
+from test_report_golden import BUDGET, EVAL_EVERY, _cell, _config, _on_grid
 
 from icl_race import config
 from icl_race.cli import main
@@ -21,7 +21,7 @@ def _standard_cells(d, rng, Ks=(200, 500, 1000, 2000, 5000), Ns=(8, 16)):
             acq = rng.random(24) < p
             cfg = {"task": {"K": K, "N": N}}
             _cell(
-                d / "cells" / config.from_dict(cfg).digest(),
+                d / "cells" / _config(cfg).digest(),
                 cfg,
                 _on_grid(np.where(acq, 300.0, np.inf)),
                 np.where(acq, 0.99, 0.5 + rng.normal(0, 0.02, 24)).astype(np.float32),
@@ -34,7 +34,7 @@ def test_a_section_keeps_its_numbers_when_another_section_is_added(tmp_path):
     before = classification_sweep.compute(load_sweep(d), Draws(0, 50)).to_json()
     for N in (8, 16):  # K = infinity cells: a t_ICL vs N section now comes with its own draws
         cfg = {"task": {"variant": "infinite", "N": N}}
-        _cell(d / "cells" / config.from_dict(cfg).digest(), cfg, _on_grid(np.full(20, 40.0 * N)), np.full(20, 0.99))
+        _cell(d / "cells" / _config(cfg).digest(), cfg, _on_grid(np.full(20, 40.0 * N)), np.full(20, 0.99))
     after = classification_sweep.compute(load_sweep(d), Draws(0, 50)).to_json()
     assert len(before["t_icl_vs_N"]) == 0 and len(after["t_icl_vs_N"]) == 1
     for key in ("acquisition", "paper_sigmoid", "kstar_slope"):
@@ -65,7 +65,7 @@ def test_a_seed_in_two_cells_at_one_K_counts_once_read_where_it_was_not_settled(
         "task": {"K": 1000, "N": 8},
         "train": {"steps": BUDGET, "eval_every": EVAL_EVERY, "eval_size": 200, "settle_iwl": 0.9},
     }
-    _cell(d / "cells" / config.from_dict(cfg).digest(), cfg, np.full(24, -1), np.full(24, 0.5, np.float32))
+    _cell(d / "cells" / _config(cfg).digest(), cfg, np.full(24, -1), np.full(24, 0.5, np.float32))
     after = classification_sweep.compute(load_sweep(d), Draws(0, 50)).to_json()["thresholds"]
     assert len(after) == 1
     a, b = before["acquisition"][8], after[0]["acquisition"][8]

@@ -119,7 +119,7 @@ def test_analyze_scale_lr_on_two_tiny_k_infinity_runs(tmp_path, capsys):
     assert [(f["width"], f["lr"]) for f in fits] == [(32, 0.05), (32, 0.1)] and all(f["exponent"] is None for f in fits)
     assert kinf.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"  # the figure beside the JSON
     capsys.readouterr()
-    bad = tmp_path / "bad.json"
+    bad = tmp_path / "refused" / "bad.json"  # a folder of its own: tmp_path holds the runs
     assert main(["analyze", "scale", "lr", str(tmp_path / "lr0.1"), "--out", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs runs at >= 2 values of train.lr" in err[0] and not bad.exists()

@@ -161,7 +161,8 @@ def test_sweep_refuses_a_run_folder_and_keeps_a_sweep_of_an_earlier_version(lr_r
     shutil.copytree(lr_runs / "a", run)
     before = snapshot(run)
     assert _rc(["sweep", str(inputs / "sweep.toml"), "--out", str(run), "--quiet"]) == 2
-    assert "did not write" in capsys.readouterr().err and snapshot(run) == before
+    # (the sweep's own check names what the folder is: run/sweep/execute.check_out)
+    assert "holds an icl-race run, not a sweep" in capsys.readouterr().err and snapshot(run) == before
     # lr_runs' sweep/ has a sweep.toml beside cells/ and no marker: a sweep folder from before markers
     sweep = tmp_path / "sweep"
     shutil.copytree(lr_runs / "sweep", sweep)
