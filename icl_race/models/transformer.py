@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from icl_race.models.attention_kernel import query_attention
+
 
 def _symmetric_uniform(bound: float):
     return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)
@@ -114,12 +116,15 @@ class Attention(nnx.Module):
 
 
 class OneLayer(nnx.Module):
-    """logit = MLP(h_q + attn_q), h = LayerNorm(x); the paper's main model."""
+    """logit = MLP(h_q + attn_q), h = LayerNorm(x); the paper's main model. `attention_kernel` computes the
+    query-only attention's two contractions over the tokens: "xla" (the folded einsums below) or "pallas"
+    (models/attention_kernel.py; model.attention_kernel)."""
 
-    def __init__(self, E: int, width: int, rngs: nnx.Rngs):
+    def __init__(self, E: int, width: int, rngs: nnx.Rngs, attention_kernel: str = "xla"):
         self.ln = nnx.LayerNorm(E, epsilon=1e-5, rngs=rngs)
         self.attn = Attention(E, rngs)
         self.mlp = MLP(E, width, 1, rngs)
+        self.attention_kernel = attention_kernel
 
     def __call__(self, x_BxNxE: jax.Array) -> jax.Array:
         """Equal to mlp(h_q + attn.query(h)) with h = ln(x), with the LayerNorm folded into the query-only
@@ -138,6 +143,10 @@ class OneLayer(nnx.Module):
         h_BxE = ln(x_BxNxE[:, -1])
         u_BxE = attn.q(h_BxE) @ attn.k.kernel[...].T
         gu_BxE = g_1xE * u_BxE
+        if self.attention_kernel == "pallas":  # the same wx and wm, each kernel reading the tokens once
+            wx_BxE, wm_B = query_attention(x_BxNxE, gu_BxE)
+            o_BxE = attn.v(g_1xE * (wx_BxE - wm_B[:, None]) + b_1xE)
+            return self.mlp(h_BxE + o_BxE)[:, 0]
         # One contraction over E gives every token's mean and x . gu: the batch is read once for both.
         E = x_BxNxE.shape[-1]
         mean_and_gu_Bx2xE = jnp.stack([jnp.full_like(gu_BxE, 1 / E), gu_BxE], axis=1)
@@ -229,9 +238,14 @@ class Transformer:
     E: int
     width: int = 512
     layers: int = 1
+    attention_kernel: str = "xla"  # xla | pallas (one layer only: OneLayer's)
 
     def module(self, rngs: nnx.Rngs) -> nnx.Module:
-        return (OneLayer if self.layers == 1 else TwoLayer)(self.E, self.width, rngs)
+        if self.layers == 1:
+            return OneLayer(self.E, self.width, rngs, self.attention_kernel)
+        if self.attention_kernel != "xla":
+            raise ValueError(f"attention_kernel = {self.attention_kernel!r}: the one-layer model only")
+        return TwoLayer(self.E, self.width, rngs)
 
     def init(self, key: jax.Array) -> dict:
         return nnx.to_pure_dict(nnx.state(self.module(nnx.Rngs(params=key)), nnx.Param))

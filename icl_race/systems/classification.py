@@ -100,7 +100,9 @@ class ClassificationRace:
             novel_size=0 if infinite else t.novel_size,
             batch_size=tr.batch_size,
             eval_size=tr.eval_size,
-            model=Transformer(E=t.D + 2, width=cfg.model.width, layers=cfg.model.layers),
+            model=Transformer(
+                E=t.D + 2, width=cfg.model.width, layers=cfg.model.layers, attention_kernel=cfg.model.attention_kernel
+            ),
             freeze_readout=cfg.model.freeze_readout,
             freeze=cfg.model.freeze,
             freeze_event="converged" if tr.early_stop == "freeze" else None,

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from icl_race.configbase import Config, ItemPool, System, check, validate_minibatch_train
 
+ATTENTION_KERNELS = ("xla", "pallas")
+
 
 @dataclass(frozen=True)
 class TaskConfig(ItemPool):
@@ -51,6 +53,9 @@ class ModelConfig:
     freeze_readout: bool = False  # two-layer only: reproduce the reference's untrained readout MLP
     freeze: str = "none"  # none | attention (LayerNorm + q/k/v) | mlp (every MLP): kept at init (ablation)
     qk_init_scale: float = 1.0  # multiplies the initial query and key weights (the attention's initial sharpness)
+    # xla | pallas: what computes the one-layer model's query-only attention (models/attention_kernel.py);
+    # "pallas" runs its kernels with interpret=True (slow) on any backend but a GPU
+    attention_kernel: str = "xla"
 
 
 def validate_task(t: TaskConfig) -> None:
@@ -117,6 +122,18 @@ def validate(cfg: Config) -> None:
     )
     check(m.freeze in ("none", "attention", "mlp"), "model.freeze", m.freeze, 'one of "none", "attention", "mlp"')
     check(m.qk_init_scale > 0, "model.qk_init_scale", m.qk_init_scale, "a finite number > 0")
+    check(
+        m.attention_kernel in ATTENTION_KERNELS,
+        "model.attention_kernel",
+        m.attention_kernel,
+        "one of " + ", ".join(f'"{k}"' for k in ATTENTION_KERNELS),
+    )
+    check(
+        m.attention_kernel == "xla" or m.layers == 1,
+        "model.attention_kernel",
+        m.attention_kernel,
+        '"xla" unless model.layers = 1 (the Pallas kernels are the one-layer model\'s)',
+    )
     validate_minibatch_train(cfg.train)
     s = cfg.train.settle_iwl
     check(s == 0 or 0.5 < s < 1, "train.settle_iwl", s, "0 (off) or in (0.5, 1): the IWL accuracy that settles a seed")
