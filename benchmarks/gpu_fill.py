@@ -2,7 +2,7 @@
 the chip? Every row is written to OUT/results-gpu-fill.json as soon as it is measured, so a run cut short keeps
 what it measured.
 
-    python benchmarks/gpu_fill.py --out DIR [--dry-run] [--sections rate,pack,trace]
+    python benchmarks/gpu_fill.py --out DIR [--dry-run] [--sections rate,pack,trace,pallas]
 
 rate   seed-steps/s of the paper model's training step (N = 100, width 512, batch 128, K = 10^4) at S = 256, 1,024
        and 4,096 seeds in one vmap, the step before issue 42 ("old": its folded LayerNorm, re-created below and
@@ -13,6 +13,11 @@ pack   the K grid of experiments/fig2bc.toml (10 cells, K_max = 10^5) as one 160
        sweep), against one 16-seed cell alone; seed-steps/s of each
 trace  a jax.profiler trace of the new step at S = 1,024, summarised as the top 25 device ops by time per
        seed-step, each with its HLO shape and kind (from the compiled module's text)
+pallas the one-layer model with model.attention_kernel = "pallas" (models/attention_kernel.py, issue 42 item 3):
+       first its logits and each parameter gradient leaf on one paper-shape batch against the XLA path's (max abs
+       difference, and relative to the leaf's largest entry), then the Pallas step's seed-steps/s at S = 256
+       and 1,024 beside the XLA step's, at jax's default precision. The kernels' Triton lowering is untested
+       until this section runs on a GPU: a failure is recorded as the row's error.
 
 --dry-run: tiny sizes (N = 8, width 32, batch 16; S = 2, 4; a 2-cell grid), to try the script on a CPU.
 Method as in benchmarks/run.py: AOT compile timed apart, one warm-up call, best of the timed calls.
@@ -74,9 +79,10 @@ class OldTransformer(Transformer):
         return OldOneLayer(self.E, self.width, rngs)
 
 
-def paper_program(dry: bool, K: int = 10_000, K_max: int = 0, old: bool = False):
+def paper_program(dry: bool, K: int = 10_000, K_max: int = 0, old: bool = False, kernel: str = "xla"):
     task = {"N": 8, "K": K, "K_max": K_max} if dry else {"N": 100, "K": K, "K_max": K_max}
-    raw = {"task": task} | ({"model": {"width": 32}, "train": {"batch_size": 16}} if dry else {})
+    model = {"attention_kernel": kernel} | ({"width": 32} if dry else {})
+    raw = {"task": task, "model": model} | ({"train": {"batch_size": 16}} if dry else {})
     program, consts = ClassificationRace.from_config(config.from_dict(raw))
     if old:
         program = dataclasses.replace(program, model=OldTransformer(**dataclasses.asdict(program.model)))
@@ -144,6 +150,26 @@ def packed_row(program, consts, Ks, seeds_per_cell, steps, repeats):
     }
 
 
+def pallas_agreement_row(dry: bool) -> dict:
+    """The Pallas path against the XLA path on one training batch of the paper shape, at the initial parameters:
+    max |logit difference|, and per gradient leaf the max |difference| over the leaf's largest entry."""
+    xla, consts = paper_program(dry)
+    pallas, _ = paper_program(dry, kernel="pallas")
+    state = jax.jit(lambda k: xla.init(k, consts))(jax.random.key(0))
+    x, y = jax.jit(lambda k: xla.train_batch(state, consts, k, xla.batch_size))(jax.random.key(1))
+    logits = {p.model.attention_kernel: jax.jit(p.model.apply)(state["params"], x) for p in (xla, pallas)}
+    grads = {p.model.attention_kernel: jax.jit(jax.grad(p.loss))(state["params"], x, y) for p in (xla, pallas)}
+    leaves = jax.tree_util.tree_flatten_with_path(grads["xla"])[0]
+    return {
+        "max_abs_logit_diff": float(jnp.max(jnp.abs(logits["pallas"] - logits["xla"]))),
+        "max_abs_logit": float(jnp.max(jnp.abs(logits["xla"]))),
+        "grad_rel_diff": {
+            jax.tree_util.keystr(k): float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b)))
+            for (k, b), a in zip(leaves, jax.tree.leaves(grads["pallas"]), strict=True)
+        },
+    }
+
+
 def hlo_shapes(hlo: str) -> dict[str, str]:
     """Instruction name -> "shape opcode[/fusion kind]" over the compiled module's text."""
     out = {}
@@ -191,13 +217,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="benchmarks")
     ap.add_argument("--dry-run", action="store_true", help="tiny sizes, to try the script on a CPU")
-    ap.add_argument("--sections", default="rate,pack,trace")
+    ap.add_argument("--sections", default="rate,pack,trace,pallas")
     args = ap.parse_args()
     dry = args.dry_run
     out = Path(args.out) / "results-gpu-fill.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"device": str(jax.devices()[0]), "backend": jax.default_backend(), "jax": jax.__version__, "dry_run": dry}
-    doc |= {"rate": [], "pack": [], "trace": None}
+    doc |= {"rate": [], "pack": [], "trace": None, "pallas": []}
 
     def save():
         out.write_text(json.dumps(doc, indent=2))
@@ -226,6 +252,25 @@ def main() -> int:
             doc["pack"].append(packed_row(program, consts, cells, 2 if dry else 16, steps, repeats))
             save()
             print(json.dumps(doc["pack"][-1]), flush=True)
+    if "pallas" in sections:  # the agreement first (one compile each way), then the rates, xla beside pallas
+        try:
+            row = {"check": "agreement", **pallas_agreement_row(dry)}
+        except Exception as e:  # noqa: BLE001 - the Triton lowering is untested: record why it failed
+            row = {"check": "agreement", "error": f"{type(e).__name__}: {str(e)[:400]}"}
+        doc["pallas"].append(row)
+        save()
+        print(json.dumps(row), flush=True)
+        for seeds in sizes[:2]:
+            for kernel in ("xla", "pallas"):
+                program, consts = paper_program(dry, kernel=kernel)
+                n = steps if dry else min(40, max(5, 20_480 // seeds))
+                try:
+                    row = rate_row(program, consts, seeds, n, repeats)
+                except Exception as e:  # noqa: BLE001
+                    row = {"seeds": seeds, "error": f"{type(e).__name__}: {str(e)[:400]}"}
+                doc["pallas"].append({"check": "rate", "kernel": kernel, **row})
+                save()
+                print(json.dumps(doc["pallas"][-1]), flush=True)
     if "trace" in sections:
         program, consts = paper_program(dry)
         rows, planes = trace_rows(program, consts, 4 if dry else 1024, steps)
