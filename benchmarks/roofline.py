@@ -2,7 +2,7 @@
 analysis of the compiled step, how many times a token-sized (B, N, E) buffer is written and read in its HLO,
 the compulsory traffic, and the ceilings they put on an H100 and an H200.
 
-    .venv/bin/python benchmarks/roofline.py [--seeds 4] [--systems paper,regime,la] [--out FILE]
+    .venv/bin/python benchmarks/roofline.py [--seeds 4] [--systems paper,regime,la] [--kernel xla|pallas] [--out FILE]
 
 What is compiled: `engine.ensemble.steps_on_device`, the program `icl-race bench` times (a scan of training
 steps over a vmap of `--seeds` seeds), on this machine's backend (the CPU here). XLA's cost analysis counts a
@@ -19,6 +19,15 @@ once. The item pool (K x E floats, 2.6 MB at K = 10^4) is shared by the seeds an
 is not counted; the batch's ids are drawn on the chip. Ceiling = min(HBM bandwidth / bytes, peak FLOP/s /
 FLOPs): with XLA's bytes (the step as compiled), and with the compulsory bytes (a step whose tokens never
 leave the chip).
+
+--kernel pallas (the classification systems; model.attention_kernel = "pallas", models/attention_kernel.py): an
+ESTIMATE, not a measurement. XLA's cost analysis cannot see into a Pallas kernel (on the CPU it runs in
+interpret mode, a loop whose body the analysis counts once; on a GPU it is an opaque custom call), so the row
+adds two parts: XLA's bytes and FLOPs of the step compiled with the kernels replaced by a stand-in that reads
+only the query token (the rest of the step: sampler, LayerNorm of the query, MLP, update), the batch kept
+materialised as the kernels need it; and the kernels' analytic traffic per sequence
+(`attention_kernel.hbm_bytes_per_sequence`: each reads the tokens once) and FLOPs (18 N E: four contractions of
+the tile forward, the three recomputed and two more backward).
 """
 
 from __future__ import annotations
@@ -177,6 +186,55 @@ def roofline(name: str, program, consts, seeds: int, token_elements: int | None)
     return row
 
 
+def pallas_estimate(name: str, program, consts, seeds: int, token_elements: int) -> dict:
+    """The `--kernel pallas` row (module docstring): the step with a stand-in for the kernels, compiled and costed
+    by XLA, plus the kernels' analytic traffic and FLOPs."""
+    import dataclasses
+    from unittest import mock
+
+    import jax
+    import jax.numpy as jnp
+
+    from icl_race.models import attention_kernel, transformer
+
+    @jax.custom_vjp
+    def stand_in(x_BxNxE, gu_BxE):
+        # the barrier keeps the batch materialised (XLA would otherwise gather the query rows only)
+        q_BxE = jax.lax.optimization_barrier(x_BxNxE)[:, -1]
+        return q_BxE * gu_BxE, jnp.sum(q_BxE * gu_BxE, axis=-1)
+
+    def fwd(x_BxNxE, gu_BxE):
+        return stand_in(x_BxNxE, gu_BxE), (x_BxNxE[:, -1], gu_BxE)
+
+    def bwd(res, cot):
+        (q_BxE, _), (dwx_BxE, dwm_B) = res, cot
+        return None, (dwx_BxE + dwm_B[:, None]) * q_BxE
+
+    stand_in.defvjp(fwd, bwd)
+    model = dataclasses.replace(program.model, attention_kernel="pallas")
+    with mock.patch.object(transformer, "query_attention", stand_in):
+        row = roofline(name, dataclasses.replace(program, model=model), consts, seeds, token_elements)
+    B, N, E = program.batch_size, program.N, program.model.E
+    kernels = {k: B * v for k, v in attention_kernel.hbm_bytes_per_sequence(N, E).items()}
+    flops = row["flops_per_seed_step"] + 18 * B * N * E
+    xla_bytes = row["bytes_per_seed_step"] + sum(kernels.values())
+    row |= {
+        "system": f"{name}, pallas kernels (estimate)",
+        "rest_of_step_bytes_per_seed_step": row["bytes_per_seed_step"],
+        "kernel_bytes_per_seed_step": kernels,
+        "flops_per_seed_step": flops,
+        "bytes_per_seed_step": xla_bytes,
+    }
+    for chip, c in CHIPS.items():
+        for precision in ("fp32", "tf32"):
+            compute = c[f"{precision}_flops"] / flops
+            row[f"ceiling_{chip}_{precision}"] = {
+                "as_compiled": round(min(c["hbm_bytes_per_s"] / xla_bytes, compute)),
+                "compulsory": round(min(c["hbm_bytes_per_s"] / row["compulsory_bytes_per_seed_step"], compute)),
+            }
+    return row
+
+
 def systems(names: list[str]):
     """(name, program, consts, token elements per seed) of each system asked for."""
     import jax
@@ -204,6 +262,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=4, help="seeds in the vmap that is compiled")
     ap.add_argument("--systems", default="paper,regime,la")
+    ap.add_argument("--kernel", choices=("xla", "pallas"), default="xla", help="the classification steps' attention")
     ap.add_argument("--out", default=None, help="JSON file for the rows")
     args = ap.parse_args()
     import jax
@@ -211,10 +270,13 @@ def main() -> int:
     rows = []
     for name, program, consts, tokens in systems(args.systems.split(",")):
         with jax.enable_x64(name.startswith("linear")):
-            rows.append(roofline(name, program, consts, args.seeds, tokens))
+            if args.kernel == "pallas" and tokens:
+                rows.append(pallas_estimate(name, program, consts, args.seeds, tokens))
+            else:
+                rows.append(roofline(name, program, consts, args.seeds, tokens))
         r = rows[-1]
         print(
-            f"{name}: {r['flops_per_seed_step'] / 1e6:.3f} MFLOP, {r['bytes_per_seed_step'] / 1e6:.3f} MB accessed, "
+            f"{r['system']}: {r['flops_per_seed_step'] / 1e6:.3f} MFLOP, {r['bytes_per_seed_step'] / 1e6:.3f} MB accessed, "
             f"compulsory {r['compulsory_bytes_per_seed_step'] / 1e6:.3f} MB per seed-step"
             + (f"; token tensor {r['token_bytes_per_seed'] / 1e6:.2f} MB, {r['token_passes']}" if tokens else "")
         )

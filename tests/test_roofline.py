@@ -43,3 +43,16 @@ def test_the_count_sees_a_stored_tensor_and_each_contraction_that_reads_it(roofl
     shapes = jax.ShapeDtypeStruct((B, N, E), jnp.float32), jax.ShapeDtypeStruct((B, E), jnp.float32)
     passes = roofline.token_passes(jax.jit(step).lower(*shapes).compile().as_text(), B * N * E)
     assert passes == {"writes": 1, "reads": 3, "slice_reads": 0}, passes  # x once, xc twice
+
+
+def test_the_pallas_estimate_adds_the_kernels_to_a_step_that_reads_no_whole_batch(roofline):
+    """`--kernel pallas`: with the kernels stood in for, the rest of the step writes the batch once (the sampler,
+    kept materialised for the kernels) and reads none of it whole, so every token read in the estimate is the
+    kernels' analytic one (models/attention_kernel.py: one read of the tokens per kernel)."""
+    raw = {"task": {"K": 3600, "N": 32}, "model": {"width": 64}}
+    program, consts = ClassificationRace.from_config(config.from_dict(raw))
+    row = roofline.pallas_estimate("regime", program, consts, seeds=1, token_elements=128 * 32 * 65)
+    assert row["token_passes"]["writes"] == 1 and row["token_passes"]["reads"] == 0, row["token_passes"]
+    kernels = row["kernel_bytes_per_seed_step"]
+    assert kernels["forward_read"] > 128 * 32 * 65 * 4 and kernels["backward_read"] > 128 * 32 * 65 * 4
+    assert row["bytes_per_seed_step"] == row["rest_of_step_bytes_per_seed_step"] + sum(kernels.values())
