@@ -123,3 +123,38 @@ def test_the_default_is_xla_and_only_the_one_layer_model_has_the_kernels():
     assert config.from_dict(tiny.raw()).model.attention_kernel == "xla"
     with pytest.raises(ValueError, match="one-layer model only"):
         Transformer(E=E, width=W, layers=2, attention_kernel="pallas").init(jax.random.key(0))
+
+
+# jax 0.12 deprecates Pallas' Triton backend in favour of Mosaic GPU (docs/gpu.md); it still lowers and runs
+@pytest.mark.filterwarnings("ignore:The Pallas Triton backend is deprecated:DeprecationWarning")
+def test_the_kernels_lower_to_triton_for_a_gpu_without_one():
+    """The part of the GPU path a CPU can check: jax.export lowers the paper-shape kernels, forward and backward
+    under a vmap over seeds, for CUDA as if on an H100 (the backend and the GPU's description mocked), through
+    Pallas' Triton lowering rules (power-of-two tiles, every op of the kernels) to Triton IR in XLA's Triton
+    custom calls. Not checked here: Triton's compilation of that IR for the chip, and running it."""
+    from unittest import mock
+
+    from jax import export
+    from jax._src.pallas.triton import pallas_call_registration
+    from jax.experimental.pallas import triton as plgpu
+
+    def forward_and_dgu(x, gu):
+        (wx, wm), vjp = jax.vjp(query_attention, x, gu)
+        return wx, wm, vjp((wx, wm))[1]
+
+    h100 = plgpu.get_gpu_info_from_version(plgpu.GpuVersion.H100)
+    shapes = jax.ShapeDtypeStruct((2, 128, 100, E), jnp.float32), jax.ShapeDtypeStruct((2, 128, E), jnp.float32)
+    triton = "__gpu$xla.gpu.triton"
+    with (
+        mock.patch.object(jax, "default_backend", lambda: "gpu"),
+        mock.patch.object(pallas_call_registration.gpu_info_lib, "get_gpu_info", lambda: h100),
+    ):
+        exported = export.export(
+            jax.jit(jax.vmap(forward_and_dgu)),
+            platforms=["cuda"],
+            disabled_checks=[export.DisabledSafetyCheck.custom_call(triton)],
+        )(*shapes)
+    calls = [line for line in exported.mlir_module().splitlines() if f"custom_call @{triton}" in line]
+    assert len(calls) == 2
+    assert all("grid_x = 128 : i32, grid_y = 2 : i32" in c for c in calls)  # a program per sequence, per seed
+    assert 'name = "query_attention_fwd"' in calls[0] and 'name = "query_attention_bwd"' in calls[1]

@@ -24,11 +24,12 @@ paper's N = 100, E = 65) and does both contractions from it on chip: the step's 
 sampler's write and one read per kernel, against one write and five reads in the fused XLA step
 (benchmarks/RESULTS.md, "The Pallas kernels' traffic").
 
-The materialised batch, not a gather from the pool by id inside the kernel: the token tensor is built by five
-samplers (pooled, bank, fresh, balanced, bursty ids) and two levers (item noise, the label slots), and is
-read by the evaluation's forward and the analyses too; a kernel that gathered rows itself would have to
-rebuild the label slots and the noise, i.e. a second copy of the samplers. The gather is the bigger win (the
-token tensor would never exist in HBM) and the next step, if the GPU shows the kernels worth it.
+The materialised batch, not a gather from the pool by id inside the kernel: the token tensor is built from a
+pool (ids of four constructions: target present, balanced, bursty, distinct), a bank or fresh Gaussians, with
+the label slots set per sequence and the item-noise lever on top, and it is read by the evaluation's forward and
+the analyses too; a kernel that gathered rows itself would have to rebuild the label slots and the noise, a
+second copy of the samplers. The gather is the bigger win (the token tensor would never exist in HBM) and the
+next step, if the GPU shows the kernels worth it.
 
 GPU lowering (Pallas' Triton backend): block shapes must be powers of two, so the tile is
 (next_power_of_2(N), next_power_of_2(E)), 128 x 128 at the paper shape. The padding happens only in the
@@ -37,10 +38,13 @@ traffic for them, no padded copy), and the kernels mask the tile themselves (`_t
 masked lanes hold (Triton leaves them undefined; interpret mode fills them with NaN) never reaches a sum.
 Rows of 65 floats are not 128-byte aligned; a pool stored with its rows padded once at set-up
 (tasks.classification.token_table) would align them, at the cost of a wider materialised batch, which is
-why it is not done for this version. THIS LOWERING IS UNTESTED: no GPU was lent while it was written;
-benchmarks/gpu_fill.py's "pallas" rows compile and time it and compare it with the XLA path on a GPU. On any
-other backend (the CPU) the kernels run with interpret=True, which lowers each to a loop over the program
-instances: correct, and slow; for tests.
+why it is not done for this version. NOT RUN ON A GPU: no GPU was lent while it was written. On the CPU,
+tests/test_pallas.py lowers the kernels for CUDA (jax.export) through Pallas' Triton lowering rules to Triton IR;
+Triton's compilation of that IR and its results on a chip are checked only by benchmarks/gpu_fill.py's "pallas"
+section (against the XLA path, and timed). jax 0.12 deprecates the Triton backend in favour of Mosaic GPU, a
+different kernel model (warpgroups, TMA): a port, if the GPU finds these kernels worth keeping. On any other
+backend (the CPU) the kernels run with interpret=True, which lowers each to a loop over the program instances:
+correct, and slow (~250x the XLA step at the paper shape); for tests.
 """
 
 from __future__ import annotations
