@@ -14,8 +14,8 @@ pack   the K grid of experiments/fig2bc.toml (10 cells, K_max = 10^5) as one 160
 trace  a jax.profiler trace of the new step at S = 1,024, summarised as the top 25 device ops by time per
        seed-step, each with its HLO shape and kind (from the compiled module's text)
 pallas the one-layer model with model.attention_kernel = "pallas" (models/attention_kernel.py, issue 42 item 3):
-       first its logits and each parameter gradient leaf on one paper-shape batch against the XLA path's (max abs
-       difference, and relative to the leaf's largest entry), then the Pallas step's seed-steps/s at S = 256
+       first its logits and each parameter gradient leaf on one paper-shape batch against the XLA path's at
+       "highest" precision (max abs difference, and relative to the leaf's largest entry), then the Pallas step's seed-steps/s at S = 256
        and 1,024 beside the XLA step's, at jax's default precision. The kernels' Triton lowering is untested
        until this section runs on a GPU: a failure is recorded as the row's error.
 
@@ -152,7 +152,14 @@ def packed_row(program, consts, Ks, seeds_per_cell, steps, repeats):
 
 def pallas_agreement_row(dry: bool) -> dict:
     """The Pallas path against the XLA path on one training batch of the paper shape, at the initial parameters:
-    max |logit difference|, and per gradient leaf the max |difference| over the leaf's largest entry."""
+    max |logit difference|, and per gradient leaf the max |difference| over the leaf's largest entry. At "highest"
+    matmul precision: at the default (TF32 on a GPU) the XLA path's contractions over the tokens are TF32 dots
+    while the kernels sum in float32, and the difference would measure TF32, not the kernels."""
+    with jax.default_matmul_precision("highest"):
+        return _agreement(dry)
+
+
+def _agreement(dry: bool) -> dict:
     xla, consts = paper_program(dry)
     pallas, _ = paper_program(dry, kernel="pallas")
     state = jax.jit(lambda k: xla.init(k, consts))(jax.random.key(0))
@@ -254,7 +261,7 @@ def main() -> int:
             print(json.dumps(doc["pack"][-1]), flush=True)
     if "pallas" in sections:  # the agreement first (one compile each way), then the rates, xla beside pallas
         try:
-            row = {"check": "agreement", **pallas_agreement_row(dry)}
+            row = {"check": "agreement", "precision": "highest", **pallas_agreement_row(dry)}
         except Exception as e:  # noqa: BLE001 - the Triton lowering is untested: record why it failed
             row = {"check": "agreement", "error": f"{type(e).__name__}: {str(e)[:400]}"}
         doc["pallas"].append(row)
