@@ -156,13 +156,17 @@ def test_force_writes_its_named_files_into_a_foreign_folder_and_nothing_else(dec
     assert set(after) - {*DECOY, *(f"work/{n}" for n in DECOY)} == {owner.marker("export")}
 
 
-def test_sweep_refuses_a_run_folder_and_keeps_a_sweep_of_an_earlier_version(lr_runs, inputs, tmp_path, capsys):
+def test_sweep_and_export_refuse_a_run_folder_and_sweep_keeps_a_sweep_of_an_earlier_version(
+    lr_runs, inputs, tmp_path, capsys
+):
     run = tmp_path / "run"
     shutil.copytree(lr_runs / "a", run)
     before = snapshot(run)
     assert _rc(["sweep", str(inputs / "sweep.toml"), "--out", str(run), "--quiet"]) == 2
-    # (the sweep's own check names what the folder is: run/sweep/execute.check_out)
-    assert "holds an icl-race run, not a sweep" in capsys.readouterr().err and snapshot(run) == before
+    # every writer names a run directory as such (rundir/owner.check)
+    assert "holds an icl-race run, not icl-race sweep's files" in capsys.readouterr().err and snapshot(run) == before
+    assert _rc(["export", str(lr_runs / "a"), "--out", str(run)]) == 2
+    assert "holds an icl-race run, not icl-race export's files" in capsys.readouterr().err and snapshot(run) == before
     # lr_runs' sweep/ has a sweep.toml beside cells/ and no marker: a sweep folder from before markers
     sweep = tmp_path / "sweep"
     shutil.copytree(lr_runs / "sweep", sweep)

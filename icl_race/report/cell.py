@@ -10,6 +10,9 @@ diverged seeds are excluded from every statistic but the outcome counts."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import types
+import typing
 from typing import Any, Self
 
 import numpy as np
@@ -18,7 +21,7 @@ from icl_race.analysis import bimodality as bm
 from icl_race.analysis import outcome as oc
 from icl_race.analysis import regime as rg
 from icl_race.analysis import survival as sv
-from icl_race.report.format import OMIT_NONE, key, record_json
+from icl_race.report.format import OMIT_NONE, key, plain, record_json
 from icl_race.report.paper import PAPER
 from icl_race.report.sample import Sample
 
@@ -40,9 +43,41 @@ class Record:
 
     @classmethod
     def of(cls, d: dict) -> Self:
-        """The record of an analysis function's result, whose keys are its field names (a record whose
-        result nests other records or differs in its keys reads it in its own `of`)."""
-        return cls(**d)
+        """The record of an analysis function's result, whose keys are its field names (`read_fields`: a
+        nested result becomes the record its field declares)."""
+        return cls(**read_fields(cls, d))
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _record_type(tp: Any) -> type[Record] | None:
+    return tp if isinstance(tp, type) and issubclass(tp, Record) else None
+
+
+def _read(tp: Any, v: Any) -> Any:
+    """`v` as a field of declared type `tp` holds it: a dict as the record `tp` names (its `of`), a list or
+    dict of such results item by item (a list of lists too); anything else, a record included, as it is."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is types.UnionType:  # `R | None`: a None stays None
+        kinds = [a for a in args if a is not type(None)]
+        return _read(kinds[0], v) if v is not None and len(kinds) == 1 else v
+    if (record := _record_type(tp)) is not None:
+        return record.of(v) if isinstance(v, dict) else v
+    if typing.get_origin(tp) is list and isinstance(v, list):
+        return [_read(args[0], x) for x in v]
+    if typing.get_origin(tp) is dict and isinstance(v, dict) and _record_type(args[1]) is not None:
+        return {k: _read(args[1], x) for k, x in v.items()}
+    return v
+
+
+def read_fields(cls: type, d: dict) -> dict:
+    """An analysis function's result (keys: `cls`'s field names) with each value read as its field declares
+    it (`_read`): the one rule by which results that nest results become records that nest records."""
+    declared = _field_types(cls)
+    return {k: _read(declared.get(k), v) for k, v in d.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,13 +91,9 @@ class Proportion(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Count(Record):
+class Count(Proportion):
     """One outcome class's count among all seeds, with its interval (`analysis.outcome.Outcomes.counts`)."""
 
-    k: int
-    n: int
-    fraction: float
-    ci: list
     ci_method: str
 
 
@@ -123,11 +154,6 @@ class ClassSummary(Record):
     n: int
     final_icl_acc: Spread | None
     final_iwl_acc: Spread | None
-
-    @classmethod
-    def of(cls, d: dict) -> ClassSummary:
-        spread = lambda v: None if v is None else Spread(v["median"], v["min"], v["max"])
-        return cls(d["n"], spread(d["final_icl_acc"]), spread(d["final_iwl_acc"]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,28 +219,40 @@ class Regime(Record):
         return rg.is_abrupt(self.to_json())
 
 
-def _opt(**meta) -> Any:  # a dataclasses.Field, typed as its default for the checker
-    """A field only a fit that succeeded has: left out of the JSON while None."""
-    return dataclasses.field(default=None, metadata=OMIT_NONE | meta)
+@dataclasses.dataclass(frozen=True)
+class Fit(Record):
+    """A fit's result as a typed record (`analysis.survival`'s lognormal and tail fits, `analysis.threshold`'s).
+    Its keys vary with the outcome (a fit that failed has ok = False and a reason; an optional statistic may be
+    absent): a field the result lacks is None, and `keys` keeps the result's keys in its order, which is the
+    order report.json writes."""
+
+    keys: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
+    ok: bool = False
+    reason: str | None = None  # why it failed, where ok is False
+    confidence: float | None = None  # of its CIs
+
+    @classmethod
+    def of(cls, d: dict) -> Self:
+        return cls(keys=tuple(d), **read_fields(cls, d))
+
+    def to_json(self) -> dict:
+        return {k: plain(getattr(self, k)) for k in self.keys}
 
 
 @dataclasses.dataclass(frozen=True)
-class Lognormal(Record):
+class Lognormal(Fit):
     """Censored-MLE lognormal of t_ICL (`analysis.survival.fit_lognormal`), or why it was not fitted; N: the
     N of the cell it was fitted to, where a sweep lists the fits per N."""
 
-    N: int | None = dataclasses.field(default=None, kw_only=True, metadata=OMIT_NONE)
-    ok: bool
-    reason: str | None = _opt()
-    mu: float | None = _opt()
-    sigma: float | None = _opt()
-    mu_ci: list | None = _opt()
-    sigma_ci: list | None = _opt()
-    median: float | None = _opt()
-    loglik: float | None = _opt()
-    n: int | None = _opt()
-    acquired: int | None = _opt()
-    confidence: float | None = _opt()
+    N: int | None = None
+    mu: float | None = None
+    sigma: float | None = None
+    mu_ci: list | None = None
+    sigma_ci: list | None = None
+    median: float | None = None
+    loglik: float | None = None
+    n: int | None = None
+    acquired: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,32 +280,16 @@ class LikelihoodRatio(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Tail(Record):
+class Tail(Fit):
     """Power-law and truncated-lognormal fits of the tail above xmin (`analysis.survival.fit_tail`), or why
     they were not done."""
 
-    ok: bool
-    reason: str | None = _opt()
-    xmin: float | None = _opt()
-    n_tail: int | None = _opt()
-    acquired_tail: int | None = _opt()
-    power_law: PowerLaw | None = _opt()
-    lognormal: TailLognormal | None = _opt()
-    likelihood_ratio: LikelihoodRatio | None = _opt()
-    confidence: float | None = _opt()
-
-    @classmethod
-    def of(cls, d: dict) -> Tail:
-        if not d["ok"]:
-            return cls(**d)
-        return cls(
-            **d
-            | {
-                "power_law": PowerLaw(**d["power_law"]),
-                "lognormal": TailLognormal(**d["lognormal"]),
-                "likelihood_ratio": LikelihoodRatio(**d["likelihood_ratio"]),
-            }
-        )
+    xmin: float | None = None
+    n_tail: int | None = None
+    acquired_tail: int | None = None
+    power_law: PowerLaw | None = None
+    lognormal: TailLognormal | None = None
+    likelihood_ratio: LikelihoodRatio | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -272,5 +272,6 @@ def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[C
 
 
 def _lognormal_at(N: int, st: CellStats) -> Lognormal:
-    """A cell's lognormal fit with its N (every cell of a t_ICL(N) group has seeds, so has the fit)."""
-    return dataclasses.replace(st.lognormal or Lognormal(ok=False, reason="not fitted"), N=N)
+    """A cell's lognormal fit with its N, first (every cell of a t_ICL(N) group has seeds, so has the fit)."""
+    fit = st.lognormal or Lognormal.of({"ok": False, "reason": "not fitted"})
+    return dataclasses.replace(fit, N=N, keys=("N", *fit.keys))

@@ -261,10 +261,8 @@ def analyze(s: RegressionSample) -> RegressionStats:
     if has_heads(cfg, s.heads):
         ref = staircase(lambdas(cfg), int(cfg["task"]["N"]))
         matches = eq21_matches(cfg, s.t, s.heads, s.eval_steps, dt)
-        eq21 = Eq21(
-            START_FRAC,
-            [Eq21Transition.of(d) for d in eq21_stats(matches, ref["lam"], ref["vstar"])],
-            [[Eq21Match.of(d) for d in rows] for rows in matches],
+        eq21 = Eq21.of(
+            {"start_frac": START_FRAC, "transitions": eq21_stats(matches, ref["lam"], ref["vstar"]), "matches": matches}
         )
     return RegressionStats(
         str(s.dir),

@@ -1,21 +1,22 @@
 """Sections of a classification sweep's report, computed: the threshold K* of a group of finite-K cells
 (a `Threshold`), balanced minus standard contexts, and the record of median t_ICL vs N at K = infinity
 (a `Scaling`, computed in `classification_sweep`). Each draws from its own named child of the report's
-SeedSequence. The records are typed; where a field holds an `analysis.threshold` result (a fit, a slope:
-{"ok": False, "reason"} or the estimates) it is that function's dict. Indices (`cell_index`) point into
-the report's cells."""
+SeedSequence. The records are typed; an `analysis.threshold` result (a fit, a slope: {"ok": False,
+"reason"} or the estimates) is a `cell.Fit` (both K* estimators a `KStar`). Indices (`cell_index`) point
+into the report's cells."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 
 from icl_race.analysis import threshold as th
 from icl_race.analysis.survival import LogRank, censored_times, logrank
-from icl_race.report.cell import Bimodality, CellStats, Lognormal, MedianCI, Record
+from icl_race.report.cell import Bimodality, CellStats, Fit, Lognormal, MedianCI, Record
 from icl_race.report.draws import Draws
-from icl_race.report.format import OMIT_NONE, key, plain
+from icl_race.report.format import OMIT_NONE, key
 from icl_race.report.sample import Sample
 
 N_BOOT_SIGMOID = 200
@@ -31,29 +32,6 @@ OBSERVATION_FIELDS = {"train.eval_every", "train.early_stop", "train.stop_when_a
 # names them. They do change a seed's final accuracy (read when it retired), so the paper's sigmoid,
 # which is fitted to final accuracy, gets no slope across N that retired seeds differently.
 RETIREMENT_FIELDS = {"train.stop_threshold", "train.settle_iwl"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Fit(Record):
-    """A result of `analysis.threshold` as a typed record. Its keys vary with the outcome (a fit that failed
-    has ok = False and a reason; an optional statistic may be absent): a field the result lacks is None, and
-    `keys` keeps the result's keys in its order, which is the order report.json writes."""
-
-    keys: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
-    ok: bool = False
-    reason: str | None = None  # why it failed, where ok is False
-    confidence: float | None = None  # of its CIs
-
-    @classmethod
-    def of(cls, d: dict):
-        return cls(keys=tuple(d), **{k: cls._nested(k, v) for k, v in d.items()})
-
-    @classmethod
-    def _nested(cls, key: str, value):
-        return value
-
-    def to_json(self) -> dict:
-        return {k: plain(getattr(self, k)) for k in self.keys}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,46 +59,40 @@ class AcquisitionCell(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Acquisition(Fit):
-    """The logistic fit of the acquired fraction on log10 K at one N and its K* (`threshold.acquisition_curve`)."""
+class KStar(Fit):
+    """What every estimator of K* at one N gives: the midpoint b = log10 K* of a curve rising with
+    log10 K (slope a), with its seed-bootstrap CI and the replicates the K* slope across N pairs up."""
 
-    cells: list[AcquisitionCell] = dataclasses.field(default_factory=list)
     n_boot: int | None = None
     a: float | None = None
     b: float | None = None  # log10 K*
     kstar: float | None = None
     log10_kstar: float | None = None
     log10_kstar_ci: list | None = None
-    separated: bool | None = None
     kstar_ci: list | None = None
     boot_failed: int | None = None
-    bracketed: bool | None = None
     boot_log10_kstar: np.ndarray | None = None  # the replicates (not in report.json)
-    ci_method: str | None = None
-
-    @classmethod
-    def _nested(cls, key: str, value):
-        return [AcquisitionCell(**c) for c in value] if key == "cells" else value
 
 
 @dataclasses.dataclass(frozen=True)
-class Sigmoid(Fit):
+class Acquisition(KStar):
+    """The logistic fit of the acquired fraction on log10 K at one N and its K* (`threshold.acquisition_curve`)."""
+
+    cells: list[AcquisitionCell] = dataclasses.field(default_factory=list)
+    separated: bool | None = None
+    bracketed: bool | None = None
+    ci_method: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Sigmoid(KStar):
     """The paper's 4-parameter sigmoid on final ICL accuracy at one N (`threshold.paper_sigmoid`)."""
 
-    a: float | None = None
-    b: float | None = None
     c: float | None = None
     d: float | None = None
-    kstar: float | None = None
-    log10_kstar: float | None = None
-    log10_kstar_ci: list | None = None
-    kstar_ci: list | None = None
     b_bounds: list | None = None
     at_bound: bool | None = None
-    n_boot: int | None = None
     n_K: int | None = None
-    boot_failed: int | None = None
-    boot_log10_kstar: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,14 +121,6 @@ class MedianVsN(Fit):
     linear: Slope | None = None
     loglog: Slope | None = None
     quadratic: Quadratic | None = None
-
-    @classmethod
-    def _nested(cls, key: str, value):
-        if key == "per_N":
-            return [MedianAtN(**p) for p in value]
-        if key in ("linear", "loglog"):
-            return Slope.of(value)
-        return Quadratic(**value) if key == "quadratic" else value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,11 +234,6 @@ class Difference(Record):
     standard: Counts
     balanced: Counts
 
-    @classmethod
-    def of(cls, d: dict) -> Difference:
-        """`threshold.fraction_difference`'s result with the two sides' counts added (keys standard, balanced)."""
-        return cls(**d | {"per_cell": [CellDifference(**c) for c in d["per_cell"]]})
-
 
 @dataclasses.dataclass(frozen=True)
 class Balanced(Record):
@@ -325,13 +284,15 @@ def logrank_of(a: Sample, b: Sample) -> LogRank:
     return logrank(*censored_times(a.t, a.censor_at), *censored_times(b.t, b.censor_at))
 
 
-def _slope(Ns: list, fits: dict, log_N) -> Slope:
-    ok = [N for N in Ns if fits[N].ok]
+def _slope(Ns: list, fits: Mapping[int, KStar], log_N) -> Slope:
+    """The slope of log10 K* on log_N(N) over the N whose K* was estimated (by either estimator)."""
+    # N -> the bootstrap replicates of log10 K*, which every fit that succeeded has
+    boots = {N: f.boot_log10_kstar for N in Ns if (f := fits[N]).ok and f.boot_log10_kstar is not None}
     return Slope.of(
         th.power_law_slope(
-            log_N(np.array(ok, float)),
-            np.array([fits[N].b for N in ok]),
-            np.stack([fits[N].boot_log10_kstar for N in ok]) if ok else None,
+            log_N(np.array(list(boots), float)),
+            np.array([fits[N].b for N in boots]),
+            np.stack(list(boots.values())) if boots else None,
         )
     )
 

@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from icl_race.rundir.layout import SWEEP_NAMES, DamagedFileError, RunDirError, foreign
+from icl_race.rundir.layout import CONFIG, RESULTS, SWEEP_NAMES, DamagedFileError, RunDirError, foreign
 from icl_race.rundir.write import _fsync_dir, _tmp_name, _write_synced, refuse_links
 
 
@@ -69,6 +69,11 @@ BEFORE_MARKERS: dict[str, Callable[[Path], Iterable[str] | None]] = {
     "sweep": _sweep_before_markers,
     "report": _report_before_markers,
 }
+
+
+def _holds_run(d: Path) -> bool:
+    """`d` holds a run's config.json or results.npz: a run directory (finished or not)."""
+    return (d / CONFIG).is_file() or (d / RESULTS).is_file()
 
 
 def _digest(path: Path) -> str:
@@ -125,8 +130,12 @@ def check(
     elif adopted is not None:
         ours = {n: [_digest(d / n)] for n in adopted if (d / n).is_file()}
     elif foreign(d) and not force:
+        # A run directory is named as such: the user most likely gave a run's folder for another's --out.
+        held = (
+            f"an icl-race run, not icl-race {kind}'s files" if _holds_run(d) else f"files icl-race {kind} did not write"
+        )
         raise RunDirError(
-            f"{what} {d}: the folder holds files icl-race {kind} did not write (it has no {marker(kind)}); "
+            f"{what} {d}: the folder holds {held} (it has no {marker(kind)}); "
             "choose a new or empty folder, or pass --force to write its files there"
         )
     else:
@@ -148,7 +157,9 @@ def check(
 
 
 def write(owned: Owned, files: dict[str, bytes]) -> list[str]:
-    """Write `files` (name -> bytes, each among `owned.names`) into the folder, as one; returns the names."""
+    """Write `files` (name -> bytes, each among `owned.names`) into the folder, as one; returns the names.
+    With no files it creates the folder and its marker: a writer that writes its files one by one over a
+    long job (a sweep's summary.csv after each cell, by `write_files` without force) takes it so."""
     unnamed = sorted(set(files) - set(owned.names))
     if unnamed:
         raise ValueError(f"icl-race {owned.kind} writes only the files it named: not {', '.join(unnamed)}")
@@ -181,9 +192,3 @@ def write_files(
 ) -> list[str]:
     """`check` then `write`: the one call of a writer that writes all its files at once."""
     return write(check(d, kind, files, force=force, what=what), files)
-
-
-def claim(d: str | Path, kind: str, names: Iterable[str], *, force: bool = False, what: str = "--out") -> None:
-    """`check`, then the folder created with its marker: for a writer that writes its files one by one
-    over a long job (a sweep's summary.csv after each cell, by `write_files` without force)."""
-    write(check(d, kind, names, force=force, what=what), {})

@@ -35,7 +35,6 @@ Three jobs, one module each, data flowing one way:
 
 from icl_race.run.sweep.execute import (
     SUMMARY_FIELDS,
-    check_out,
     refuse_links,
     run_cell,
     run_local,
@@ -68,7 +67,6 @@ __all__ = [
     "PackPlan",
     "Sweep",
     "cell_dir",
-    "check_out",
     "check_sizes",
     "checkpoint_step",
     "dry_run",

@@ -95,21 +95,6 @@ def store_spec(out: Path, sweep: Sweep, log) -> None:
         owner.write_files(out, "sweep", {path.name: spec_toml(sweep).encode()})
 
 
-def check_out(out: Path) -> None:
-    """Refuse a --out that is neither new, empty nor a sweep directory (sweep.toml or cells/ there): a
-    run directory, or a folder of the user's files, is no place for summary.csv and cells/."""
-    out = Path(out)
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise rundir.RunDirError(f"--out {out}: not a directory; choose another")
-    names = {p.name for p in out.iterdir()}
-    if not names or names & {"sweep.toml", "cells"}:
-        return
-    what = "an icl-race run, not a sweep" if names & {rundir.CONFIG, rundir.RESULTS} else "no icl-race sweep"
-    raise rundir.RunDirError(f"--out {out}: directory is not empty and holds {what}; choose another directory")
-
-
 def run_cell(cfg_dict: dict, out: str) -> str:
     """One cell, in this process (the unit of work of every executor; picklable for submitit)."""
     from icl_race.run.runner import execute
@@ -229,13 +214,12 @@ def run_sweep(
 ) -> Path:
     """Run the unfinished cells of `spec` into `out` with `executor` (local, slurm, submitit-local) and
     return summary.csv's path. Every cell's size is checked before anything is written, and the folder
-    must be the sweep's own (rundir/owner.py; a run directory is named as such: `check_out`). Cells it
+    must be the sweep's own (rundir/owner.py, which names a run directory as such), checked first. Cells it
     cannot count (foreign or damaged: `_check_cells`) are an error once the others have run, summary.csv
     written."""
-    if not force:
-        check_out(out)
+    owned = owner.check(out, "sweep", ["sweep.toml", "summary.csv"], force=force)
     check_sizes(out, spec)
-    owner.claim(out, "sweep", ["sweep.toml", "summary.csv"], force=force)
+    owner.write(owned, {})  # the folder and its marker: nothing is written before every check passed
     store_spec(out, spec, log)
     if executor == "local":
         from icl_race.run.signals import stop_on_signals
