@@ -66,6 +66,7 @@ def lr_runs(tmp_path_factory):
 def _drop_compilations_after_each_module():
     """jit keeps every compiled program for the life of the process, ~44 MB a new shape, never released
     (benchmarks/compile_memory.py); a worker running hundreds of tests of distinct shapes grew by GBs.
-    Dropping them between modules bounds it (programs are rarely shared across modules)."""
+    Dropping them between modules bounds it (programs are rarely shared across modules, and one that is
+    loads from the session's persistent cache, above)."""
     yield
     jax.clear_caches()
