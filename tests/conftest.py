@@ -10,19 +10,33 @@ import tiny
 # Implicit rank promotion hides shape bugs (nanodo's practice): make it an error in every test.
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
-# The tests that start runs in fresh processes (signals, kills, faults, other device counts, the CLI)
-# compile the same tiny programs again in every process; a compilation cache shared by those child
-# processes compiles each once (the signal and durability tests: 1m53s -> 1m11s, side by side). This
-# process keeps it off, so that the tests counting compilations here still see every one.
-_XLA_CACHE = tempfile.mkdtemp(prefix="icl-race-tests-xla-cache-")
-atexit.register(shutil.rmtree, _XLA_CACHE, True)
-CHILD_XLA_CACHE_ENV = {
-    "JAX_COMPILATION_CACHE_DIR": _XLA_CACHE,
+# One persistent compilation cache for the whole session: both xdist workers and every process they start
+# (signals, kills, faults, other device counts, the CLI) load a tiny program that any of them compiled
+# before, where each test module would otherwise compile it again (the jit caches are dropped after each
+# module, below). The controller makes the directory and its workers inherit it through the environment.
+# A loaded program still counts as a compilation (run/compile_stats.py), so the tests that count
+# compilations see every one. The processes the tests start store every program (the signal and
+# durability tests: 1m53s -> 1m11s, side by side); this one only those that took 0.5 s or more to compile:
+# most of its hundreds of small programs serve one module, and storing one costs about what compiling it
+# does (tests/test_model.py alone: 39 CPU s without the cache, 58 storing every program, 12 loading
+# them). Entries are written and read under a file lock (a cache size bound, far above what the suite
+# writes, is what turns JAX's lock on): without it, one process could read an entry that another is
+# still writing.
+_CACHE_OWNER = "ICL_RACE_TESTS_XLA_CACHE"
+if _CACHE_OWNER not in os.environ:
+    os.environ[_CACHE_OWNER] = tempfile.mkdtemp(prefix="icl-race-tests-xla-cache-")
+    atexit.register(shutil.rmtree, os.environ[_CACHE_OWNER], True)
+XLA_CACHE_ENV = {
+    "JAX_COMPILATION_CACHE_DIR": os.environ[_CACHE_OWNER],
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+    "JAX_COMPILATION_CACHE_MAX_SIZE": str(1 << 40),
 }
-os.environ.update(CHILD_XLA_CACHE_ENV)
-jax.config.update("jax_enable_compilation_cache", False)
+os.environ.update(XLA_CACHE_ENV)
+jax.config.update("jax_compilation_cache_dir", XLA_CACHE_ENV["JAX_COMPILATION_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+jax.config.update("jax_compilation_cache_max_size", 1 << 40)
 
 
 @pytest.fixture
@@ -52,6 +66,7 @@ def lr_runs(tmp_path_factory):
 def _drop_compilations_after_each_module():
     """jit keeps every compiled program for the life of the process, ~44 MB a new shape, never released
     (benchmarks/compile_memory.py); a worker running hundreds of tests of distinct shapes grew by GBs.
-    Dropping them between modules bounds it (programs are rarely shared across modules)."""
+    Dropping them between modules bounds it (programs are rarely shared across modules, and one that is
+    loads from the session's persistent cache, above)."""
     yield
     jax.clear_caches()

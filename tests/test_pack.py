@@ -96,17 +96,15 @@ def test_a_run_records_what_decides_its_kernels(tmp_path, monkeypatch):
     from icl_race.run import compile_cache
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=0")
-    assert compile_cache.record() == {  # the tests' process: no persistent cache (conftest)
-        "compile_cache": None,
-        "autotune_cache": None,
-        "xla_flags": "--xla_gpu_autotune_level=0",
-    }
     before = jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache
     try:  # nothing is compiled in between
+        jax.config.update("jax_enable_compilation_cache", False)  # the tests' process has one on (conftest)
+        off = compile_cache.record()
         jax.config.update("jax_compilation_cache_dir", str(tmp_path))
         jax.config.update("jax_enable_compilation_cache", True)
         got = compile_cache.record()
     finally:
         jax.config.update("jax_compilation_cache_dir", before[0])
         jax.config.update("jax_enable_compilation_cache", before[1])
+    assert off == {"compile_cache": None, "autotune_cache": None, "xla_flags": "--xla_gpu_autotune_level=0"}
     assert got["autotune_cache"] == str(tmp_path / "xla_gpu_per_fusion_autotune_cache_dir")
