@@ -244,7 +244,8 @@ def pack_key(run: RunPlan) -> tuple:
         leaves = jax.tree.leaves(value)
         if isinstance(value, dict) or np.ndim(value):
             for a in map(np.asarray, leaves):
-                arrays.update(f"{name}:{a.dtype}:{a.shape}".encode() + a.tobytes())
+                arrays.update(f"{name}:{a.dtype}:{a.shape}".encode())
+                arrays.update(np.ascontiguousarray(a))  # its buffer, not a copy (a pool is up to 100 MB)
         else:
             scalars.append((name, str(np.asarray(value).dtype)))
     tr = cfg.train

@@ -129,13 +129,13 @@ class ClassificationRace:
             "p_bursty": jnp.float32(t.p_bursty),
         }
         if program.bank_size:
-            consts["bank"] = task.token_table(task.make_pool(jax.random.key(t.pool_seed), program.bank_size, t.D))
+            consts["bank"] = task.fixed_pool(t.pool_seed, program.bank_size, t.D, tokens=True)
         if not infinite:
             # Stored as token rows (task.token_table): items in the first D columns.
-            consts["pool"] = task.token_table(task.make_pool(jax.random.key(t.pool_seed), program.pool_size, t.D))
-            consts["novel"] = task.token_table(task.make_pool(jax.random.key(t.novel_seed), program.novel_size, t.D))
+            consts["pool"] = task.fixed_pool(t.pool_seed, program.pool_size, t.D, tokens=True)
+            consts["novel"] = task.fixed_pool(t.novel_seed, program.novel_size, t.D, tokens=True)
         if t.noise_bank:
-            consts["noise"] = task.make_pool(jax.random.key(t.noise_seed), t.noise_bank, t.D)
+            consts["noise"] = task.fixed_pool(t.noise_seed, t.noise_bank, t.D, tokens=False)
         if program.zipf:
             consts["cdf"] = task.zipf_cdf(t.zipf_alpha, t.K, program.pool_size)
             consts["n_frequent"] = jnp.int32(task.frequent_count(t.zipf_alpha, t.K))

@@ -14,6 +14,8 @@ bursty context, M = N - 1 context tokens.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,6 +25,29 @@ def make_pool(key: jax.Array, size: int, dim: int) -> jax.Array:
     """Items mu_k ~ N(0, I/D), k < size; item k depends only on (key, k)."""
     draw = lambda k: jax.random.normal(jax.random.fold_in(key, k), (dim,)) / jnp.sqrt(dim)
     return jax.vmap(draw)(jnp.arange(size))
+
+
+def fixed_pool(seed: int, size: int, dim: int, tokens: bool) -> jax.Array:
+    """make_pool(key(seed), size, dim), as token rows (`token_table`) with `tokens`, drawn once per process
+    and kept on the host: a sweep's cells share their fixed pools (task.K_max, the same seeds), and a paper
+    grid's pool (4e5 items) took ~0.5 s to draw, most of a `sweep --dry-run` of experiments/fig6a.toml (150
+    cells, each built to compare its pools; 117 s, now 26 s with pack_key hashing them in place). Under a trace (the memory check's abstract build)
+    it is drawn traced, never kept: a tracer must not outlive its trace."""
+    if isinstance(jnp.zeros(()), jax.core.Tracer):
+        return _draw_pool(seed, size, dim, tokens)
+    return jnp.asarray(_kept_pool(seed, size, dim, tokens))
+
+
+def _draw_pool(seed: int, size: int, dim: int, tokens: bool) -> jax.Array:
+    items_PxD = make_pool(jax.random.key(seed), size, dim)
+    return token_table(items_PxD) if tokens else items_PxD
+
+
+@functools.lru_cache(maxsize=4)
+def _kept_pool(seed: int, size: int, dim: int, tokens: bool) -> np.ndarray:
+    out = np.asarray(_draw_pool(seed, size, dim, tokens))
+    out.flags.writeable = False
+    return out
 
 
 def balanced_label_map(key: jax.Array, K: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
