@@ -145,8 +145,17 @@ class OneLayer(nnx.Module):
         gu_BxE = g_1xE * u_BxE
         if self.attention_kernel == "pallas":  # the same wx and wm, each kernel reading the tokens once
             wx_BxE, wm_B = query_attention(x_BxNxE, gu_BxE)
-            o_BxE = attn.v(g_1xE * (wx_BxE - wm_B[:, None]) + b_1xE)
-            return self.mlp(h_BxE + o_BxE)[:, 0]
+            wm_Bx1 = wm_B[:, None]
+        else:
+            wx_BxE, wm_Bx1 = self._folded_contractions(x_BxNxE, u_BxE, gu_BxE, b_1xE)
+        o_BxE = attn.v(g_1xE * (wx_BxE - wm_Bx1) + b_1xE)
+        return self.mlp(h_BxE + o_BxE)[:, 0]
+
+    def _folded_contractions(
+        self, x_BxNxE: jax.Array, u_BxE: jax.Array, gu_BxE: jax.Array, b_1xE: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
+        """sum_j w_j x_j and sum_j w_j m_j (`__call__`'s docstring) by XLA's contractions over the tokens."""
+        ln = self.ln
         # One contraction over E gives every token's mean and x . gu: the batch is read once for both.
         E = x_BxNxE.shape[-1]
         mean_and_gu_Bx2xE = jnp.stack([jnp.full_like(gu_BxE, 1 / E), gu_BxE], axis=1)
@@ -159,8 +168,7 @@ class OneLayer(nnx.Module):
         )
         w_BxN = jax.nn.softmax(s_BxN, axis=-1) * r_BxN
         wx_BxE = jnp.einsum("bn,bne->be", w_BxN, x_BxNxE)
-        o_BxE = attn.v(g_1xE * (wx_BxE - jnp.sum(w_BxN * m_BxN, axis=-1, keepdims=True)) + b_1xE)
-        return self.mlp(h_BxE + o_BxE)[:, 0]
+        return wx_BxE, jnp.sum(w_BxN * m_BxN, axis=-1, keepdims=True)
 
     def reference(self, x_BxNxE: jax.Array) -> jax.Array:
         """The unfolded form (LayerNorm on every token, then the query-only attention): the test oracle."""
