@@ -10,7 +10,7 @@ from scipy.special import expit
 from icl_race.analysis import bimodality as bm
 from icl_race.analysis import survival as sv
 from icl_race.analysis import threshold as th
-from icl_race.analysis.draws import generator
+from icl_race.analysis.draws import Bootstrap, generator
 
 
 def _inside(ci, value):
@@ -126,7 +126,7 @@ def _acquisition_cells(rng, x, midpoint, steepness=5.0, seeds=40):
 def test_logistic_acquisition_curve_recovers_midpoint():
     rng = np.random.default_rng(5)
     x = np.round(np.arange(2.5, 4.51, 0.125), 3)
-    cur = th.acquisition_curve(x, _acquisition_cells(rng, x, 3.3), n_boot=1000, rng=rng)
+    cur = th.acquisition_curve(x, _acquisition_cells(rng, x, 3.3), Bootstrap(1000, rng))
     assert cur["ok"] and cur["bracketed"]
     assert _inside(cur["log10_kstar_ci"], 3.3)
     lo, hi = cur["log10_kstar_ci"]
@@ -135,7 +135,7 @@ def test_logistic_acquisition_curve_recovers_midpoint():
 
 def test_separated_cells_bracket_kstar_between_grid_points():
     x = np.array([2.0, 2.5, 3.0, 3.5, 4.0])
-    cur = th.acquisition_curve(x, [np.full(20, xi > 2.9) for xi in x], n_boot=200, rng=generator(0))
+    cur = th.acquisition_curve(x, [np.full(20, xi > 2.9) for xi in x], Bootstrap(200, generator(0)))
     assert cur["separated"] and cur["log10_kstar_ci"] == [2.5, 3.0] and 2.5 < cur["b"] < 3.0
 
 
@@ -143,7 +143,7 @@ def test_paper_sigmoid_recovers_midpoint_on_final_accuracy():
     rng = np.random.default_rng(9)
     x = np.round(np.arange(2.5, 4.51, 0.25), 3)
     acc = [np.where(o, 0.99, 0.5) + rng.normal(0, 0.01, o.size) for o in _acquisition_cells(rng, x, 3.6)]
-    fit = th.paper_sigmoid(x, acc, n_boot=60, rng=rng)
+    fit = th.paper_sigmoid(x, acc, Bootstrap(60, rng))
     assert fit["ok"] and _inside(fit["log10_kstar_ci"], 3.6) and abs(fit["b"] - 3.6) < 0.1
 
 
@@ -151,10 +151,10 @@ def test_paper_sigmoid_needs_five_K_spanning_the_transition():
     rng = np.random.default_rng(9)
     x = np.array([2.5, 3.0, 3.5, 4.0, 4.5])
     acc = [np.where(o, 0.99, 0.5) + rng.normal(0, 0.01, o.size) for o in _acquisition_cells(rng, x, 3.5)]
-    assert th.paper_sigmoid(x, acc, n_boot=20, rng=rng)["ok"]
-    four = th.paper_sigmoid(x[:4], acc[:4], n_boot=20, rng=rng)
+    assert th.paper_sigmoid(x, acc, Bootstrap(20, rng))["ok"]
+    four = th.paper_sigmoid(x[:4], acc[:4], Bootstrap(20, rng))
     assert not four["ok"] and four["reason"] == "needs >= 5 values of K to fit 4 parameters (has 4)"
-    above = th.paper_sigmoid(x, [a * 0 + 0.99 for a in acc], n_boot=20, rng=rng)  # every cell past the rise
+    above = th.paper_sigmoid(x, [a * 0 + 0.99 for a in acc], Bootstrap(20, rng))  # every cell past the rise
     assert not above["ok"] and "do not span the transition" in above["reason"]
 
 
@@ -177,7 +177,7 @@ def test_kstar_power_law_slope_recovered():
     b, boot = [], []
     for N in Ns:
         cur = th.acquisition_curve(
-            x, _acquisition_cells(rng, x, intercept + slope * math.log10(N), 6.0), n_boot=1000, rng=rng
+            x, _acquisition_cells(rng, x, intercept + slope * math.log10(N), 6.0), Bootstrap(1000, rng)
         )
         b.append(cur["b"])
         boot.append(cur["boot_log10_kstar"])
@@ -197,7 +197,7 @@ def test_median_t_icl_vs_N_linear_and_curved(power):
         tt, o = sv.censored_times(np.where(t <= budget, t, -1), budget)
         times.append(tt)
         observed.append(o)
-    fit = th.median_vs_N(Ns, times, observed, n_boot=500, rng=rng)
+    fit = th.median_vs_N(Ns, times, observed, Bootstrap(500, rng))
     assert _inside(fit["loglog"]["slope_ci"], power), fit["loglog"]
     q = fit["quadratic"]["c2_ci"]
     if power == 1:
@@ -209,14 +209,14 @@ def test_median_t_icl_vs_N_linear_and_curved(power):
 def test_median_vs_N_needs_two_distinct_N_not_two_cells():
     # Two cells of one N (its seeds split by ensemble.first_seed) made the report fail on a missing slope.
     t = [np.array([100.0, 120, 140]), np.array([110.0, 130, 150])]
-    fit = th.median_vs_N(np.array([32, 32]), t, [np.ones(3, bool)] * 2, n_boot=50, rng=generator(0))
+    fit = th.median_vs_N(np.array([32, 32]), t, [np.ones(3, bool)] * 2, Bootstrap(50, generator(0)))
     assert not fit["ok"] and "linear" not in fit and [p["median"] for p in fit["per_N"]] == [120.0, 130.0]
 
 
 def test_fraction_difference_and_verdicts():
     rng = np.random.default_rng(1)
     n = np.full(6, 200)
-    d = th.fraction_difference(np.full(6, 150), n, np.full(6, 90), n, n_boot=500, rng=rng)
+    d = th.fraction_difference(np.full(6, 150), n, np.full(6, 90), n, Bootstrap(500, rng))
     assert d["mean_diff"] == pytest.approx(0.3) and _inside(d["mean_diff_ci"], 0.3) and d["mean_diff_ci"][0] > 0.2
     assert th.sign_verdict(d["mean_diff_ci"], +1) == "agrees"
     assert th.sign_verdict(d["mean_diff_ci"], -1) == "disagrees"

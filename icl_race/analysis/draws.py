@@ -18,10 +18,14 @@ independent of each other, and each is a fixed function of the root and its name
 name give the same numbers in every process. Two statistics given the same generator form and root on
 purpose share their draws: `race.km_summary`'s replicates of conditions with equal seed counts resample
 the same seed positions, which pairs the race's median ratios by seed id.
+
+A bootstrap that an estimator runs for its caller (`analysis.threshold`) takes a `Bootstrap`: the
+replicates' count, the generator they draw from and the confidence of the percentile intervals.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Sequence
 
@@ -42,3 +46,12 @@ def generator(root: int | Sequence[int], *names: object, child: int | None = Non
     if not names:
         return np.random.default_rng(np.random.SeedSequence(root))
     return np.random.default_rng(np.random.SeedSequence(root, spawn_key=spawn_key(*names)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Bootstrap:
+    """How an estimator resamples: n replicates drawn from rng (a `generator`), intervals at confidence."""
+
+    n: int
+    rng: np.random.Generator
+    confidence: float = 0.95

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from icl_race.analysis.draws import generator
+from icl_race.analysis.draws import Bootstrap, generator
 from icl_race.analysis.memorization import budgets_by_K, log_t_vs_beta0, predict_k_star
+from icl_race.analysis.outcome import seed_counts
 from icl_race.analysis.race import summarize_transience
 from icl_race.analysis.regime import rise_fraction
 from icl_race.analysis.runs import FinishedRun
@@ -102,8 +103,7 @@ def beta0(runs: Sequence[FinishedRun], n_boot: int = 1000, seed: int = 0) -> Bet
             {
                 **setting(run),
                 "N": run.cfg.task.N,
-                "seeds": int(t.size),
-                "acquired": int(ok.sum()),
+                **seed_counts(ok),
                 "beta0_mean": float(b.mean()),
                 "fit": fit,
                 "ln_t_spread": spread(np.log(t[ok]), n_boot, rng) if ok.any() else None,
@@ -336,8 +336,7 @@ def kstar_cells(field: str, N: int, sources, prior=None) -> list:
             cell = {
                 "value": lever_value(run, field),
                 "K": int(cfg.task.K),
-                "seeds": int(t.size),
-                "acquired": int((t >= 0).sum()),
+                **seed_counts(t >= 0),
                 "budget": int(cfg.train.steps),
                 "rise_fraction_median": float(np.nanmedian(r_S)) if (t >= 0).any() else None,
                 "source": str(name),
@@ -363,8 +362,7 @@ def kstar(field: str, N: int, cells, n_boot: int = 1000, seed: int = 0) -> KStar
         fit = acquisition_curve(
             np.log10([c["K"] for c in mine]),
             [np.arange(c["seeds"]) < c["acquired"] for c in mine],
-            n_boot=n_boot,
-            rng=rng,
+            Bootstrap(n_boot, rng),
         )
         fit.pop("boot_log10_kstar", None)
         fits.append({"value": v, **fit})

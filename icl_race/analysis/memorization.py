@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from icl_race.analysis.draws import generator
+from icl_race.analysis.draws import Bootstrap, generator
 from icl_race.analysis.runs import FinishedRun
 from icl_race.analysis.survival import censored_times, km_median
 from icl_race.analysis.text import value_ci
@@ -205,7 +205,7 @@ def minimal_scaling(N, beta0, t_icl, censor_at, n_boot: int = 1000, confidence: 
     for b in np.unique(beta0):
         sel = np.nonzero(beta0 == b)[0]
         fit = median_vs_N(
-            N[sel], [cens[i][0] for i in sel], [cens[i][1] for i in sel], n_boot, rng=rng, confidence=confidence
+            N[sel], [cens[i][0] for i in sel], [cens[i][1] for i in sel], Bootstrap(n_boot, rng, confidence)
         )
         by_beta0.append({"beta0": float(b), **fit})
     by_N = []

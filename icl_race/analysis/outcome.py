@@ -39,6 +39,11 @@ LASTING = 10
 SHOWN = ("persistent", "transient", "censored")  # named in a count line even when empty
 
 
+def seed_counts(acquired_S: np.ndarray) -> dict:
+    """A cell's seeds and how many of them acquired ICL (one bool per seed), as a study's row states them."""
+    return {"seeds": int(acquired_S.size), "acquired": int(acquired_S.sum())}
+
+
 def last_finite(values_SxT: np.ndarray) -> np.ndarray:
     """Each row's last finite value (NaN for a row with none, or no columns)."""
     v = np.asarray(values_SxT, float)

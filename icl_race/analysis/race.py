@@ -31,6 +31,7 @@ import numpy as np
 
 from icl_race.analysis.compare import ratio_of_boots
 from icl_race.analysis.draws import generator
+from icl_race.analysis.outcome import seed_counts
 from icl_race.analysis.runs import FinishedRun
 from icl_race.analysis.survival import censor_time, censored_times, km_median, proportion_ci
 from icl_race.analysis.text import value_ci
@@ -187,8 +188,7 @@ def summarize_transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot
         rows.append(
             {
                 "weight_decay_attn": run.cfg.train.weight_decay_attn,
-                "seeds": int(t_icl.size),
-                "acquired": int(acquired.sum()),
+                **seed_counts(acquired),
                 "fell": int(fell.sum()),
                 "budget": T,
                 "rise": _without_boot(km_summary(t_icl, T, n_boot, seed)),

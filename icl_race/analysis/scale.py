@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from icl_race.analysis import survival as sv
-from icl_race.analysis.draws import generator
+from icl_race.analysis.draws import Bootstrap, generator
 from icl_race.analysis.regime import RISE_BOUND, rise_fraction
 from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import km_median_boot, percentile_ci
@@ -257,7 +257,9 @@ def width_axis(
             times, observed = sv.censored_times(t, censor)
             rise, rise_ci = _median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), n_boot, rng)
             data.append((int(N_C[c]), times, observed, rise, rise_ci))
-        mv = median_vs_N(np.array([d[0] for d in data]), [d[1] for d in data], [d[2] for d in data], n_boot, rng=rng)
+        mv = median_vs_N(
+            np.array([d[0] for d in data]), [d[1] for d in data], [d[2] for d in data], Bootstrap(n_boot, rng)
+        )
         per_N = tuple(
             PerN(
                 N=p["N"],
@@ -281,8 +283,7 @@ def width_axis(
             np.array([data[i][0] for i in fit_idx]),
             [data[i][1] for i in fit_idx],
             [data[i][2] for i in fit_idx],
-            n_boot,
-            rng=rng,
+            Bootstrap(n_boot, rng),
         )
         lin, log, quad = sub["linear"], sub["loglog"], sub.get("quadratic")
         fits.append(

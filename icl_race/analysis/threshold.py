@@ -22,8 +22,8 @@ Estimators (x = log10 K throughout):
                       CIs from a seed bootstrap of the KM medians.
   fraction_difference difference of two acquisition fractions per K, and its mean over K (balanced vs
                       standard contexts); CI from binomial resampling of each cell.
-Every bootstrap takes its numpy Generator from the caller (`analysis.draws`: one convention for draws), so the
-results are reproducible and no estimator roots a stream of its own.
+Every bootstrap takes its count, numpy Generator and confidence from the caller (`analysis.draws.Bootstrap`: one
+convention for draws), so the results are reproducible and no estimator roots a stream of its own.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import numpy as np
 from scipy import optimize
 from scipy.special import expit
 
+from icl_race.analysis.draws import Bootstrap
 from icl_race.analysis.survival import km_median, proportion_ci
 
 RIDGE = 1e-3
@@ -87,16 +88,10 @@ def logistic_fit(x: np.ndarray, k: np.ndarray, n: np.ndarray, ridge: float = RID
     return a, b
 
 
-def acquisition_curve(
-    x: np.ndarray,
-    outcomes: list[np.ndarray],
-    n_boot: int = 2000,
-    *,
-    rng: np.random.Generator,
-    confidence: float = 0.95,
-) -> dict:
+def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], bootstrap: Bootstrap) -> dict:
     """Logistic fit of the fraction of seeds that acquired ICL against x = log10 K, and K* with its
     bootstrap CI. `outcomes[c]` holds one bool per seed of cell c (True = acquired)."""
+    n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
     x = np.asarray(x, float)
     k = np.array([int(np.sum(o)) for o in outcomes])
     n = np.array([len(o) for o in outcomes])
@@ -182,15 +177,9 @@ def _fit_sigmoid4(x, ybar, n, b_bounds, p0=None):
     return popt
 
 
-def paper_sigmoid(
-    x_cells: np.ndarray,
-    acc: list[np.ndarray],
-    n_boot: int = 200,
-    *,
-    rng: np.random.Generator,
-    confidence: float = 0.95,
-) -> dict:
+def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], bootstrap: Bootstrap) -> dict:
     """The reference's K* estimator on final ICL accuracy (`acc[c]`: one value per seed of cell c)."""
+    n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
     x_cells = np.asarray(x_cells, float)
     acc = [np.asarray(a, float) for a in acc]
     keep = np.array([a.size > 0 for a in acc])
@@ -284,16 +273,9 @@ def km_median_boot(times: np.ndarray, observed: np.ndarray, n_boot: int, rng: np
     return np.array([km_median(times[i], observed[i]) for i in idx])
 
 
-def median_vs_N(
-    N: np.ndarray,
-    times: list[np.ndarray],
-    observed: list[np.ndarray],
-    n_boot: int = 2000,
-    *,
-    rng: np.random.Generator,
-    confidence: float = 0.95,
-) -> dict:
+def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarray], bootstrap: Bootstrap) -> dict:
     """KM median t_ICL per N and its scaling with N (see the module docstring)."""
+    n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
     N = np.asarray(N, float)
     med = np.array([km_median(t, o) for t, o in zip(times, observed)])
     boot = (
@@ -335,17 +317,9 @@ def median_vs_N(
     return out
 
 
-def fraction_difference(
-    k1: np.ndarray,
-    n1: np.ndarray,
-    k2: np.ndarray,
-    n2: np.ndarray,
-    n_boot: int = 2000,
-    *,
-    rng: np.random.Generator,
-    confidence: float = 0.95,
-) -> dict:
+def fraction_difference(k1: np.ndarray, n1: np.ndarray, k2: np.ndarray, n2: np.ndarray, bootstrap: Bootstrap) -> dict:
     """p1 - p2 per cell and averaged over cells (e.g. standard minus balanced, per K)."""
+    n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
     k1, n1, k2, n2 = (np.asarray(v, int) for v in (k1, n1, k2, n2))
     p1, p2 = k1 / n1, k2 / n2
     b1 = rng.binomial(n1, p1, size=(n_boot, n1.size)) / n1

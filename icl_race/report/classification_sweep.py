@@ -16,6 +16,7 @@ import numpy as np
 
 from icl_race import rundir
 from icl_race.analysis import threshold as th
+from icl_race.analysis.draws import Bootstrap
 from icl_race.analysis.survival import censored_times
 from icl_race.config import ConfigError, from_dict
 from icl_race.report import levers
@@ -242,8 +243,7 @@ def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> MedianV
             np.array([samples[i].N for i in idx]),
             [a for a, _ in tt],
             [b for _, b in tt],
-            n_boot=draws.n_boot,
-            rng=draws.rng("t_icl_vs_N", *(c for i in idx for c in samples[i].cells)),
+            Bootstrap(draws.n_boot, draws.rng("t_icl_vs_N", *(c for i in idx for c in samples[i].cells))),
         )
     )
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from icl_race.analysis import threshold as th
+from icl_race.analysis.draws import Bootstrap
 from icl_race.analysis.survival import LogRank, censored_times, logrank
 from icl_race.report.cell import Bimodality, CellStats, Fit, Lognormal, MedianCI, Record
 from icl_race.report.draws import Draws
@@ -318,12 +319,12 @@ def threshold(
         cells = [c for at_K in sub for i in at_K for c in samples[i].cells]
         acquired, final = zip(*(_each_seed_once(at_K, samples) for at_K in sub))
         curves[N] = Acquisition.of(
-            th.acquisition_curve(x, list(acquired), n_boot=draws.n_boot, rng=draws.rng("acquisition", *cells))
+            th.acquisition_curve(x, list(acquired), Bootstrap(draws.n_boot, draws.rng("acquisition", *cells)))
             | {"ci_method": "bootstrap percentile, seeds resampled within cells"}
         )
         sigmoids[N] = Sigmoid.of(
             th.paper_sigmoid(
-                x, list(final), n_boot=min(draws.n_boot, N_BOOT_SIGMOID), rng=draws.rng("paper_sigmoid", *cells)
+                x, list(final), Bootstrap(min(draws.n_boot, N_BOOT_SIGMOID), draws.rng("paper_sigmoid", *cells))
             )
             if all(samples[i].reads_final_accuracy for at_K in sub for i in at_K)
             else {"ok": False, "reason": "final accuracy is read at retirement (train.settle_iwl)"}
@@ -411,7 +412,7 @@ def balanced(
         ks, ns = _counts(stats, si, metric)
         kb, nb = _counts(stats, bi, metric)
         diff = th.fraction_difference(
-            ks, ns, kb, nb, n_boot=draws.n_boot, rng=draws.rng(metric, *(c for i in si + bi for c in samples[i].cells))
+            ks, ns, kb, nb, Bootstrap(draws.n_boot, draws.rng(metric, *(c for i in si + bi for c in samples[i].cells)))
         )
         diffs[metric] = Difference.of(diff | {"standard": Counts(ks, ns), "balanced": Counts(kb, nb)})
     ref = [stats[i].final_icl_ref_acc for i in bi]
