@@ -189,10 +189,12 @@ class System:
 
     task: type  # the [task] section; its `kind` default is the task.kind that selects this system
     model: type  # the [model] section
-    model_kinds: tuple[str, ...]  # the model.kind values that select it with its task kind (the first is the default)
     validate: Callable[[Config], None]  # the task's and model's ranges (and train fields this system constrains)
     program: Any  # a class with from_config(cfg) -> (program, consts): the engine's five-function protocol
     describe: Callable[[Config], str]  # the run's one-line description in the progress header
+    # The model.kind values that select it with its task kind (the first is the default); () means the one
+    # kind of the [model] section's default, as the task kind is the [task] section's.
+    model_kinds: tuple[str, ...] = ()
     needs_x64: Callable[[Config], bool] = never  # whether a run is built and trained under jax.enable_x64
     # A module with any of run_report(run, draws), sweep_report(sweep, draws) -> (report dict, markdown,
     # {name: Figure}) (draws: report.draws.Draws, the bootstrap's seed and size), hist_text(run, bins),
@@ -203,6 +205,10 @@ class System:
     # The item-pool size K a sweep cell needs from its raw [task] table, or None: cells sweeping task.K
     # then share one pool size (task.K_max) and one compilation.
     pool_K: Callable[[dict], Any] | None = None
+
+    def __post_init__(self):
+        if not self.model_kinds:
+            object.__setattr__(self, "model_kinds", (self.model().kind,))
 
     @property
     def task_kind(self) -> str:

@@ -72,7 +72,6 @@ class SlopeProgram:
 TOY = System(
     task=SlopeTask,
     model=ScalarModel,
-    model_kinds=("scalar",),
     validate=validate,
     program=SlopeProgram,
     describe=lambda cfg: f"slope {cfg.task.slope}",

@@ -152,7 +152,6 @@ def pool_K(task: dict):
 SYSTEM = System(
     task=TaskConfig,
     model=ModelConfig,
-    model_kinds=("transformer",),
     validate=validate,
     program="icl_race.systems.classification:ClassificationRace",
     describe=describe,

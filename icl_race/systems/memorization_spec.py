@@ -58,27 +58,14 @@ def validate(cfg: Config) -> None:
     validate_minibatch_train(cfg.train)
 
 
-def needs_x64(cfg: Config) -> bool:
-    """model.float64 runs the system in `jax.enable_x64` (systems.precision), parameters float64."""
-    return cfg.model.float64
-
-
-def describe(cfg: Config) -> str:
-    return f"MLP width {cfg.model.width}, K={cfg.task.K}"
-
-
-def pool_K(task: dict):
-    return task.get("K", MemorizationTaskConfig.K)
-
-
 SYSTEM = System(
     task=MemorizationTaskConfig,
     model=MLPModelConfig,
-    model_kinds=("mlp",),
     validate=validate,
     program="icl_race.systems.memorization:MemorizationRun",
-    describe=describe,
-    needs_x64=needs_x64,
+    describe=lambda cfg: f"MLP width {cfg.model.width}, K={cfg.task.K}",
+    # model.float64 runs the system in `jax.enable_x64` (systems.precision), parameters float64.
+    needs_x64=lambda cfg: cfg.model.float64,
     no_report="memorization runs have no t_ICL report; summarise them with `icl-race analyze memorization mlp DIR`",
-    pool_K=pool_K,
+    pool_K=lambda task: task.get("K", MemorizationTaskConfig.K),
 )

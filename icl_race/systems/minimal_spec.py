@@ -29,7 +29,6 @@ def validate(cfg: Config) -> None:
 SYSTEM = System(
     task=race.TaskConfig,
     model=MinimalModelConfig,
-    model_kinds=("minimal",),
     validate=validate,
     program="icl_race.systems.minimal:MinimalRace",
     describe=race.describe,
