@@ -194,7 +194,9 @@ def test_sweep_runs_cells_once_and_reuses_one_compilation(tmp_path, capsys):
     spec.write_text("[sweep]\npack = false\n" + SPEC)  # one cell after another (packed: tests/test_pack.py)
     out = tmp_path / "out"
     # First a cell of another shape, so that what is compiled below is only the sweep's shape.
-    assert main(["sweep", str(spec), "--out", str(tmp_path / "warm"), "--quiet", "--set", "task.N=10"]) == 0
+    warm = tmp_path / "warm.toml"
+    warm.write_text(tiny.toml({**BASE, "task": {"N": 10}}) + '[grid]\n"task.K" = [200]\n')
+    assert main(["sweep", str(warm), "--out", str(tmp_path / "warm"), "--quiet"]) == 0
     compiles = []
     real = execute.write_summary
 
