@@ -7,6 +7,8 @@ import jax
 import pytest
 import tiny
 
+from icl_race.run import compile_cache
+
 # Implicit rank promotion hides shape bugs (nanodo's practice): make it an error in every test.
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -16,7 +18,7 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # module, below). The controller makes the directory and its workers inherit it through the environment.
 # A loaded program still counts as a compilation (run/compile_stats.py), so the tests that count
 # compilations see every one. The processes the tests start store every program (the signal and
-# durability tests: 1m53s -> 1m11s, side by side); this one only those that took 0.5 s or more to compile:
+# durability tests: 1m53s -> 1m11s, side by side); this one only those that took as long to compile as the product stores (0.5 s):
 # most of its hundreds of small programs serve one module, and storing one costs about what compiling it
 # does (tests/test_model.py alone: 39 CPU s without the cache, 58 storing every program, 12 loading
 # them). Entries are written and read under a file lock (a cache size bound, far above what the suite
@@ -34,7 +36,7 @@ XLA_CACHE_ENV = {
 }
 os.environ.update(XLA_CACHE_ENV)
 jax.config.update("jax_compilation_cache_dir", XLA_CACHE_ENV["JAX_COMPILATION_CACHE_DIR"])
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", compile_cache.MIN_COMPILE_SECONDS)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
 jax.config.update("jax_compilation_cache_max_size", 1 << 40)
 

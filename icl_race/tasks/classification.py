@@ -30,9 +30,9 @@ def make_pool(key: jax.Array, size: int, dim: int) -> jax.Array:
 def fixed_pool(seed: int, size: int, dim: int, tokens: bool) -> jax.Array:
     """make_pool(key(seed), size, dim), as token rows (`token_table`) with `tokens`, drawn once per process
     and kept on the host: a sweep's cells share their fixed pools (task.K_max, the same seeds), and a paper
-    grid's pool (4e5 items) took ~0.5 s to draw, most of a `sweep --dry-run` of experiments/fig6a.toml (150
-    cells, each built to compare its pools; 117 s, now 26 s with pack_key hashing them in place). Under a trace (the memory check's abstract build)
-    it is drawn traced, never kept: a tracer must not outlive its trace."""
+    grid's pool (4e5 items) takes ~0.5 s to draw for each of its cells (`sweep --dry-run` of
+    experiments/fig6a.toml builds 150). Under a trace (the memory check's abstract build) it is drawn
+    traced, never kept: a tracer must not outlive its trace."""
     if isinstance(jnp.zeros(()), jax.core.Tracer):
         return _draw_pool(seed, size, dim, tokens)
     return jnp.asarray(_kept_pool(seed, size, dim, tokens))
