@@ -14,6 +14,9 @@ them), every instruction whose result holds S x B x N x E elements is a write of
 instruction that takes one as an operand and reads all of it a read; a fusion that only slices it (the
 query token) reads B x E of it, counted apart as a slice read.
 
+Weight copies: copy instructions in those computations the size of one of the state's matrices over the
+seeds (a weight copied every step, which `systems.optim.update` avoids).
+
 Compulsory traffic per seed-step: the training state (parameters and optimizer state) read once and written
 once. The item pool (K x E floats, 2.6 MB at K = 10^4) is shared by the seeds and fits in the 50 MB L2, so it
 is not counted; the batch's ids are drawn on the chip. Ceiling = min(HBM bandwidth / bytes, peak FLOP/s /
@@ -101,26 +104,51 @@ def _sliced_params(lines: list[str], threshold: int) -> set[int]:
     }
 
 
+def _running(comps: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The computations that run as a sequence of buffers (entry, loop bodies), not those fused or applied
+    inside an instruction."""
+    nested = {
+        m.group(1)
+        for lines in comps.values()
+        for line in lines
+        for m in re.finditer(r"(?:calls|to_apply)=%([\w.\-]+)", line)
+    }
+    return {name: lines for name, lines in comps.items() if name not in nested}
+
+
+def _dims(shape: str) -> tuple[int, ...] | None:
+    m = _ARRAY.search(shape)
+    return tuple(int(d) for d in m.group(2).split(",") if d) if m and not shape.startswith("(") else None
+
+
+def matrix_copies(hlo: str, carry, seeds: int) -> list[int]:
+    """The elements per seed of each copy instruction in the running computations of `hlo` whose result has
+    the shape of one of the training state's matrices over the seeds: a weight copied every step
+    (`systems.optim.update`'s barrier says why it happens and which copy is left)."""
+    import jax
+
+    shapes = {tuple(a.shape) for a in jax.tree.leaves(carry["state"]) if a.ndim >= 3}  # seed axis + a matrix
+    return sorted(
+        _elements(m.group(2)) // seeds
+        for lines in _running(_computations(hlo)).values()
+        for line in lines
+        if (m := _INSTR.match(line)) and m.group(3) == "copy" and _dims(m.group(2)) in shapes
+    )
+
+
 def token_passes(hlo: str, token_elements: int) -> dict[str, int]:
     """Writes, whole reads and slice reads of buffers of exactly `token_elements` elements (S x B x N x E)
     in the computations of the compiled module `hlo` (its text) that run, fused computations excluded."""
     comps = _computations(hlo)
-    called = {m.group(1) for lines in comps.values() for line in lines for m in re.finditer(r"calls=%([\w.\-]+)", line)}
-    nested = called | {
-        m.group(1) for lines in comps.values() for line in lines for m in re.finditer(r"to_apply=%([\w.\-]+)", line)
-    }
+    running = _running(comps)
     token = set()
-    for name, lines in comps.items():
-        if name in nested:
-            continue
+    for lines in running.values():
         for line in lines:
             m = _INSTR.match(line)
             if m and _elements(m.group(2)) == token_elements:
                 token.add(m.group(1))
     writes = reads = slice_reads = 0
-    for name, lines in comps.items():
-        if name in nested:
-            continue
+    for lines in running.values():
         for line in lines:
             m = _INSTR.match(line)
             if not m or m.group(3) in _NOT_A_PASS:
@@ -172,6 +200,7 @@ def roofline(name: str, program, consts, seeds: int, token_elements: int | None)
         "bytes_per_seed_step": round(xla_bytes),
         "state_bytes_per_seed": state,
         "compulsory_bytes_per_seed_step": 2 * state,
+        "matrix_copies": matrix_copies(compiled.as_text(), carry, seeds),
     }
     if token_elements:
         row["token_bytes_per_seed"] = 4 * token_elements
@@ -277,7 +306,8 @@ def main() -> int:
         r = rows[-1]
         print(
             f"{r['system']}: {r['flops_per_seed_step'] / 1e6:.3f} MFLOP, {r['bytes_per_seed_step'] / 1e6:.3f} MB accessed, "
-            f"compulsory {r['compulsory_bytes_per_seed_step'] / 1e6:.3f} MB per seed-step"
+            f"compulsory {r['compulsory_bytes_per_seed_step'] / 1e6:.3f} MB per seed-step; "
+            f"weight matrices copied (elements per seed): {r['matrix_copies']}"
             + (f"; token tensor {r['token_bytes_per_seed'] / 1e6:.2f} MB, {r['token_passes']}" if tokens else "")
         )
         for chip in CHIPS:

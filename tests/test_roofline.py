@@ -1,6 +1,8 @@
 """The passes over the token tensor in the compiled paper-shape training step (benchmarks/roofline.py):
-a change that stores a second (B, N, E) tensor, or reads the batch once more, fails here."""
+a change that stores a second (B, N, E) tensor, reads the batch once more or copies a weight matrix
+every step fails here."""
 
+import sys
 from pathlib import Path
 
 import jax
@@ -13,22 +15,49 @@ from icl_race.systems.classification import ClassificationRace
 B, N, E = 128, 100, 65
 
 
-@pytest.fixture
-def roofline(monkeypatch):
-    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks"))
-    import roofline
-
+@pytest.fixture(scope="module")
+def roofline():
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    try:
+        import roofline
+    finally:
+        sys.path.pop(0)
     return roofline
 
 
-def test_the_paper_step_writes_the_batch_once_and_reads_it_five_times(roofline):
+@pytest.fixture(scope="module")
+def paper_step(roofline):
+    """The compiled paper-shape step of one seed (its HLO text) and its carry."""
+    program, consts = ClassificationRace.from_config(config.from_dict({"task": {"K": 10_000, "N": N}}))
+    compiled, carry = roofline.compile_step(program, consts, seeds=1)
+    return compiled.as_text(), carry
+
+
+def test_the_paper_step_writes_the_batch_once_and_reads_it_five_times(roofline, paper_step):
     # The sampler's gather writes it; the contraction over E for the means and x . gu, the mean squares,
     # the weighted sum over N and the transposes of the two contractions read it (before issue 42: written
     # twice, read six times, 48 MB per seed-step).
-    program, consts = ClassificationRace.from_config(config.from_dict({"task": {"K": 10_000, "N": N}}))
-    compiled, _ = roofline.compile_step(program, consts, seeds=1)
-    passes = roofline.token_passes(compiled.as_text(), B * N * E)
+    passes = roofline.token_passes(paper_step[0], B * N * E)
     assert passes["writes"] <= 1 and passes["reads"] <= 5, passes
+
+
+def test_the_paper_step_copies_no_mlp_kernel(roofline, paper_step):
+    # Without optim.update's barrier XLA copied the 512 x 512 and 65 x 512 kernels every step (2.4 MB); the
+    # query kernel's E x E copy is left (optim._matrices_before_updates says why).
+    assert roofline.matrix_copies(paper_step[0], paper_step[1], seeds=1) == [E * E]
+
+
+def test_the_copy_count_sees_a_copied_matrix(roofline):
+    """The counter itself, on a loop with a known answer: a matrix read after its own update in place
+    (the read below comes after the update in no order XLA must keep), so XLA copies it."""
+
+    def body(w, _):
+        new = w - 0.1 * jnp.tanh(w)
+        return new, jnp.sum(w @ w)
+
+    w = jax.ShapeDtypeStruct((1, 8, 8), jnp.float32)
+    hlo = jax.jit(lambda w: jax.lax.scan(body, w, length=3)).lower(w).compile().as_text()
+    assert set(roofline.matrix_copies(hlo, {"state": {"w": w}}, seeds=1)) == {64}
 
 
 def test_the_count_sees_a_stored_tensor_and_each_contraction_that_reads_it(roofline):

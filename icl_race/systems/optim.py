@@ -56,8 +56,24 @@ def init(tx: optax.GradientTransformation, params) -> list:
     return jax.tree.leaves(tx.init(params))
 
 
+def _matrices_before_updates(grads):
+    """The gradients, with every weight matrix's made to wait for all of them (an identity). Otherwise
+    nothing orders the backward pass's last read of a matrix (dx = g W^T, which no update needs) before
+    the matrix's update in place, and XLA copies each matrix every step: 2.4 MB per seed-step at the
+    paper shape (benchmarks/RESULTS.md). Matrices only: the barrier also stops XLA fusing a gradient
+    into its update, which changed Adam's rounding when the vectors' gradients were held too; with
+    matrices only, sgd, momentum and adam trajectories were bit for bit the same as without it. Left:
+    the attention's query kernel (E x E, 17 KB), whose last read feeds only the LayerNorm's vectors."""
+    leaves, treedef = jax.tree.flatten(grads)
+    at = [i for i, g in enumerate(leaves) if g.ndim >= 2]
+    for i, held in zip(at, jax.lax.optimization_barrier([leaves[i] for i in at])):
+        leaves[i] = held
+    return jax.tree.unflatten(treedef, leaves)
+
+
 def update(tx: optax.GradientTransformation, grads, opt_leaves: list, params) -> tuple[dict, list]:
     """(new parameters, new state leaves) after one step."""
     structure = jax.tree.structure(jax.eval_shape(tx.init, params))
+    grads = _matrices_before_updates(grads)
     updates, state = tx.update(grads, jax.tree.unflatten(structure, opt_leaves), params)
     return optax.apply_updates(params, updates), jax.tree.leaves(state)
