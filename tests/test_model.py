@@ -145,6 +145,22 @@ def test_dense_layer_gradient_equals_autodiff_of_the_plain_product(shape):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_token_sums_and_their_gradient_equal_the_plain_formulas():
+    # The folded attention's one reduction over the tokens has a hand-written VJP: its sums and both
+    # cotangents (gu's, and the tokens' that training never reads) are those of the plain formulas.
+    from icl_race.models.transformer import _token_sums
+
+    with jax.enable_x64(True):
+        kx, ku, kc = jax.random.split(jax.random.key(3), 3)
+        x, gu = jax.random.normal(kx, (4, 6, 5), jnp.float64), jax.random.normal(ku, (4, 5), jnp.float64)
+        cot = tuple(jax.random.normal(k, (4, 6), jnp.float64) for k in jax.random.split(kc, 3))
+        plain = lambda x, gu: (jnp.sum(x, -1), jnp.einsum("bne,be->bn", x, gu), jnp.sum(x * x, -1))
+        ours, ours_vjp = jax.vjp(_token_sums, x, gu)
+        want, want_vjp = jax.vjp(plain, x, gu)
+        for a, b in zip((*ours, *ours_vjp(cot)), (*want, *want_vjp(cot)), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
 def test_query_scores_are_the_softmax_logits_of_the_forward_pass():
     spec = Transformer(E=E, width=16)
     p = jax.tree.map(lambda a: a * 1.3 + 0.05, spec.init(jax.random.key(2)))

@@ -21,7 +21,7 @@ data: their cotangent is not formed (it would be a (B, N, E) write, the traffic 
 One sequence per program instance (grid over the batch; under the engine's vmap over seeds, pallas_call's
 batching rule adds the seed axis to the grid). Each kernel loads its sequence's N x E tile once (25 KB at the
 paper's N = 100, E = 65) and does both contractions from it on chip: the step's token traffic becomes the
-sampler's write and one read per kernel, against one write and five reads in the fused XLA step
+sampler's write and one read per kernel, against one write and four reads in the fused XLA step
 (benchmarks/RESULTS.md, "The Pallas kernels' traffic").
 
 The materialised batch, not a gather from the pool by id inside the kernel: the token tensor is built from a

@@ -67,6 +67,34 @@ def torch_linear(fan_in: int, fan_out: int, rngs: nnx.Rngs, use_bias: bool = Tru
     )
 
 
+@jax.custom_vjp
+def _token_sums(x_BxNxE: jax.Array, gu_BxE: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Every token's sum(x), x . gu and sum(x^2), as one variadic reduction over E: one pass over the batch.
+    As a contraction (for the first two) and a reduction (for the third) the batch was read twice, 3.3 MB
+    per seed-step at the paper shape (benchmarks/RESULTS.md). jax differentiates a variadic reduction
+    generically (an associative scan of pads and slices over E), hence the custom_vjp: the transposes."""
+    zero = jnp.zeros((), x_BxNxE.dtype)
+    add3 = lambda a, b: (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+    terms = (x_BxNxE, x_BxNxE * gu_BxE[:, None], x_BxNxE * x_BxNxE)
+    return jax.lax.reduce(terms, (zero, zero, zero), add3, (x_BxNxE.ndim - 1,))
+
+
+def _token_sums_fwd(x_BxNxE, gu_BxE):
+    return _token_sums(x_BxNxE, gu_BxE), (x_BxNxE, gu_BxE)
+
+
+def _token_sums_bwd(res, cot):
+    """gu's cotangent is the transposed contraction; the tokens' is autodiff's too, for a caller that
+    differentiates by the input: in training they are data, nothing reads it, and XLA drops it."""
+    x_BxNxE, gu_BxE = res
+    dsx_BxN, dxgu_BxN, dsxx_BxN = cot
+    dx_BxNxE = dsx_BxN[..., None] + dxgu_BxN[..., None] * gu_BxE[:, None] + 2 * dsxx_BxN[..., None] * x_BxNxE
+    return dx_BxNxE, jnp.einsum("bn,bne->be", dxgu_BxN, x_BxNxE)
+
+
+_token_sums.defvjp(_token_sums_fwd, _token_sums_bwd)
+
+
 class MLP(nnx.Module):
     """in -> W -> ReLU -> W -> ReLU -> out, biases everywhere."""
 
@@ -133,8 +161,8 @@ class OneLayer(nnx.Module):
             s_j = h_j . u = r_j (x_j . gu - m_j sum(gu)) + b . u,      gu = g * u,
             sum_j a_j h_j = g * (sum_j w_j x_j - sum_j w_j m_j) + b,  w_j = a_j r_j.
         The centring is folded into the two contractions too, so no (B, N, E) tensor but the batch itself
-        is stored, and it is read five times: one contraction over E for the means and x . gu, one for the
-        mean squares, the weighted sum over N, and the transposes of the two contractions in the backward
+        is stored, and it is read four times: one reduction over E for the means, mean squares and x . gu
+        (`_token_sums`), the weighted sum over N, and the transposes of the two contractions in the backward
         pass (benchmarks/roofline.py counts the passes in the compiled step; tests/test_roofline.py keeps
         them from coming back). The variance is mean(x^2) - m^2, as nnx.LayerNorm computes it."""
         ln, attn = self.ln, self.attn
@@ -156,12 +184,11 @@ class OneLayer(nnx.Module):
     ) -> tuple[jax.Array, jax.Array]:
         """sum_j w_j x_j and sum_j w_j m_j (`__call__`'s docstring) by XLA's contractions over the tokens."""
         ln = self.ln
-        # One contraction over E gives every token's mean and x . gu: the batch is read once for both.
+        # One reduction over E gives every token's mean, x . gu and mean square: the batch is read once.
         E = x_BxNxE.shape[-1]
-        mean_and_gu_Bx2xE = jnp.stack([jnp.full_like(gu_BxE, 1 / E), gu_BxE], axis=1)
-        m_and_xgu_BxNx2 = jnp.einsum("bne,bke->bnk", x_BxNxE, mean_and_gu_Bx2xE)
-        m_BxN, xgu_BxN = m_and_xgu_BxNx2[..., 0], m_and_xgu_BxNx2[..., 1]
-        var_BxN = jnp.maximum(jnp.mean(x_BxNxE * x_BxNxE, axis=-1) - m_BxN * m_BxN, 0.0)
+        sx_BxN, xgu_BxN, sxx_BxN = _token_sums(x_BxNxE, gu_BxE)
+        m_BxN = sx_BxN / E
+        var_BxN = jnp.maximum(sxx_BxN / E - m_BxN * m_BxN, 0.0)
         r_BxN = jax.lax.rsqrt(var_BxN + ln.epsilon)
         s_BxN = r_BxN * (xgu_BxN - m_BxN * jnp.sum(gu_BxE, axis=-1, keepdims=True)) + jnp.sum(
             b_1xE * u_BxE, axis=-1, keepdims=True
