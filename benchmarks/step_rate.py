@@ -1,13 +1,16 @@
 """Steady-state seed-steps/s of the classification training step of whichever icl_race is first on
 PYTHONPATH, one JSON line on stdout: the side-by-side check of a change to the step (issue 42 item 2).
 
-    farm-bench -n 5 --vs "sh -c 'PYTHONPATH=/tmp/base exec .venv/bin/python benchmarks/step_rate.py >>/tmp/old.jsonl'" \
-        -- sh -c 'exec .venv/bin/python benchmarks/step_rate.py >>/tmp/new.jsonl'
+    for i in 1 2 3 4 5 6; do
+        PYTHONPATH=/tmp/base .venv/bin/python benchmarks/step_rate.py >> /tmp/old.jsonl
+        .venv/bin/python benchmarks/step_rate.py >> /tmp/new.jsonl
+    done
 
-(/tmp/base: `git archive <commit> | tar -x -C /tmp/base`.) Runs alternate, so a drift of the shared
-machine's speed falls on both; compare the medians of the two files. Besides wall-clock rates (best of
-`repeats` calls), the CPU seconds the process spent per seed-step over the same calls: on a machine
-shared with other jobs the wall clock measures the neighbours as much as the step, CPU time much less.
+(/tmp/base: `git archive <commit> | tar -x -C /tmp/base`; run as a script, not with -m, so that PYTHONPATH
+comes before the work tree.) Runs alternate, so a drift of the shared machine's speed falls on both; compare
+the medians of the two files and the pairs' ratios. Besides wall-clock rates (best of `repeats` calls), the
+CPU seconds the process spent per seed-step over the same calls: on a machine shared with other jobs the
+wall clock measures the neighbours as much as the step, CPU time much less.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 # Does a change to the training step keep the t_ICL distribution? (issue 42 item 2) The tests' tiny config
 # (K = 1000, N = 8, width 32: ICL within ~1,000 steps on a CPU) at 256 seeds, trained by the package as it was at
 # BASE (a commit) and as it is in the work tree, then `icl-race compare`: log-rank p and the Kaplan-Meier median
-# ratio with its bootstrap CI. About 20 minutes a side on a loaded 2-core machine.
+# ratio with its bootstrap CI. About 20 minutes a side on a loaded 2-core machine, 9 on a quiet one.
 #
 #   bash benchmarks/ticl_check.sh BASE OUT        # e.g. bash benchmarks/ticl_check.sh 790e06f /tmp/ticl
 set -euo pipefail
@@ -29,6 +29,8 @@ eval_size = 200
 seeds = 256
 TOML
 export JAX_PLATFORMS=cpu
-PYTHONPATH="$OUT/base-src" .venv/bin/python -m icl_race run "$OUT/ticl.toml" --out "$OUT/base" --quiet
-.venv/bin/python -m icl_race run "$OUT/ticl.toml" --out "$OUT/new" --quiet
+# -P: `python -m` would put the working directory (this work tree) ahead of PYTHONPATH, and the base side
+# would run the work tree's package (as it did before 2026-12-06 10:00, benchmarks/RESULTS.md).
+PYTHONPATH="$OUT/base-src" .venv/bin/python -P -m icl_race run "$OUT/ticl.toml" --out "$OUT/base" --quiet
+PYTHONPATH="$PWD" .venv/bin/python -P -m icl_race run "$OUT/ticl.toml" --out "$OUT/new" --quiet
 .venv/bin/python -m icl_race compare "$OUT/base" "$OUT/new" --out "$OUT/compare"
