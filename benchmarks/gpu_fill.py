@@ -7,7 +7,9 @@ what it measured.
 rate   seed-steps/s of the paper model's training step (N = 100, width 512, batch 128, K = 10^4) at S = 256, 1,024
        and 4,096 seeds in one vmap, the step before issue 42 ("old": its folded LayerNorm, re-created below and
        reachable only from this file) against the package's ("new"), at jax's default matmul precision (TF32 on
-       an H100 / H200) and at "highest" (full float32)
+       an H100 / H200) and at "highest" (full float32). Only the forward is old: the rest of the step, the
+       optimizer's gradient barrier (131e580) included, is the package's, so the H200's 33,700 seed-steps/s of
+       2026-12-04 (benchmarks/RESULTS.md) stays the baseline of the whole step
 pack   the K grid of experiments/fig2bc.toml (10 cells, K_max = 10^5) as one 160-seed ensemble, each block of
        16 seeds with its cell's K (K is traced, so one program serves every cell: the emulation of a packed
        sweep), against one 16-seed cell alone; seed-steps/s of each
