@@ -14,8 +14,9 @@ them), every instruction whose result holds S x B x N x E elements is a write of
 instruction that takes one as an operand and reads all of it a read; a fusion that only slices it (the
 query token) reads B x E of it, counted apart as a slice read.
 
-Weight copies: copy instructions in those computations the size of one of the state's matrices over the
-seeds (a weight copied every step, which `systems.optim.update` avoids).
+Weight copies: copy instructions in the loop bodies shaped like one of the state's matrices over the seeds
+(a weight copied every step, which `systems.optim.update` avoids; linear attention's plain gradient step
+does not go through it).
 
 Compulsory traffic per seed-step: the training state (parameters and optimizer state) read once and written
 once. The item pool (K x E floats, 2.6 MB at K = 10^4) is shared by the seeds and fits in the 50 MB L2, so it
@@ -122,16 +123,19 @@ def _dims(shape: str) -> tuple[int, ...] | None:
 
 
 def matrix_copies(hlo: str, carry, seeds: int) -> list[int]:
-    """The elements per seed of each copy instruction in the running computations of `hlo` whose result has
-    the shape of one of the training state's matrices over the seeds: a weight copied every step
-    (`systems.optim.update`'s barrier says why it happens and which copy is left)."""
+    """The elements per seed of each copy instruction in the loop bodies of `hlo` (the steps, not the program's
+    entry, which copies an undonated input once per call) whose result has the shape of one of the training
+    state's matrices over the seeds: a weight copied every step (`systems.optim.update`'s barrier says why it
+    happens and which copy is left)."""
     import jax
 
     shapes = {tuple(a.shape) for a in jax.tree.leaves(carry["state"]) if a.ndim >= 3}  # seed axis + a matrix
+    comps = _computations(hlo)
+    bodies = {m.group(1) for lines in comps.values() for line in lines for m in re.finditer(r"body=%([\w.\-]+)", line)}
     return sorted(
         _elements(m.group(2)) // seeds
-        for lines in _running(_computations(hlo)).values()
-        for line in lines
+        for name in bodies
+        for line in comps.get(name, [])
         if (m := _INSTR.match(line)) and m.group(3) == "copy" and _dims(m.group(2)) in shapes
     )
 

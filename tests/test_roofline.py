@@ -42,22 +42,24 @@ def test_the_paper_step_writes_the_batch_once_and_reads_it_four_times(roofline, 
 
 
 def test_the_paper_step_copies_no_mlp_kernel(roofline, paper_step):
-    # Without optim.update's barrier XLA copied the 512 x 512 and 65 x 512 kernels every step (2.4 MB); the
-    # query kernel's E x E copy is left (optim._matrices_before_updates says why).
-    assert roofline.matrix_copies(paper_step[0], paper_step[1], seeds=1) == [E * E]
+    # Without optim.update's barrier XLA copied the 512 x 512 and 65 x 512 kernels every step (2.4 MB); at
+    # most the query kernel's E x E copy is left (optim._matrices_before_updates says why).
+    assert max(roofline.matrix_copies(paper_step[0], paper_step[1], seeds=1), default=0) <= E * E
 
 
-def test_the_copy_count_sees_a_copied_matrix(roofline):
-    """The counter itself, on a loop with a known answer: a matrix read after its own update in place
-    (the read below comes after the update in no order XLA must keep), so XLA copies it."""
+@pytest.mark.parametrize("read_after_update", [True, False])
+def test_the_copy_count_sees_a_matrix_copied_every_step(roofline, read_after_update):
+    """The counter itself, on loops with known answers: a matrix read in a product that nothing orders before
+    its own update in place is copied every step; without that read it is not. The carry is donated, so the
+    program's entry copies nothing."""
 
     def body(w, _):
-        new = w - 0.1 * jnp.tanh(w)
-        return new, jnp.sum(w @ w)
+        return w - 0.1 * jnp.tanh(w), (jnp.sum(w @ w) if read_after_update else 0.0)
 
     w = jax.ShapeDtypeStruct((1, 8, 8), jnp.float32)
-    hlo = jax.jit(lambda w: jax.lax.scan(body, w, length=3)).lower(w).compile().as_text()
-    assert set(roofline.matrix_copies(hlo, {"state": {"w": w}}, seeds=1)) == {64}
+    run = jax.jit(lambda w: jax.lax.scan(body, w, length=3), donate_argnums=0)
+    hlo = run.lower(w).compile().as_text()
+    assert roofline.matrix_copies(hlo, {"state": {"w": w}}, seeds=1) == ([64] if read_after_update else [])
 
 
 def test_the_count_sees_a_stored_tensor_and_each_contraction_that_reads_it(roofline):

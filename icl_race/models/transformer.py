@@ -73,10 +73,10 @@ def _token_sums(x_BxNxE: jax.Array, gu_BxE: jax.Array) -> tuple[jax.Array, jax.A
     As a contraction (for the first two) and a reduction (for the third) the batch was read twice, 3.3 MB
     per seed-step at the paper shape (benchmarks/RESULTS.md). jax differentiates a variadic reduction
     generically (an associative scan of pads and slices over E), hence the custom_vjp: the transposes."""
-    zero = jnp.zeros((), x_BxNxE.dtype)
     add3 = lambda a, b: (a[0] + b[0], a[1] + b[1], a[2] + b[2])
     terms = (x_BxNxE, x_BxNxE * gu_BxE[:, None], x_BxNxE * x_BxNxE)
-    return jax.lax.reduce(terms, (zero, zero, zero), add3, (x_BxNxE.ndim - 1,))
+    zeros = tuple(jnp.zeros((), t.dtype) for t in terms)
+    return jax.lax.reduce(terms, zeros, add3, (x_BxNxE.ndim - 1,))
 
 
 def _token_sums_fwd(x_BxNxE, gu_BxE):

@@ -62,8 +62,9 @@ def _matrices_before_updates(grads):
     the matrix's update in place, and XLA copies each matrix every step: 2.4 MB per seed-step at the
     paper shape (benchmarks/RESULTS.md). Matrices only: the barrier also stops XLA fusing a gradient
     into its update, which changed Adam's rounding when the vectors' gradients were held too; with
-    matrices only, sgd, momentum and adam trajectories were bit for bit the same as without it. Left:
-    the attention's query kernel (E x E, 17 KB), whose last read feeds only the LayerNorm's vectors."""
+    matrices only, sgd, momentum, adam and adamw trajectories were bit for bit the same as without it
+    (CPU compile). Left: the attention's query kernel (E x E, 17 KB), whose last read feeds only the
+    LayerNorm's vectors."""
     leaves, treedef = jax.tree.flatten(grads)
     at = [i for i, g in enumerate(leaves) if g.ndim >= 2]
     for i, held in zip(at, jax.lax.optimization_barrier([leaves[i] for i in at])):
