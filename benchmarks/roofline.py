@@ -58,12 +58,16 @@ _INSTR = re.compile(r"^(?:ROOT )?%([\w.\-]+) = (.*?) ([\w\-]+)\((.*)$")
 _NOT_A_PASS = {"parameter", "get-tuple-element", "tuple", "bitcast", "constant"}
 
 
-def _elements(shape: str) -> int:
-    """Elements of an array shape (0 for a tuple: its parts are counted where they are made)."""
-    if shape.startswith("("):
-        return 0
+def _dims(shape: str) -> tuple[int, ...] | None:
+    """The dimensions of an array shape (None for a tuple: its parts are counted where they are made)."""
     m = _ARRAY.search(shape)
-    return math.prod(int(d) for d in m.group(2).split(",") if d) if m else 0
+    return tuple(int(d) for d in m.group(2).split(",") if d) if m and not shape.startswith("(") else None
+
+
+def _elements(shape: str) -> int:
+    """Elements of an array shape (0 for a tuple)."""
+    dims = _dims(shape)
+    return 0 if dims is None else math.prod(dims)
 
 
 def _computations(hlo: str) -> dict[str, list[str]]:
@@ -115,11 +119,6 @@ def _running(comps: dict[str, list[str]]) -> dict[str, list[str]]:
         for m in re.finditer(r"(?:calls|to_apply)=%([\w.\-]+)", line)
     }
     return {name: lines for name, lines in comps.items() if name not in nested}
-
-
-def _dims(shape: str) -> tuple[int, ...] | None:
-    m = _ARRAY.search(shape)
-    return tuple(int(d) for d in m.group(2).split(",") if d) if m and not shape.startswith("(") else None
 
 
 def matrix_copies(hlo: str, carry, seeds: int) -> list[int]:

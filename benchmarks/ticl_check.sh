@@ -10,6 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE="$1"; OUT="$2"; CONFIG="${3:-}"
+# OUT is this script's own: it writes ticl.toml, base-src/ and three run folders there, so it takes a new one.
+if [ -e "$OUT" ] && [ -n "$(ls -A "$OUT")" ]; then echo "ticl_check: OUT = $OUT exists and is not empty: give a new folder" >&2; exit 2; fi
 mkdir -p "$OUT/base-src"
 git archive "$BASE" | tar -x -C "$OUT/base-src"
 if [ -n "$CONFIG" ]; then cp "$CONFIG" "$OUT/ticl.toml"; else cat > "$OUT/ticl.toml" <<'TOML'
