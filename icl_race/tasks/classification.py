@@ -236,11 +236,16 @@ def bank_sequences(key: jax.Array, table_PxE: jax.Array, B: int, N: int, query_i
 
 
 def _gathered_tokens(table_PxE: jax.Array, ids_BxN: jax.Array, labels_BxN: jax.Array):
-    """tokens(items[ids], labels) for table = token_table(items): one gather of whole rows, then the
-    context's label slots set in place. Gathering 63-wide items and then concatenating the labels
-    wrote the batch twice: 3x slower on CPU (benchmarks/RESULTS.md)."""
+    """tokens(items[ids], labels) for table = token_table(items): the items from a gather of whole rows, the
+    label slots from a gather of a 3-row table (no label, label 0, label 1), chosen by column. Gathering 63-wide
+    items and then concatenating the labels wrote the batch twice: 3x slower on CPU (benchmarks/RESULTS.md).
+    The choice depends on the column alone: XLA's GPU compile gathers the tokens inside each reduction that
+    reads them, so the batch never exists, but a (B, N, E) mask computed from the labels (this function until
+    issue 42) it stored and read seven times (tests/test_roofline.py)."""
     N, E = ids_BxN.shape[1], table_PxE.shape[1]
-    context_1xNx1 = (jnp.arange(N) < N - 1)[None, :, None]
-    hot_BxNxE = context_1xNx1 & (jnp.arange(E)[None, None, :] == E - 2 + labels_BxN[..., None])
-    x_BxNxE = jnp.where(hot_BxNxE, jnp.ones((), table_PxE.dtype), table_PxE[ids_BxN])
+    slots_3xE = np.zeros((3, E), np.float32)
+    slots_3xE[1, E - 2] = slots_3xE[2, E - 1] = 1.0
+    code_BxN = jnp.where(jnp.arange(N) < N - 1, 1 + labels_BxN, 0)  # the query's label slots stay zero
+    item_E = jnp.arange(E) < E - 2
+    x_BxNxE = jnp.where(item_E, table_PxE[ids_BxN], jnp.asarray(slots_3xE, table_PxE.dtype)[code_BxN])
     return x_BxNxE, 2.0 * labels_BxN[:, -1].astype(table_PxE.dtype) - 1.0
