@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint
+.PHONY: demo test bench lint roofline-gpu
 
 $(BIN)/icl-race: pyproject.toml
 	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v >= (3, 12) else f"icl-race needs Python >= 3.12, $(PYTHON) is {v.major}.{v.minor}: run make PYTHON=python3.12 ...")'
@@ -37,3 +37,17 @@ lint: $(BIN)/icl-race
 
 bench: $(BIN)/icl-race
 	$(BIN)/icl-race bench
+
+# The step's roofline as XLA's GPU compiler builds it for an H100 and an H200, on this machine without a GPU
+# (benchmarks/roofline.py, --target): its own environment, so that the main one never meets the CUDA plugin.
+GPU_COMPILE := .venv-gpu-compile
+$(GPU_COMPILE)/bin/python: pyproject.toml
+	$(PYTHON) -m venv $(GPU_COMPILE)
+	$(GPU_COMPILE)/bin/python -m pip install -q -e '.[gpu-compile]'
+	@touch $@
+
+roofline-gpu: $(GPU_COMPILE)/bin/python
+	for chip in h100 h200; do \
+	  $(GPU_COMPILE)/bin/python benchmarks/roofline.py --target $$chip --seeds 4,256,1024 --out benchmarks/results-roofline-$$chip.json && \
+	  $(GPU_COMPILE)/bin/python benchmarks/roofline.py --target $$chip --seeds 256 --systems paper,regime --kernel pallas --out benchmarks/results-roofline-pallas-$$chip.json || exit 1; \
+	done

@@ -3,11 +3,24 @@ analysis of the compiled step, how many times a token-sized (B, N, E) buffer is 
 the compulsory traffic, and the ceilings they put on an H100 and an H200.
 
     .venv/bin/python benchmarks/roofline.py [--seeds 4] [--systems paper,regime,la] [--kernel xla|pallas] [--out FILE]
+    make roofline-gpu     # the same for an H100 and an H200, compiled here without a GPU (--target)
 
 What is compiled: `engine.ensemble.steps_on_device`, the program `icl-race bench` times (a scan of training
 steps over a vmap of `--seeds` seeds), on this machine's backend (the CPU here). XLA's cost analysis counts a
-while loop's body once, so its figures over the seeds of the vmap are per seed-step. On a GPU the fusions
-differ (XLA fuses more there), so the pass counts are the CPU compiler's; the FLOPs are the same.
+while loop's body once, so its figures over the seeds of the vmap are per seed-step.
+
+--target h100 | h200: XLA's GPU compiler instead, run on this machine without a GPU (deviceless ahead-of-time
+compilation: `jax.experimental.topologies` with the chip's GpuTargetConfig, CHIPS below), so that the GPU's
+fusions are seen where no GPU is lent. It needs jax's CUDA plugin and ptxas (`make .venv-gpu-compile`, the
+pyproject extra gpu-compile; ~0.6 GB, no GPU or driver). The GPU compiler fuses differently from the CPU's:
+it gathers the tokens from the item pool inside each reduction that reads them, so the token tensor never
+exists, and its cost analysis counts the pool (shared by the seeds, resident in L2) once per fusion, not once
+per token read. What it cannot do without a chip: autotune (GEMM tilings are the compiler's defaults, so a
+GPU's own compile may pick other tiles and split-K factors; the fusions are decided before autotuning).
+Deviceless executables have no cost_analysis(), so the analysis is run on the optimised module through
+jaxlib's hlo_module_cost_analysis (the same HloCostAnalysis; a private API, checked against the CPU compile's
+own figure in tests/test_roofline.py). With --kernel pallas and a GPU target the Pallas kernels are compiled
+by Triton for the chip, not estimated: their custom calls count as their operands and results.
 
 Token passes: in the computations that run (the entry and loop bodies, not the fused computations inside
 them), every instruction whose result holds S x B x N x E elements is a write of the token tensor, and every
@@ -37,6 +50,7 @@ the tile forward, the three recomputed and two more backward).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import re
@@ -51,6 +65,20 @@ CHIPS = {
     "H100": {"hbm_bytes_per_s": 3.35e12, "l2_bytes": 50e6, "fp32_flops": 67e12, "tf32_flops": 495e12},
     "H200": {"hbm_bytes_per_s": 4.8e12, "l2_bytes": 50e6, "fp32_flops": 67e12, "tf32_flops": 495e12},
 }
+# --target: what XLA's GPU compiler is told about each chip (GpuTargetConfig; both are GH100 dies, 132 SMs,
+# compute capability 9.0), in the form a GPU process reports it.
+_MEMORY = {"H100": (80, "NVIDIA H100 80GB HBM3"), "H200": (141, "NVIDIA H200")}
+_TARGET_CONFIG = """gpu_device_info {{
+  threads_per_block_limit: 1024 threads_per_warp: 32 shared_memory_per_block: 49152
+  shared_memory_per_core: 233472 shared_memory_per_block_optin: 232448 threads_per_core_limit: 2048
+  core_count: 132 fpus_per_core: 128 block_dim_limit_x: 2147483647 block_dim_limit_y: 65535
+  block_dim_limit_z: 65535 memory_bandwidth: {bandwidth} l2_cache_size: 52428800 clock_rate_ghz: 1.98
+  device_memory_size: {memory} cuda_compute_capability {{ major: 9 }} registers_per_core_limit: 65536
+  registers_per_block_limit: 65536
+}}
+platform_name: "CUDA" dnn_version_info {{ major: 9 minor: 8 }} runtime_version {{ major: 12 minor: 9 }}
+device_description_str: "{kind}"
+"""
 
 _DTYPE_BYTES = {"f32": 4, "s32": 4, "u32": 4, "pred": 1, "s8": 1, "u8": 1, "f16": 2, "bf16": 2, "s64": 8, "u64": 8}
 _ARRAY = re.compile(r"\b(f32|s32|u32|pred|s8|u8|f16|bf16|s64|u64|f64)\[([0-9,]*)\]")
@@ -169,9 +197,21 @@ def token_passes(hlo: str, token_elements: int) -> dict[str, int]:
     return {"writes": writes, "reads": reads, "slice_reads": slice_reads}
 
 
-def compile_step(program, consts, seeds: int, steps: int = 2):
+def gpu_device(chip: str):
+    """The one device of a deviceless topology of `chip` (a CHIPS key), to compile for (module docstring). Must
+    come before anything initialises jax's backends, and leaves the CPU the only backend that runs."""
+    import jax
+    from jax.experimental import topologies
+
+    jax.config.update("jax_platforms", "cpu")  # the CUDA plugin must not look for a driver
+    gigabytes, kind = _MEMORY[chip]
+    config = _TARGET_CONFIG.format(bandwidth=int(CHIPS[chip]["hbm_bytes_per_s"]), memory=gigabytes << 30, kind=kind)
+    return topologies.get_topology_desc(platform="cuda", target_config=config, topology="1x1x1").devices[0]
+
+
+def compile_step(program, consts, seeds: int, steps: int = 2, device=None):
     """The compiled training-step program of `seeds` seeds in one vmap (`steps` > 1, so that the steps are a
-    loop whose body the cost analysis counts once)."""
+    loop whose body the cost analysis counts once), for this machine's backend or for `device` (`gpu_device`)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -180,7 +220,24 @@ def compile_step(program, consts, seeds: int, steps: int = 2):
 
     keys = seed_keys(0, np.arange(seeds))
     carry = jax.eval_shape(lambda k: init_on_device(program, seeds, k, consts), keys)
-    return steps_on_device.lower(program, seeds, steps, carry, consts, jnp.int32(0)).compile(), carry
+    args = carry, consts, jnp.int32(0)
+    if device is not None:  # abstract arguments placed on the target: nothing is transferred, nothing runs
+        where = jax.sharding.SingleDeviceSharding(device)
+        args = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=where), args)
+    return steps_on_device.lower(program, seeds, steps, *args).compile(), carry
+
+
+def cost(compiled, deviceless: bool = False) -> dict:
+    """XLA's cost analysis of a compiled program: its own, or for a deviceless GPU executable (which has none)
+    HloCostAnalysis run here on its optimised module."""
+    if not deviceless:
+        out = compiled.cost_analysis()
+        return out[0] if isinstance(out, list) else out
+    import jax
+    from jax._src.lib import _jax
+
+    [module] = compiled.runtime_executable().hlo_modules()
+    return _jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module)
 
 
 def state_bytes(carry, seeds: int) -> int:
@@ -190,14 +247,14 @@ def state_bytes(carry, seeds: int) -> int:
     return sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(carry["state"])) // seeds
 
 
-def roofline(name: str, program, consts, seeds: int, token_elements: int | None) -> dict:
-    compiled, carry = compile_step(program, consts, seeds)
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, list) else cost
-    flops, xla_bytes = cost["flops"] / seeds, cost["bytes accessed"] / seeds
+def roofline(name: str, program, consts, seeds: int, token_elements: int | None, device=None) -> dict:
+    compiled, carry = compile_step(program, consts, seeds, device=device)
+    analysis = cost(compiled, deviceless=device is not None)
+    flops, xla_bytes = analysis["flops"] / seeds, analysis["bytes accessed"] / seeds
     state = state_bytes(carry, seeds)
     row = {
         "system": name,
+        "compiled_for": "cpu" if device is None else f"{device.device_kind} (deviceless, not autotuned)",
         "seeds": seeds,
         "flops_per_seed_step": round(flops),
         "bytes_per_seed_step": round(xla_bytes),
@@ -267,6 +324,27 @@ def pallas_estimate(name: str, program, consts, seeds: int, token_elements: int)
     return row
 
 
+def pallas_compiled(name: str, program, consts, seeds: int, token_elements: int, device) -> dict:
+    """The `--kernel pallas` row for a GPU target: the step with the kernels lowered by Pallas' Triton backend and
+    compiled for the chip (module docstring). Pallas asks the local GPU which chip it lowers for; with none, it is
+    told (jax's private gpu_info, as of jax 0.12)."""
+    import dataclasses
+    from unittest import mock
+
+    from jax._src.pallas.triton import gpu_info, pallas_call_registration
+
+    from icl_race.models import attention_kernel
+
+    chip = gpu_info.get_gpu_info_from_version(gpu_info.gpu_version_from_device_kind(device.device_kind))
+    model = dataclasses.replace(program.model, attention_kernel="pallas")
+    with (
+        mock.patch.object(attention_kernel, "interpret", lambda: False),
+        mock.patch.object(pallas_call_registration.gpu_info_lib, "get_gpu_info", lambda: chip),
+    ):
+        row = roofline(name, dataclasses.replace(program, model=model), consts, seeds, token_elements, device)
+    return row | {"system": f"{name}, pallas kernels (Triton)"}
+
+
 def systems(names: list[str]):
     """(name, program, consts, token elements per seed) of each system asked for."""
     import jax
@@ -292,23 +370,30 @@ def systems(names: list[str]):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=4, help="seeds in the vmap that is compiled")
+    ap.add_argument("--seeds", default="4", help="seeds in the vmap that is compiled (a comma list: one row each)")
     ap.add_argument("--systems", default="paper,regime,la")
     ap.add_argument("--kernel", choices=("xla", "pallas"), default="xla", help="the classification steps' attention")
+    ap.add_argument("--target", choices=("cpu", *(c.lower() for c in CHIPS)), default="cpu", help="compile for")
     ap.add_argument("--out", default=None, help="JSON file for the rows")
     args = ap.parse_args()
+    device = None if args.target == "cpu" else gpu_device(args.target.upper())  # before any backend starts
     import jax
 
     rows = []
-    for name, program, consts, tokens in systems(args.systems.split(",")):
+    for (name, program, consts, tokens), seeds in itertools.product(
+        systems(args.systems.split(",")), map(int, args.seeds.split(","))
+    ):
         with jax.enable_x64(name.startswith("linear")):
-            if args.kernel == "pallas" and tokens:
-                rows.append(pallas_estimate(name, program, consts, args.seeds, tokens))
+            if args.kernel == "pallas" and tokens and device is not None:
+                rows.append(pallas_compiled(name, program, consts, seeds, tokens, device))
+            elif args.kernel == "pallas" and tokens:
+                rows.append(pallas_estimate(name, program, consts, seeds, tokens))
             else:
-                rows.append(roofline(name, program, consts, args.seeds, tokens))
+                rows.append(roofline(name, program, consts, seeds, tokens, device))
         r = rows[-1]
         print(
-            f"{r['system']}: {r['flops_per_seed_step'] / 1e6:.3f} MFLOP, {r['bytes_per_seed_step'] / 1e6:.3f} MB accessed, "
+            f"{r['system']}, S = {seeds}, compiled for {r['compiled_for']}: "
+            f"{r['flops_per_seed_step'] / 1e6:.3f} MFLOP, {r['bytes_per_seed_step'] / 1e6:.3f} MB accessed, "
             f"compulsory {r['compulsory_bytes_per_seed_step'] / 1e6:.3f} MB per seed-step; "
             f"weight matrices copied (elements per seed): {r['matrix_copies']}"
             + (f"; token tensor {r['token_bytes_per_seed'] / 1e6:.2f} MB, {r['token_passes']}" if tokens else "")
@@ -320,7 +405,9 @@ def main() -> int:
                     f"  {chip} {p}: ceiling {c['as_compiled']:,} seed-steps/s as compiled, {c['compulsory']:,} compulsory"
                 )
     if args.out:
-        Path(args.out).write_text(json.dumps({"backend": jax.default_backend(), "rows": rows}, indent=2))
+        Path(args.out).write_text(
+            json.dumps({"backend": jax.default_backend(), "target": args.target, "rows": rows}, indent=2)
+        )
     return 0
 
 

@@ -39,9 +39,11 @@ masked lanes hold (Triton leaves them undefined; interpret mode fills them with 
 Rows of 65 floats are not 128-byte aligned; a pool stored with its rows padded once at set-up
 (tasks.classification.token_table) would align them, at the cost of a wider materialised batch, which is
 why it is not done for this version. NOT RUN ON A GPU: no GPU was lent while it was written. On the CPU,
-tests/test_pallas.py lowers the kernels for CUDA (jax.export) through Pallas' Triton lowering rules to Triton IR;
-Triton's compilation of that IR and its results on a chip are checked only by benchmarks/gpu_fill.py's "pallas"
-section (against the XLA path, and timed). jax 0.12 deprecates the Triton backend in favour of Mosaic GPU, a
+tests/test_pallas.py lowers the kernels for CUDA (jax.export) through Pallas' Triton lowering rules to Triton IR,
+and `make roofline-gpu` compiles them with the whole step for an H100 and an H200 (deviceless); their results on
+a chip are checked only by benchmarks/gpu_fill.py's "pallas" section (against the XLA path, and timed). XLA's own
+GPU compile of the step gathers the tokens inside its reductions and never stores the batch, which these kernels
+need stored: there it accesses fewer bytes than the step with the kernels (benchmarks/RESULTS.md). jax 0.12 deprecates the Triton backend in favour of Mosaic GPU, a
 different kernel model (warpgroups, TMA): a port, if the GPU finds these kernels worth keeping. On any other
 backend (the CPU) the kernels run with interpret=True, which lowers each to a loop over the program instances:
 correct, and slow (~250x the XLA step at the paper shape); for tests.
@@ -95,6 +97,12 @@ def _backward_kernel(x_ref, gu_ref, dwx_ref, dwm_ref, dgu_ref, *, N: int, E: int
     dgu_ref[...] = jnp.where(col_1xEp[0], dgu_Ep, 0.0)
 
 
+def interpret() -> bool:
+    """Whether the kernels run in interpret mode: off a GPU (module docstring). benchmarks/roofline.py --target
+    compiles them for a GPU from a process whose only backend is the CPU, and says no."""
+    return jax.default_backend() != "gpu"
+
+
 def _call(kernel, name: str, x_BxNxE: jax.Array, vectors: tuple, scalars: tuple, out_shape):
     """pallas_call of `kernel` over the batch: the (N, E) tile of x padded to powers of two in its BlockSpec,
     each E-vector (B, E) as a (Ep,) block and each scalar (B,) as a () block of the sequence."""
@@ -110,7 +118,7 @@ def _call(kernel, name: str, x_BxNxE: jax.Array, vectors: tuple, scalars: tuple,
         in_specs=[tile, *(vector for _ in vectors), *(scalar for _ in scalars)],
         out_specs=[specs[o.shape] for o in out_shape],
         out_shape=out_shape,
-        interpret=jax.default_backend() != "gpu",
+        interpret=interpret(),
         compiler_params=_GPU_PARAMS,
         name=name,
     )(x_BxNxE, *vectors, *scalars)
