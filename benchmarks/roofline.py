@@ -5,6 +5,8 @@ the compulsory traffic, and the ceilings they put on an H100 and an H200.
     .venv/bin/python benchmarks/roofline.py [--seeds 4] [--systems paper,regime,la] [--kernel xla|pallas] [--out FILE]
     make roofline-gpu     # the same for an H100 and an H200, compiled here without a GPU (--target)
 
+PYTHONPATH=BASE (a `git archive` of another commit) costs that commit's step: the work tree is searched after it.
+
 What is compiled: `engine.ensemble.steps_on_device`, the program `icl-race bench` times (a scan of training
 steps over a vmap of `--seeds` seeds), on this machine's backend (the CPU here). XLA's cost analysis counts a
 while loop's body once, so its figures over the seeds of the vmap are per seed-step.
@@ -58,7 +60,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+sys.path.append(str(HERE.parent))  # after PYTHONPATH: PYTHONPATH=BASE-SRC costs another commit's step
 
 # Dense figures of the SXM parts (NVIDIA's data sheets); TF32 is jax's default matmul precision on them.
 CHIPS = {
@@ -405,9 +407,10 @@ def main() -> int:
                     f"  {chip} {p}: ceiling {c['as_compiled']:,} seed-steps/s as compiled, {c['compulsory']:,} compulsory"
                 )
     if args.out:
-        Path(args.out).write_text(
-            json.dumps({"backend": jax.default_backend(), "target": args.target, "rows": rows}, indent=2)
-        )
+        import icl_race
+
+        meta = {"backend": jax.default_backend(), "target": args.target, "package": icl_race.__file__}
+        Path(args.out).write_text(json.dumps(meta | {"rows": rows}, indent=2))
     return 0
 
 
