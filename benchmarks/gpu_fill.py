@@ -18,8 +18,8 @@ trace  a jax.profiler trace of the new step at S = 1,024, summarised as the top 
 pallas the one-layer model with model.attention_kernel = "pallas" (models/attention_kernel.py, issue 42 item 3):
        first its logits and each parameter gradient leaf on one paper-shape batch against the XLA path's at
        "highest" precision (max abs difference, and relative to the leaf's largest entry), then the Pallas step's seed-steps/s at S = 256
-       and 1,024 beside the XLA step's, at jax's default precision. The kernels' Triton lowering is untested
-       until this section runs on a GPU: a failure is recorded as the row's error.
+       and 1,024 beside the XLA step's, at jax's default precision. The kernels compile through Triton for an
+       H100 and an H200 (`make roofline-gpu`), but have never run: a failure is recorded as the row's error.
 
 --dry-run: tiny sizes (N = 8, width 32, batch 16; S = 2, 4; a 2-cell grid), to try the script on a CPU.
 Method as in benchmarks/run.py: AOT compile timed apart, one warm-up call, best of the timed calls.

@@ -13,16 +13,19 @@ while loop's body once, so its figures over the seeds of the vmap are per seed-s
 
 --target h100 | h200: XLA's GPU compiler instead, run on this machine without a GPU (deviceless ahead-of-time
 compilation: `jax.experimental.topologies` with the chip's GpuTargetConfig, CHIPS below), so that the GPU's
-fusions are seen where no GPU is lent. It needs jax's CUDA plugin and ptxas (`make .venv-gpu-compile`, the
-pyproject extra gpu-compile; ~0.6 GB, no GPU or driver). The GPU compiler fuses differently from the CPU's:
+fusions are seen where no GPU is lent. It needs jax's CUDA plugin and ptxas (`make roofline-gpu` builds
+.venv-gpu-compile from the pyproject extra gpu-compile; ~0.6 GB, no GPU or driver). The GPU compiler fuses differently from the CPU's:
 it gathers the tokens from the item pool inside each reduction that reads them, so the token tensor never
 exists, and its cost analysis counts the pool (shared by the seeds, resident in L2) once per fusion, not once
 per token read. What it cannot do without a chip: autotune (GEMM tilings are the compiler's defaults, so a
 GPU's own compile may pick other tiles and split-K factors; the fusions are decided before autotuning).
 Deviceless executables have no cost_analysis(), so the analysis is run on the optimised module through
 jaxlib's hlo_module_cost_analysis (the same HloCostAnalysis; a private API, checked against the CPU compile's
-own figure in tests/test_roofline.py). With --kernel pallas and a GPU target the Pallas kernels are compiled
-by Triton for the chip, not estimated: their custom calls count as their operands and results.
+own figure in tests/test_roofline.py). That analysis cannot see into a custom call (it counts each as -1 byte
+and -1 FLOP): a row records the custom calls of its step's loop bodies (`custom_calls`), none on the XLA path.
+With --kernel pallas and a GPU target the Pallas kernels are compiled by Triton for the chip (a check that they
+compile) and, as for the CPU's estimate, their traffic and FLOPs are the analytic ones added to XLA's figures for
+the rest of the step. PYTHONPATH=BASE with --kernel pallas needs a BASE that has the kernels (issue 42 item 3).
 
 Token passes: in the computations that run (the entry and loop bodies, not the fused computations inside
 them), every instruction whose result holds S x B x N x E elements is a write of the token tensor, and every
@@ -169,6 +172,17 @@ def matrix_copies(hlo: str, carry, seeds: int) -> list[int]:
     )
 
 
+def custom_calls(hlo: str) -> int:
+    """Custom calls in the computations of `hlo` that run (a GEMM left to a library, a Pallas kernel): XLA's cost
+    analysis of a deviceless module counts each as -1 byte and -1 FLOP."""
+    return sum(
+        1
+        for lines in _running(_computations(hlo)).values()
+        for line in lines
+        if (m := _INSTR.match(line)) and m.group(3) == "custom-call"
+    )
+
+
 def token_passes(hlo: str, token_elements: int) -> dict[str, int]:
     """Writes, whole reads and slice reads of buffers of exactly `token_elements` elements (S x B x N x E)
     in the computations of the compiled module `hlo` (its text) that run, fused computations excluded."""
@@ -250,19 +264,23 @@ def state_bytes(carry, seeds: int) -> int:
 
 
 def roofline(name: str, program, consts, seeds: int, token_elements: int | None, device=None) -> dict:
+    import jax
+
     compiled, carry = compile_step(program, consts, seeds, device=device)
     analysis = cost(compiled, deviceless=device is not None)
     flops, xla_bytes = analysis["flops"] / seeds, analysis["bytes accessed"] / seeds
     state = state_bytes(carry, seeds)
+    compiled_for = jax.default_backend() if device is None else f"{device.device_kind} (deviceless, not autotuned)"
     row = {
         "system": name,
-        "compiled_for": "cpu" if device is None else f"{device.device_kind} (deviceless, not autotuned)",
+        "compiled_for": compiled_for,
         "seeds": seeds,
         "flops_per_seed_step": round(flops),
         "bytes_per_seed_step": round(xla_bytes),
         "state_bytes_per_seed": state,
         "compulsory_bytes_per_seed_step": 2 * state,
         "matrix_copies": matrix_copies(compiled.as_text(), carry, seeds),
+        "custom_calls": custom_calls(compiled.as_text()),
     }
     if token_elements:
         row["token_bytes_per_seed"] = 4 * token_elements
@@ -286,7 +304,7 @@ def pallas_estimate(name: str, program, consts, seeds: int, token_elements: int)
     import jax
     import jax.numpy as jnp
 
-    from icl_race.models import attention_kernel, transformer
+    from icl_race.models import transformer
 
     @jax.custom_vjp
     def stand_in(x_BxNxE, gu_BxE):
@@ -305,12 +323,21 @@ def pallas_estimate(name: str, program, consts, seeds: int, token_elements: int)
     model = dataclasses.replace(program.model, attention_kernel="pallas")
     with mock.patch.object(transformer, "query_attention", stand_in):
         row = roofline(name, dataclasses.replace(program, model=model), consts, seeds, token_elements)
+    return with_kernels(row, program, "pallas kernels (estimate)")
+
+
+def with_kernels(row: dict, program, label: str) -> dict:
+    """A row of the step without the kernels' work, plus the kernels' analytic traffic per sequence
+    (`attention_kernel.hbm_bytes_per_sequence`: each reads the tokens once) and FLOPs (18 N E: four contractions
+    of the tile forward, the three recomputed and two more backward), and the ceilings again."""
+    from icl_race.models import attention_kernel
+
     B, N, E = program.batch_size, program.N, program.model.E
     kernels = {k: B * v for k, v in attention_kernel.hbm_bytes_per_sequence(N, E).items()}
     flops = row["flops_per_seed_step"] + 18 * B * N * E
     xla_bytes = row["bytes_per_seed_step"] + sum(kernels.values())
-    row |= {
-        "system": f"{name}, pallas kernels (estimate)",
+    row = row | {
+        "system": f"{row['system']}, {label}",
         "rest_of_step_bytes_per_seed_step": row["bytes_per_seed_step"],
         "kernel_bytes_per_seed_step": kernels,
         "flops_per_seed_step": flops,
@@ -344,7 +371,10 @@ def pallas_compiled(name: str, program, consts, seeds: int, token_elements: int,
         mock.patch.object(pallas_call_registration.gpu_info_lib, "get_gpu_info", lambda: chip),
     ):
         row = roofline(name, dataclasses.replace(program, model=model), consts, seeds, token_elements, device)
-    return row | {"system": f"{name}, pallas kernels (Triton)"}
+    # the analysis counted each kernel as -1 byte and -1 FLOP (module docstring): add them back, then the kernels
+    row["flops_per_seed_step"] += row["custom_calls"] / seeds
+    row["bytes_per_seed_step"] += row["custom_calls"] / seeds
+    return with_kernels(row, program, "pallas kernels (Triton; their traffic and FLOPs analytic)")
 
 
 def systems(names: list[str]):
