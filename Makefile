@@ -7,8 +7,10 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test bench lint roofline-gpu
 
+CHECK_PYTHON = @$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v >= (3, 12) else f"icl-race needs Python >= 3.12, $(PYTHON) is {v.major}.{v.minor}: run make PYTHON=python3.12 ...")'
+
 $(BIN)/icl-race: pyproject.toml
-	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v >= (3, 12) else f"icl-race needs Python >= 3.12, $(PYTHON) is {v.major}.{v.minor}: run make PYTHON=python3.12 ...")'
+	$(CHECK_PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $@
@@ -42,6 +44,7 @@ bench: $(BIN)/icl-race
 # (benchmarks/roofline.py, --target): its own environment, so that the main one never meets the CUDA plugin.
 GPU_COMPILE := .venv-gpu-compile
 $(GPU_COMPILE)/bin/python: pyproject.toml
+	$(CHECK_PYTHON)
 	$(PYTHON) -m venv $(GPU_COMPILE)
 	$(GPU_COMPILE)/bin/python -m pip install -q -e '.[gpu-compile]'
 	@touch $@
