@@ -22,7 +22,8 @@ GPU's own compile may pick other tiles and split-K factors; the fusions are deci
 Deviceless executables have no cost_analysis(), so the analysis is run on the optimised module through
 jaxlib's hlo_module_cost_analysis (the same HloCostAnalysis; a private API, checked against the CPU compile's
 own figure in tests/test_roofline.py). That analysis cannot see into a custom call (it counts each as -1 byte
-and -1 FLOP): a row records the custom calls of its step's loop bodies (`custom_calls`), none on the XLA path.
+and -1 FLOP, which `cost` adds back): a row records the custom calls of the step (`custom_calls`), none on the
+XLA path.
 With --kernel pallas and a GPU target the Pallas kernels are compiled by Triton for the chip (a check that they
 compile) and, as for the CPU's estimate, their traffic and FLOPs are the analytic ones added to XLA's figures for
 the rest of the step. PYTHONPATH=BASE with --kernel pallas needs a BASE that has the kernels (issue 42 item 3).
@@ -66,13 +67,26 @@ HERE = Path(__file__).resolve().parent
 sys.path.append(str(HERE.parent))  # after PYTHONPATH: PYTHONPATH=BASE-SRC costs another commit's step
 
 # Dense figures of the SXM parts (NVIDIA's data sheets); TF32 is jax's default matmul precision on them.
+# memory_bytes and kind: what --target tells XLA's GPU compiler besides (in the form a GPU process reports it).
 CHIPS = {
-    "H100": {"hbm_bytes_per_s": 3.35e12, "l2_bytes": 50e6, "fp32_flops": 67e12, "tf32_flops": 495e12},
-    "H200": {"hbm_bytes_per_s": 4.8e12, "l2_bytes": 50e6, "fp32_flops": 67e12, "tf32_flops": 495e12},
+    "H100": {
+        "hbm_bytes_per_s": 3.35e12,
+        "l2_bytes": 50e6,
+        "fp32_flops": 67e12,
+        "tf32_flops": 495e12,
+        "memory_bytes": 80 << 30,
+        "kind": "NVIDIA H100 80GB HBM3",
+    },
+    "H200": {
+        "hbm_bytes_per_s": 4.8e12,
+        "l2_bytes": 50e6,
+        "fp32_flops": 67e12,
+        "tf32_flops": 495e12,
+        "memory_bytes": 141 << 30,
+        "kind": "NVIDIA H200",
+    },
 }
-# --target: what XLA's GPU compiler is told about each chip (GpuTargetConfig; both are GH100 dies, 132 SMs,
-# compute capability 9.0), in the form a GPU process reports it.
-_MEMORY = {"H100": (80, "NVIDIA H100 80GB HBM3"), "H200": (141, "NVIDIA H200")}
+# --target: the GpuTargetConfig of a chip (both are GH100 dies, 132 SMs, compute capability 9.0).
 _TARGET_CONFIG = """gpu_device_info {{
   threads_per_block_limit: 1024 threads_per_warp: 32 shared_memory_per_block: 49152
   shared_memory_per_core: 233472 shared_memory_per_block_optin: 232448 threads_per_core_limit: 2048
@@ -220,8 +234,8 @@ def gpu_device(chip: str):
     from jax.experimental import topologies
 
     jax.config.update("jax_platforms", "cpu")  # the CUDA plugin must not look for a driver
-    gigabytes, kind = _MEMORY[chip]
-    config = _TARGET_CONFIG.format(bandwidth=int(CHIPS[chip]["hbm_bytes_per_s"]), memory=gigabytes << 30, kind=kind)
+    c = CHIPS[chip]
+    config = _TARGET_CONFIG.format(bandwidth=int(c["hbm_bytes_per_s"]), memory=c["memory_bytes"], kind=c["kind"])
     return topologies.get_topology_desc(platform="cuda", target_config=config, topology="1x1x1").devices[0]
 
 
@@ -245,7 +259,8 @@ def compile_step(program, consts, seeds: int, steps: int = 2, device=None):
 
 def cost(compiled, deviceless: bool = False) -> dict:
     """XLA's cost analysis of a compiled program: its own, or for a deviceless GPU executable (which has none)
-    HloCostAnalysis run here on its optimised module."""
+    HloCostAnalysis run here on its optimised module, less its -1 byte and -1 FLOP for each custom call (whose
+    work it cannot see: `custom_calls`)."""
     if not deviceless:
         out = compiled.cost_analysis()
         return out[0] if isinstance(out, list) else out
@@ -253,7 +268,9 @@ def cost(compiled, deviceless: bool = False) -> dict:
     from jax._src.lib import _jax
 
     [module] = compiled.runtime_executable().hlo_modules()
-    return _jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module)
+    out = _jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module)
+    unseen = custom_calls(compiled.as_text())
+    return out | {"flops": out["flops"] + unseen, "bytes accessed": out["bytes accessed"] + unseen}
 
 
 def state_bytes(carry, seeds: int) -> int:
@@ -285,14 +302,20 @@ def roofline(name: str, program, consts, seeds: int, token_elements: int | None,
     if token_elements:
         row["token_bytes_per_seed"] = 4 * token_elements
         row["token_passes"] = token_passes(compiled.as_text(), seeds * token_elements)
-    for chip, c in CHIPS.items():
-        for precision in ("fp32", "tf32"):
-            compute = c[f"{precision}_flops"] / flops
-            row[f"ceiling_{chip}_{precision}"] = {
-                "as_compiled": round(min(c["hbm_bytes_per_s"] / xla_bytes, compute)),
-                "compulsory": round(min(c["hbm_bytes_per_s"] / (2 * state), compute)),
-            }
-    return row
+    return row | ceilings(flops, xla_bytes, 2 * state)
+
+
+def ceilings(flops: float, xla_bytes: float, compulsory_bytes: float) -> dict:
+    """Per chip and precision, min(HBM bandwidth / bytes, peak / FLOPs) in seed-steps/s: with the bytes as
+    compiled, and with the compulsory ones."""
+    return {
+        f"ceiling_{chip}_{precision}": {
+            "as_compiled": round(min(c["hbm_bytes_per_s"] / xla_bytes, c[f"{precision}_flops"] / flops)),
+            "compulsory": round(min(c["hbm_bytes_per_s"] / compulsory_bytes, c[f"{precision}_flops"] / flops)),
+        }
+        for chip, c in CHIPS.items()
+        for precision in ("fp32", "tf32")
+    }
 
 
 def pallas_estimate(name: str, program, consts, seeds: int, token_elements: int) -> dict:
@@ -343,14 +366,7 @@ def with_kernels(row: dict, program, label: str) -> dict:
         "flops_per_seed_step": flops,
         "bytes_per_seed_step": xla_bytes,
     }
-    for chip, c in CHIPS.items():
-        for precision in ("fp32", "tf32"):
-            compute = c[f"{precision}_flops"] / flops
-            row[f"ceiling_{chip}_{precision}"] = {
-                "as_compiled": round(min(c["hbm_bytes_per_s"] / xla_bytes, compute)),
-                "compulsory": round(min(c["hbm_bytes_per_s"] / row["compulsory_bytes_per_seed_step"], compute)),
-            }
-    return row
+    return row | ceilings(flops, xla_bytes, row["compulsory_bytes_per_seed_step"])
 
 
 def pallas_compiled(name: str, program, consts, seeds: int, token_elements: int, device) -> dict:
@@ -371,9 +387,6 @@ def pallas_compiled(name: str, program, consts, seeds: int, token_elements: int,
         mock.patch.object(pallas_call_registration.gpu_info_lib, "get_gpu_info", lambda: chip),
     ):
         row = roofline(name, dataclasses.replace(program, model=model), consts, seeds, token_elements, device)
-    # the analysis counted each kernel as -1 byte and -1 FLOP (module docstring): add them back, then the kernels
-    row["flops_per_seed_step"] += row["custom_calls"] / seeds
-    row["bytes_per_seed_step"] += row["custom_calls"] / seeds
     return with_kernels(row, program, "pallas kernels (Triton; their traffic and FLOPs analytic)")
 
 
