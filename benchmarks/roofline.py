@@ -236,7 +236,12 @@ def gpu_device(chip: str):
     jax.config.update("jax_platforms", "cpu")  # the CUDA plugin must not look for a driver
     c = CHIPS[chip]
     config = _TARGET_CONFIG.format(bandwidth=int(c["hbm_bytes_per_s"]), memory=c["memory_bytes"], kind=c["kind"])
-    return topologies.get_topology_desc(platform="cuda", target_config=config, topology="1x1x1").devices[0]
+    try:
+        return topologies.get_topology_desc(platform="cuda", target_config=config, topology="1x1x1").devices[0]
+    except NotImplementedError:  # jax without its CUDA plugin
+        sys.exit(
+            f"roofline: --target {chip.lower()} needs jax's CUDA plugin: run `make roofline-gpu`, or this script with .venv-gpu-compile/bin/python"
+        )
 
 
 def compile_step(program, consts, seeds: int, steps: int = 2, device=None):
