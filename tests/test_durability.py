@@ -22,6 +22,7 @@ RAW = tiny.raw(
 
 
 def _assert_same(a, b):
+    # Both trained on this machine in this test: bit equality of the passages holds (docs/reproducibility.md).
     for k in ("t_icl", "t_converged", "eval_steps", "seed_ids", "diverged"):
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
     for k in ("icl_acc", "iwl_acc", "icl_loss", "iwl_loss", "train_loss"):

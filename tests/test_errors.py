@@ -335,7 +335,7 @@ def test_a_read_only_directory_is_an_environment_failure_naming_the_path(tmp_pat
 
 def test_redo_trains_a_damaged_run_again_and_keeps_the_damaged_files(tmp_path, finished, capsys):
     d = _finished_copy(finished, tmp_path, b"half")
-    good = np.load(finished / "run" / "results.npz")
+    good = np.load(finished / "run" / "results.npz")  # trained on this machine in this session
     assert main(["run", str(tmp_path / "tiny.toml"), "--out", str(d), "--quiet", "--redo"]) == 0
     redone = np.load(d / "results.npz")
     for k in ("t_icl", "seed_ids", "eval_steps"):

@@ -38,6 +38,7 @@ class Killed(BaseException):
 
 
 def _same(a: dict, b: dict) -> None:
+    # Both sides trained on this machine in this session: bit equality holds (docs/reproducibility.md).
     assert set(a) == set(b)
     for k in a:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)

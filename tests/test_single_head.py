@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import stored
 
 from icl_race import studies
 from icl_race.analysis import single_head as sh
@@ -190,11 +191,11 @@ def from_json(d: dict) -> sh.SingleHead:
 def test_stored_result_reads_back_with_the_same_fields_and_tables():
     """Every field name of the stored JSON is a field of the typed result and back (Transition(**row)
     would refuse an unknown one), and text() renders the stored tables exactly."""
-    stored = json.loads((RESULTS / "single_head.json").read_text())
-    result = from_json(stored)
-    assert json.dumps(studies.payload(result), sort_keys=True) == json.dumps(
-        stored.get("result", stored), sort_keys=True
-    )
+    doc = json.loads((RESULTS / "single_head.json").read_text())
+    result = from_json(doc)
+    # Read back and written again, no arithmetic: parsing and printing a float are exact on every machine,
+    # so bit equality holds here (and the markdown, which prints the stored floats in full, must match).
+    assert json.loads(json.dumps(studies.payload(result))) == doc.get("result", doc)
     assert result.text() == (RESULTS / "single_head.md").read_text()
 
 
@@ -245,14 +246,17 @@ def test_single_head_command_end_to_end(tmp_path):
     result = from_json(doc)
     assert (tmp_path / "sh.md").read_text() == result.text() and r.stdout.startswith(result.text())
     seed0 = result.scales["0.01"].seeds[0]
-    stored = json.loads((RESULTS / "single_head.json").read_text())
-    ref = stored.get("result", stored)["scales"]["0.01"]["seeds"][0]
-    assert seed0.t_m[1:3] == pytest.approx(ref["t_m"][1:3], rel=1e-6)
+    want = stored.load(RESULTS / "single_head.json")
+    ref = want.get("result", want)["scales"]["0.01"]["seeds"][0]
+    fields = ("head", "esc_head", "unrec_head", "n_active", "esc_ratio")
+    now = {
+        "t_m": list(seed0.t_m[1:3]),
+        "transitions": [{f: getattr(t, f) for f in fields} for t in seed0.transitions[:2]],
+    }
+    then = {"t_m": ref["t_m"][1:3], "transitions": [{f: t[f] for f in fields} for t in ref["transitions"][:2]]}
+    # Another horizon changes the BDF solver's steps (t_m agree to ~1e-14 here), another CPU's float64 more.
+    stored.assert_matches(json.loads(json.dumps(now)), then, rel=1e-6)
     assert [t.censored for t in seed0.transitions] == [False] * 2 + [True] * 6
-    for new, old in zip(seed0.transitions[:2], ref["transitions"][:2]):
-        assert (new.head, new.esc_head, new.unrec_head) == (old["head"], old["esc_head"], old["unrec_head"])
-        assert new.n_active == old["n_active"]
-        assert new.esc_ratio == pytest.approx(old["esc_ratio"], rel=1e-6)
     assert [e.censored for e in result.scales["0.01"].table] == [0, 0] + [1] * 6
 
 

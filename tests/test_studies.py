@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import stored
 
 from icl_race import config, studies
 from icl_race.analysis import memorization as mem
@@ -96,14 +97,15 @@ def runs(tmp_path_factory):
 
 
 def _same(a, b):
-    """JSON equality (NaN equal to NaN), as the results are written."""
+    """JSON equality (NaN equal to NaN), as the results are written; both sides computed in this process,
+    so bit equality holds."""
     return json.dumps(a, sort_keys=True, default=float) == json.dumps(b, sort_keys=True, default=float)
 
 
 def analyze(study, sub, dirs, tmp_path, **options):
     result, written = studies.run(study, sub, dirs, tmp_path / f"{study}_{sub}.json", None, 0, options)
-    stored = json.loads(written[0].read_text())
-    assert stored["result"] == json.loads(json.dumps(studies.payload(result)))  # what the command wrote
+    doc = json.loads(written[0].read_text())  # written by this process: bit equality holds
+    assert doc["result"] == json.loads(json.dumps(studies.payload(result)))  # what the command wrote
     return result, written
 
 
@@ -219,33 +221,21 @@ def _relative(out: dict, runs: dict) -> dict:
 
 def test_levers_subcommands_give_what_the_script_gave(runs, tmp_path):
     new = _relative(_levers(runs, tmp_path), runs)
-    golden = json.loads(GOLDEN.read_text())
-    assert new.keys() == golden.keys()
-    for name in golden:
-        assert _close(new[name], golden[name]), name
-
-
-def _close(a, b) -> bool:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and isinstance(b, (int, float)):
-        return (np.isnan(a) and np.isnan(b)) or a == pytest.approx(b, rel=1e-9)
-    return a == b
+    stored.assert_matches(new, stored.load(GOLDEN), rel=stored.FITTED)  # beta0's and K*'s fits are optimizers'
 
 
 def test_levers_ceiling_reproduces_its_stored_result(tmp_path):
-    stored = json.loads((LEVERS / "ceiling.json").read_text())
+    want = stored.load(LEVERS / "ceiling.json")
     result, _ = studies.run(
-        "levers", "ceiling", [], tmp_path / "c.json", None, 0, {"epsilon": [r["epsilon"] for r in stored["rows"]]}
+        "levers", "ceiling", [], tmp_path / "c.json", None, 0, {"epsilon": [r["epsilon"] for r in want["rows"]]}
     )
-    assert studies.payload(result) == stored
+    # Fractions of counts over sampled sequences: a different count is a real change.
+    stored.assert_matches(json.loads(json.dumps(studies.payload(result))), want, rel=stored.SAME_ARITHMETIC)
 
 
 @pytest.mark.parametrize("name", ["kstar_epsilon", "kstar_zipf"])
 def test_levers_kstar_reproduces_its_stored_results_from_their_counts(name, tmp_path):
-    stored = json.loads((LEVERS / f"{name}.json").read_text())
+    want = stored.load(LEVERS / f"{name}.json")
     result, written = studies.run(
         "levers",
         "kstar",
@@ -253,9 +243,10 @@ def test_levers_kstar_reproduces_its_stored_results_from_their_counts(name, tmp_
         tmp_path / "k.json",
         2000,
         0,
-        {"field": stored["field"], "N": stored["N"], "counts": str(LEVERS / f"{name}.json")},
+        {"field": want["field"], "N": want["N"], "counts": str(LEVERS / f"{name}.json")},
     )
-    assert json.loads(json.dumps(studies.payload(result))) == stored
+    # The logistic's MLE and its CI come from an optimizer; log10 K itself differs by an ulp between CPUs.
+    stored.assert_matches(json.loads(json.dumps(studies.payload(result))), want, rel=stored.FITTED)
     again, _ = studies.run(
         "levers",
         "kstar",
@@ -263,9 +254,9 @@ def test_levers_kstar_reproduces_its_stored_results_from_their_counts(name, tmp_
         tmp_path / "k2.json",
         2000,
         0,  # its own JSON taken back
-        {"field": stored["field"], "N": stored["N"], "counts": str(written[0])},
+        {"field": want["field"], "N": want["N"], "counts": str(written[0])},
     )
-    assert again == result
+    assert again == result  # same process: bit equality holds
 
 
 def test_options_are_checked(tmp_path):
