@@ -71,6 +71,29 @@ def test_bad_grid_names_the_field_or_the_cell():
         sweep.expand(BASE, {"task.K": [100, 3]})
 
 
+def test_a_grid_above_the_cap_is_refused_by_its_count_before_any_cell_is_built(tmp_path, capsys, monkeypatch):
+    import time
+
+    from refusal import one_line_exit_2
+
+    from icl_race.run.sweep import spec
+
+    built = []
+    monkeypatch.setattr(spec.config, "from_dict", lambda raw: built.append(raw))  # no cell may be built
+    values = list(range(200, 1200))
+    with pytest.raises(ConfigError, match=r"1000 x 1000 x 3 \[zip\] rows = 3,000,000 cells, more than the 10,000"):
+        sweep.expand(BASE, {"task.K": values, "train.lr": values}, {"task.N": [8, 9, 10]})
+    assert built == []
+    monkeypatch.undo()
+    f = tmp_path / "huge.toml"
+    f.write_text(SPEC.split("[grid]")[0] + f'[grid]\n"task.K" = {values}\n"train.lr" = {[v / 1e4 for v in values]}\n')
+    start = time.process_time()
+    one_line_exit_2(
+        ["sweep", str(f), "--out", str(tmp_path / "o"), "--dry-run"], tmp_path / "o", capsys, "1,000,000 cells"
+    )
+    print(f"refused in {time.process_time() - start:.2f} CPU s")  # a figure, not an assertion
+
+
 def test_cell_names_are_the_config_digests_of_today():
     # A cell's name is its run directory: existing sweeps must find their cells under the same names.
     s = sweep.expand(BASE, {"task.K": [200, 400]}, {"task.N": [8, 12], "train.steps": [200, 400]})

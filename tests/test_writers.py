@@ -174,6 +174,23 @@ def test_sweep_and_export_refuse_a_run_folder_and_sweep_keeps_a_sweep_of_an_earl
     assert set(owned.ours) == {"sweep.toml"}
 
 
+def test_files_named_like_a_sweeps_do_not_make_a_folder_a_sweeps(inputs, tmp_path, capsys):
+    """A folder is a writer's by its marker, or by content only icl-race writes (a pre-marker sweep: a
+    cells/ folder holding an icl-race run), never by file names: sweep.toml and summary.csv alone, or
+    beside a cells/ of no run, are the user's."""
+    mine = tmp_path / "mine"
+    (mine / "cells" / "notes").mkdir(parents=True)
+    (mine / "cells" / "notes" / "config.json").write_text('{"not": "a config"}')
+    for files in ({"sweep.toml": b"# my grid\n", "summary.csv": b"my,table\n1,2\n"}, {"summary.csv": b"x\n"}):
+        for name, data in files.items():
+            (mine / name).write_bytes(data)
+        before = snapshot(mine)
+        assert _rc(["sweep", str(inputs / "sweep.toml"), "--out", str(mine), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "files icl-race sweep did not write" in err, err
+        assert snapshot(mine) == before
+
+
 def test_analyze_writes_beside_its_one_input_or_refuses(lr_runs, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the working directory (the source tree, say) gets nothing
     assert _rc(["analyze", "levers", "ceiling", "--set", "epsilon=0"]) == 2
@@ -371,3 +388,30 @@ def test_each_format_reads_back_with_its_provenance(lr_runs, tmp_path):
         assert rows["t_icl"][~(t_icl >= 0)].isna().all()
         beta0 = np.load(lr_runs / "a" / "results.npz")["beta0"][:, 0]
         np.testing.assert_allclose(rows["beta0"], beta0, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("writer", "folder"),
+    [("sweep", "cells"), ("sweep", "figures"), ("report", "figures"), ("compare", "figures"), ("run", "checkpoints")],
+)
+@pytest.mark.parametrize("force", [False, True])
+def test_no_writer_writes_through_a_linked_folder_below_its_out(
+    inputs, lr_runs, tmp_path, capsys, writer, folder, force
+):
+    """A folder on the way to a file (not only the file's own name) that is a symbolic link is refused, with
+    --force too: one line naming it, exit 2, the link's target byte for byte."""
+    outside = make_decoy(tmp_path / "outside")
+    before = snapshot(outside)
+    if writer == "report":
+        out = shutil.copytree(lr_runs / "a", tmp_path / "out")
+        argv = ["report", str(out), "--boot", "10"]
+    else:
+        (out := tmp_path / "out").mkdir()
+        argv = writers(inputs, lr_runs, str(out))[writer]
+    (out / folder).symlink_to(outside, target_is_directory=True)
+    if force:
+        argv = [*argv, "--redo" if writer == "run" else "--force"]
+    assert _rc(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{out / folder}: is a symbolic link" in err, err
+    assert snapshot(outside) == before and (out / folder).is_symlink()

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from icl_race.rundir.layout import CONFIG, RESULTS, SWEEP_NAMES, DamagedFileError, RunDirError, foreign
+from icl_race.rundir.read import stored_config
 from icl_race.rundir.write import _fsync_dir, _tmp_name, _write_synced, refuse_links
 
 
@@ -44,12 +45,24 @@ def _icl_race_json(path: Path, key: str) -> dict | None:
 
 
 def _sweep_before_markers(d: Path) -> list[str] | None:
-    """A sweep folder written before markers: nothing but a sweep's own names (its cells/, its
-    sweep.toml, ...); its sweep.toml and summary.csv are the sweep's when the sweep.toml is there."""
+    """A sweep folder written before markers, recognised by what only a sweep writes, never by file names:
+    nothing but a sweep's own names, and a cells/ folder holding at least one icl-race run (a config.json
+    this version reads as a Config). Its sweep.toml and summary.csv are then the sweep's. Files merely named
+    sweep.toml and summary.csv are the user's (a pre-marker sweep killed before its first cell: --force)."""
     own = (*SWEEP_NAMES, "analyze")  # and other writers' markers, a changed spec's backups
     if any(p.name not in own and not p.name.startswith((".icl-race-", "sweep.previous-")) for p in d.iterdir()):
         return None
-    return ["sweep.toml", "summary.csv"] if (d / "sweep.toml").is_file() else []
+    cells = d / "cells"
+    if not cells.is_dir() or not any(_holds_icl_race_run(c) for c in cells.iterdir()):
+        return None
+    return [n for n in ("sweep.toml", "summary.csv") if (d / n).is_file()]
+
+
+def _holds_icl_race_run(d: Path) -> bool:
+    try:
+        return d.is_dir() and not d.is_symlink() and stored_config(d) is not None
+    except RunDirError:  # unreadable, or not a config of this version: not evidence
+        return False
 
 
 def _report_before_markers(d: Path) -> list[str]:

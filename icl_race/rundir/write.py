@@ -35,12 +35,15 @@ fault_hook: Callable[[str], None] | None = None
 
 
 def refuse_links(d: Path, names=layout.RUN_NAMES) -> None:
-    """Refuse a directory where a path icl-race would write through is a symbolic link (or, for
-    checkpoints/ and checkpoints.damaged/, not a directory): a link would lead the write, the move or orbax's checkpoints out of
-    the directory. Checked before any work, so a refused directory is left exactly as it is."""
+    """Refuse a directory where a path icl-race would write through, or any folder on its way below `d`,
+    is a symbolic link (or, for checkpoints/ and checkpoints.damaged/, not a directory): a link would lead
+    the write, the move or orbax's checkpoints out of the directory. Checked before any work, so a refused
+    directory is left exactly as it is."""
     d = Path(d)
-    found = [d / n for n in names] + sorted(d.glob("t_*_hist.png")) + sorted(d.glob("damaged-*"))
-    found += sorted(d.glob(".*.tmp*"))
+    # Every folder on the way counts, not only the last component: figures/ linked elsewhere would lead
+    # figures/km.png there.
+    found = [d.joinpath(*Path(n).parts[:i]) for n in names for i in range(1, len(Path(n).parts) + 1)]
+    found += sorted(d.glob("t_*_hist.png")) + sorted(d.glob("damaged-*")) + sorted(d.glob(".*.tmp*"))
     for path in found:
         if path.is_symlink():
             raise RunDirError(

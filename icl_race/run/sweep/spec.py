@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import math
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,10 @@ import tomli_w
 
 from icl_race import config, systems
 from icl_race.config import Config, ConfigError, name_of, short
+
+# The most cells one sweep may hold. Each cell is a run directory and a Config built and checked before any
+# work (~2 ms each on 2 cores): 10,000 cells take ~20 s to expand, and the paper's largest figure has 150.
+MAX_CELLS = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +146,13 @@ def expand(raw: dict, grid: dict, zipped: dict | None = None) -> Sweep:
     if set(grid) & set(zipped):
         raise ConfigError(f"{short(sorted(set(grid) & set(zipped))[0])}: in both [grid] and [zip]")
     rows = list(zip(*zipped.values())) if zipped else [()]
+    count = math.prod(len(v) for v in grid.values()) * len(rows)
+    if count > MAX_CELLS:
+        sizes = " x ".join([*(str(len(v)) for v in grid.values()), *([f"{len(rows)} [zip] rows"] if zipped else [])])
+        raise ConfigError(
+            f"[grid]: {sizes} = {count:,} cells, more than the {MAX_CELLS:,} a sweep may hold "
+            "(each is a run directory, built and checked before any work); split it into several sweeps"
+        )
     combos = [g + z for g in (itertools.product(*grid.values()) if grid else [()]) for z in rows]
     swept = [*grid, *zipped]
     raws = []
