@@ -1,6 +1,8 @@
 """run/cost.py: `project` is the module's bound computed over a config's chunk plan (known arithmetic on a
 made-up Cost), and `measure` on a tiny config's own programs returns positive times."""
 
+import os
+
 import pytest
 import tiny
 
@@ -111,6 +113,43 @@ def test_nothing_is_kept_with_the_compile_cache_off_and_a_damaged_file_is_measur
     path.write_text("{not json")
     assert cost.measured(_plan()) == COST and len(calls) == 3
     assert cost.measured(_plan()) == COST and len(calls) == 3  # written over, then read
+
+
+def _entry(**fields) -> str:
+    import dataclasses
+    import json
+
+    return json.dumps({"k": {**dataclasses.asdict(COST), **fields}})
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("a FIFO", lambda p: os.mkfifo(p)),  # read, it would hang the dry run
+        ("a folder", lambda p: p.mkdir()),
+        ("over 1 MiB", lambda p: p.write_text(" " * (cost.MAX_COSTS_BYTES + 1) + "{}")),
+        ("not an object", lambda p: p.write_text("[1, 2]")),
+        ("an int of 400 digits", lambda p: p.write_text(_entry(setup_s=10**400))),  # OverflowError once
+        ("a string", lambda p: p.write_text(_entry(period_s="fast"))),  # TypeError once
+        ("NaN", lambda p: p.write_text(_entry(period_s=float("nan")))),
+        ("a negative time", lambda p: p.write_text(_entry(finish_s=-1.0))),
+        ("a period of 0", lambda p: p.write_text(_entry(first_period=0))),
+        ("another version's fields", lambda p: p.write_text(_entry(new_field=1.0))),
+    ],
+)
+def test_a_damaged_cost_cache_is_set_aside_in_one_line_and_measured_again(monkeypatch, tmp_path, capsys, name, make):
+    from icl_race.run import compile_cache
+
+    calls = _keep_costs_in(monkeypatch, tmp_path)
+    path = compile_cache.directory() / cost.COSTS_FILE
+    path.parent.mkdir(parents=True)
+    make(path)
+    assert cost.measured(_plan()) == COST and len(calls) == 1, name
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{path}: damaged" in err and "measured again" in err, (name, err)
+    assert len(list(path.parent.glob("costs.damaged-*.json"))) == 1, name  # set aside, not deleted
+    assert cost.measured(_plan()) == COST and len(calls) == 1, name  # the new file is read back
+    assert capsys.readouterr().err == ""
 
 
 def test_a_gpu_projection_is_every_padded_seed_step_at_the_rate_of_the_largest_measured_block(monkeypatch):

@@ -17,7 +17,9 @@ a local sweep's cells of one program share it, a submitit or Slurm cell is a pro
 A measurement trains, so it is kept (`measured`): in costs.json beside the compile cache
 (`compile_cache.directory()`; nothing is kept when the cache is off), keyed by what decides it (`key`:
 the program, the device, jax's and icl-race's versions). A second dry run of programs already measured
-reads them and trains nothing.
+reads them and trains nothing. The file is a cache, never trusted: one that is not a regular file of at
+most 1 MiB, not JSON, or holds an entry out of range is set aside (`costs.damaged-<time>.json`, one line
+on stderr) and its programs are measured again.
 
 `project_device` is the other projection, for a GPU this machine is not: the steps of the run at the
 rate measured on that GPU (`H200_RATES`), with no measurement at all.
@@ -30,6 +32,8 @@ import hashlib
 import json
 import math
 import os
+import stat
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -156,35 +160,70 @@ def key(run: RunPlan) -> str:
 
 def measured(run: RunPlan, remeasure: bool = False) -> Cost:
     """`measure`, or the cost kept for the run's `key` by an earlier measurement (`remeasure`: measure
-    again, and keep the new one). Kept in costs.json beside the compile cache, none when it is off; an
-    unreadable file is measured over, never an error."""
+    again, and keep the new one). Kept in costs.json beside the compile cache, none when it is off; a
+    damaged file is set aside and measured over (`_read`), never an error."""
     from icl_race.run import compile_cache
 
     folder = compile_cache.directory()
     path = None if folder is None else folder / COSTS_FILE
     k, known = key(run), _read(path)
     if not remeasure and k in known:
-        try:
-            return Cost(**known[k])
-        except TypeError:  # an entry of another version of Cost: measured again
-            pass
+        return known[k]
     cost = measure(run)
     if path is not None and compile_cache.private(path.parent):
-        known[k] = dataclasses.asdict(cost)
+        known[k] = cost
         tmp = path.with_name(f".{COSTS_FILE}.{os.getpid()}")
-        tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
+        tmp.write_text(json.dumps({n: dataclasses.asdict(c) for n, c in known.items()}, indent=1, sort_keys=True))
         tmp.replace(path)  # whole or not at all: a concurrent dry run reads the old file or the new one
     return cost
 
 
-def _read(path: Path | None) -> dict[str, Any]:
-    if path is None:
+# A kept file of hundreds of entries is tens of KB; a kept time beyond a year is no measurement.
+MAX_COSTS_BYTES, MAX_SECONDS = 1 << 20, 3.2e7
+
+
+def _cost(entry: Any) -> Cost | None:
+    """A kept entry as a Cost; None when it is not one (another version's fields, a value out of range).
+    Ranges before arithmetic: a NaN fails every comparison, and an int of 400 digits is compared exactly."""
+    names = {f.name for f in dataclasses.fields(Cost)}
+    if not isinstance(entry, dict) or set(entry) != names:
+        return None
+    if not all(type(v) in (int, float) and 0 <= v <= MAX_SECONDS for v in entry.values()):
+        return None
+    if type(entry["first_period"]) is not int or entry["first_period"] < 1:
+        return None
+    return Cost(**{n: v if n == "first_period" else float(v) for n, v in entry.items()})
+
+
+def _read(path: Path | None) -> dict[str, Cost]:
+    """The costs kept in `path`. A damaged file (not a regular file, say a FIFO that would hang the read;
+    over MAX_COSTS_BYTES; not JSON; an entry that is not a Cost in range) is set aside in one line and
+    read as empty: every program it held is measured again."""
+    if path is None or not (path.exists() or path.is_symlink()):
         return {}
     try:
-        known = json.loads(path.read_text())
-    except (OSError, ValueError):
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > MAX_COSTS_BYTES:
+            raise ValueError(f"{st.st_size:,} bytes, over {MAX_COSTS_BYTES:,}")
+        known = json.loads(path.read_bytes())
+        if not isinstance(known, dict):
+            raise ValueError("not a JSON object")
+        costs = {k: _cost(v) for k, v in known.items()}
+        bad = [k for k, c in costs.items() if c is None]
+        if bad:
+            raise ValueError(f"{len(bad)} of {len(costs)} entries not a measured cost in range")
+        return {k: c for k, c in costs.items() if c is not None}
+    except (OSError, ValueError, RecursionError) as e:
+        aside = path.with_name(f"costs.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json")
+        try:
+            path.rename(aside)
+            where = f"set aside as {aside.name}"
+        except OSError:
+            where = "left as it is"
+        print(f"icl-race: {path}: damaged ({e}); {where}, its programs measured again", file=sys.stderr)
         return {}
-    return known if isinstance(known, dict) else {}
 
 
 def project(run: RunPlan, cost: Cost, start_step: int = 0, compiled: bool = False, shards: int | None = None) -> float:
