@@ -192,7 +192,8 @@ def _cost(entry: Any) -> Cost | None:
         return None
     if type(entry["first_period"]) is not int or entry["first_period"] < 1:
         return None
-    return Cost(**{n: v if n == "first_period" else float(v) for n, v in entry.items()})
+    seconds = {n: float(v) for n, v in entry.items() if n != "first_period"}
+    return Cost(first_period=entry["first_period"], **seconds)
 
 
 def _read(path: Path | None) -> dict[str, Cost]:
