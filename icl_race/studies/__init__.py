@@ -42,7 +42,7 @@ from icl_race import rundir
 from icl_race.config import ConfigError, check_bootstrap
 from icl_race.rundir import owner
 
-STUDIES = ("scale", "race", "memorization", "levers", "linear_attention")
+STUDIES = ("scale", "race", "memorization", "levers", "linear_attention", "design")
 DIRECTORIES = ("some", "any", "none")
 
 
@@ -81,6 +81,11 @@ HELP: dict[str, tuple[str | None, str]] = {
         None,
         "the single-active-head test, its own seeds by gradient flow (seeds=20,\n"
         "scales=1e-2,1e-3, checks=1, horizon=1e9); + .md; 3-5 min",
+    ),
+    "design synthetic": (
+        None,
+        "the K* design and the median rule replayed on known truths (replays=500,\n"
+        "slopes=15,8, totals=160,240,480, targets=0.1,0.075,0.05, rel_width=0.25); + .md",
     ),
 }
 TAKES = {"some": "DIR...", "any": "[DIR...]", "none": ""}  # DIRECTORIES' words as the help shows them

@@ -1,0 +1,138 @@
+"""The adaptive designs (icl_race/analysis/design.py, design_sim.py) on outcomes with known truths."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import expit
+
+from icl_race import studies
+from icl_race.analysis import design as dz
+from icl_race.analysis import design_sim as ds
+from icl_race.config import ConfigError
+
+B, SLOPE = np.log10(5000.0), 15.0  # a true K* of 5,000 and the project's typical slope per decade
+
+# A coarser grid than the default (0.01-decade lattice, 16 slopes, 20 candidates a decade): the same
+# rules at a tenth of the cost, so a test replays a design in seconds.
+COARSE = dz.KStarDesign(step=0.01, n_slopes=16, candidates_per_decade=20, seeds_per_round=8, max_seeds=96)
+
+
+def _outcomes(ks, rng, b=B, slope=SLOPE):
+    return rng.random(np.size(ks)) < expit(slope * (np.log10(ks) - b))
+
+
+def test_the_posterior_concentrates_on_the_true_kstar():
+    rng = np.random.default_rng(0)
+    ks = np.repeat(np.round(np.logspace(3, np.log10(40000), 20)), 20)  # 400 seeds over 1,000-40,000
+    post = dz.posterior(dz.KStarDesign(), ks, _outcomes(ks, rng))
+    s = post.summary()
+    assert post.seeds == 400 and np.isclose(post.p_LxA.sum(), 1)
+    assert s.ci[0] < B < s.ci[1] and abs(s.log10_kstar - B) < 0.03 and s.half_width < 0.05
+    assert 8 < s.slope < 30  # the slope is learnt too
+    assert dz.prior(dz.KStarDesign()).summary().half_width > 1  # from a prior over 2.9 decades
+
+
+def test_a_known_slope_and_a_narrow_posterior_put_the_next_seed_at_its_centre():
+    """Psi-marginal with the slope known and b ~ Normal(3.7, 0.05): the most informative K is b's
+    centre (the expected entropy is symmetric about it and lowest where P(acquire) = 1/2)."""
+    d = dz.KStarDesign()
+    p = np.zeros((d.locations().size, d.slopes().size))
+    p[:, np.abs(d.slopes() - 15).argmin()] = stats.norm.pdf(d.locations(), 3.7, 0.05)
+    h = dz.expected_entropy(d, p / p.sum())
+    best = np.log10(d.candidates()[h.argmin()])
+    assert abs(best - 3.7) < 0.02 and h.min() < h[0] and np.all(np.isfinite(h))
+
+
+def test_a_proposal_is_a_function_of_the_seed_and_the_outcomes():
+    rng = np.random.default_rng(1)
+    first = dz.propose(dz.prior(COARSE), seed=3)
+    ks = first.astype(float)
+    y = _outcomes(ks, rng)
+    a = dz.propose(dz.posterior(COARSE, ks, y), seed=3)
+    b = dz.propose(dz.posterior(COARSE, list(ks), list(y)), seed=3)  # recomputed from the same outcomes
+    assert np.array_equal(a, b) and np.array_equal(first, dz.propose(dz.prior(COARSE), seed=3))
+    assert a.size == COARSE.seeds_per_round and np.all((a >= 500) & (a <= 4e5)) and a.dtype.kind == "i"
+    assert np.unique(first).size > 1  # a batch spreads: fantasised outcomes move the later picks
+    full = dz.posterior(COARSE, np.full(92, 5000.0), np.ones(92, bool))
+    assert dz.propose(full, seed=3).size == 4 and dz.propose(full, seed=3, size=2).size == 2  # max_seeds caps it
+
+
+def test_the_stopping_rule_stops_when_precise_or_at_the_seed_maximum():
+    rng = np.random.default_rng(2)
+    precise = ds.path(dataclasses.replace(COARSE, half_width=0.0), ds._psi, B, SLOPE, rng)
+    half = [s.half_width for s, _ in precise]
+    assert len(precise) == 12 and precise[-1][0].seeds == 96  # half_width 0: only the maximum stops it
+    assert half[-1] < half[0] and half[-1] < 0.06
+    target = (half[2] + half[3]) / 2  # reached between the third and the fourth round
+    post = dz.prior(dataclasses.replace(COARSE, half_width=target))
+    assert dz.kstar_stop(post) is None
+    k, y = np.empty(0), np.empty(0, bool)
+    rng = np.random.default_rng(2)
+    while (reason := dz.kstar_stop(post)) is None:
+        ks = dz.propose(post, 0)
+        k, y = np.concatenate([k, ks]), np.concatenate([y, _outcomes(ks, rng)])
+        post = dz.posterior(post.design, k, y)
+    assert reason == "precise" and post.summary().half_width <= target and post.seeds < 96
+
+
+def test_the_design_s_interval_covers_the_true_kstar_at_its_level():
+    """40 replays at true K* spread over 2,000-20,000: a calibrated 95% interval covers at least 33 of
+    40 with probability 0.999 (binomial), and the stopped design's error stays inside its width."""
+    design = dataclasses.replace(COARSE, max_seeds=48)
+    truths = np.random.default_rng(5).uniform(np.log10(2000), np.log10(20000), 40)
+    covered, errors = 0, []
+    for i, b in enumerate(truths):
+        s, _ = ds.path(design, ds._psi, b, SLOPE, np.random.default_rng(100 + i))[-1]
+        covered += s.ci[0] <= b <= s.ci[1]
+        errors.append(s.log10_kstar - b)
+    assert covered >= stats.binom.ppf(0.001, 40, 0.95), covered
+    assert abs(np.mean(errors)) < 0.03 and np.sqrt(np.mean(np.square(errors))) < 0.1
+
+
+def test_the_median_rule_adds_blocks_until_precise_and_covers_the_true_median():
+    design = dz.MedianDesign(block=16, max_seeds=256, rel_width=0.3)
+    case = ds.median_case(4389.0, 0.4, 4.0, design, 200, seed=0)
+    assert case.stops == {"precise": 200} and case.rule.width <= 0.3
+    assert 16 <= case.rule.seeds_q[0] and case.rule.seeds_q[2] <= 256
+    assert case.rule.coverage * 200 >= stats.binom.ppf(0.001, 200, 0.95), case.rule.coverage
+    assert case.fixed.seeds % 16 == 0 and case.fixed.seeds >= case.rule.seeds
+    assert abs(case.rule.bias) < 0.05  # natural log of t
+
+
+def test_the_median_rule_reads_the_km_median_and_its_open_ends():
+    d = dz.MedianDesign(block=4, max_seeds=8, rel_width=0.5)
+    none = dz.median_check(d, np.full(4, 100.0), np.zeros(4, bool))  # every seed censored
+    assert none.median is None and none.rel_width is None and none.stop is None
+    assert dz.median_check(d, np.full(8, 100.0), np.zeros(8, bool)).stop == "max_seeds"
+    tight = dz.median_check(d, np.linspace(99, 101, 8), np.ones(8, bool))
+    assert tight.stop == "precise" and tight.rel_width < 0.5 and 99 <= tight.median <= 101
+
+
+@pytest.mark.parametrize(
+    "field,kwargs",
+    [
+        ("max_seeds", {"max_seeds": 8}),
+        ("k_lo, k_hi", {"k_lo": 5e5}),
+        ("half_width", {"half_width": -0.1}),
+        ("confidence", {"confidence": 1.0}),
+    ],
+)
+def test_a_bad_design_is_one_line_naming_the_field(field, kwargs):
+    with pytest.raises(ConfigError, match=f"design.{field} = .*: must be"):
+        dz.KStarDesign(**kwargs)
+
+
+def test_analyze_design_synthetic_writes_its_tables(tmp_path):
+    out = tmp_path / "synthetic.json"
+    result, written = studies.run(
+        "design", "synthetic", [], out, 50, 0, {"replays": 2, "slopes": 15, "totals": 16, "targets": 0.3}
+    )
+    record = json.loads(out.read_text())["result"]
+    assert [r["arm"] for r in record["kstar"][0]["fixed"]] == ["design", "quantile", "estimate"]
+    assert record["kstar"][0]["stopped"][0]["target"] == 0.3 and len(record["median"]) == 2
+    assert (tmp_path / "synthetic.md").exists() and "| design |" in result.text()
+    with pytest.raises(ConfigError, match="totals=20: must be a multiple of 16"):
+        studies.run("design", "synthetic", [], tmp_path / "x.json", 50, 0, {"totals": 20})
