@@ -80,6 +80,8 @@ def test_the_rule_on_hand_made_statistics(ratio, p, sooner, reason):
     assert (v.sooner, v.reason) == (sooner, reason)
     if sooner is not None:
         assert cell(v, "B", "A") == f"{'B' if sooner == 'other' else 'A'} sooner"
+    elif reason in ("no ratio", "no ci"):
+        assert cell(v).startswith("not called (no median ratio")
     else:
         assert cell(v, "B", "A").startswith("no clear difference")
         assert ("tests disagree" in cell(v)) == v.disagree

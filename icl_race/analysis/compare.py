@@ -146,6 +146,18 @@ class PairStats:
         return cls(ratio, test, decide(ratio, test))
 
 
+def pair_stats(
+    reference: tuple[np.ndarray, np.ndarray],
+    other: tuple[np.ndarray, np.ndarray],
+    n_boot: int,
+    rngs: tuple[np.random.Generator, np.random.Generator],
+    confidence: float = 0.95,
+) -> PairStats:
+    """other against reference, two (times, observed) samples: the median ratio (one generator each),
+    the log-rank test and their verdict."""
+    return PairStats.of(median_ratio(reference, other, n_boot, rngs, confidence), logrank(*reference, *other))
+
+
 def median_ratio(
     reference: tuple[np.ndarray, np.ndarray],
     other: tuple[np.ndarray, np.ndarray],
@@ -191,5 +203,5 @@ def compare_to_reference(
     for i, s in enumerate(samples[1:], start=1):
         # Fresh generators per pair: the reference's resamples are the same in every pair.
         rngs = (generator(seed, child=0), generator(seed, child=i))
-        out.append(PairStats.of(median_ratio(samples[0], s, n_boot, rngs, confidence), logrank(*samples[0], *s)))
+        out.append(pair_stats(samples[0], s, n_boot, rngs, confidence))
     return out

@@ -20,12 +20,12 @@ import json
 from pathlib import Path
 
 from icl_race import rundir
-from icl_race.analysis.compare import ALPHA, PairStats, compare_to_reference
+from icl_race.analysis.compare import PairStats, compare_to_reference
 from icl_race.analysis.outcome import CLASSES, of_results
 from icl_race.analysis.survival import kaplan_meier, proportion_ci
 from icl_race.config import ConfigError, check_bootstrap
 from icl_race.report.format import ci_text, figure_files, jsonable, num, p_value
-from icl_race.report.verdict import cell, ci, logrank_text, sentence
+from icl_race.report.verdict import RULE, cell, ci, logrank_text, sentence
 from icl_race.rundir import owner, runset
 
 N_BOOT = 2000
@@ -215,9 +215,7 @@ def markdown(c: Comparison) -> str:
         "",
         f"Median ratio: the group's Kaplan-Meier median over {ref}'s; CI: {first.ratio.method}; {c.n_boot} "
         f"replicates from numpy SeedSequence({c.seed}) (one child per group). "
-        f"Log-rank: {first.logrank.method}. Verdict: a group is called sooner only where the median ratio's "
-        f"{conf} CI excludes 1 and the log-rank p <= alpha = {ALPHA:g} agree; otherwise no clear difference "
-        "(the line says when the two tests disagree), and no difference is called without a median ratio.",
+        f"Log-rank: {first.logrank.method}. {RULE}",
         "",
     ]
     if c.differences:

@@ -5,8 +5,14 @@ tests disagree, and always with both numbers beside it."""
 
 from __future__ import annotations
 
-from icl_race.analysis.compare import PairStats, Verdict
+from icl_race.analysis.compare import ALPHA, PairStats, Verdict
 from icl_race.report.format import num, p_value
+
+RULE = (
+    f"Verdict: a group is called sooner only where the median ratio's 95% CI excludes 1 and the log-rank "
+    f'p <= alpha = {ALPHA:g} agree; otherwise no clear difference ("tests disagree" where one test sees a '
+    "difference and the other does not), and none is called without a median ratio (a median not reached)."
+)
 
 
 def ci(ratio) -> str:
@@ -54,9 +60,10 @@ def sentence(p: PairStats, other: str, reference: str, event: str) -> str:
 
 
 def cell(v: Verdict, other: str = "this row", reference: str = "the reference") -> str:
-    """The verdict in a table cell: '<other> sooner', '<reference> sooner' or 'no clear difference'
-    (with 'tests disagree' or 'no ratio' where that is why)."""
+    """The verdict in a table cell: '<other> sooner', '<reference> sooner', 'no clear difference' ('(tests
+    disagree)' where that is why), or 'not called' where the rule has no median ratio or CI to read."""
     if v.sooner is not None:
         return f"{other if v.sooner == 'other' else reference} sooner"
-    why = {"ci only": " (tests disagree)", "log-rank only": " (tests disagree)", "no ratio": " (no median ratio)"}
-    return "no clear difference" + why.get(v.reason, "")
+    if v.reason in ("no ratio", "no ci"):
+        return f"not called (no median {'ratio' if v.reason == 'no ratio' else 'ratio CI'})"
+    return "no clear difference" + (" (tests disagree)" if v.disagree else "")
