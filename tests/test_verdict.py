@@ -53,7 +53,7 @@ def test_the_verdict_of_each_hand_made_pair(reference, other, sooner, reason):
     assert text.startswith("No clear difference") == (sooner is None)
     assert f"alpha {ALPHA:g}" in text
     if sooner is not None:
-        assert text.startswith("B reaches icl sooner than A" if sooner == "other" else "A reaches icl sooner than B")
+        assert text.startswith("B acquires ICL sooner than A" if sooner == "other" else "A acquires ICL sooner than B")
 
 
 def _ratio(ratio, ci, n_boot=1000) -> MedianRatio:

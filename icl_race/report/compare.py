@@ -25,7 +25,7 @@ from icl_race.analysis.outcome import CLASSES, of_results
 from icl_race.analysis.survival import kaplan_meier, proportion_ci
 from icl_race.config import ConfigError, check_bootstrap
 from icl_race.report.format import ci_text, figure_files, jsonable, num, p_value
-from icl_race.report.verdict import RULE, cell, ci, logrank_text, sentence
+from icl_race.report.verdict import RULE, cell, ci, logrank_text, reaches, sentence
 from icl_race.rundir import owner, runset
 
 N_BOOT = 2000
@@ -147,11 +147,6 @@ def _ratio(p: PairStats) -> str:
     return f"{num(p.ratio.ratio, '{:.3g}')} {ci(p.ratio)}"
 
 
-def _reach(event: str) -> str:
-    """'acquires ICL' for icl, 'reaches icl60' for another event."""
-    return "acquires ICL" if event == "icl" else f"reaches {event}"
-
-
 def _fraction(g: Group) -> str:
     """'3/16 (19% [7%, 43%]) by step 400': the seeds that reached the event within the budget."""
     lo, hi = g.acquired_ci
@@ -168,7 +163,7 @@ def verdict(c: Comparison, i: int) -> str:
     if p.ratio.ratio is not None:
         return f"{sentence(p, g.name, a.name, c.event)}; {sizes}"
     if a.reached == 0 and g.reached == 0:
-        head = f"Neither {a.name} nor {g.name} {_reach(c.event)} within the budget"
+        head = f"Neither {a.name} nor {g.name} {reaches(c.event)} within the budget"
     else:
         head = f"No median ratio between {g.name} and {a.name} (a median not reached), so no difference called"
     return f"{head}: {a.name} {_fraction(a)}, {g.name} {_fraction(g)}; {logrank_text(p)}; {sizes}"

@@ -15,6 +15,11 @@ RULE = (
 )
 
 
+def reaches(event: str) -> str:
+    """'acquires ICL' for icl, 'reaches icl60' for another event."""
+    return "acquires ICL" if event == "icl" else f"reaches {event}"
+
+
 def ci(ratio) -> str:
     """The median ratio's CI: '[lo, hi]', an open end 'below' / 'beyond'."""
     if ratio.n_boot < 10:
@@ -41,7 +46,7 @@ def sentence(p: PairStats, other: str, reference: str, event: str) -> str:
     lr = logrank_text(p)
     if v.sooner is not None:
         sooner, later = (other, reference) if v.sooner == "other" else (reference, other)
-        return f"{sooner} reaches {event} sooner than {later}: {ratio} ({conf} excludes 1) and {lr} agree"
+        return f"{sooner} {reaches(event)} sooner than {later}: {ratio} ({conf} excludes 1) and {lr} agree"
     if v.reason == "ci only":
         return (
             f"No clear difference between {other} and {reference}, the two tests disagree: {ratio} ({conf} "
