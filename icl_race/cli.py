@@ -308,6 +308,12 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--out", required=True, help="directory for the comparison (created)")
     p.add_argument("--event", help="the event whose time is compared (default: the first run's headline, e.g. icl)")
+    p.add_argument(
+        "--label",
+        action="append",
+        metavar="NAME",
+        help="a run's name in the text, tables and figure, once per DIR in their order (default: the folder names)",
+    )
     _bootstrap_args(p)
     _force_arg(p)
 

@@ -50,6 +50,42 @@ def test_censored_lognormal_recovers_parameters_and_dropping_censored_seeds_does
     assert km["survival"][-1] == pytest.approx(na["fraction"])
 
 
+@pytest.mark.parametrize("n, budget", [(400, 12_000), (30, 6_000)])  # ~30% and ~65% censored
+def test_censored_lognormal_wald_cis_match_lifelines(n, budget):
+    """fit_lognormal's Wald CIs (closed-form observed information) against lifelines' LogNormalFitter
+    (autograd's Hessian) on the same seeds: the same MLE and standard errors, to 1e-4 relative. lifelines
+    gives sigma's CI on sigma's own scale, ours on log sigma: compared through sd(sigma) = sigma sd(log sigma)."""
+    lifelines = pytest.importorskip("lifelines")
+    rng = np.random.default_rng(7)
+    t = np.exp(rng.normal(9.0, 0.8, n))
+    times, observed = sv.censored_times(np.where(t <= budget, np.ceil(t), -1).astype(np.int64), budget)
+    fit = sv.fit_lognormal(times, observed)
+    ref = lifelines.LogNormalFitter().fit(times, observed)
+    z = stats.norm.ppf(0.975)
+    se_mu = (fit["mu_ci"][1] - fit["mu_ci"][0]) / (2 * z)
+    se_log_sigma = math.log(fit["sigma_ci"][1] / fit["sigma_ci"][0]) / (2 * z)
+    se_ref = np.sqrt(np.diag(ref.variance_matrix_.to_numpy()))
+    assert fit["mu"] == pytest.approx(ref.mu_, rel=1e-4) and fit["sigma"] == pytest.approx(ref.sigma_, rel=1e-4)
+    assert se_mu == pytest.approx(se_ref[0], rel=1e-4)
+    assert fit["sigma"] * se_log_sigma == pytest.approx(se_ref[1], rel=1e-4)
+    row = ref.summary.loc["mu_"]
+    assert fit["mu_ci"] == pytest.approx([row["coef lower 95%"], row["coef upper 95%"]], rel=1e-4)
+
+
+@pytest.mark.parametrize("x", [np.random.default_rng(1).lognormal(size=13), np.r_[0.3, 0.3, 0.5, np.nan, 0.9]])
+def test_the_median_ci_is_scipys_percentile_bootstrap_on_the_same_draws(x):
+    """threshold.median_ci against scipy.stats.bootstrap (percentile method) with the same generator: the
+    same resamples of the finite values, the same median of each, the same interval."""
+    got = th.median_ci(x, 2000, np.random.default_rng(5), 0.9)
+    finite = x[np.isfinite(x)]
+    ref = stats.bootstrap(
+        (finite,), np.median, n_resamples=2000, method="percentile", confidence_level=0.9, rng=np.random.default_rng(5)
+    )
+    assert got["median"] == np.median(finite) and got["n"] == finite.size
+    assert got["ci"] == pytest.approx([ref.confidence_interval.low, ref.confidence_interval.high], rel=1e-12)
+    assert th.median_ci([np.nan], 100, np.random.default_rng(0)) == {"median": None, "ci": [None, None], "n": 0}
+
+
 def test_kaplan_meier_by_hand_and_median_not_reached():
     # 10 seeds: two at 100, one at 200, three at 300, one at 400, three censored at 500
     t_icl = np.array([100, 100, 200, 300, 300, 300, 400, -1, -1, -1])

@@ -56,7 +56,7 @@ def test_compare_two_runs_names_the_lr_and_matches_the_statistics(lr_runs, tmp_p
 
 
 def test_the_groups_are_the_runs_in_order_with_their_own_counts(lr_runs, both):
-    assert [g.name for g in both.groups] == ["A", "B"]
+    assert [g.name for g in both.groups] == ["a", "b"]  # their folders' names
     assert [g.dir for g in both.groups] == [lr_runs / "a", lr_runs / "b"]
     for g in both.groups:
         run = rundir.load_run(g.dir)
@@ -83,9 +83,9 @@ def test_the_log_rank_p_is_a_probability_and_the_differences_name_each_runs_valu
     (pair,) = both.versus_first
     assert 0.0 <= pair.logrank.p <= 1.0
     assert both.differences == {"train.lr": list(tiny.LR_RUNS.values())}
-    assert compare.label(both, 1) == "B: train.lr=0.05"
+    assert compare.label(both, 1) == "b: train.lr=0.05"
     verdict, line = compare.summary(both).splitlines()
-    assert verdict == compare.verdict(both, 1) and line.startswith("B: train.lr=0.05 vs A: t_icl60 median ratio ")
+    assert verdict == compare.verdict(both, 1) and line.startswith("b: train.lr=0.05 vs a: t_icl60 median ratio ")
     md = compare.markdown(both)
     assert md.startswith(f"# Comparison of t_{EVENT} over 2 runs") and "## Config differences" in md
 
@@ -102,6 +102,8 @@ def test_bad_compare_input(lr_runs, tmp_path, capsys):
     one_line_exit_2(["compare", a, "--out", str(out)], out, capsys, "at least two")
     one_line_exit_2(["compare", a, sweep, "--out", str(out)], out, capsys, "sweep directory", "cells")
     one_line_exit_2(["compare", a, a, "--event", "grokked", "--out", str(out)], out, capsys, "grokked", EVENT)
+    one_line_exit_2(["compare", a, a, "--label", "x", "--out", str(out)], out, capsys, "--label", "1 given for 2")
+    one_line_exit_2(["compare", a, a, "--label", "x", "--label", "x", "--out", str(out)], out, capsys, "--label", "'x'")
 
 
 def _copy(src, dst, t=None, seeds=None):
@@ -120,7 +122,7 @@ def _copy(src, dst, t=None, seeds=None):
     return dst
 
 
-def test_the_first_line_says_which_run_is_sooner_by_what_ratio_and_the_p(lr_runs, tmp_path, capsys):
+def test_the_first_line_gives_the_verdict_with_both_numbers(lr_runs, tmp_path, capsys):
     out = tmp_path / "cmp"
     assert main(["compare", str(lr_runs / "a"), str(lr_runs / "b"), "--event", EVENT, "--out", str(out)]) == 0
     first = capsys.readouterr().out.splitlines()[0]
@@ -129,14 +131,37 @@ def test_the_first_line_says_which_run_is_sooner_by_what_ratio_and_the_p(lr_runs
     a, b = (rundir.load_run(lr_runs / n) for n in tiny.LR_RUNS)
     p = logrank(*a.censored(EVENT), *b.censored(EVENT)).p
     assert first == rec["verdict"][0]
-    assert f"log-rank p {p_value(p)} (B 4 seeds, A 4)" in first
+    assert f"log-rank p {p_value(p)} (" in first and first.endswith("; b 4 seeds, a 4")
     ratio = pair["ratio"]["ratio"]
-    if ratio is None:  # a median not reached in 400 steps: the fractions instead
-        assert "within the budget" in first and "by step 400" in first and "no median ratio" in first
+    v = pair["verdict"]
+    if ratio is None:  # a median not reached in 400 steps: the fractions instead, and no difference called
+        assert v["sooner"] is None and v["reason"] == "no ratio"
+        assert "by step 400" in first and "no difference called" in first or first.startswith("Neither")
+    elif v["sooner"] is None:
+        assert first.startswith("No clear difference between b and a") and f"ratio b/a {ratio:.3g} [" in first
     else:
-        sooner = "B reaches icl60 sooner than A" if ratio < 1 else "A reaches icl60 sooner than B"
-        assert first.startswith(f"{sooner}: median t_icl60 ratio B/A {ratio:.3g} [")
+        assert " sooner than " in first and "agree" in first and f"ratio b/a {ratio:.3g} [" in first
     assert (out / "compare.md").read_text().splitlines()[2] == f"**{first}.**"
+
+
+def test_labels_name_the_runs_everywhere(lr_runs, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    argv = ["compare", str(lr_runs / "a"), str(lr_runs / "b"), "--event", EVENT, "--boot", "50", "--out", str(out)]
+    assert main([*argv, "--label", "SGD lr 0.1", "--label", "SGD lr 0.05"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "SGD lr 0.05" in first and "SGD lr 0.1" in first and " A " not in first
+    rec = json.loads((out / "compare.json").read_text())
+    assert [g["name"] for g in rec["groups"]] == ["SGD lr 0.1", "SGD lr 0.05"]
+    md = (out / "compare.md").read_text()
+    assert "| SGD lr 0.05 / SGD lr 0.1 |" in md and "| field | SGD lr 0.1 | SGD lr 0.05 |" in md
+
+
+def test_default_names_are_the_folders_with_parents_where_they_clash(tmp_path):
+    a, b = tmp_path / "sgd" / "cells" / "K=8", tmp_path / "adam" / "cells" / "K=8"
+    assert compare.names([tmp_path / "sgd", tmp_path / "adam"]) == ["sgd", "adam"]
+    assert compare.names([a, b]) == ["sgd/cells/K=8", "adam/cells/K=8"]
+    assert compare.names([a, a, b]) == ["sgd/cells/K=8", "sgd/cells/K=8 (2)", "adam/cells/K=8"]
+    assert compare.names([a, b], ["x", "y"]) == ["x", "y"]
 
 
 def test_a_run_that_never_acquires_is_compared_by_fractions_with_wilson_cis(lr_runs, tmp_path, capsys):
@@ -150,12 +175,14 @@ def test_a_run_that_never_acquires_is_compared_by_fractions_with_wilson_cis(lr_r
     lo, hi = proportion_ci(k, 4)
     zero_hi = proportion_ci(0, 4)[1]
     assert first.startswith(
-        f"A reaches icl60 and B never does within the budget: A {k}/4 ({k / 4:.0%} [{lo:.0%}, {hi:.0%}]) by step "
-        f"{a.censor_at(EVENT):,}, B 0/4 (0% [0%, {zero_hi:.0%}]) by step 400; no median ratio"
+        f"No median ratio between never and a (a median not reached), so no difference called: a {k}/4 "
+        f"({k / 4:.0%} [{lo:.0%}, {hi:.0%}]) by step {a.censor_at(EVENT):,}, never 0/4 (0% [0%, {zero_hi:.0%}]) "
+        "by step 400; log-rank p "
     ), first
     assert "n/a" not in first
     rec = json.loads((out / "compare.json").read_text())
     assert rec["groups"][1]["acquired_ci"] == [0.0, pytest.approx(zero_hi)]
+    assert rec["versus_first"][0]["verdict"]["sooner"] is None
 
 
 def test_the_km_figure_draws_a_never_acquired_group_flat_at_1_over_its_whole_budget(lr_runs, tmp_path):

@@ -83,6 +83,10 @@ def test_a_real_sweep_report_puts_the_swept_lever_in_one_table(tmp_path):
     assert "## t_ICL at K = infinity per model.qk_init_scale" in md
     for row in ("| 8 | 1.0 | 20 | 20 | 300 |", "| 8 | 2.0 | 20 | 20 | 900 |", "| 16 | 2.0 | 20 | 20 | 1,800 |"):
         assert row in md, row
+    # Each row against the first of its N by the one verdict rule: 3x slower in every resample, p tiny.
+    row = next(line for line in md.splitlines() if line.startswith("| 8 | 2.0 | 20 | 20 | 900 |"))
+    assert row.endswith("| 3 [3, 3] | < 0.001 | the first row sooner |"), row
+    assert "alpha = 0.05" in md
     # Every table names the lever's value beside the cell, so the cells table tells the groups apart.
     assert (
         "| infinite K=inf N=8 (qk_init_scale=2.0) | 20 |" in md

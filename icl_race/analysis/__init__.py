@@ -9,7 +9,8 @@ race          the transformer-side claims: loss relation, transience under L2, i
 regime        is ICL acquired abruptly: rise fraction, plateau, first passages over the ICL levels
 outcome       each seed's class: persistent, recovered, falling, transient, censored, diverged
 compare       runs against a reference: KM median ratio with a seed-bootstrap CI, log-rank; the package's
-              one median ratio (`median_ratio`, `ratio_of_boots`), which race's paired ratios use too
+              one median ratio (`median_ratio`, `ratio_of_boots`), which race's paired ratios use too, and
+              the one verdict on two groups (`decide`: sooner only where the CI and log-rank agree)
 draws         the one convention for random draws: `generator(root, *names)` (bootstraps, jitter)
 runs          `FinishedRun`: what the summaries of the studies read of a `rundir.Run` (not imported)
 

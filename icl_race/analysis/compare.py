@@ -1,5 +1,12 @@
-"""Two ensembles side by side: the ratio of their Kaplan-Meier medians with a bootstrap CI, and the
-log-rank test of equal survival. Pure numpy/scipy on (times, observed) arrays.
+"""Two ensembles side by side: the ratio of their Kaplan-Meier medians with a bootstrap CI, the
+log-rank test of equal survival, and the one rule that reads the two as a verdict (`decide`). Pure
+numpy/scipy on (times, observed) arrays.
+
+`decide` is the package's one verdict on whether two groups differ in when they reach an event: a
+difference only where the median ratio's CI excludes 1 and the log-rank test rejects equal survival at
+`ALPHA`, in the direction the CI gives; "no clear difference" otherwise, with which test (if either) saw
+one. Every report that compares groups (`icl-race compare`, a sweep's balanced-vs-standard cells and
+its levers) reads its verdicts from it.
 
 `median_ratio` is the package's one ratio of medians, with one CI rule (`ratio_of_boots`: `METHOD`);
 what differs between its callers is only which seeds each replicate resamples, the generators they pass
@@ -13,6 +20,7 @@ root, so a replicate resamples the same seed positions on both sides: the ratio 
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 import numpy as np
 
@@ -75,10 +83,79 @@ def open_ended_ci(reference: np.ndarray, other: np.ndarray, confidence: float) -
     return ends[0], ends[1]
 
 
+ALPHA = 0.05  # the level at which the log-rank test is read; the ratio's CI is at its own confidence (95%)
+
+Reason = Literal["both", "ci only", "log-rank only", "neither", "no ratio", "no ci"]
+REASONS: dict[str, str] = {
+    "both": "the median ratio's CI excludes 1 and the log-rank test rejects equal survival",
+    "ci only": "the median ratio's CI excludes 1 but the log-rank test does not reject equal survival",
+    "log-rank only": "the log-rank test rejects equal survival but the median ratio's CI includes 1",
+    "neither": "the median ratio's CI includes 1 and the log-rank test does not reject equal survival",
+    "no ratio": "a median is not reached, so there is no median ratio",
+    "no ci": "the median ratio has no CI (fewer than 10 bootstrap replicates)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """Which of two groups reaches the event sooner, or neither (no clear difference), and why (`REASONS`)."""
+
+    sooner: Literal["reference", "other"] | None  # None: no clear difference
+    reason: Reason
+    ci_excludes_one: bool | None  # None: no ratio or no CI
+    logrank_rejects: bool | None  # p <= alpha; None: no test (neither group has an event)
+    alpha: float
+
+    @property
+    def disagree(self) -> bool:
+        """The two tests point different ways: one sees a difference, the other does not."""
+        return self.reason in ("ci only", "log-rank only")
+
+
+def excludes_one(ratio: MedianRatio) -> bool | None:
+    """Whether the ratio's CI lies wholly above or below 1 (an open end counts as beyond that side);
+    None without a ratio or a CI."""
+    if ratio.ratio is None or ratio.n_boot < 10:
+        return None
+    lo, hi = ratio.ci
+    return (lo is not None and lo > 1.0) or (hi is not None and hi < 1.0)
+
+
+def decide(ratio: MedianRatio, test: LogRank, alpha: float = ALPHA) -> Verdict:
+    """The verdict on other against reference (ratio = median(other) / median(reference)): a group is
+    sooner only where the ratio's CI excludes 1 and the log-rank p <= alpha; never from a point estimate."""
+    rejects = None if test.p is None else bool(test.p <= alpha)
+    ci = excludes_one(ratio)
+    if ratio.ratio is None or ci is None:
+        return Verdict(None, "no ratio" if ratio.ratio is None else "no ci", None, rejects, alpha)
+    if ci and rejects:
+        hi = ratio.ci[1]
+        return Verdict("other" if hi is not None and hi < 1.0 else "reference", "both", True, True, alpha)
+    reason: Reason = "ci only" if ci else "log-rank only" if rejects else "neither"
+    return Verdict(None, reason, ci, rejects, alpha)
+
+
 @dataclasses.dataclass(frozen=True)
 class PairStats:
     ratio: MedianRatio
     logrank: LogRank
+    verdict: Verdict  # `decide(ratio, logrank)`
+
+    @classmethod
+    def of(cls, ratio: MedianRatio, test: LogRank) -> PairStats:
+        return cls(ratio, test, decide(ratio, test))
+
+
+def pair_stats(
+    reference: tuple[np.ndarray, np.ndarray],
+    other: tuple[np.ndarray, np.ndarray],
+    n_boot: int,
+    rngs: tuple[np.random.Generator, np.random.Generator],
+    confidence: float = 0.95,
+) -> PairStats:
+    """other against reference, two (times, observed) samples: the median ratio (one generator each),
+    the log-rank test and their verdict."""
+    return PairStats.of(median_ratio(reference, other, n_boot, rngs, confidence), logrank(*reference, *other))
 
 
 def median_ratio(
@@ -126,5 +203,5 @@ def compare_to_reference(
     for i, s in enumerate(samples[1:], start=1):
         # Fresh generators per pair: the reference's resamples are the same in every pair.
         rngs = (generator(seed, child=0), generator(seed, child=i))
-        out.append(PairStats(median_ratio(samples[0], s, n_boot, rngs, confidence), logrank(*samples[0], *s)))
+        out.append(pair_stats(samples[0], s, n_boot, rngs, confidence))
     return out

@@ -29,7 +29,7 @@ from scipy import optimize, stats
 
 from icl_race.analysis.draws import generator
 from icl_race.analysis.outcome import last_finite
-from icl_race.analysis.threshold import percentile_ci
+from icl_race.analysis.threshold import median_ci
 
 # (a, b): the plateau is read over [t_start (1 + a), t_start (1 + b)]. With r <= RISE_BOUND the jump
 # ends by t_thr <= t_start / (1 - r) ~ 1.11 t_start, before the window opens; a second phase near K*
@@ -74,15 +74,6 @@ def plateau_height(acc_SxT, eval_steps_T, t_start_S, window=PLATEAU_WINDOW) -> n
     return out
 
 
-def _median_ci(x, n_boot: int, confidence: float, rng) -> dict:
-    x = np.asarray(x, float)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return {"median": None, "ci": [None, None], "n": 0}
-    boots = np.median(rng.choice(x, (n_boot, x.size)), axis=1)
-    return {"median": float(np.median(x)), "ci": percentile_ci(boots, confidence), "n": int(x.size)}
-
-
 def summarize(
     t_thr_S,
     t_start_S,
@@ -106,10 +97,10 @@ def summarize(
     final = last_finite(acc)  # a retired seed's curve ends in NaN: its last evaluation is its final accuracy
     risen = np.isfinite(h)
     return {
-        "rise_fraction": _median_ci(r, n_boot, confidence, rng),
-        "plateau": _median_ci(h, n_boot, confidence, rng),
+        "rise_fraction": median_ci(r, n_boot, rng, confidence),
+        "plateau": median_ci(h, n_boot, rng, confidence),
         "plateau_reaches_threshold": float(np.mean(h[risen] > threshold)) if risen.any() else None,
-        "final_icl_acc_acquired": _median_ci(final[acquired], n_boot, confidence, rng),
+        "final_icl_acc_acquired": median_ci(final[acquired], n_boot, rng, confidence),
         "acquired": int(acquired.sum()),
         "seeds": int(acc.shape[0]),
     }

@@ -21,7 +21,7 @@ from icl_race.analysis import survival as sv
 from icl_race.analysis.draws import Bootstrap, generator
 from icl_race.analysis.regime import RISE_BOUND, rise_fraction
 from icl_race.analysis.text import value_ci
-from icl_race.analysis.threshold import km_median_boot, percentile_ci
+from icl_race.analysis.threshold import km_median_boot, median_ci, percentile_ci
 
 METHOD = (
     "Kaplan-Meier median of t_ICL (censored seeds kept at the budget, diverged seeds excluded), "
@@ -92,11 +92,9 @@ class LrBridge:
 
 
 def _median_ci(x: np.ndarray, n_boot: int, rng: np.random.Generator):
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return None, (None, None)
-    boots = np.median(rng.choice(x, (n_boot, x.size)), axis=1)
-    return float(np.median(x)), tuple(percentile_ci(boots, 0.95))
+    """`threshold.median_ci` as (median, (lo, hi))."""
+    m = median_ci(x, n_boot, rng)
+    return m["median"], tuple(m["ci"])
 
 
 def lr_bridge(

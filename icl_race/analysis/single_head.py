@@ -29,6 +29,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from icl_race.analysis.draws import generator
+from icl_race.analysis.threshold import median_ci as bootstrap_median_ci
 from icl_race.theory import linear_attention as th
 
 PLATEAU_FRAC = 0.05  # t_m: loss within 5% of the gap above L(M_m) (theory.transition_levels)
@@ -287,12 +288,9 @@ class GdVsFlow:
 
 
 def median_ci(x, rng: np.random.Generator, n_boot: int = 2000) -> list[float]:
-    """[median, 2.5%, 97.5%] of the finite values, the interval by a percentile bootstrap over seeds."""
-    x = np.asarray([v for v in x if np.isfinite(v)])
-    if x.size == 0:
-        return [float("nan")] * 3
-    boots = np.median(rng.choice(x, size=(n_boot, x.size), replace=True), axis=1)
-    return [float(np.median(x)), float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+    """[median, 2.5%, 97.5%] of the finite values (`threshold.median_ci`), nan where there is none."""
+    m = bootstrap_median_ci(list(x), n_boot, rng)
+    return [float("nan") if v is None else v for v in (m["median"], *m["ci"])]
 
 
 @dataclass(frozen=True)

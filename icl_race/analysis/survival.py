@@ -173,17 +173,22 @@ def never_acquired(observed: np.ndarray, confidence: float = 0.95) -> dict:
 # ----------------------------------------------------------------------------------------------
 
 
-def _hessian(f, x: np.ndarray, h: float = 1e-4) -> np.ndarray:
-    x = np.asarray(x, float)
-    k = x.size
-    H = np.empty((k, k))
-    for i in range(k):
-        for j in range(i, k):
-            e_i, e_j = np.eye(k)[i] * h, np.eye(k)[j] * h
-            H[i, j] = H[j, i] = (f(x + e_i + e_j) - f(x + e_i - e_j) - f(x - e_i + e_j) + f(x - e_i - e_j)) / (
-                4 * h * h
-            )
-    return H
+def _lognormal_information(theta, y_obs: np.ndarray, y_cens: np.ndarray) -> np.ndarray:
+    """The observed information (minus the Hessian of the log-likelihood) of a right-censored normal on
+    log t in (mu, log sigma), exactly: with z = (y - mu)/sigma, an acquired seed contributes
+    [[1, 2z], [2z, 2z^2]] and a censored one, through its inverse Mills ratio h = phi(z)/(1 - Phi(z)) and
+    g = h (h - z) (minus the second derivative of log(1 - Phi) in z), [[g, gz + h], [gz + h, z (gz + h)]];
+    the mu row and column divided by sigma. Analysis stays free of jax (the reports start without it), so
+    this is the closed form, not `jax.hessian`; tests/test_analysis.py checks it against lifelines."""
+    mu, log_s = theta
+    s = math.exp(log_s)
+    zo, zc = (y_obs - mu) / s, (y_cens - mu) / s
+    h = np.exp(stats.norm.logpdf(zc) - log_ndtr(-zc))
+    g = h * (h - zc)
+    a = zo.size + g.sum()
+    b = (2 * zo).sum() + (g * zc + h).sum()
+    c = (2 * zo * zo).sum() + (zc * (g * zc + h)).sum()
+    return np.array([[a / (s * s), b / s], [b / s, c]])
 
 
 def _lognormal_pointwise(theta, y_obs, y_cens, y_trunc=None):
@@ -220,7 +225,7 @@ def fit_lognormal(times: np.ndarray, observed: np.ndarray, confidence: float = 0
     mu, log_s = r.x
     z = _z(confidence)
     try:
-        cov = np.linalg.inv(_hessian(nll, r.x))
+        cov = np.linalg.inv(_lognormal_information(r.x, y_obs, y_cens))
         se_mu, se_ls = math.sqrt(cov[0, 0]), math.sqrt(cov[1, 1])
     except (np.linalg.LinAlgError, ValueError):
         se_mu = se_ls = float("nan")

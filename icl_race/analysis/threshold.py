@@ -53,6 +53,19 @@ def percentile_ci(samples: np.ndarray, confidence: float) -> list[float | None]:
     return [float(lo), float(hi)]
 
 
+def median_ci(x, n_boot: int, rng: np.random.Generator, confidence: float = 0.95) -> dict:
+    """The median of the finite values of x with a percentile-bootstrap CI over them (`percentile_ci` of
+    the medians of n_boot resamples with replacement; scipy.stats.bootstrap's percentile interval with
+    the same generator, tests/test_analysis.py): {"median", "ci", "n"}, median None and no CI for none.
+    The package's one bootstrap CI of a plain median (a censored time's median: `km_median_boot`)."""
+    x = np.asarray(x, float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return {"median": None, "ci": [None, None], "n": 0}
+    boots = np.median(rng.choice(x, (n_boot, x.size)), axis=1)
+    return {"median": float(np.median(x)), "ci": percentile_ci(boots, confidence), "n": int(x.size)}
+
+
 def logistic_fit(x: np.ndarray, k: np.ndarray, n: np.ndarray, ridge: float = RIDGE, iters: int = 100):
     """Ridge-stabilised binomial logistic regression of k/n on x, vectorised over leading axes of k.
     Returns (a, b) with P = 1/(1 + exp(-a (x - b))); b is nan where the fitted slope is not positive

@@ -183,7 +183,7 @@ def compute(sweep: rundir.SweepDir, draws: Draws) -> SweepReport:
         scalings,
         [b for b in bal if b is not None],
         regime,
-        levers.by_lever(thresholds, scalings, times),
+        levers.by_lever(thresholds, scalings, times, draws),
     )
 
 

@@ -79,7 +79,7 @@ def compare(args: argparse.Namespace) -> int:
 
     out = out_dir(args.out)
     owner.check(out, "compare", NAMES, force=args.force)  # before any work; `write` checks again
-    c = compare(args.dirs, event=args.event, n_boot=args.boot, seed=args.seed)
+    c = compare(args.dirs, event=args.event, n_boot=args.boot, seed=args.seed, labels=args.label)
     written = write(c, out, force=args.force)
     print(f"{summary(c)}\n{out / written[0]} (and {', '.join(written[1:])})")
     return 0

@@ -1,11 +1,13 @@
 """Two or more unrelated runs (or sweep cells) side by side: `icl-race compare DIR DIR... --out OUT`.
 
-    compare(DIRS)  ->  Comparison: per run (group A, B, ...) the Kaplan-Meier curve of one event's time
-                       with its band, median, seed counts, acquired fraction (Wilson CI) and outcome
-                       classes; every later group against A (the reference): the median ratio with its
-                       bootstrap CI and the log-rank test (`analysis.compare`); the config fields whose
-                       values differ, with each run's value (the seed count is a size, not a difference)
-    verdict(c)     ->  one line per later group in words: which acquires sooner, by what ratio, the p
+    compare(DIRS)  ->  Comparison: per run (a group, named by its folder or `--label`) the Kaplan-Meier
+                       curve of one event's time with its band, median, seed counts, acquired fraction
+                       (Wilson CI) and outcome classes; every later group against the first (the
+                       reference): the median ratio with its bootstrap CI, the log-rank test and their
+                       verdict (`analysis.compare`); the config fields whose values differ, with each
+                       run's value (the seed count is a size, not a difference)
+    verdict(c)     ->  one line per later group in words (`report.verdict`): which is sooner only where the
+                       ratio's CI excludes 1 and the log-rank test agrees, else "no clear difference"
     write(c, OUT)  ->  OUT/compare.md, OUT/compare.json, OUT/figures/km.png and .pdf
 
 Statistics in `analysis/`, the figure in `plots/compare.py`, rendering here; imports no jax.
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import string
 from pathlib import Path
 
 from icl_race import rundir
@@ -24,6 +25,7 @@ from icl_race.analysis.outcome import CLASSES, of_results
 from icl_race.analysis.survival import kaplan_meier, proportion_ci
 from icl_race.config import ConfigError, check_bootstrap
 from icl_race.report.format import ci_text, figure_files, jsonable, num, p_value
+from icl_race.report.verdict import RULE, cell, ci, logrank_text, reaches, sentence
 from icl_race.rundir import owner, runset
 
 N_BOOT = 2000
@@ -34,7 +36,7 @@ SIZES = ("ensemble.seeds",)
 
 @dataclasses.dataclass(frozen=True)
 class Group:
-    name: str  # A, B, ...: the order of the directories given
+    name: str  # its `--label`, else its folder's name (with parents where two folders share one)
     dir: Path
     n: int  # kept (not diverged) seeds, those the statistics use
     diverged: int
@@ -76,20 +78,52 @@ def _group(name: str, run: rundir.Run, event: str) -> Group:
     )
 
 
-def compare(dirs: list[str | Path], event: str | None = None, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
-    """Read and compare the runs in `dirs` (the first is the reference); `event` defaults to the first
-    run's headline. Every refusal is a one-line ConfigError, before anything is computed."""
+def names(dirs: list[str | Path], labels: list[str] | None = None) -> list[str]:
+    """The groups' names: `labels` (one per directory, distinct), else each folder's name with as many
+    parent folders as tell two different folders apart; a directory given twice gets ' (2)', ' (3)', ..."""
+    if labels:
+        if len(labels) != len(dirs):
+            raise ConfigError(
+                f"--label: {len(labels)} given for {len(dirs)} directories (one per directory, in their order)"
+            )
+        for x in labels:
+            if not x.strip() or labels.count(x) > 1:
+                raise ConfigError(f"--label {x!r}: expected a distinct, non-empty name for each directory")
+        return list(labels)
+    parts = [Path(d).resolve().parts for d in dirs]
+    distinct, short = len(set(parts)), [p[-1] for p in parts]
+    for k in range(1, max(map(len, parts)) + 1):
+        short = ["/".join(p[-k:]) for p in parts]
+        if len(set(short)) == distinct:
+            break
+    seen: dict[str, int] = {}
+    out = []
+    for x in short:
+        seen[x] = seen.get(x, 0) + 1
+        out.append(x if seen[x] == 1 else f"{x} ({seen[x]})")
+    return out
+
+
+def compare(
+    dirs: list[str | Path],
+    event: str | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    labels: list[str] | None = None,
+) -> Comparison:
+    """Read and compare the runs in `dirs` (the first is the reference), named by `labels` (one per
+    directory) or their folders; `event` defaults to the first run's headline. Every refusal is a
+    one-line ConfigError, before anything is computed."""
     check_bootstrap(n_boot, seed)
     if len(dirs) < 2:
         raise ConfigError("compare needs at least two run directories")
-    if len(dirs) > len(string.ascii_uppercase):
-        raise ConfigError(f"compare takes at most {len(string.ascii_uppercase)} run directories, got {len(dirs)}")
+    named = names(dirs, labels)
     runs = runset.load(list(dirs), sweeps=False).runs
     event = event or runs[0].headline
     for r in runs:
         if event not in r.times:
             raise ConfigError(f"{r.dir}: no event {event!r} (its events: {', '.join(r.times)})")
-    groups = [_group(name, r, event) for name, r in zip(string.ascii_uppercase, runs)]
+    groups = [_group(name, r, event) for name, r in zip(named, runs)]
     pairs = compare_to_reference([r.censored(event) for r in runs], n_boot, seed)
     fields = [f for f in runset.differing([r.config for r in runs]) if f not in SIZES]
     return Comparison(
@@ -102,30 +136,15 @@ def _value(v) -> str:
 
 
 def label(c: Comparison, i: int) -> str:
-    """'B: train.lr=0.05': a group's name with its values of the first few differing fields."""
+    """'adam: train.optimizer=adam': a group's name with its values of the first few differing fields."""
     shown = [f"{f}={_value(v[i])}" for f, v in list(c.differences.items())[:3]]
     return f"{c.groups[i].name}: {', '.join(shown)}" if shown else c.groups[i].name
-
-
-def _ci(r) -> str:
-    """The median ratio's CI: '[lo, hi]', an open end 'below' / 'beyond'."""
-    if r.n_boot < 10:
-        return "(no CI: fewer than 10 replicates)"
-    lo, hi = r.ci  # an open end: the CI reaches replicates whose median is beyond the censoring time
-    return f"[{'below' if lo is None else num(lo, '{:.3g}')}, {'beyond' if hi is None else num(hi, '{:.3g}')}]"
 
 
 def _ratio(p: PairStats) -> str:
     if p.ratio.ratio is None:
         return "not defined (a median not reached: see the acquired fractions)"
-    return f"{num(p.ratio.ratio, '{:.3g}')} {_ci(p.ratio)}"
-
-
-def _reach(event: str, plural: bool = False) -> str:
-    """'acquires ICL' / 'acquire ICL' for icl, 'reaches icl60' / 'reach icl60' for another event."""
-    if event == "icl":
-        return "acquire ICL" if plural else "acquires ICL"
-    return f"{'reach' if plural else 'reaches'} {event}"
+    return f"{num(p.ratio.ratio, '{:.3g}')} {ci(p.ratio)}"
 
 
 def _fraction(g: Group) -> str:
@@ -135,50 +154,31 @@ def _fraction(g: Group) -> str:
 
 
 def verdict(c: Comparison, i: int) -> str:
-    """Group i against A in words: which reaches the event sooner, by what median ratio (with its CI)
-    and the log-rank p; where a median is not reached, the fractions that reached it within each budget
-    (Wilson CIs) instead of a ratio. The seed counts close the line: sizes, not differences."""
+    """Group i against the reference in words (`report.verdict.sentence`: a group is sooner only where the
+    median ratio's CI excludes 1 and the log-rank test agrees at alpha). Where a median is not reached
+    there is no ratio, so no difference is called: the fractions that reached the event within each
+    budget (Wilson CIs) and the log-rank p instead. The seed counts close the line: sizes, not differences."""
     a, g, p = c.groups[0], c.groups[i], c.versus_first[i - 1]
-    r, conf = p.ratio, f"{a.km['confidence']:.0%}"
-    tail = f"log-rank p {p_value(p.logrank.p)} ({g.name} {g.n} seeds, A {a.n})"
-    if r.ratio is not None:
-        lo, hi = r.ci
-        if r.ratio == 1.0:
-            head = f"{g.name} and A {_reach(c.event, plural=True)} at the same median time"
-        else:
-            sooner, later = (g.name, "A") if r.ratio < 1.0 else ("A", g.name)
-            head = f"{sooner} {_reach(c.event)} sooner than {later}"
-        excludes_one = (lo is not None and lo > 1.0) or (hi is not None and hi < 1.0)
-        note = "" if excludes_one or r.n_boot < 10 else ", includes 1"
-        return (
-            f"{head}: median t_{c.event} ratio {g.name}/A {num(r.ratio, '{:.3g}')} {_ci(r)} ({conf} CI{note}), {tail}"
-        )
-    # A median not reached: the fractions that reached the event within each budget say who is ahead.
-    fa, fg = a.reached / a.n, g.reached / g.n
-    ahead, behind = (g.name, "A") if fg > fa else ("A", g.name)
+    sizes = f"{g.name} {g.n} seeds, {a.name} {a.n}"
+    if p.ratio.ratio is not None:
+        return f"{sentence(p, g.name, a.name, c.event)}; {sizes}"
     if a.reached == 0 and g.reached == 0:
-        head = f"Neither A nor {g.name} {_reach(c.event)}"
-    elif min(a.reached, g.reached) == 0:
-        head = f"{ahead} {_reach(c.event)} and {behind} never does"
-    elif fa == fg:
-        head = f"{g.name} and A {_reach(c.event, plural=True)} equally often"
+        head = f"Neither {a.name} nor {g.name} {reaches(c.event)} within the budget"
     else:
-        head = f"{ahead} {_reach(c.event)} more often than {behind}"
-    return (
-        f"{head} within the budget: A {_fraction(a)}, {g.name} {_fraction(g)}; "
-        f"no median ratio (a median not reached), {tail}"
-    )
+        head = f"No median ratio between {g.name} and {a.name} (a median not reached), so no difference called"
+    return f"{head}: {a.name} {_fraction(a)}, {g.name} {_fraction(g)}; {logrank_text(p)}; {sizes}"
 
 
 def markdown(c: Comparison) -> str:
     conf = f"{c.groups[0].km['confidence']:.0%}"
+    ref = c.groups[0].name
     out = [
         f"# Comparison of t_{c.event} over {len(c.groups)} runs",
         "",
         *[f"**{verdict(c, i)}.**" for i in range(1, len(c.groups))],
         "",
-        f"Reference: A. Times to `{c.event}` of the kept (not diverged) seeds; a seed that never reached it "
-        "is censored when its run stopped observing it.",
+        f"Reference: {ref} (the first directory). Times to `{c.event}` of the kept (not diverged) seeds; a "
+        "seed that never reached it is censored when its run stopped observing it.",
         "",
         f"| group | directory | seeds | reached [{conf} CI, Wilson] | censored at | KM median [{conf} CI] "
         "| diverged | ICL outcomes |",
@@ -194,21 +194,23 @@ def markdown(c: Comparison) -> str:
         )
     out += [
         "",
-        f"| vs A | median ratio [{conf} CI] | replicates with a median not reached | log-rank p (statistic) |",
-        "|---|---|---:|---|",
+        f"| vs {ref} | median ratio [{conf} CI] | replicates with a median not reached | log-rank p (statistic) "
+        "| verdict |",
+        "|---|---|---:|---|---|",
     ]
     for g, p in zip(c.groups[1:], c.versus_first):
         stat = "n/a" if p.logrank.statistic is None else f"{p.logrank.statistic:.3g}"
         out.append(
-            f"| {g.name} / A | {_ratio(p)} "
-            f"| {p.ratio.unreached} of {p.ratio.n_boot} | {p_value(p.logrank.p)} ({stat}) |"
+            f"| {g.name} / {ref} | {_ratio(p)} "
+            f"| {p.ratio.unreached} of {p.ratio.n_boot} | {p_value(p.logrank.p)} ({stat}) "
+            f"| {cell(p.verdict, g.name, ref)} |"
         )
     first = c.versus_first[0]
     out += [
         "",
-        f"Median ratio: the group's Kaplan-Meier median over A's; CI: {first.ratio.method}; {c.n_boot} "
+        f"Median ratio: the group's Kaplan-Meier median over {ref}'s; CI: {first.ratio.method}; {c.n_boot} "
         f"replicates from numpy SeedSequence({c.seed}) (one child per group). "
-        f"Log-rank: {first.logrank.method}.",
+        f"Log-rank: {first.logrank.method}. {RULE}",
         "",
     ]
     if c.differences:
@@ -231,7 +233,7 @@ def summary(c: Comparison) -> str:
     for i, p in enumerate(c.versus_first, start=1):
         diff = ", ".join(f for f, v in c.differences.items() if v[i] != v[0])
         lines.append(
-            f"{label(c, i)} vs A: t_{c.event} median ratio {_ratio(p)}, log-rank p {p_value(p.logrank.p)}; "
+            f"{label(c, i)} vs {c.groups[0].name}: t_{c.event} median ratio {_ratio(p)}, log-rank p {p_value(p.logrank.p)}; "
             f"{f'differ in {diff}' if diff else 'same config'}"
         )
     return "\n".join(lines)

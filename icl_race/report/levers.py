@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
-from icl_race.analysis.survival import logrank
+from icl_race.analysis.compare import pair_stats
+from icl_race.report import verdict as V
+from icl_race.report.draws import Draws
 from icl_race.report.format import ci_text, num, p_value
 from icl_race.report.sweep_sections import Scaling, Threshold
 
@@ -17,12 +19,15 @@ def _order(value) -> tuple:
     return (0, value, "") if number else (1, 0, str(value))
 
 
-def by_lever(thresholds: list[Threshold], scalings: list[Scaling], times: dict | None = None) -> dict:
+def by_lever(
+    thresholds: list[Threshold], scalings: list[Scaling], times: dict | None = None, draws: Draws | None = None
+) -> dict:
     """K* and the K = infinity median t_ICL side by side across the groups of a sweep, keyed by the
     fields that tell the groups apart (a swept lever: task.zipf_alpha, train.optimizer, ...), so one
     table reads K* per lever value the way K* per N is read. Empty unless two or more groups differ.
     `times` maps (the group as sorted JSON, N) to that cell's censored (times, observed): each t_ICL row
-    then carries a log-rank test against the first row of its N (the lever's first value)."""
+    then carries its comparison with the first row of its N (the lever's first value): the median ratio
+    (bootstrap from `draws`), the log-rank test and their verdict (`analysis.compare.pair_stats`)."""
 
     def rows(entries, Ns, value):
         fields = sorted(
@@ -56,13 +61,14 @@ def by_lever(thresholds: list[Threshold], scalings: list[Scaling], times: dict |
             }
 
         out["t_icl_kinf"] = rows(scalings, lambda sc: [p.N for p in sc.median_vs_N.per_N], median)
-        if times is not None:
-            _logrank_against_first(out["t_icl_kinf"]["rows"], scalings, times)
+        if times is not None and draws is not None:
+            _against_first(out["t_icl_kinf"]["rows"], scalings, times, draws)
     return out
 
 
-def _logrank_against_first(rows: list[dict], scalings: list[Scaling], times: dict) -> None:
-    """Each row's log-rank test of t_ICL against the first row of the same N (None for that first row)."""
+def _against_first(rows: list[dict], scalings: list[Scaling], times: dict, draws: Draws) -> None:
+    """Each row's t_ICL against the first row of the same N (None for that first row): `pair_stats`, each
+    side's seeds resampled from its own generator, named by its group and N."""
     group = (
         {
             json.dumps({k: sc.group.get(k) for k in rows[0]["lever"]}, sort_keys=True, default=str): json.dumps(
@@ -77,7 +83,8 @@ def _logrank_against_first(rows: list[dict], scalings: list[Scaling], times: dic
     for r in rows:
         key = (group[json.dumps(r["lever"], sort_keys=True, default=str)], r["N"])
         ref = first.setdefault(r["N"], key)
-        r["logrank_vs_first"] = None if ref == key else logrank(*times[ref], *times[key])
+        rngs = (draws.rng("by_lever", *ref), draws.rng("by_lever", *key))
+        r["vs_first"] = None if ref == key else pair_stats(times[ref], times[key], draws.n_boot, rngs)
 
 
 def _table(title: str, table: dict, columns: list[str], cells) -> list[str]:
@@ -124,14 +131,22 @@ def markdown(lever: dict) -> list[str]:
                 "acquired",
                 "KM median t_ICL",
                 "95% CI (bootstrap percentile)",
-                "log-rank p vs the first row of its N",
+                "median ratio to the first row of its N (95% CI)",
+                "log-rank p",
+                "verdict",
             ],
-            lambda r: [
-                str(r["n"]),
-                str(r["acquired"]),
-                num(r["median_t_icl"]),
-                ci_text(r["median_t_icl_ci"]),
-                "-" if r.get("logrank_vs_first") is None else p_value(r["logrank_vs_first"].p),
-            ],
+            lambda r: (
+                [str(r["n"]), str(r["acquired"]), num(r["median_t_icl"]), ci_text(r["median_t_icl_ci"])]
+                + _versus(r.get("vs_first"))
+            ),
         )
+        md += [V.RULE, ""]
     return md
+
+
+def _versus(p) -> list[str]:
+    """A row's ratio, log-rank p and verdict against the first row of its N ('-' for that row)."""
+    if p is None:
+        return ["-", "-", "-"]
+    ratio = "not defined" if p.ratio.ratio is None else f"{num(p.ratio.ratio, '{:.3g}')} {V.ci(p.ratio)}"
+    return [ratio, p_value(p.logrank.p), V.cell(p.verdict, "this row", "the first row")]

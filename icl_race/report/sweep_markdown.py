@@ -12,6 +12,7 @@ from icl_race.plots import cells as P
 from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
 from icl_race.report import levers
+from icl_race.report import verdict as V
 from icl_race.report.claims import comparison_markdown
 from icl_race.report.classification_sweep import SweepReport
 from icl_race.report.format import ci_text, num, p_value, pct, slug
@@ -135,16 +136,19 @@ def _balanced(b: Balanced) -> list[str]:
         f"## Balanced vs standard contexts: {b.label}",
         "",
         "| N | K | standard: acc > 0.75 | balanced: acc > 0.75 | difference (95% CI, bootstrap percentile) | "
-        "standard: acquired | balanced: acquired | t_ICL log-rank p |",
-        "|---|---|---|---|---|---|---|---|",
+        "standard: acquired | balanced: acquired | median t_ICL balanced / standard (95% CI) | t_ICL log-rank p "
+        "| t_ICL verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     a, q = b.acc_above, b.acquired
     for j, (N, K) in enumerate(zip(b.N, b.K)):
-        pc, qc = a.per_cell[j], q.per_cell[j]
+        pc, qc, t = a.per_cell[j], q.per_cell[j], b.t_icl[j]
+        ratio = "not defined" if t.ratio.ratio is None else f"{num(t.ratio.ratio, '{:.3g}')} {V.ci(t.ratio)}"
         md.append(
             f"| {N} | {K:,} | {pc.p1:.2f} | {pc.p2:.2f} | {pc.diff:+.2f} {ci_text(pc.diff_ci, '{:+.2f}')} | "
-            f"{qc.p1:.2f} | {qc.p2:.2f} | {p_value(b.t_icl_logrank[j].p)} |"
+            f"{qc.p1:.2f} | {qc.p2:.2f} | {ratio} | {p_value(t.logrank.p)} | {V.cell(t.verdict, 'balanced', 'standard')} |"
         )
+    md += ["", V.RULE]
     if b.reference_above is not None:
         md += [
             "",

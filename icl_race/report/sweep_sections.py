@@ -13,8 +13,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from icl_race.analysis import threshold as th
+from icl_race.analysis.compare import PairStats, pair_stats
 from icl_race.analysis.draws import Bootstrap
-from icl_race.analysis.survival import LogRank, censored_times, logrank
+from icl_race.analysis.survival import censored_times
 from icl_race.report.cell import Bimodality, CellStats, Fit, Lognormal, MedianCI, Record
 from icl_race.report.draws import Draws
 from icl_race.report.format import OMIT_NONE, key
@@ -245,7 +246,8 @@ class Balanced(Record):
     N: list[int]
     K: list[int]
     ci_method: str
-    t_icl_logrank: list  # per (N, K): analysis.survival.logrank's result
+    # per (N, K): balanced against standard, median t_ICL ratio, log-rank test and verdict (`analysis.compare`)
+    t_icl: list[PairStats] = dataclasses.field(metadata=key("t_icl_balanced_vs_standard"))
     # per metric of BALANCED_METRICS
     acc_above: Difference = dataclasses.field(metadata=key("acc_above_0.75"))
     acquired: Difference
@@ -280,9 +282,13 @@ def best_observed(j: int, conds: list[dict], samples: list[Sample]) -> int:
     )
 
 
-def logrank_of(a: Sample, b: Sample) -> LogRank:
-    """Log-rank test of two cells' t_ICL distributions, each censored at its own time."""
-    return logrank(*censored_times(a.t, a.censor_at), *censored_times(b.t, b.censor_at))
+def t_icl_pair(reference: Sample, other: Sample, draws: Draws) -> PairStats:
+    """Two cells' t_ICL distributions, each censored at its own time: the median ratio other / reference
+    (each cell's seeds resampled from its own generator, named by its cells), log-rank test and verdict."""
+    rngs = (draws.rng("t_icl", *reference.cells), draws.rng("t_icl", *other.cells))
+    return pair_stats(
+        censored_times(reference.t, reference.censor_at), censored_times(other.t, other.censor_at), draws.n_boot, rngs
+    )
 
 
 def _slope(Ns: list, fits: Mapping[int, KStar], log_N) -> Slope:
@@ -396,8 +402,8 @@ def _counts(stats: list[CellStats], ids: list[int], metric: str) -> tuple[np.nda
 def balanced(
     gfields: dict, idx: list[int], conds: list[dict], samples: list[Sample], stats: list[CellStats], draws: Draws
 ) -> Balanced | None:
-    """Balanced minus standard contexts over the (N, K) cells of a group that have both, with a log-rank
-    test of the two t_ICL distributions per cell; None without such a pair."""
+    """Balanced minus standard contexts over the (N, K) cells of a group that have both, with the two
+    t_ICL distributions compared per cell (`t_icl_pair`); None without such a pair."""
     table: dict[tuple, int] = {}
     for i in idx:
         table.setdefault((conds[i]["task.N"], conds[i]["task.K"], conds[i]["task.variant"]), i)
@@ -422,7 +428,7 @@ def balanced(
         [N for N, _ in pairs],
         [K for _, K in pairs],
         "bootstrap percentile, binomial resampling of each cell",
-        [logrank_of(samples[s], samples[b]) for s, b in zip(si, bi)],
+        [t_icl_pair(samples[s], samples[b], draws) for s, b in zip(si, bi)],
         diffs["acc_above_0.75"],
         diffs["acquired"],
         [r.fraction for r in ref] if all(ref) else None,
