@@ -94,6 +94,37 @@ def test_a_grid_above_the_cap_is_refused_by_its_count_before_any_cell_is_built(t
     print(f"refused in {time.process_time() - start:.2f} CPU s")  # a figure, not an assertion
 
 
+def test_a_grid_edit_that_changes_a_shared_field_says_no_finished_cell_is_reused(tmp_path):
+    """Adding a larger K moves task.K_max (the grid's largest K) for every cell: the finished cells are runs
+    of other configs, so nothing is reused, and the sweep says so before training (dry run included)."""
+    import json
+
+    before = sweep.expand(BASE, {"task.K": [200, 400]})
+    for c in before.cells:  # finished, as is_done sees it
+        d = tmp_path / "cells" / c.name
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps(c.cfg.to_dict()))
+        (d / "results.npz").write_bytes(b"")
+        (d / "meta.json").write_text("{}")
+    assert sweep.unreusable(tmp_path, before) is None  # the same grid: every cell is reused
+    line = sweep.unreusable(tmp_path, sweep.expand(BASE, {"task.K": [200, 400, 800]}))
+    assert line is not None and "\n" not in line
+    assert (
+        line.startswith("2 finished cells of an earlier grid cannot be reused")
+        and "task.K_max (400 then, 800 now)" in line
+    )
+    # K_max set by the file: the old cells are this grid's, nothing to say
+    assert (
+        sweep.unreusable(tmp_path, sweep.expand({**BASE, "task": {**BASE["task"], "K_max": 400}}, {"task.K": [200]}))
+        is None
+    )
+    # a changed base value is shared too; a cell that differs in a swept field is simply another cell
+    line = sweep.unreusable(
+        tmp_path, sweep.expand({**BASE, "train": {**BASE["train"], "lr": 0.3}}, {"task.K": [200, 400]})
+    )
+    assert line is not None and "train.lr (0.1 then, 0.3 now)" in line
+
+
 def test_cell_names_are_the_config_digests_of_today():
     # A cell's name is its run directory: existing sweeps must find their cells under the same names.
     s = sweep.expand(BASE, {"task.K": [200, 400]}, {"task.N": [8, 12], "train.steps": [200, 400]})

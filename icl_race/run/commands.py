@@ -59,6 +59,8 @@ def sweep(args: argparse.Namespace) -> int:
     for cell in spec.cells:
         if short := budget(cell.cfg, f"cell {cell.values}: "):
             _log(short)
+    if stale := sweep.unreusable(out, spec):
+        _log(stale)
     if args.dry_run:
         plan = sweep.dry_run(
             out, spec, not args.no_measure, args.executor, remeasure=args.remeasure, device=args.device

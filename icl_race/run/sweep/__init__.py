@@ -56,6 +56,7 @@ from icl_race.run.sweep.plan import (
     packs,
     program,
     status,
+    unreusable,
 )
 from icl_race.run.sweep.spec import Cell, Sweep, expand, load, same_spec, spec_toml
 
@@ -83,6 +84,7 @@ __all__ = [
     "same_spec",
     "spec_toml",
     "status",
+    "unreusable",
     "store_spec",
     "summary_row",
     "write_summary",

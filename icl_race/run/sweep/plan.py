@@ -220,3 +220,43 @@ def dry_run(
         for c in sweep.cells
     ]
     return DryRun(str(out), executor, cells, total, unmeasured, plans, device, estimate)
+
+
+def unreusable(out: Path, sweep: Sweep) -> str | None:
+    """One line when finished cells in `out` belong to an earlier grid that differs from this one only in
+    fields every cell of this grid shares (an edited base value, or task.K_max: a common pool size that
+    expansion sets from the grid's largest K): their runs are another config, so none is reused. Said
+    before any training, with what changed; None when there is nothing of the kind."""
+    cells = Path(out) / "cells"
+    if not cells.is_dir():
+        return None
+    names = {c.name for c in sweep.cells}
+    by_values = {tuple(c.values.values()): c for c in sweep.cells}
+    dicts = [c.cfg.to_dict() for c in sweep.cells]
+    value = lambda d, field: (d.get(field.partition(".")[0]) or {}).get(field.partition(".")[2])
+    changed: dict[str, set] = {}
+    count = 0
+    for d in sorted(p for p in cells.iterdir() if p.name not in names and p.is_dir() and not p.is_symlink()):
+        try:
+            old = rundir.stored_config(d) if rundir.is_done(d) else None
+        except ConfigError:
+            continue
+        if old is None:
+            continue
+        was = old.to_dict()
+        twin = by_values.get(tuple(value(was, f) for f in sweep.fields))
+        if twin is None:
+            continue
+        fields = rundir.differing_fields(was, twin.cfg.to_dict())
+        if fields and all(len({repr(value(n, f)) for n in dicts}) == 1 for f in fields):
+            count += 1
+            for f in fields:
+                changed.setdefault(f, set()).add(repr(value(was, f)))
+    if not count:
+        return None
+    what = ", ".join(f"{f} ({' | '.join(sorted(v))} then, {value(dicts[0], f)!r} now)" for f, v in changed.items())
+    return (
+        f"{count} finished cells of an earlier grid cannot be reused: they differ from this grid's cells only in "
+        f"{what}, which every cell shares (task.K_max is the grid's largest K unless the file sets it); "
+        "set the old value in the sweep file to reuse them"
+    )
