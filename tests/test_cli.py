@@ -58,7 +58,7 @@ def test_tiny_run_end_to_end(tiny_toml, tmp_path):
     meta = json.loads((out / "meta.json").read_text())
     assert meta["config"]["ensemble"]["seeds"] == 5 and meta["config"]["train"]["steps"] == 200
     assert meta["seed_steps_per_s"] > 0 and meta["compile_seconds"] > 0 and "cpu" in meta["device"]
-    assert meta["versions"]["jax"]
+    assert meta["versions"]["jax"] and meta["cpu"].endswith(f", {os.cpu_count()} cores") and len(meta["cpu"]) > 9
     assert (out / "t_icl_hist.png").read_bytes()[:4] == b"\x89PNG"
     assert not [p for p in os.listdir(out) if p.startswith(".") and p != ".lock"], "temporary files left behind"
 

@@ -3,6 +3,7 @@ run's meta.json and `icl-race bench`'s header say it the same way."""
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from importlib import metadata
@@ -10,8 +11,20 @@ from pathlib import Path
 
 
 def provenance() -> dict:
-    """{"versions": ..., "git_commit": ..., "device": ...}: the keys meta.json and bench's header carry."""
-    return {"versions": versions(), "git_commit": git_commit(), "device": device_description()}
+    """{"versions", "git_commit", "device", "cpu"}: the keys meta.json and bench's header carry. The CPU
+    model matters beside the device: a seed's trajectory is bit-identical on one machine only."""
+    return {"versions": versions(), "git_commit": git_commit(), "device": device_description(), "cpu": cpu_model()}
+
+
+def cpu_model() -> str:
+    """The host CPU's model and core count ("AMD EPYC, 2 cores"): Linux's /proc/cpuinfo, else the platform's."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
 
 
 def icl_race_version() -> str:
