@@ -363,4 +363,6 @@ def test_a_second_dry_run_reads_the_kept_costs_and_a_device_dry_run_measures_not
     on_gpu = sweep.dry_run(tmp_path / "out", s, device="h200")
     assert len(calls) == 4 and on_gpu.device == "h200" and on_gpu.unmeasured == 0
     assert on_gpu.seconds == pytest.approx(sum(p.seconds for p in on_gpu.packs)) and on_gpu.seconds > 0
-    assert "GPU hours" in on_gpu.text()
+    assert (
+        "GPU hours, an estimate" in on_gpu.text() and "<=" not in on_gpu.text()
+    )  # a projection from a rate measured elsewhere

@@ -119,15 +119,20 @@ class DryRun:
     estimate: bool = False  # with device: a rate scaled from another GPU or shape (cost.device_rate)
 
     def text(self) -> str:
+        # A measured projection is an upper bound ("<="); a GPU's, from a rate measured elsewhere and
+        # without compilation and evaluation, is an estimate ("~").
+        bound = "~" if self.device is not None else "<="
         lines = [f"{len(self.cells)} cells in {self.out}"]
         for c in self.cells:
-            eta = "" if c.status == "done" else ("  not measured" if c.seconds is None else f"  <= {hms(c.seconds)}")
+            eta = (
+                "" if c.status == "done" else ("  not measured" if c.seconds is None else f"  {bound} {hms(c.seconds)}")
+            )
             if c.pack is not None and len(self.packs[c.pack].cells) > 1:
                 eta = f"  pack {c.pack + 1}"
             lines.append(f"  {c.name}  {c.status:8s} {', '.join(f'{k}={v}' for k, v in c.values.items())}{eta}")
         for i, p in enumerate(self.packs):
             if len(p.cells) > 1:
-                eta = "not measured" if p.seconds is None else f"<= {hms(p.seconds)}"
+                eta = "not measured" if p.seconds is None else f"{bound} {hms(p.seconds)}"
                 lines.append(
                     f"pack {i + 1}: {len(p.cells)} cells of one program as one ensemble of {p.seeds} seeds, "
                     f"{p.vmaps} vmaps of block {p.block}; {eta}"
@@ -144,7 +149,7 @@ class DryRun:
             rate = "an estimate scaled from the H200's measured rate" if self.estimate else "the measured rate"
             lines.append(
                 f"{done}/{len(self.cells)} done; projected on one {self.device.upper()} for the rest "
-                f"<= {hms(self.seconds)} ({self.seconds / 3600:,.1f} GPU hours; every seed's steps at {rate} "
+                f"~ {hms(self.seconds)} ({self.seconds / 3600:,.1f} GPU hours, an estimate; every seed's steps at {rate} "
                 "of the paper model, benchmarks/RESULTS.md; compilation and evaluation not counted; early "
                 "stops and retirement make it shorter)"
             )
