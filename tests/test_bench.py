@@ -105,3 +105,9 @@ def test_the_paper_shape_options_are_refused_with_a_config(tmp_path, capsys, opt
     assert main(["bench", str(path), *option]) == 2
     err = capsys.readouterr().err
     assert option[0] in err and "--set" in err and "\n" not in err.strip(), err
+
+
+def test_a_bare_bench_on_a_cpu_takes_the_cpu_sizes_and_says_so(capsys):
+    assert bench.default_sizes(quiet=False) == bench.CPU_SIZES  # the tests run on the CPU
+    assert "on a CPU: seeds 1,8" in capsys.readouterr().out
+    assert bench.default_sizes(quiet=True) == bench.CPU_SIZES and capsys.readouterr().out == ""
