@@ -18,6 +18,7 @@ sweeps use): the commit renames results.npz last.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from icl_race.config import ConfigError
@@ -54,10 +55,18 @@ class DamagedFileError(ConfigError):
     """A file of a run directory cannot be read back (truncated, overwritten, not what it should be)."""
 
 
-def foreign(d: Path, ignore: tuple[str, ...] = (LOCK,)) -> bool:
-    """`d` exists and holds something (beyond `ignore`): a folder a writer did not create, which it may
-    write into only when it is its own (rundir/owner.py; a run's: `write.check`)."""
-    return Path(d).is_dir() and any(p.name not in ignore for p in Path(d).iterdir())
+def temporary_of(name: str) -> str | None:
+    """The name whose staged temporary `name` is (`.NAME.tmp<pid>`, rundir/write.py's `_tmp_name`), or None."""
+    m = re.fullmatch(r"\.(.+)\.tmp\d+", name)
+    return m[1] if m else None
+
+
+def foreign(d: Path, names: tuple[str, ...] = RUN_NAMES) -> bool:
+    """`d` exists and holds something a writer of `names` did not put there: a folder it did not create,
+    which it may write into only when it is its own (rundir/owner.py; a run's: `write.check`). Its lock
+    and the temporaries of its names are its own: a kill during the first staged write leaves one."""
+    own = lambda n: n == LOCK or temporary_of(n) in names
+    return Path(d).is_dir() and any(not own(p.name) for p in Path(d).iterdir())
 
 
 def is_done(d: Path) -> bool:

@@ -26,7 +26,15 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from icl_race.rundir.layout import CONFIG, RESULTS, SWEEP_NAMES, DamagedFileError, RunDirError, foreign
+from icl_race.rundir.layout import (
+    CONFIG,
+    RESULTS,
+    SWEEP_NAMES,
+    DamagedFileError,
+    RunDirError,
+    foreign,
+    temporary_of,
+)
 from icl_race.rundir.read import stored_config
 from icl_race.rundir.write import _fsync_dir, _tmp_name, _write_synced, refuse_links
 
@@ -142,7 +150,7 @@ def check(
         ours = _read_marker(mark, force)
     elif adopted is not None:
         ours = {n: [_digest(d / n)] for n in adopted if (d / n).is_file()}
-    elif foreign(d) and not force:
+    elif foreign(d, (marker(kind), *names)) and not force:
         # A run directory is named as such: the user most likely gave a run's folder for another's --out.
         held = (
             f"an icl-race run, not icl-race {kind}'s files" if _holds_run(d) else f"files icl-race {kind} did not write"
@@ -197,6 +205,10 @@ def write(owned: Owned, files: dict[str, bytes]) -> list[str]:
         os.replace(_tmp_name(path), path)
     for folder in {path.parent for path, _ in staged}:
         _fsync_dir(folder)
+    for path, _ in staged:  # a killed writer's temporaries of these names: replaced now, so dropped
+        for stale in path.parent.glob(f".{path.name}.tmp*"):
+            if temporary_of(stale.name) == path.name and stale.is_file() and not stale.is_symlink():
+                stale.unlink(missing_ok=True)
     return list(files)
 
 
