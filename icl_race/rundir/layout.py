@@ -1,5 +1,5 @@
-"""The run directory's layout, what both its writer (rundir/write.py) and its readers (rundir/read.py)
-agree on: the names, when a run is done, and the errors.
+"""The run directory's layout, what both its writer (rundir/write.py) and its readers (rundir/files.py,
+read.py, sweepdir.py) agree on: the names, when a run is done, and the errors.
 
     DIR/config.json        the resolved config, written first (a different config is refused)
     DIR/results.npz        seed_ids[S]; t_<event>[S] per event of the system (steps, -1 = not reached
