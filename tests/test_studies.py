@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from icl_race import config, studies
-from icl_race.analysis import memorization as mem
+from icl_race.analysis import memorization_summary as mem_summary
 from icl_race.analysis import race
 from icl_race.config import ConfigError
 from icl_race.run import runner
@@ -151,10 +151,10 @@ def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     sweep = [runs["mlp64"], runs["mlp128"]]
     result, _ = studies.run("memorization", "mlp", [sweep[0]], tmp_path / "m.json", None, 0, {"T": [200.0, 400.0]})
     assert _same(
-        dataclasses.asdict(result), mem.summarize_memorization(load_runs(sweep[0]), [200.0, 400.0], n_boot=1000)
+        dataclasses.asdict(result), mem_summary.summarize_memorization(load_runs(sweep[0]), [200.0, 400.0], n_boot=1000)
     )
     result, _ = analyze("memorization", "minimal", [runs["min0"], runs["min1"]], tmp_path)
-    assert _same(dataclasses.asdict(result), mem.summarize_minimal(load_runs(runs["min0"], runs["min1"]), 1000))
+    assert _same(dataclasses.asdict(result), mem_summary.summarize_minimal(load_runs(runs["min0"], runs["min1"]), 1000))
     assert "N 8, beta0 0:" in result.text()
     report = tmp_path / "report.json"
     # A directory with K = infinity cells beside the K* grid labels the group by its fields; balanced
@@ -176,7 +176,9 @@ def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     report.write_text(json.dumps({"thresholds": groups}))
     for mlp_dir in sweep:  # one sweep directory in the old script: here each MLP-only cell in turn
         result, _ = analyze("memorization", "race", [mlp_dir, runs["kinf"]], tmp_path, T=400, kstar=str(report))
-        assert _same(result.predicted, mem.summarize_race(load_runs(mlp_dir), load_runs(runs["kinf"]), 400.0, 1000))
+        assert _same(
+            result.predicted, mem_summary.summarize_race(load_runs(mlp_dir), load_runs(runs["kinf"]), 400.0, 1000)
+        )
         assert result.measured["per_N"] == [{"N": 8, "k_star": 900.0, "k_star_ci": [800.0, 1000.0]}]
     two = tmp_path / "two.json"
     two.write_text(json.dumps({"thresholds": [groups[0], groups[0] | {"label": "lr=0.05"}]}))
