@@ -23,6 +23,7 @@ import pytest
 from icl_race import studies
 from icl_race.analysis import single_head as sh
 from icl_race.config import ConfigError
+from icl_race.studies.linear_attention import ScaleResult, SingleHead
 from icl_race.theory import linear_attention as th
 
 RESULTS = Path(__file__).parent.parent / "experiments" / "linear_attention" / "results"
@@ -132,7 +133,7 @@ def test_a_drop_beyond_the_grid_is_censored():
     assert not first.censored and second.censored and second.n_active is None and second.ratio is None
     table = sh.summarise([res, res])
     assert (table[1].seeds, table[1].censored, table[1].active_hist, table[1].holds) == (2, 2, None, None)
-    result = sh.SingleHead("p.md", 2, N, 3, 50.0, 1e-9, 1e-14, {"0.01": sh.ScaleResult([res, res], table)})
+    result = SingleHead("p.md", 2, N, 3, 50.0, 1e-9, 1e-14, {"0.01": ScaleResult([res, res], table)})
     assert "| 1→2 | 2 | 2 | – |" in result.text() and "censored |" in result.text()
 
 
@@ -161,7 +162,7 @@ def test_median_ci_and_tolerance_check():
 # ---- the stored result --------------------------------------------------------------------------
 
 
-def from_json(d: dict) -> sh.SingleHead:
+def from_json(d: dict) -> SingleHead:
     """The typed result back from its JSON (this command's, or the script's unwrapped one)."""
     d = d.get("result", d)
 
@@ -173,7 +174,7 @@ def from_json(d: dict) -> sh.SingleHead:
         )
 
     scales = {
-        k: sh.ScaleResult(
+        k: ScaleResult(
             seeds=[
                 sh.SeedStaircase(**{**s, "transitions": [sh.Transition(**t) for t in s["transitions"]]})
                 for s in v["seeds"]
@@ -182,7 +183,7 @@ def from_json(d: dict) -> sh.SingleHead:
         )
         for k, v in d["scales"].items()
     }
-    return sh.SingleHead(
+    return SingleHead(
         **{**d, "scales": scales, "checks": d.get("checks") and {k: check(v) for k, v in d["checks"].items()}}
     )
 
