@@ -218,7 +218,7 @@ def run(
         files[md.name] = result.text().encode()
     figures = getattr(module, "FIGURES", {}).get(sub)
     if figures:
-        from icl_race.plots import png_bytes
+        from icl_race.plots.common import png_bytes
 
         files |= {f"{out.stem}{suffix}.png": png_bytes(fig, dpi=110) for suffix, fig in figures(result).items()}
     written = [out.parent / n for n in owner.write_files(out.parent, "analyze", files, force=force)]
