@@ -29,7 +29,7 @@ def plural(n: int, word: str) -> str:
 
 
 def report(args: argparse.Namespace) -> int:
-    from icl_race.report import write_report
+    from icl_race.report.directory import write_report
     from icl_race.report.summary import dir_warnings
 
     written = write_report(args.dir, n_boot=args.boot, seed=args.seed, force=args.force)
@@ -48,11 +48,11 @@ def report(args: argparse.Namespace) -> int:
 
 def hist(args: argparse.Namespace) -> int:
     if args.json:
-        from icl_race.report import hist_json
+        from icl_race.report.directory import hist_json
 
         print(json.dumps(hist_json(args.dir, bins=args.bins), indent=1, allow_nan=False))
         return 0
-    from icl_race.report import hist_text
+    from icl_race.report.directory import hist_text
 
     print(hist_text(args.dir, bins=args.bins))
     return 0

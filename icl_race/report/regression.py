@@ -1,6 +1,6 @@
 """Reports for linear-regression run and sweep directories (linear attention, arXiv 2501.16265; task.kind =
-"linear_regression"), called by `icl_race.report.write_report`, which writes what this returns. The statistics are in
-`icl_race.analysis.regression`, the figures in `icl_race.plots.regression`.
+"linear_regression"), called by `icl_race.report.directory.write_report`, which writes what this returns. The
+statistics are in `icl_race.analysis.regression`, the figures in `icl_race.plots.regression`.
 
     run_report(run, draws)      -> (report dict, report.md text, {figure name: Figure}) for one run
     sweep_report(sweep, draws)  -> the same for a sweep directory (cells/<digest>/, each a run directory)
