@@ -22,13 +22,13 @@ import sys
 import warnings
 from collections.abc import Callable
 
-from icl_race import studies
 from icl_race.config import ConfigError
 from icl_race.report import commands as report_commands
 from icl_race.report.arguments import flag
 from icl_race.run import commands as run_commands
 from icl_race.run.runner import RunError
 from icl_race.run.signals import Interrupted
+from icl_race.studies import registry
 from icl_race.studies.command import analyze, analyze_args
 
 
@@ -135,7 +135,7 @@ COMMANDS = (
         "directory), its tables (markdown) or figures (PNG) beside it.",
         arguments=analyze_args,
         handler=analyze,
-        epilog=studies.help_text,
+        epilog=registry.help_text,
     ),
     Command(
         "compare",

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from icl_race import studies
 from icl_race.analysis import single_head as sh
 from icl_race.config import ConfigError
+from icl_race.studies import command
 from icl_race.studies.linear_attention import ScaleResult, SingleHead
 from icl_race.theory import linear_attention as th
 
@@ -193,7 +193,7 @@ def test_stored_result_reads_back_with_the_same_fields_and_tables():
     would refuse an unknown one), and text() renders the stored tables exactly."""
     stored = json.loads((RESULTS / "single_head.json").read_text())
     result = from_json(stored)
-    assert json.dumps(studies.payload(result), sort_keys=True) == json.dumps(
+    assert json.dumps(command.payload(result), sort_keys=True) == json.dumps(
         stored.get("result", stored), sort_keys=True
     )
     assert result.text() == (RESULTS / "single_head.md").read_text()
@@ -259,11 +259,11 @@ def test_single_head_command_end_to_end(tmp_path):
 
 def test_single_head_options_and_directories_are_checked(tmp_path):
     with pytest.raises(ConfigError, match="takes no directories"):
-        studies.run("linear_attention", "single_head", [str(tmp_path)], tmp_path / "x.json", None, 0, {})
+        command.run("linear_attention", "single_head", [str(tmp_path)], tmp_path / "x.json", None, 0, {})
     with pytest.raises(ConfigError, match="checks=maybe"):
-        studies.run("linear_attention", "single_head", [], tmp_path / "x.json", None, 0, {"checks": "maybe"})
+        command.run("linear_attention", "single_head", [], tmp_path / "x.json", None, 0, {"checks": "maybe"})
     with pytest.raises(ConfigError, match="seeds=0: must be an integer"):
-        studies.run("linear_attention", "single_head", [], tmp_path / "x.json", None, 0, {"seeds": 0})
+        command.run("linear_attention", "single_head", [], tmp_path / "x.json", None, 0, {"seeds": 0})
     with pytest.raises(ConfigError, match="give the JSON another name"):
-        studies.run("linear_attention", "single_head", [], tmp_path / "x.md", None, 0, {})
+        command.run("linear_attention", "single_head", [], tmp_path / "x.md", None, 0, {})
     assert not list(tmp_path.iterdir())  # refused before any work
