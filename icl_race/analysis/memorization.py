@@ -17,7 +17,8 @@
   t_icl_ratio     measured t_ICL over the minimal-model prediction N sqrt(2 pi) e^-beta0 (per seed,
                   summarised by the geometric mean); CI: seed bootstrap. Censored seeds (t < 0) dropped.
   log_t_vs_beta0  slope of ln t_ICL on a per-seed beta0 (theory -1); CI: seeds resampled (pairs bootstrap).
-All bootstraps take a seed for `analysis.draws.generator`, so results are reproducible.
+All bootstraps take a seed for `analysis.draws.generator`, so results are reproducible. The sweeps'
+summaries of finished runs are analysis/memorization_summary.py's.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ independence ablation (one sub-circuit frozen at init). Pure numpy on results.np
                   level) before acquiring ICL, how many acquired ICL later, and how high ICL got after.
 
 Times are SGD steps (eval_steps); a run's censoring time is its last evaluation. The summaries read
-finished runs (`analysis.runs.FinishedRun`: a study's `rundir.Run`s), through their typed config.
+finished runs (`analysis.runs.FinishedRun`: a study's `rundir.Run`s), through their typed config, and
+return dicts; the study's typed results and their text are icl_race/studies/race.py's.
 """
 
 from __future__ import annotations
