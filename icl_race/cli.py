@@ -1,10 +1,10 @@
 """`icl-race` command line: run, demo, sweep, bench, report, hist, export, compare, analyze.
 
 One table, COMMANDS, makes the parser (each row: name, help, description, an argument builder, the
-handler); the handlers live with what they drive: run/commands.py (run, demo, sweep, bench),
-report/commands.py (report, hist, export, compare), studies/command.py (analyze, whose help lists the
-studies' registry). This module only builds the parser, dispatches, and turns the known errors into one
-line and an exit code. Heavy imports (jax, matplotlib) happen inside the commands, so `--help` and
+handler); the handlers and their argument builders live with what they drive: run/commands.py (run, demo,
+sweep, bench), report/commands.py (report, hist, export, compare), studies/command.py (analyze, whose help
+lists the studies' registry); the options several share are report/arguments.py's. This module only
+builds the parser, dispatches, and turns the known errors into one line and an exit code. Heavy imports (jax, matplotlib) happen inside the commands, so `--help` and
 input errors are instant.
 Exit codes: 0 success; 2 bad input (a config field, a path, a damaged input file: one line on stderr
 naming it, nothing written); 1 the environment failed (a full or read-only disk: one line naming the
@@ -22,91 +22,14 @@ import sys
 import warnings
 from collections.abc import Callable
 
-from icl_race import studies
-from icl_race.config import BOOT_MAX, ConfigError, check_bootstrap
+from icl_race.config import ConfigError
 from icl_race.report import commands as report_commands
-from icl_race.report.export import FORMATS
+from icl_race.report.arguments import flag
 from icl_race.run import commands as run_commands
-from icl_race.run.cost import GPUS
 from icl_race.run.runner import RunError
 from icl_race.run.signals import Interrupted
-from icl_race.studies.command import analyze
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not >= 1")
-    return value
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-
-
-def _boot(text: str) -> int:
-    """--boot of report, compare and analyze, within config.check_bootstrap's range."""
-    value = _integer(text)
-    _check_bootstrap(value, 0)
-    return value
-
-
-def _seed(text: str) -> int:
-    """--seed of report, compare and analyze, within config.check_bootstrap's range."""
-    value = _integer(text)
-    _check_bootstrap(None, value)
-    return value
-
-
-def _check_bootstrap(n_boot: int | None, seed: int) -> None:
-    try:
-        check_bootstrap(n_boot, seed)
-    except ConfigError as e:  # argparse prints "argument --boot: " before the rest of the line
-        raise argparse.ArgumentTypeError(str(e).partition(": ")[2]) from None
-
-
-def _bootstrap_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--boot", type=_boot, default=2000, help=f"bootstrap replicates (default 2000, at most {BOOT_MAX:,})"
-    )
-    p.add_argument("--seed", type=_seed, default=0, help="root of the bootstrap's SeedSequence (default 0)")
-
-
-def _overrides_arg(p: argparse.ArgumentParser, help: str) -> None:
-    """--set SECTION.KEY=VALUE, repeatable, into args.overrides (config.apply_overrides' list): the one way
-    run, demo, sweep and bench change a config; only the help differs, by what each changes."""
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE", help=help)
-
-
-def _json_arg(p: argparse.ArgumentParser, what: str) -> None:
-    """--json: print WHAT instead of the human-readable output (schemas: docs/report-json.md). sweep's
-    --json, which only qualifies --dry-run, is its own."""
-    _flag(p, "--json", f"print {what}")
-
-
-def _flag(p: argparse.ArgumentParser, name: str, help: str) -> None:
-    """An on/off option (argparse's store_true)."""
-    p.add_argument(name, action="store_true", help=help)
-
-
-def _force_arg(p: argparse.ArgumentParser) -> None:
-    """--force: the one way past rundir/owner.py's rule (a command writes only into its own folder and
-    replaces only files it wrote), for every command that writes files but run."""
-    _flag(
-        p,
-        "--force",
-        "write into a folder this command did not create, replacing the files it names there (never any other file)",
-    )
-
-
-def _dir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", help="a run directory (results.npz) or a sweep directory (cells/)")
+from icl_race.studies import registry
+from icl_race.studies.command import analyze, analyze_args
 
 
 class _Parser(argparse.ArgumentParser):
@@ -121,201 +44,6 @@ class _Parser(argparse.ArgumentParser):
         if self.make_epilog is not None:
             self.epilog, self.make_epilog = self.make_epilog(), None
         return super().format_help()
-
-
-# Each command's arguments (the table's `arguments`), in the order of COMMANDS.
-
-
-def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="TOML file with sections [task], [model], [train], [ensemble]")
-    p.add_argument(
-        "--out",
-        required=True,
-        help="run directory (created; an existing run of the same config is skipped, of another config refused)",
-    )
-    p.add_argument("--seeds", type=_positive_int, help="override ensemble.seeds")
-    _overrides_arg(p, "override one config value (repeatable), e.g. --set task.K=20000")
-    _flag(p, "--quiet", "no progress bar")
-    _json_arg(p, "the summary as JSON (docs/report-json.md)")
-    _flag(
-        p,
-        "--redo",
-        "train again a finished run whose results file is damaged (the damaged files are "
-        "moved aside; intact results are never redone)",
-    )
-
-
-def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="runs/demo", help="run directory (default: runs/demo)")
-    p.add_argument("--seeds", type=_positive_int, help="override ensemble.seeds")
-    _overrides_arg(p, "override one config value of the preset (repeatable), e.g. --set train.steps=400")
-    _json_arg(p, "the summary as JSON (docs/report-json.md)")
-
-
-def _sweep_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "sweep",
-        help='TOML with config sections (optionally base = "file.toml") and a [grid] of "section.key" = [values]',
-    )
-    p.add_argument("--out", required=True, help="sweep directory")
-    _overrides_arg(p, "override a value in every cell (repeatable)")
-    _flag(
-        p,
-        "--dry-run",
-        "list the cells, which are done, and the projected wall time; run nothing",
-    )
-    _flag(
-        p,
-        "--no-measure",
-        "with --dry-run: list the cells without measuring their programs (no projection; the "
-        "measurement trains one block for two evaluation periods per program)",
-    )
-    _flag(
-        p,
-        "--remeasure",
-        "with --dry-run: measure the programs again rather than read the costs an earlier dry run or "
-        "bench kept (costs.json beside the compile cache; none kept with ICL_RACE_COMPILE_CACHE=off)",
-    )
-    p.add_argument(
-        "--device",
-        choices=GPUS,
-        help="with --dry-run: project one GPU's hours from its measured rate (H100: the H200's scaled by "
-        "HBM bandwidth, an estimate) instead of measuring on this machine",
-    )
-    _flag(
-        p,
-        "--json",
-        "with --dry-run: print the cells and the projection as JSON (schema: docs/sweeps.md)",
-    )
-    _flag(
-        p,
-        "--redo",
-        "train again the cells whose results are damaged (moved aside first, never deleted)",
-    )
-    p.add_argument(
-        "--executor",
-        choices=("local", "slurm", "submitit-local"),
-        default="local",
-        help="local: cells one after another in this process (default); slurm: one job array "
-        "through submitit; submitit-local: the same job array as local subprocesses",
-    )
-    p.add_argument("--partition", help="slurm partition")
-    p.add_argument("--time", type=_positive_int, default=24 * 60, help="slurm time limit per cell, minutes")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs per slurm job (default 1)")
-    p.add_argument("--array-parallelism", type=_positive_int, help="at most this many cells at once")
-    _flag(p, "--no-wait", "slurm: return after submitting")
-    _flag(p, "--quiet", "no progress bar")
-    _force_arg(p)
-
-
-def _bench_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "config",
-        nargs="?",
-        help="a TOML config: time its own program (evaluations included) and project its run's wall time; "
-        "without it, the paper-shape benchmark of the training step",
-    )
-    p.add_argument("--seeds", help="without CONFIG: comma-separated ensemble sizes (default 1,8,64,256)")
-    p.add_argument("--steps", type=_positive_int, help="without CONFIG: timed steps per repeat (default 3)")
-    p.add_argument("--repeats", type=_positive_int, help="without CONFIG: timed repeats; the best is kept (default 3)")
-    p.add_argument(
-        "--block",
-        type=_positive_int,
-        default=None,
-        help="seeds per vmap, one block after another (default: without CONFIG all in one vmap, with CONFIG "
-        "its ensemble.block; on a CPU 1 is fastest)",
-    )
-    _overrides_arg(p, "change the benchmarked config, e.g. --set task.K=100000")
-    p.add_argument(
-        "--remeasure",
-        action="store_true",
-        help="with CONFIG: measure again rather than read the cost kept by an earlier bench or dry run",
-    )
-    _json_arg(p, "JSON instead of a table")
-
-
-def _report_args(p: argparse.ArgumentParser) -> None:
-    _dir_arg(p)
-    _bootstrap_args(p)
-    _json_arg(p, "report.json (docs/report-json.md) instead of where the files are")
-    _force_arg(p)
-
-
-def _hist_args(p: argparse.ArgumentParser) -> None:
-    _dir_arg(p)
-    _json_arg(p, "the bins and statistics as JSON (docs/report-json.md)")
-    p.add_argument("--bins", type=_positive_int, default=12, help="histogram bins (default 12)")
-
-
-def _export_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or sweep directories (finished cells)")
-    p.add_argument(
-        "--format",
-        choices=tuple(FORMATS),
-        default="csv",
-        help="csv (default), parquet or netcdf (the Dataset itself; HDF5 through h5netcdf)",
-    )
-    p.add_argument("--out", required=True, help="directory for seeds.<ext> and curves.<ext> (created)")
-    p.add_argument(
-        "--censored",
-        choices=("nan", "-1"),
-        default="nan",
-        help="a time not reached as NaN (default; with the boolean columns acquired and censored_<event>) "
-        "or as results.npz's -1",
-    )
-    _force_arg(p)
-
-
-def _analyze_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("study", help=f"the study: {', '.join(studies.STUDIES[:-1])} or {studies.STUDIES[-1]}")
-    p.add_argument("subcommand", help="the study's analysis, e.g. lr")
-    p.add_argument(
-        "dirs",
-        nargs="*",
-        metavar="DIR",
-        help="run directories or sweep directories (finished cells), as the subcommand takes",
-    )
-    p.add_argument(
-        "--set",
-        dest="options",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="an option of the subcommand (below): a number, a string or a comma-separated list",
-    )
-    p.add_argument(
-        "--out",
-        help="JSON file to write (default: DIR/analyze/<study>-<subcommand>.json beside the one input "
-        "directory; required otherwise)",
-    )
-    _force_arg(p)
-    _json_arg(p, "the JSON instead of the summary")
-    p.add_argument(
-        "--boot",
-        type=_boot,
-        default=None,
-        help="bootstrap replicates (default: the study's, 2000 for scale and linear_attention, 1000 for the others)",
-    )
-    p.add_argument("--seed", type=_seed, default=0, help="root of the bootstrap's generator (default 0)")
-
-
-def _compare_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "dirs",
-        nargs="+",
-        metavar="DIR",
-        help="two or more run directories (a sweep's cells/<name> too); the first is the reference",
-    )
-    p.add_argument("--out", required=True, help="directory for the comparison (created)")
-    p.add_argument("--event", help="the event whose time is compared (default: the first run's headline, e.g. icl)")
-    p.add_argument(
-        "--label",
-        action="append",
-        metavar="NAME",
-        help="a run's name in the text, tables and figure, once per DIR in their order (default: the folder names)",
-    )
-    _bootstrap_args(p)
-    _force_arg(p)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -334,7 +62,7 @@ COMMANDS = (
         help="train one ensemble from a TOML config",
         description="Train every seed of CONFIG in one jitted, vmapped pass and write "
         "results.npz, meta.json and t_icl_hist.png to --out.",
-        arguments=_run_args,
+        arguments=run_commands.run_args,
         handler=run_commands.run,
     ),
     Command(
@@ -342,7 +70,7 @@ COMMANDS = (
         help="the CPU-sized demo (experiments/demo.toml)",
         description="Run the CPU-sized preset experiments/demo.toml: a few minutes on "
         "2 cores, then print where its histogram is.",
-        arguments=_demo_args,
+        arguments=run_commands.demo_args,
         handler=run_commands.demo,
     ),
     Command(
@@ -351,7 +79,7 @@ COMMANDS = (
         description="Run every cell of SWEEP.toml's [grid] (the Cartesian product of its "
         "lists) into DIR/cells/<config hash>/; finished cells are skipped, "
         "partial ones resumed; DIR/summary.csv has one row per cell.",
-        arguments=_sweep_args,
+        arguments=run_commands.sweep_args,
         handler=run_commands.sweep,
     ),
     Command(
@@ -361,7 +89,7 @@ COMMANDS = (
         "through its evaluation cadence, and project its run's wall time for its seeds "
         "and budget. Without: compile seconds and steady-state seed-steps/s of training "
         "steps at N = 100, K = 10^4, batch 128 for several ensemble sizes.",
-        arguments=_bench_args,
+        arguments=run_commands.bench_args,
         handler=run_commands.bench,
     ),
     Command(
@@ -372,7 +100,7 @@ COMMANDS = (
         "every seed's outcome, bimodality; for a sweep also K*(N), t_ICL vs N "
         "and balanced vs standard contexts, each with CIs and beside the "
         "paper's values.",
-        arguments=_report_args,
+        arguments=report_commands.report_args,
         handler=report_commands.report,
     ),
     Command(
@@ -381,7 +109,7 @@ COMMANDS = (
         description="Print a text histogram of t_ICL on log bins with the never-acquired "
         "count, and n seeds, acquired, KM median with CI and never-acquired "
         "fraction with CI (one summary line per cell for a sweep).",
-        arguments=_hist_args,
+        arguments=report_commands.hist_args,
         handler=report_commands.hist,
     ),
     Command(
@@ -394,7 +122,7 @@ COMMANDS = (
         "probes with axes of their own in netCDF only), with each run's provenance "
         "as file metadata (CSV: OUT/provenance.json). Needs the optional extra: "
         "pip install 'icl-race[export]'.",
-        arguments=_export_args,
+        arguments=report_commands.export_args,
         handler=report_commands.export,
     ),
     Command(
@@ -405,9 +133,9 @@ COMMANDS = (
         "seeds or samples its own data): print its summary and write its JSON to "
         "--out (default DIR/analyze/<study>-<subcommand>.json beside its one input "
         "directory), its tables (markdown) or figures (PNG) beside it.",
-        arguments=_analyze_args,
+        arguments=analyze_args,
         handler=analyze,
-        epilog=studies.help_text,
+        epilog=registry.help_text,
     ),
     Command(
         "compare",
@@ -416,7 +144,7 @@ COMMANDS = (
         "first's (ratio with a seed-bootstrap CI), the log-rank test, outcome "
         "counts and the config fields that differ: OUT/compare.md, "
         "OUT/compare.json, OUT/figures/km.png|pdf.",
-        arguments=_compare_args,
+        arguments=report_commands.compare_args,
         handler=report_commands.compare,
     ),
 )
@@ -428,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Seed-ensemble simulator of the race between in-context "
         "and in-weights learning (arXiv 2412.00104, 2501.16265).",
     )
-    _flag(p, "--debug", "show the traceback of a failure (also ICL_RACE_DEBUG=1)")
+    flag(p, "--debug", "show the traceback of a failure (also ICL_RACE_DEBUG=1)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for c in COMMANDS:
         command = sub.add_parser(c.name, help=c.help, description=c.description)

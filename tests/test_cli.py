@@ -204,39 +204,38 @@ def test_bench_times_both_layouts_and_rejects_a_block_that_does_not_divide(capsy
 
 
 def test_analyze_help_lists_every_study_subcommand(capsys):
-    # The epilog is generated from the studies' registry (studies.help_text): a subcommand added to a
+    # The epilog is generated from the studies' registry (registry.help_text): a subcommand added to a
     # study's COMMANDS is listed, with what it takes and its options, without anyone editing the help.
     import importlib
     import inspect
 
-    from icl_race import studies
+    from icl_race.studies import registry
 
     with pytest.raises(SystemExit) as e:
         main(["analyze", "--help"])
     out = capsys.readouterr().out
     listed = set(re.findall(r"^  (\w+) (\w+)", out, flags=re.M))
-    expected = {(s, c) for s in studies.STUDIES for c in studies.commands(s)}
+    expected = {(s, c) for s in registry.STUDIES for c in registry.commands(s)}
     assert e.value.code == 0 and expected <= listed, sorted(expected - listed)
     flat = " ".join(out.split())
-    for study in studies.STUDIES:
+    for study in registry.STUDIES:
         module = importlib.import_module(f"icl_race.studies.{study}")
         for sub, fn in module.COMMANDS.items():
             for name, p in inspect.signature(fn).parameters.items():
                 if p.kind == p.KEYWORD_ONLY and name not in ("n_boot", "seed"):
                     assert f"{name}=" in flat, (study, sub, name)  # an entry of HELP naming every option
-    assert set(studies.HELP) <= {f"{s} {c}" for s, c in expected}, "an entry of HELP for no registered subcommand"
+    assert set(registry.HELP) <= {f"{s} {c}" for s, c in expected}, "an entry of HELP for no registered subcommand"
     assert "levers kstar [DIR...]" in flat and "linear_attention single_head the single-active-head" in flat
 
 
 def test_a_new_subcommand_is_in_the_help_with_its_options(monkeypatch):
-    from icl_race import studies
-    from icl_race.studies import race
+    from icl_race.studies import race, registry
 
     def newest(dirs, *, width: float = 0.25, names=("a", "b"), n_boot: int = 1000, seed: int = 0):
         """What the newest analysis computes. More words."""
 
     monkeypatch.setitem(race.COMMANDS, "newest", newest)
-    text = studies.help_text()
+    text = registry.help_text()
     line = next(line for line in text.splitlines() if line.startswith("  race newest"))
     assert line.split() == [
         "race",
@@ -255,7 +254,7 @@ def test_a_new_subcommand_is_in_the_help_with_its_options(monkeypatch):
 def test_help_and_input_errors_import_no_jax_and_no_study():
     # The parser is built from the table without importing any command's work: the analyze help's list
     # is made only when that help is shown (importing a study can set its process up, e.g. BLAS threads).
-    from icl_race.studies import STUDIES
+    from icl_race.studies.registry import STUDIES
 
     code = (
         "from icl_race.cli import main\n"

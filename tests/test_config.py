@@ -3,16 +3,12 @@ case says so, what is allowed), raised by `config.from_dict` before anything is 
 the same errors (exit code 2, nothing written or compiled) is tests/test_errors.py."""
 
 import pytest
+import tiny
 
 from icl_race import config
 from icl_race.config import ConfigError
 
-# Linear regression, tiny (as tests/test_regression_run.py trains it).
-REG = {
-    "task": {"kind": "linear_regression", "D": 2, "N": 15, "spectrum": "custom", "lambdas": [0.7, 0.3]},
-    "model": {"kind": "attn_s", "heads": 2, "rank": 1, "init_scale": 0.05},
-    "train": {"lr": 0.5, "steps": 3000, "eval_every": 100, "checkpoint_every": 0},
-}
+REG = tiny.regression()
 MEM = {"task": {"kind": "memorization"}}
 
 

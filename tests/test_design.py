@@ -8,10 +8,10 @@ import pytest
 from scipy import stats
 from scipy.special import expit
 
-from icl_race import studies
 from icl_race.analysis import design as dz
 from icl_race.analysis import design_sim as ds
 from icl_race.config import ConfigError
+from icl_race.studies import command
 
 B, SLOPE = np.log10(5000.0), 15.0  # a true K* of 5,000 and the project's typical slope per decade
 
@@ -127,7 +127,7 @@ def test_a_bad_design_is_one_line_naming_the_field(field, kwargs):
 
 def test_analyze_design_synthetic_writes_its_tables(tmp_path):
     out = tmp_path / "synthetic.json"
-    result, written = studies.run(
+    result, written = command.run(
         "design", "synthetic", [], out, 50, 0, {"replays": 2, "slopes": 15, "totals": 16, "targets": 0.3}
     )
     record = json.loads(out.read_text())["result"]
@@ -135,4 +135,4 @@ def test_analyze_design_synthetic_writes_its_tables(tmp_path):
     assert record["kstar"][0]["stopped"][0]["target"] == 0.3 and len(record["median"]) == 2
     assert (tmp_path / "synthetic.md").exists() and "| design |" in result.text()
     with pytest.raises(ConfigError, match="totals=20: must be a multiple of 16"):
-        studies.run("design", "synthetic", [], tmp_path / "x.json", 50, 0, {"totals": 20})
+        command.run("design", "synthetic", [], tmp_path / "x.json", 50, 0, {"totals": 20})

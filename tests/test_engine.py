@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tiny
 from seeds import first_seeds, train_seeds
 
 from icl_race import config
@@ -256,11 +257,11 @@ RAWS = {
         "model": {"kind": "minimal", "width": 16, "beta0": 1.0},
         "train": {"lr": 0.5, "batch_size": 32, "steps": 200, "eval_every": 50, "eval_size": 64},
     },
-    "linear_attention": {
-        "task": {"kind": "linear_regression", "D": 2, "N": 7, "P": 32, "per_seed_data": True},
-        "model": {"kind": "attn_s", "heads": 2, "init_scale": 0.3},
-        "train": {"lr": 0.5, "steps": 200, "eval_every": 50},
-    },
+    "linear_attention": tiny.regression(
+        task={"N": 7, "P": 32, "per_seed_data": True, **tiny.LINEAR_SPECTRUM},
+        model={"init_scale": 0.3},
+        train={"steps": 200, "eval_every": 50},
+    ),
 }
 
 

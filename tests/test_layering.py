@@ -32,7 +32,11 @@ FORBIDDEN = [
     ("icl_race.analysis", "icl_race.rundir"),
     ("icl_race.analysis", "matplotlib"),
     ("icl_race", "icl_race.cli"),
+    ("icl_race.rundir.files", "icl_race.rundir.write"),
+    ("icl_race.rundir.verify", "icl_race.rundir.write"),
     ("icl_race.rundir.read", "icl_race.rundir.write"),
+    ("icl_race.rundir.sweepdir", "icl_race.rundir.write"),
+    ("icl_race.rundir.loading", "icl_race.rundir.write"),
     ("icl_race.rundir.layout", "icl_race.rundir.write"),
 ]
 ENTRY = "icl_race.__main__"  # the console script's target (a signal handler, then cli): the one importer of cli

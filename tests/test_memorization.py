@@ -8,6 +8,7 @@ import pytest
 
 from icl_race import config, rundir
 from icl_race.analysis import memorization as mem
+from icl_race.analysis import memorization_summary as mem_summary
 from icl_race.run.runner import execute
 from icl_race.theory import kinetics as kin
 
@@ -189,7 +190,7 @@ def test_mlp_only_memorizes_a_tiny_K(tmp_path):
     assert np.all(np.diff(I, axis=1) > 0) and np.all(I[:, -1] < res["eval_steps"][-1])
     # c3 >= c1 (e^-m >= sigma(-m)); the two estimators agree to within sampling noise.
     assert np.all(res["c3"] >= res["c1"]) and np.all(np.abs(res["c1_sym"] - c1).max() < 0.15)
-    summary = mem.summarize_memorization(rundir.load_runs(tmp_path / "run"), n_boot=50)
+    summary = mem_summary.summarize_memorization(rundir.load_runs(tmp_path / "run"), n_boot=50)
     assert summary["cells"][0]["K"] == 64 and summary["cells"][0]["tail"]["alpha"] > 0
     assert summary["cells"][0]["budgets"][0]["I_steps"] == pytest.approx(I[:, -1].mean())
 
@@ -279,7 +280,7 @@ def test_minimal_model_t_icl_grows_as_beta0_falls(tmp_path):
     assert np.all(lo["w"][:, -1] > 0) and np.all(lo["beta"][:, -1] > -1.0)
     # t_ICL * lr / (N sqrt(2 pi) e^-beta0) is about one constant across beta0 (measured ~1.3 here).
     r_hi, r_lo = (
-        mem.summarize_minimal(rundir.load_runs(tmp_path / d), n_boot=50)["cells"][0]["ratio_flow"]["ratio"]
+        mem_summary.summarize_minimal(rundir.load_runs(tmp_path / d), n_boot=50)["cells"][0]["ratio_flow"]["ratio"]
         for d in ("hi", "lo")
     )
     assert 0.5 < r_hi < 3 and 0.5 < r_lo < 3 and 0.67 < r_lo / r_hi < 1.5

@@ -9,6 +9,7 @@ import pytest
 from icl_race import rundir
 from icl_race.analysis import race
 from icl_race.analysis.compare import ratio_of_boots
+from icl_race.studies.race import Settling
 
 STEPS = np.arange(1, 11) * 100
 
@@ -161,7 +162,7 @@ def test_after_memorization_counts_the_seeds_a_settle_rule_would_stop_and_those_
         _run({"task": {"K": 800}}, steps, t_icl, iwl_acc=iwl, icl_acc=icl),
         _run({"task": {"K": 400}}, steps, t_icl[:1], iwl_acc=iwl[:1], icl_acc=icl[:1]),
     ]
-    pooled = race.settling(runs, level=0.9)
+    pooled = Settling(**race.summarize_settling(runs, level=0.9))
     assert [c["K"] for c in pooled.cells] == [400, 800]
     assert (pooled.memorized_first, pooled.acquired_after) == (3, 1)
     lo, hi = pooled.fraction_ci

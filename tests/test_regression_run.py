@@ -5,16 +5,12 @@ import json
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tiny
 
 from icl_race import config
 from icl_race.run.runner import execute
 
-RAW = {
-    "task": {"kind": "linear_regression", "D": 2, "N": 15, "spectrum": "custom", "lambdas": [0.7, 0.3]},
-    "model": {"kind": "attn_s", "heads": 2, "rank": 1, "init_scale": 0.05},
-    "train": {"lr": 0.5, "steps": 3000, "eval_every": 100, "checkpoint_every": 0},
-    "ensemble": {"seeds": 4, "block": 4},
-}
+RAW = tiny.regression()
 
 
 def test_run_writes_the_staircase_and_leaves_float32_alone(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from test_report_golden import classification_run
 
 from icl_race.report import classification_run as run_report
-from icl_race.report import regression
+from icl_race.report import regression_run
 from icl_race.report.cell import Above, Bimodality, CellStats, MedianCI, Modality, OutcomeStats, Record
 from icl_race.report.claims import CLAIMS, Comparison, comparison_markdown, run_comparisons, sweep_comparisons
 from icl_race.report.draws import Draws
@@ -246,14 +246,14 @@ def test_another_acquisition_rule_makes_the_regime_verdicts_not_comparable():
 
 
 def test_regression_records_write_todays_keys():
-    final = regression.Final.of(
+    final = regression_run.Final.of(
         {
             "L_MD": 0.1,
             "loss": dict.fromkeys(["final_median", "final_min", "final_max", "median_min", "median_argmin_tau"], 1.0),
         }
     )
     assert list(final.to_json()) == ["L_MD", "loss"]
-    empty = regression.Eq21Transition(0, 1.0, 2.0, 0, 0, 0, None)
+    empty = regression_run.Eq21Transition(0, 1.0, 2.0, 0, 0, 0, None)
     assert list(empty.to_json()) == ["m", "lam", "vstar", "n", "n_grown_before", "n_ansatz", "ansatz_abs_err_max"]
     full = dataclasses.replace(
         empty, n=1, u0_median=0.1, cos_k_median=1.0, cos_q_median=1.0, rel_err=[0.0] * 3, abs_rel_err_median=0.0

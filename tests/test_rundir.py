@@ -265,8 +265,8 @@ def test_a_run_derives_its_layout_and_plan_once_and_reads_nothing_back(tmp_path,
         (runner, "layout"),
         (runner, "plan"),
         (ensemble, "chunk_plan"),
-        (rundir.read, "_read_npz"),
-        (rundir.read, "_read_json"),
+        (rundir.files, "read_npz"),
+        (rundir.files, "read_json"),
     )
     out = tmp_path / "run"
     run = runner.execute_run(cfg, out, progress=True)
@@ -276,7 +276,7 @@ def test_a_run_derives_its_layout_and_plan_once_and_reads_nothing_back(tmp_path,
 
     calls.clear()
     again = execute(cfg, out, progress=False, log=lambda m: None)
-    assert calls["_read_npz"] == 1 and not {"layout", "plan", "chunk_plan"} & set(calls)
+    assert calls["read_npz"] == 1 and not {"layout", "plan", "chunk_plan"} & set(calls)
     _same(again, rundir.read_results(out))
     capsys.readouterr()
 

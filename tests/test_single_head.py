@@ -21,9 +21,10 @@ import numpy as np
 import pytest
 import stored
 
-from icl_race import studies
 from icl_race.analysis import single_head as sh
 from icl_race.config import ConfigError
+from icl_race.studies import command
+from icl_race.studies.linear_attention import ScaleResult, SingleHead
 from icl_race.theory import linear_attention as th
 
 RESULTS = Path(__file__).parent.parent / "experiments" / "linear_attention" / "results"
@@ -133,7 +134,7 @@ def test_a_drop_beyond_the_grid_is_censored():
     assert not first.censored and second.censored and second.n_active is None and second.ratio is None
     table = sh.summarise([res, res])
     assert (table[1].seeds, table[1].censored, table[1].active_hist, table[1].holds) == (2, 2, None, None)
-    result = sh.SingleHead("p.md", 2, N, 3, 50.0, 1e-9, 1e-14, {"0.01": sh.ScaleResult([res, res], table)})
+    result = SingleHead("p.md", 2, N, 3, 50.0, 1e-9, 1e-14, {"0.01": ScaleResult([res, res], table)})
     assert "| 1→2 | 2 | 2 | – |" in result.text() and "censored |" in result.text()
 
 
@@ -162,7 +163,7 @@ def test_median_ci_and_tolerance_check():
 # ---- the stored result --------------------------------------------------------------------------
 
 
-def from_json(d: dict) -> sh.SingleHead:
+def from_json(d: dict) -> SingleHead:
     """The typed result back from its JSON (this command's, or the script's unwrapped one)."""
     d = d.get("result", d)
 
@@ -174,7 +175,7 @@ def from_json(d: dict) -> sh.SingleHead:
         )
 
     scales = {
-        k: sh.ScaleResult(
+        k: ScaleResult(
             seeds=[
                 sh.SeedStaircase(**{**s, "transitions": [sh.Transition(**t) for t in s["transitions"]]})
                 for s in v["seeds"]
@@ -183,7 +184,7 @@ def from_json(d: dict) -> sh.SingleHead:
         )
         for k, v in d["scales"].items()
     }
-    return sh.SingleHead(
+    return SingleHead(
         **{**d, "scales": scales, "checks": d.get("checks") and {k: check(v) for k, v in d["checks"].items()}}
     )
 
@@ -195,7 +196,7 @@ def test_stored_result_reads_back_with_the_same_fields_and_tables():
     result = from_json(doc)
     # Read back and written again, no arithmetic: parsing and printing a float are exact on every machine,
     # so bit equality holds here (and the markdown, which prints the stored floats in full, must match).
-    assert json.loads(json.dumps(studies.payload(result))) == doc.get("result", doc)
+    assert json.loads(json.dumps(command.payload(result))) == doc.get("result", doc)
     assert result.text() == (RESULTS / "single_head.md").read_text()
 
 
@@ -262,11 +263,11 @@ def test_single_head_command_end_to_end(tmp_path):
 
 def test_single_head_options_and_directories_are_checked(tmp_path):
     with pytest.raises(ConfigError, match="takes no directories"):
-        studies.run("linear_attention", "single_head", [str(tmp_path)], tmp_path / "x.json", None, 0, {})
+        command.run("linear_attention", "single_head", [str(tmp_path)], tmp_path / "x.json", None, 0, {})
     with pytest.raises(ConfigError, match="checks=maybe"):
-        studies.run("linear_attention", "single_head", [], tmp_path / "x.json", None, 0, {"checks": "maybe"})
+        command.run("linear_attention", "single_head", [], tmp_path / "x.json", None, 0, {"checks": "maybe"})
     with pytest.raises(ConfigError, match="seeds=0: must be an integer"):
-        studies.run("linear_attention", "single_head", [], tmp_path / "x.json", None, 0, {"seeds": 0})
+        command.run("linear_attention", "single_head", [], tmp_path / "x.json", None, 0, {"seeds": 0})
     with pytest.raises(ConfigError, match="give the JSON another name"):
-        studies.run("linear_attention", "single_head", [], tmp_path / "x.md", None, 0, {})
+        command.run("linear_attention", "single_head", [], tmp_path / "x.md", None, 0, {})
     assert not list(tmp_path.iterdir())  # refused before any work

@@ -20,12 +20,13 @@ import numpy as np
 import pytest
 import stored
 
-from icl_race import config, studies
-from icl_race.analysis import memorization as mem
+from icl_race import config
+from icl_race.analysis import memorization_summary as mem_summary
 from icl_race.analysis import race
 from icl_race.config import ConfigError
 from icl_race.run import runner
 from icl_race.rundir import load_runs
+from icl_race.studies import command, registry
 
 ROOT = Path(__file__).parent.parent
 LEVERS = ROOT / "experiments" / "levers" / "results"
@@ -103,9 +104,9 @@ def _same(a, b):
 
 
 def analyze(study, sub, dirs, tmp_path, **options):
-    result, written = studies.run(study, sub, dirs, tmp_path / f"{study}_{sub}.json", None, 0, options)
+    result, written = command.run(study, sub, dirs, tmp_path / f"{study}_{sub}.json", None, 0, options)
     doc = json.loads(written[0].read_text())  # written by this process: bit equality holds
-    assert doc["result"] == json.loads(json.dumps(studies.payload(result)))  # what the command wrote
+    assert doc["result"] == json.loads(json.dumps(command.payload(result)))  # what the command wrote
     return result, written
 
 
@@ -122,7 +123,7 @@ def test_race_transience_is_the_summary_with_its_figure(runs, tmp_path):
 
 def test_race_loss_is_the_loss_relation_per_cell(runs, tmp_path):
     result, written = analyze("race", "loss", [runs["wd01"], runs["wd03"]], tmp_path, min_x=0.5)
-    for run, cell in zip(load_runs(runs["wd01"], runs["wd03"]), studies.payload(result)["cells"]):
+    for run, cell in zip(load_runs(runs["wd01"], runs["wd03"]), command.payload(result)["cells"]):
         for m in (-np.inf, 0.5):
             old = race.loss_relation(
                 run.curve("icl_loss"), run.curve("iwl_loss"), run.eval_steps, run.t("icl"), m, n_boot=1000
@@ -151,12 +152,12 @@ def test_race_independence_takes_its_directories_in_order(runs, tmp_path):
 
 def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     sweep = [runs["mlp64"], runs["mlp128"]]
-    result, _ = studies.run("memorization", "mlp", [sweep[0]], tmp_path / "m.json", None, 0, {"T": [200.0, 400.0]})
+    result, _ = command.run("memorization", "mlp", [sweep[0]], tmp_path / "m.json", None, 0, {"T": [200.0, 400.0]})
     assert _same(
-        dataclasses.asdict(result), mem.summarize_memorization(load_runs(sweep[0]), [200.0, 400.0], n_boot=1000)
+        dataclasses.asdict(result), mem_summary.summarize_memorization(load_runs(sweep[0]), [200.0, 400.0], n_boot=1000)
     )
     result, _ = analyze("memorization", "minimal", [runs["min0"], runs["min1"]], tmp_path)
-    assert _same(dataclasses.asdict(result), mem.summarize_minimal(load_runs(runs["min0"], runs["min1"]), 1000))
+    assert _same(dataclasses.asdict(result), mem_summary.summarize_minimal(load_runs(runs["min0"], runs["min1"]), 1000))
     assert "N 8, beta0 0:" in result.text()
     report = tmp_path / "report.json"
     # A directory with K = infinity cells beside the K* grid labels the group by its fields; balanced
@@ -178,7 +179,9 @@ def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     report.write_text(json.dumps({"thresholds": groups}))
     for mlp_dir in sweep:  # one sweep directory in the old script: here each MLP-only cell in turn
         result, _ = analyze("memorization", "race", [mlp_dir, runs["kinf"]], tmp_path, T=400, kstar=str(report))
-        assert _same(result.predicted, mem.summarize_race(load_runs(mlp_dir), load_runs(runs["kinf"]), 400.0, 1000))
+        assert _same(
+            result.predicted, mem_summary.summarize_race(load_runs(mlp_dir), load_runs(runs["kinf"]), 400.0, 1000)
+        )
         assert result.measured["per_N"] == [{"N": 8, "k_star": 900.0, "k_star_ci": [800.0, 1000.0]}]
     two = tmp_path / "two.json"
     two.write_text(json.dumps({"thresholds": [groups[0], groups[0] | {"label": "lr=0.05"}]}))
@@ -206,7 +209,7 @@ def _levers(runs, tmp_path) -> dict:
         "kstar": ("kstar", [runs["k200"], runs["wd01"], runs["kinf"]], {"field": "task.epsilon", "N": 8}),
     }
     return {
-        name: json.loads(json.dumps(studies.payload(analyze("levers", sub, dirs, tmp_path, **opts)[0]), default=float))
+        name: json.loads(json.dumps(command.payload(analyze("levers", sub, dirs, tmp_path, **opts)[0]), default=float))
         for name, (sub, dirs, opts) in call.items()
     }
 
@@ -226,17 +229,17 @@ def test_levers_subcommands_give_what_the_script_gave(runs, tmp_path):
 
 def test_levers_ceiling_reproduces_its_stored_result(tmp_path):
     want = stored.load(LEVERS / "ceiling.json")
-    result, _ = studies.run(
+    result, _ = command.run(
         "levers", "ceiling", [], tmp_path / "c.json", None, 0, {"epsilon": [r["epsilon"] for r in want["rows"]]}
     )
     # Fractions of counts over sampled sequences: a different count is a real change.
-    stored.assert_matches(json.loads(json.dumps(studies.payload(result))), want, rel=stored.SAME_ARITHMETIC)
+    stored.assert_matches(json.loads(json.dumps(command.payload(result))), want, rel=stored.SAME_ARITHMETIC)
 
 
 @pytest.mark.parametrize("name", ["kstar_epsilon", "kstar_zipf"])
 def test_levers_kstar_reproduces_its_stored_results_from_their_counts(name, tmp_path):
     want = stored.load(LEVERS / f"{name}.json")
-    result, written = studies.run(
+    result, written = command.run(
         "levers",
         "kstar",
         [],
@@ -246,8 +249,8 @@ def test_levers_kstar_reproduces_its_stored_results_from_their_counts(name, tmp_
         {"field": want["field"], "N": want["N"], "counts": str(LEVERS / f"{name}.json")},
     )
     # The logistic's MLE and its CI come from an optimizer; log10 K itself differs by an ulp between CPUs.
-    stored.assert_matches(json.loads(json.dumps(studies.payload(result))), want, rel=stored.FITTED)
-    again, _ = studies.run(
+    stored.assert_matches(json.loads(json.dumps(command.payload(result))), want, rel=stored.FITTED)
+    again, _ = command.run(
         "levers",
         "kstar",
         [],
@@ -263,13 +266,13 @@ def test_options_are_checked(tmp_path):
     from icl_race.config import ConfigError
 
     with pytest.raises(ConfigError, match="no option bogus"):
-        studies.run("levers", "ceiling", [], None, None, 0, {"bogus": 1})
+        command.run("levers", "ceiling", [], None, None, 0, {"bogus": 1})
     # (with --out: without one and without input directories, analyze has no folder to write beside)
     with pytest.raises(ConfigError, match="needs --set field"):
-        studies.run("levers", "kstar", [], tmp_path / "kstar.json", None, 0, {})
-    assert studies.parse_option("values=0,1.5") == ("values", [0, 1.5])
-    assert studies.parse_option("field=task.epsilon") == ("field", "task.epsilon")
-    assert studies.parse_option("t-fixed=1200") == ("t_fixed", 1200)
+        command.run("levers", "kstar", [], tmp_path / "kstar.json", None, 0, {})
+    assert command.parse_option("values=0,1.5") == ("values", [0, 1.5])
+    assert command.parse_option("field=task.epsilon") == ("field", "task.epsilon")
+    assert command.parse_option("t-fixed=1200") == ("t_fixed", 1200)
 
 
 def test_directories_are_checked_before_any_work(tmp_path):
@@ -278,15 +281,15 @@ def test_directories_are_checked_before_any_work(tmp_path):
     from icl_race.config import ConfigError
 
     with pytest.raises(ConfigError, match="analyze race transience: give one or more"):
-        studies.run("race", "transience", [], tmp_path / "t.json", None, 0, {})
+        command.run("race", "transience", [], tmp_path / "t.json", None, 0, {})
     with pytest.raises(ConfigError, match="analyze levers beta0: give one or more"):
-        studies.run("levers", "beta0", [], tmp_path / "b.json", None, 0, {})
+        command.run("levers", "beta0", [], tmp_path / "b.json", None, 0, {})
     with pytest.raises(ConfigError, match="analyze levers ceiling: takes no directories"):
-        studies.run("levers", "ceiling", [str(tmp_path)], tmp_path / "c.json", None, 0, {})
+        command.run("levers", "ceiling", [str(tmp_path)], tmp_path / "c.json", None, 0, {})
     assert not list(tmp_path.iterdir())
-    for study in studies.STUDIES:  # every declaration is one of the three
+    for study in registry.STUDIES:  # every declaration is one of the three
         module = __import__(f"icl_race.studies.{study}", fromlist=["COMMANDS"])
-        assert set(getattr(module, "DIRECTORIES", {}).values()) <= set(studies.DIRECTORIES)
+        assert set(getattr(module, "DIRECTORIES", {}).values()) <= set(registry.DIRECTORIES)
         assert set(getattr(module, "DIRECTORIES", {})) <= set(module.COMMANDS)
 
 
@@ -302,7 +305,7 @@ def test_levers_collapse_reads_the_model_s_own_activations(runs, tmp_path):
     from icl_race.config import ConfigError
 
     with pytest.raises(ConfigError, match="not a seed"):
-        studies.run("levers", "collapse", [runs["kinf"]], tmp_path / "x.json", None, 0, {"seed_id": 99})
+        command.run("levers", "collapse", [runs["kinf"]], tmp_path / "x.json", None, 0, {"seed_id": 99})
 
 
 def test_a_studys_bootstraps_are_rooted_at_its_seed(tmp_path):
@@ -311,9 +314,9 @@ def test_a_studys_bootstraps_are_rooted_at_its_seed(tmp_path):
     dirs = [str(INPUTS / "wd01"), str(INPUTS / "wd03")]
     for sub in ("transience", "loss"):
         a, b, c = (
-            studies.run("race", sub, dirs, tmp_path / f"{sub}{i}.json", 200, s)[0] for i, s in enumerate((0, 0, 1))
+            command.run("race", sub, dirs, tmp_path / f"{sub}{i}.json", 200, s)[0] for i, s in enumerate((0, 0, 1))
         )
-        text = [json.dumps(studies.payload(r), sort_keys=True) for r in (a, b, c)]
+        text = [json.dumps(command.payload(r), sort_keys=True) for r in (a, b, c)]
         assert text[0] == text[1] != text[2]
 
 
@@ -384,12 +387,12 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(
 
 
 def test_every_option_of_every_subcommand_is_checked():
-    """Each study module's OPTIONS says what every --set option of its subcommands may be (studies.run
+    """Each study module's OPTIONS says what every --set option of its subcommands may be (command.run
     checks them before the subcommand runs): an option added without its entry fails here."""
     import importlib
 
-    for study in studies.STUDIES:
+    for study in registry.STUDIES:
         module = importlib.import_module(f"icl_race.studies.{study}")
         for sub, fn in module.COMMANDS.items():
-            missing = {name for name, _ in studies._options(fn)} - set(getattr(module, "OPTIONS", {}))
+            missing = {name for name, _ in registry.options_of(fn)} - set(getattr(module, "OPTIONS", {}))
             assert not missing, (study, sub, missing)

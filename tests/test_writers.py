@@ -218,12 +218,9 @@ def test_analyze_never_writes_a_file_beside_its_json_that_it_did_not_write(tmp_p
 
 # --- export: bounded, as one, and what it says ------------------------------------------------------
 
-REGRESSION = {
-    "task": {"kind": "linear_regression", "D": 5, "N": 15},
-    "model": {"kind": "attn_s", "heads": 4, "rank": 1, "init_scale": 0.05},
-    "train": {"lr": 0.5, "steps": 200, "eval_every": 10, "checkpoint_every": 0},
-    "ensemble": {"seeds": 4, "block": 4},
-}
+REGRESSION = tiny.regression(
+    task={"D": 5, **tiny.LINEAR_SPECTRUM}, model={"heads": 4}, train={"steps": 200, "eval_every": 10}
+)
 # results.npz of that run as the runner writes it (4 seeds, 20 evaluations): the probes' own axes
 SHAPES = {"gamma_eig": (5,), "k_align": (4, 1, 5), "k_norm": (4,), "q_align": (4, 1, 5), "q_norm": (4,), "v": (4,)}
 

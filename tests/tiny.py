@@ -1,7 +1,7 @@
 """The one tiny config of the tests, and the variants a test needs as overrides of it.
 
 `raw(**sections)` is the conftest fixture `tiny_raw`'s dict with each named section's keys replaced or
-added; a plain function (not only a fixture) because several modules need their config at import time,
+added (`regression(**sections)` the same for the linear-regression system's one tiny config); a plain function (not only a fixture) because several modules need their config at import time,
 in a sweep file or in the arguments of a child process. `toml(raw)` writes such a dict as a config file.
 """
 
@@ -43,6 +43,18 @@ IMPOSSIBLE_SIZES = [
 ]
 
 
+# Linear regression (linear attention): two directions of a custom spectrum, two rank-1 ATTN_S heads, no
+# checkpoints; every seed passes both transitions M_0 -> M_1 -> M_2 within its 3000 steps (test_regression_run).
+_REGRESSION = {
+    "task": {"kind": "linear_regression", "D": 2, "N": 15, "spectrum": "custom", "lambdas": [0.7, 0.3]},
+    "model": {"kind": "attn_s", "heads": 2, "rank": 1, "init_scale": 0.05},
+    "train": {"lr": 0.5, "steps": 3000, "eval_every": 100, "checkpoint_every": 0},
+    "ensemble": {"seeds": 4, "block": 4},
+}
+# Undoes the custom spectrum, for a variant with another task.D: the default, linear one.
+LINEAR_SPECTRUM = {"spectrum": "linear", "lambdas": []}
+
+
 def raw(**sections: dict) -> dict:
     """A fresh copy of the tiny config, each keyword a section whose keys override (or add to) the base's:
     `raw(train={"steps": 100}, ensemble={"seeds": 2, "block": 2})`."""
@@ -53,6 +65,11 @@ def small(**sections: dict) -> dict:
     """The tiny config at a quarter of its sizes (width 16, batches of 16, 100 steps, 50 evaluation
     sequences), for the runs whose numbers no test reads closely; keywords as `raw`'s."""
     return _merge(_merge(_BASE, _SMALL), sections)
+
+
+def regression(**sections: dict) -> dict:
+    """A fresh copy of the tiny linear-regression config, keywords as `raw`'s."""
+    return _merge(_REGRESSION, sections)
 
 
 def _merge(base: dict, sections: dict) -> dict:

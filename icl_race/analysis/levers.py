@@ -20,7 +20,8 @@ import numpy as np
 from scipy import stats
 
 from icl_race.analysis.draws import Bootstrap, generator
-from icl_race.analysis.memorization import budgets_by_K, log_t_vs_beta0, predict_k_star
+from icl_race.analysis.memorization import log_t_vs_beta0, predict_k_star
+from icl_race.analysis.memorization_summary import budgets_by_K
 from icl_race.analysis.outcome import seed_counts
 from icl_race.analysis.race import summarize_transience
 from icl_race.analysis.regime import rise_fraction

@@ -18,14 +18,13 @@ independence ablation (one sub-circuit frozen at init). Pure numpy on results.np
                   level) before acquiring ICL, how many acquired ICL later, and how high ICL got after.
 
 Times are SGD steps (eval_steps); a run's censoring time is its last evaluation. The summaries read
-finished runs (`analysis.runs.FinishedRun`: a study's `rundir.Run`s), through their typed config.
+finished runs (`analysis.runs.FinishedRun`: a study's `rundir.Run`s), through their typed config, and
+return dicts; the study's typed results and their text are icl_race/studies/race.py's.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -34,7 +33,6 @@ from icl_race.analysis.draws import generator
 from icl_race.analysis.outcome import seed_counts
 from icl_race.analysis.runs import FinishedRun
 from icl_race.analysis.survival import censor_time, censored_times, km_median, proportion_ci
-from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import interval_verdict, km_median_boot, percentile_ci, power_law_slope, sign_verdict
 
 
@@ -310,84 +308,11 @@ def summarize_independence(
     }
 
 
-# ---- typed results (`icl-race analyze race ...`: icl_race/studies/race.py) -------------------------
-
-
-def _typed[**P, R](record: Callable[..., R], summarize: Callable[P, dict]) -> Callable[P, R]:
-    """`summarize` returning its summary as the typed `record` (whose fields are the summary's keys): the
-    two take the same arguments, declared (with their defaults) once, on `summarize`. The function is named
-    after its record (`transience`), with summarize's signature and docstring (`inspect.signature`, help())."""
-
-    @functools.wraps(summarize)
-    def typed(*args: P.args, **kwargs: P.kwargs) -> R:
-        return record(**summarize(*args, **kwargs))
-
-    typed.__name__ = typed.__qualname__ = record.__name__.lower()  # type: ignore[attr-defined]
-    return typed
-
-
-def _med(d: dict, key: str = "median", fmt: str = "{:.0f}") -> str:
-    return value_ci(d.get(key), d.get(f"{key}_ci"), fmt)
-
-
-def _fit_text(fit: dict, sep: str = ",") -> str:
-    """A loss_relation fit's slope, intercept and prop with their CIs, `sep` after all but the last
-    (Transience's cells run them together: "")."""
-    return f"{sep} ".join(f"{k} {_med(fit, k, '{:.2f}')}" for k in ("slope", "intercept", "prop"))
-
-
-@dataclass(frozen=True)
-class Transience:
-    """summarize_transience: per weight-decay cell (`cells`) the rise and fall of ICL accuracy through
-    `level`, c3 and L_IWL at the fall and the loss relation; across cells (`vs_wd_loglog`) the log-log
-    slopes of the fall and of those values against weight decay."""
-
-    level: float
-    cells: list
-    vs_wd_loglog: dict
-
-    def text(self) -> str:
-        lines = []
-        for c in self.cells:
-            lines.append(
-                f"wd {c['weight_decay_attn']:g}: acquired {c['acquired']}/{c['seeds']}, rise {_med(c['rise'])}, "
-                f"fell {c['fell']}/{c['acquired']}, fall {_med(c['fall'])} (budget {c['budget']:.0f}), "
-                f"medians at the fall {c['at_fall_median']}, loss relation {_fit_text(c['loss_relation'], '')}"
-            )
-        for k, t in self.vs_wd_loglog.items():
-            verdict = t.get("verdict") or f"slope 1: {t['verdict_slope_1']}"
-            what = "fall median" if k == "fall" else f"median {k} at the fall"
-            lines.append(f"log10 {what} vs log10 wd: slope {_med(t, 'slope', '{:.2f}')} -> {verdict}")
-        return "\n".join(lines)
-
-
-transience = _typed(Transience, summarize_transience)
-
-
-@dataclass(frozen=True)
-class LossRelations:
-    """Per cell (weight decay): loss_relation over every point after t_ICL and over those with x > min_x;
-    `points` (not in the JSON) holds the first fit's x and y for its figure."""
-
-    min_x: float
-    cells: list  # {"weight_decay_attn", "x > -inf": fit, "x > <min_x>": fit}, fits without x and y
-    points: list = field(default_factory=list, metadata={"json": False})  # per cell (wd, x, y, fit)
-
-    def text(self) -> str:
-        lines = []
-        for c in self.cells:
-            for label, fit in c.items():
-                if label == "weight_decay_attn":
-                    continue
-                lines.append(
-                    f"wd {c['weight_decay_attn']:g}, {label}: {_fit_text(fit)} "
-                    f"({fit['points']} points, {fit['seeds_used']} seeds)"
-                )
-        return "\n".join(lines)
-
-
-def loss_relations(runs: Sequence[FinishedRun], min_x: float = 0.5, n_boot: int = 1000, seed: int = 0) -> LossRelations:
-    """loss_relation per cell (train.weight_decay_attn), on all points and on those with x > min_x."""
+def summarize_loss_relations(
+    runs: Sequence[FinishedRun], min_x: float = 0.5, n_boot: int = 1000, seed: int = 0
+) -> dict:
+    """loss_relation per cell (train.weight_decay_attn), on all points and on those with x > min_x (the fits
+    without x and y); `points` holds per cell (wd, x, y, fit) of the first fit, for its figure."""
     rows, points = [], []
     for run in runs:
         wd = run.cfg.train.weight_decay_attn
@@ -399,39 +324,12 @@ def loss_relations(runs: Sequence[FinishedRun], min_x: float = 0.5, n_boot: int 
         )
         first = fits["x > -inf"]
         points.append((wd, first["x"], first["y"], first))
-    return LossRelations(min_x=min_x, cells=rows, points=points)
+    return {"min_x": min_x, "cells": rows, "points": points}
 
 
-@dataclass(frozen=True)
-class Settling:
+def summarize_settling(runs: Sequence[FinishedRun], level: float = 0.9) -> dict:
     """after_memorization per cell (task.K) and pooled, with the Wilson 95% CI of the fraction of
     memorized-first seeds that acquired ICL later: the bet train.settle_iwl = level makes."""
-
-    level: float
-    cells: list  # {"K", **after_memorization}
-    memorized_first: int
-    acquired_after: int
-    fraction_ci: list  # Wilson 95% of acquired_after / memorized_first
-
-    def text(self) -> str:
-        lines = []
-        for c in self.cells:
-            when = "" if c["t_mem_range"] is None else " at steps {:,}-{:,}".format(*c["t_mem_range"])
-            peak = "-" if c["max_icl_after"] is None else f"{c['max_icl_after']:.2f}"
-            lines.append(
-                f"K {c['K']:,}: {c['memorized_first']}/{c['seeds']} seeds memorized (IWL > {self.level:g}) "
-                f"before ICL{when}; {c['acquired_after']} of them acquired ICL later; ICL accuracy after "
-                f"memorizing at most {peak}"
-            )
-        lo, hi = self.fraction_ci
-        lines.append(
-            f"pooled: {self.acquired_after}/{self.memorized_first} memorized-first seeds acquired ICL later "
-            f"(Wilson 95% CI {lo:.3f}-{hi:.3f})"
-        )
-        return "\n".join(lines)
-
-
-def settling(runs: Sequence[FinishedRun], level: float = 0.9) -> Settling:
     rows = [
         {
             "K": getattr(r.cfg.task, "K", None),
@@ -441,31 +339,10 @@ def settling(runs: Sequence[FinishedRun], level: float = 0.9) -> Settling:
     ]
     rows.sort(key=lambda c: c["K"] or 0)
     k, n = sum(c["acquired_after"] for c in rows), sum(c["memorized_first"] for c in rows)
-    return Settling(level=level, cells=rows, memorized_first=n, acquired_after=k, fraction_ci=list(proportion_ci(k, n)))
-
-
-@dataclass(frozen=True)
-class Independence:
-    """summarize_independence: the memorization time (`memorization`) and t_ICL (`t_icl`) per condition,
-    a sub-circuit frozen at init or the MLP alone, with their ratios to the unfrozen model."""
-
-    level: float
-    memorization: dict
-    t_icl: dict
-
-    def text(self) -> str:
-        lines = []
-        for part in ("memorization", "t_icl"):
-            s = getattr(self, part)
-            for name, c in s["conditions"].items():
-                extra = f", t_ICL {_med(c['t_icl'])}" if "t_icl" in c and part == "t_icl" else ""
-                lines.append(
-                    f"{part} | {name}: IWL acc > {self.level} at {_med(c['memorization'])} "
-                    f"(final IWL acc {c['final_iwl_acc']:.3f}){extra}"
-                )
-            for name, r in s["ratios"].items():
-                lines.append(f"{part} ratio {name}: {_med(r, 'ratio', '{:.2f}')}")
-        return "\n".join(lines)
-
-
-independence = _typed(Independence, summarize_independence)
+    return {
+        "level": level,
+        "cells": rows,
+        "memorized_first": n,
+        "acquired_after": k,
+        "fraction_ci": list(proportion_ci(k, n)),
+    }

@@ -1,6 +1,6 @@
 """Statistics of linear-attention runs (arXiv 2501.16265): pure functions on a run's arrays.
 
-The arrays are those `icl_race.report.regression.RegressionSample` reads once from a `rundir.Run`: the
+The arrays are those `icl_race.report.regression_run.RegressionSample` reads once from a `rundir.Run`: the
 config (config.json's dict), the kept seeds' transition times t (event -> [S] steps, -1 = censored at
 censor_at), curves and per-head probes ([S, T, ...]), eval_steps, dt = train.lr (steps -> units of tau)
 and the Eq. 19 levels.

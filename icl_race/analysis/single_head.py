@@ -14,14 +14,12 @@ measurement; a change here is a change of the protocol.
   staircase_seed  one seed: t_m, t_half, and per transition the head rule's pick, the active heads and
                   the escape-time ratios (plus the post hoc ones of the protocol's amendment)
   summarise       per transition over seeds: active-head counts, the decision rule, ratios with bootstrap CIs
-  SingleHead      the whole test (per init scale, numerical checks) and its markdown tables
+The whole test (per init scale, with the numerical checks) and its markdown tables are the study's
+(`icl_race.studies.linear_attention.SingleHead`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -385,111 +383,12 @@ def summarise(seeds: Sequence[SeedStaircase], n_boot: int = 2000, seed: int = 0)
             entry["unrec_is_esc"] = float(np.mean([r.unrec_is_esc for r in done]))
             entry["esc_was_recruited"] = float(np.mean([r.esc_was_recruited for r in done]))
         for key in ("cos_k", "cos_q", "v_over_k", "q_over_k", "max_unrecruited_v_ratio"):
-            entry[f"median_{key}"] = _nanmedian([getattr(r, key) for r in rows])
+            entry[f"median_{key}"] = nanmedian([getattr(r, key) for r in rows])
         table.append(TransitionSummary(**entry))
     return table
 
 
-# ---- the whole test ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ScaleResult:
-    seeds: list  # of SeedStaircase
-    table: list  # of TransitionSummary
-
-
-@dataclass(frozen=True)
-class SingleHead:
-    """The test at each init scale σ (scales: f"{σ:g}" -> ScaleResult), with the protocol's numerical
-    checks (None when not run): "rtol_1e-11_seed0_scale_<σ>" -> ToleranceCheck per scale and
-    "gd_dt0.1_vs_flow_seed0_scale_0.01" -> GdVsFlow."""
-
-    protocol: str
-    D: int
-    N: int
-    H: int
-    horizon: float
-    rtol: float
-    atol: float
-    scales: dict
-    checks: dict | None = None
-
-    def text(self) -> str:
-        f = lambda x: f"{x[0]:.3g} [{x[1]:.3g}, {x[2]:.3g}]"  # noqa: E731
-        lines = [
-            "# Single-active-head test: results",
-            "",
-            f"Protocol: `{self.protocol}` (pre-registered). ATTN_S, R = 1, D = {self.D}, H = {self.H}, "
-            f"N = {self.N}, λ_d ∝ d⁻², population loss, float64 gradient flow (BDF, rtol {_e(self.rtol)}, "
-            f"atol {_e(self.atol)}) to {_e(self.horizon)} τ.",
-            "",
-        ]
-        for scale, res in self.scales.items():
-            lines += [
-                f"## σ = {scale} ({len(res.seeds)} seeds)",
-                "",
-                "| m→m+1 | n | cens. | #active 1/2/3/≥4 (0) | exactly one | median | exactly one @5% / @20% "
-                "| escape ratio median [95% CI] | midpoint ratio | ratio (geo v) | i* active / moves most "
-                "| cos k, cos q at t_m | v/‖k‖, ‖q‖/‖k‖ | max unrecruited v / v_i* | verdict |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-            ]
-            for e in res.table:
-                if e.active_hist is None:
-                    lines.append(
-                        f"| {e.m}→{e.m + 1} | {e.seeds} | {e.censored} | – | – | – | – | – | – | – "
-                        "| – | – | – | – | censored |"
-                    )
-                    continue
-                h = e.active_hist
-                verdict = ("holds" if e.holds else "fails") + "; escape " + ("adequate" if e.escape_adequate else "off")
-                lines.append(
-                    f"| {e.m}→{e.m + 1} | {e.seeds} | {e.censored} | {h['1']}/{h['2']}/{h['3']}/{h['>=4']} ({h['0']}) "
-                    f"| {e.frac_exactly_one:.2f} | {e.median_active:.0f} "
-                    f"| {e.frac_exactly_one_5pct:.2f} / {e.frac_exactly_one_20pct:.2f} | {f(e.ratio)} "
-                    f"| {f(e.ratio_half)} | {e.ratio_geo[0]:.3g} | {e.head_active:.2f} / {e.head_moves_most:.2f} "
-                    f"| {e.median_cos_k:.3f}, {e.median_cos_q:.3f} | {e.median_v_over_k:.2f}, {e.median_q_over_k:.2f} "
-                    f"| {e.median_max_unrecruited_v_ratio:.2f} | {verdict} |"
-                )
-            lines += [
-                "",
-                "Post hoc (not pre-registered; see the protocol's amendment): the escaping head j = the head "
-                "whose v moves most in the transition; u = the pre-registered score restricted to heads not "
-                "active in an earlier transition.",
-                "",
-                "| m→m+1 | ratio with v_j(t_m) [95% CI] | midpoint ratio (j) | ratio with geo v_j | cos k_j, cos q_j "
-                "| v_j/‖k_j‖, ‖q_j‖/‖k_j‖ | u = j | j active before | ratio with v_u [95% CI] |",
-                "|---|---|---|---|---|---|---|---|---|",
-            ]
-            for e in res.table:
-                if e.active_hist is None:
-                    continue
-                lines.append(
-                    f"| {e.m}→{e.m + 1} | {f(e.esc_ratio)} | {f(e.esc_ratio_half)} "
-                    f"| {f(e.esc_ratio_geo)} | {e.median_esc_cos_k:.3f}, {e.median_esc_cos_q:.3f} "
-                    f"| {e.median_esc_v_over_k:.2f}, {e.median_esc_q_over_k:.2f} | {e.unrec_is_esc:.2f} "
-                    f"| {e.esc_was_recruited:.2f} | {f(e.unrec_ratio)} |"
-                )
-            lines += [
-                "",
-                "Median t_m (τ): "
-                + ", ".join(f"t_{m}={_nanmedian([s.t_m[m] for s in res.seeds]):.3g}" for m in range(1, self.D + 1)),
-                "",
-            ]
-        if self.checks:
-            checks = {k: dataclasses.asdict(v) for k, v in self.checks.items()}  # as the JSON holds them
-            lines += ["## Numerical checks", "", "```", json.dumps(checks, indent=1), "```", ""]
-        return "\n".join(lines)
-
-
-def _nanmedian(x) -> float:
+def nanmedian(x) -> float:
     """np.nanmedian, NaN without a warning where every value is NaN (a transition no seed reached)."""
     x = np.asarray(x, np.float64)
     return float(np.nanmedian(x)) if np.any(~np.isnan(x)) else float("nan")
-
-
-def _e(x: float) -> str:
-    """1e-09 -> 1e-9, 1e+09 -> 1e9: powers of ten as the protocol writes them."""
-    if x > 0 and math.log10(x) == round(math.log10(x)):
-        return f"1e{round(math.log10(x))}"
-    return f"{x:g}"

@@ -10,7 +10,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from icl_race.plots import censored_histogram, histogram_axes
+from icl_race.plots.censored import censored_histogram, histogram_axes
 from icl_race.plots.classification import accuracy_panel, km_panel, panel_grid, quartile_panel
 
 COLS = 5

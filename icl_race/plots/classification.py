@@ -9,7 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from icl_race.analysis.survival import lognormal_sf, pareto_sf
-from icl_race.plots import CENSORED, colors, histogram, km_step, label_panel, slope_ci_text
+from icl_race.plots.censored import histogram, km_step
+from icl_race.plots.common import CENSORED, colors, label_panel, slope_ci_text
 
 
 def t_icl_histogram(

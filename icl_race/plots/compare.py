@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from icl_race.plots import km_step, label_panel
+from icl_race.plots.censored import km_step
+from icl_race.plots.common import label_panel
 
 # Qualitative colours: the groups are unordered, unlike the viridis ramp of a swept value.
 _COLORS = plt.get_cmap("tab10").colors

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
 
-from icl_race.plots import colors, label_panel, slope_ci_text
+from icl_race.plots.common import colors, label_panel, slope_ci_text
 
 
 def _median_with_ci(ax, x, summary, censor_at, color, marker, label):

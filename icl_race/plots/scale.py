@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from icl_race.plots import colors, label_panel
+from icl_race.plots.common import colors, label_panel
 
 
 def exponent_vs_width(width_W, lr_W, exponent_W, lo_W, hi_W, extra: dict | None = None) -> plt.Figure:

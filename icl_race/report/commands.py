@@ -1,5 +1,6 @@
-"""The commands that read finished runs and write text: `icl-race report`, `hist`, `export` and `compare`
-(their arguments: cli.py's table). Each takes the parsed arguments and returns the exit code."""
+"""The commands that read finished runs and write text, `icl-race report`, `hist`, `export` and `compare`,
+and their arguments (`*_args`, in cli.py's table). Each takes the parsed arguments and returns the exit
+code."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 from icl_race.config import ConfigError
+from icl_race.report.arguments import bootstrap_args, force_arg, json_arg, positive_int
+from icl_race.report.export import FORMATS
 
 
 def out_dir(text: str) -> Path:
@@ -26,7 +29,7 @@ def plural(n: int, word: str) -> str:
 
 
 def report(args: argparse.Namespace) -> int:
-    from icl_race.report import write_report
+    from icl_race.report.directory import write_report
     from icl_race.report.summary import dir_warnings
 
     written = write_report(args.dir, n_boot=args.boot, seed=args.seed, force=args.force)
@@ -45,11 +48,11 @@ def report(args: argparse.Namespace) -> int:
 
 def hist(args: argparse.Namespace) -> int:
     if args.json:
-        from icl_race.report import hist_json
+        from icl_race.report.directory import hist_json
 
         print(json.dumps(hist_json(args.dir, bins=args.bins), indent=1, allow_nan=False))
         return 0
-    from icl_race.report import hist_text
+    from icl_race.report.directory import hist_text
 
     print(hist_text(args.dir, bins=args.bins))
     return 0
@@ -83,3 +86,61 @@ def compare(args: argparse.Namespace) -> int:
     written = write(c, out, force=args.force)
     print(f"{summary(c)}\n{out / written[0]} (and {', '.join(written[1:])})")
     return 0
+
+
+# ---- the commands' arguments (the `arguments` of cli.py's table) ----------------------------------------
+
+
+def _dir_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", help="a run directory (results.npz) or a sweep directory (cells/)")
+
+
+def report_args(p: argparse.ArgumentParser) -> None:
+    _dir_arg(p)
+    bootstrap_args(p)
+    json_arg(p, "report.json (docs/report-json.md) instead of where the files are")
+    force_arg(p)
+
+
+def hist_args(p: argparse.ArgumentParser) -> None:
+    _dir_arg(p)
+    json_arg(p, "the bins and statistics as JSON (docs/report-json.md)")
+    p.add_argument("--bins", type=positive_int, default=12, help="histogram bins (default 12)")
+
+
+def export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or sweep directories (finished cells)")
+    p.add_argument(
+        "--format",
+        choices=tuple(FORMATS),
+        default="csv",
+        help="csv (default), parquet or netcdf (the Dataset itself; HDF5 through h5netcdf)",
+    )
+    p.add_argument("--out", required=True, help="directory for seeds.<ext> and curves.<ext> (created)")
+    p.add_argument(
+        "--censored",
+        choices=("nan", "-1"),
+        default="nan",
+        help="a time not reached as NaN (default; with the boolean columns acquired and censored_<event>) "
+        "or as results.npz's -1",
+    )
+    force_arg(p)
+
+
+def compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "dirs",
+        nargs="+",
+        metavar="DIR",
+        help="two or more run directories (a sweep's cells/<name> too); the first is the reference",
+    )
+    p.add_argument("--out", required=True, help="directory for the comparison (created)")
+    p.add_argument("--event", help="the event whose time is compared (default: the first run's headline, e.g. icl)")
+    p.add_argument(
+        "--label",
+        action="append",
+        metavar="NAME",
+        help="a run's name in the text, tables and figure, once per DIR in their order (default: the folder names)",
+    )
+    bootstrap_args(p)
+    force_arg(p)

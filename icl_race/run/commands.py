@@ -1,4 +1,5 @@
-"""The commands that train: `icl-race run`, `demo`, `sweep` and `bench` (their arguments: cli.py's table).
+"""The commands that train, `icl-race run`, `demo`, `sweep` and `bench`, and their arguments (`*_args`, in
+cli.py's table).
 
 Each takes the parsed arguments and returns the exit code; errors are raised (ConfigError, RunError,
 Interrupted, OSError) for cli.py to turn into one line. jax is imported only once the input is checked.
@@ -13,7 +14,9 @@ import sys
 from importlib import resources
 
 from icl_race import config
+from icl_race.report.arguments import flag, force_arg, json_arg, positive_int
 from icl_race.report.commands import out_dir
+from icl_race.run.cost import GPUS
 
 
 def _log(message: str) -> None:
@@ -95,3 +98,120 @@ def bench(args: argparse.Namespace) -> int:
     from icl_race.run.bench import main
 
     return main(args)
+
+
+# ---- the commands' arguments (the `arguments` of cli.py's table) ----------------------------------------
+
+
+def _overrides_arg(p: argparse.ArgumentParser, help: str) -> None:
+    """--set SECTION.KEY=VALUE, repeatable, into args.overrides (config.apply_overrides' list): the one way
+    run, demo, sweep and bench change a config; only the help differs, by what each changes."""
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE", help=help)
+
+
+def run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="TOML file with sections [task], [model], [train], [ensemble]")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="run directory (created; an existing run of the same config is skipped, of another config refused)",
+    )
+    p.add_argument("--seeds", type=positive_int, help="override ensemble.seeds")
+    _overrides_arg(p, "override one config value (repeatable), e.g. --set task.K=20000")
+    flag(p, "--quiet", "no progress bar")
+    json_arg(p, "the summary as JSON (docs/report-json.md)")
+    flag(
+        p,
+        "--redo",
+        "train again a finished run whose results file is damaged (the damaged files are "
+        "moved aside; intact results are never redone)",
+    )
+
+
+def demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="runs/demo", help="run directory (default: runs/demo)")
+    p.add_argument("--seeds", type=positive_int, help="override ensemble.seeds")
+    _overrides_arg(p, "override one config value of the preset (repeatable), e.g. --set train.steps=400")
+    json_arg(p, "the summary as JSON (docs/report-json.md)")
+
+
+def sweep_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "sweep",
+        help='TOML with config sections (optionally base = "file.toml") and a [grid] of "section.key" = [values]',
+    )
+    p.add_argument("--out", required=True, help="sweep directory")
+    _overrides_arg(p, "override a value in every cell (repeatable)")
+    flag(
+        p,
+        "--dry-run",
+        "list the cells, which are done, and the projected wall time; run nothing",
+    )
+    flag(
+        p,
+        "--no-measure",
+        "with --dry-run: list the cells without measuring their programs (no projection; the "
+        "measurement trains one block for two evaluation periods per program)",
+    )
+    flag(
+        p,
+        "--remeasure",
+        "with --dry-run: measure the programs again rather than read the costs an earlier dry run or "
+        "bench kept (costs.json beside the compile cache; none kept with ICL_RACE_COMPILE_CACHE=off)",
+    )
+    p.add_argument(
+        "--device",
+        choices=GPUS,
+        help="with --dry-run: project one GPU's hours from its measured rate (H100: the H200's scaled by "
+        "HBM bandwidth, an estimate) instead of measuring on this machine",
+    )
+    flag(
+        p,
+        "--json",
+        "with --dry-run: print the cells and the projection as JSON (schema: docs/sweeps.md)",
+    )
+    flag(
+        p,
+        "--redo",
+        "train again the cells whose results are damaged (moved aside first, never deleted)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("local", "slurm", "submitit-local"),
+        default="local",
+        help="local: cells one after another in this process (default); slurm: one job array "
+        "through submitit; submitit-local: the same job array as local subprocesses",
+    )
+    p.add_argument("--partition", help="slurm partition")
+    p.add_argument("--time", type=positive_int, default=24 * 60, help="slurm time limit per cell, minutes")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs per slurm job (default 1)")
+    p.add_argument("--array-parallelism", type=positive_int, help="at most this many cells at once")
+    flag(p, "--no-wait", "slurm: return after submitting")
+    flag(p, "--quiet", "no progress bar")
+    force_arg(p)
+
+
+def bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "config",
+        nargs="?",
+        help="a TOML config: time its own program (evaluations included) and project its run's wall time; "
+        "without it, the paper-shape benchmark of the training step",
+    )
+    p.add_argument("--seeds", help="without CONFIG: comma-separated ensemble sizes (default 1,8,64,256)")
+    p.add_argument("--steps", type=positive_int, help="without CONFIG: timed steps per repeat (default 3)")
+    p.add_argument("--repeats", type=positive_int, help="without CONFIG: timed repeats; the best is kept (default 3)")
+    p.add_argument(
+        "--block",
+        type=positive_int,
+        default=None,
+        help="seeds per vmap, one block after another (default: without CONFIG all in one vmap, with CONFIG "
+        "its ensemble.block; on a CPU 1 is fastest)",
+    )
+    _overrides_arg(p, "change the benchmarked config, e.g. --set task.K=100000")
+    p.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="with CONFIG: measure again rather than read the cost kept by an earlier bench or dry run",
+    )
+    json_arg(p, "JSON instead of a table")

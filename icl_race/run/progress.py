@@ -18,7 +18,7 @@ class ProgressBar:
 
     The rate is the training's own: the chunk's computed seed-steps (its live seeds when seeds retire)
     over its seconds less the compilation
-    inside it (`compiled()`: the process's compile seconds so far, engine/compile_stats by default),
+    inside it (`compiled()`: the process's compile seconds so far, run/compile_stats.py by default),
     so that the first chunk does not show a speed orders of magnitude below the run's.
 
     The time left is an upper bound ("<=") at the speed measured so far, so it counts everything the

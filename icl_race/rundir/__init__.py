@@ -1,15 +1,29 @@
-"""The run directory: the one place that writes it and reads it back, in three modules.
+"""The run directory: the one place that writes it and reads it back.
 
-    rundir/layout.py  the names (DIR/config.json, results.npz, meta.json, ...), `is_done`, the errors
-    rundir/write.py   every write: atomic files, the lock, the commit that finishes a run (`finish`),
-                      the gate before a run (`check`, `refuse_links`), damaged files set aside
-    rundir/read.py    the read-back: read_*, `Run`, `SweepDir`, `check_results`, `load_run`, `load`
-    rundir/owner.py   the rule of every other writer (sweep, report, export, compare, analyze): only into
-                      its own folder (a marker), only its named files, none it did not write replaced
+    rundir/layout.py    the names (DIR/config.json, results.npz, meta.json, ...), `is_done`, the errors
+    rundir/write.py     every write: atomic files, the lock, the commit that finishes a run (`finish`),
+                        the gate before a run (`check`, `refuse_links`), damaged files set aside
+    rundir/files.py     each file read back: `read_config`, `read_meta`, `read_results`, `stored_config`
+    rundir/verify.py    results.npz and config.json checked as data: `check_results`, `check_provenance`
+    rundir/read.py      one run directory as a `Run`: `load_run`, `load_live`, `run_of`
+    rundir/sweepdir.py  a sweep directory as a `SweepDir` of `CellEntry`s: `load_sweep`, `skipped_cells`
+    rundir/loading.py   `load` (either kind of directory), `load_runs`
+    rundir/runset.py    several runs, the fields that differ
+    rundir/provenance.py  versions, commit, device
+    rundir/owner.py     the rule of every other writer (sweep, report, export, compare, analyze): only into
+                        its own folder (a marker), only its named files, none it did not write replaced
 
 Every public name is here too, as `icl_race.rundir.NAME`.
 """
 
+from icl_race.rundir.files import (
+    differing_fields,
+    read_config,
+    read_meta,
+    read_results,
+    stored_config,
+    with_defaults,
+)
 from icl_race.rundir.layout import (
     CHECKPOINTS,
     CONFIG,
@@ -29,29 +43,10 @@ from icl_race.rundir.layout import (
     half_finished,
     is_done,
 )
-from icl_race.rundir.read import (
-    CellEntry,
-    Run,
-    SweepDir,
-    cell_status,
-    check_provenance,
-    check_results,
-    differing_fields,
-    is_sweep,
-    load,
-    load_live,
-    load_run,
-    load_run_results,
-    load_runs,
-    load_sweep,
-    read_config,
-    read_meta,
-    read_results,
-    run_of,
-    skipped_cells,
-    stored_config,
-    with_defaults,
-)
+from icl_race.rundir.loading import load, load_runs
+from icl_race.rundir.read import Run, load_live, load_run, load_run_results, run_of
+from icl_race.rundir.sweepdir import CellEntry, SweepDir, cell_status, is_sweep, load_sweep, skipped_cells
+from icl_race.rundir.verify import check_provenance, check_results
 from icl_race.rundir.write import (
     atomic_write,
     check,

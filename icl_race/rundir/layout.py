@@ -1,5 +1,5 @@
-"""The run directory's layout, what both its writer (rundir/write.py) and its readers (rundir/read.py)
-agree on: the names, when a run is done, and the errors.
+"""The run directory's layout, what both its writer (rundir/write.py) and its readers (rundir/files.py,
+read.py, sweepdir.py) agree on: the names, when a run is done, and the errors.
 
     DIR/config.json        the resolved config, written first (a different config is refused)
     DIR/results.npz        seed_ids[S]; t_<event>[S] per event of the system (steps, -1 = not reached
@@ -7,7 +7,7 @@ agree on: the names, when a run is done, and the errors.
                            probe as [S, T, ...]; steps_run, budget
     DIR/meta.json          config, versions, device, compile/run seconds, seed_steps_per_s, stop_event
     DIR/t_<stop>_hist.png  histogram of the headline time
-    DIR/checkpoints/       orbax checkpoints of the unfinished run (engine/checkpoint.py)
+    DIR/checkpoints/       orbax checkpoints of the unfinished run (run/checkpoint.py)
     DIR/live.npz           while it trains: results.npz's arrays as of the last chunk written (run/live.py),
                            read as a partial run (`rundir.load`); removed once the run is committed
     DIR/.lock              held (flock) by the process running in DIR

@@ -26,6 +26,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from icl_race.rundir.files import stored_config
 from icl_race.rundir.layout import (
     CONFIG,
     RESULTS,
@@ -35,7 +36,6 @@ from icl_race.rundir.layout import (
     foreign,
     temporary_of,
 )
-from icl_race.rundir.read import stored_config
 from icl_race.rundir.write import _fsync_dir, _tmp_name, _write_synced, refuse_links
 
 

@@ -28,8 +28,8 @@ import numpy as np
 
 from icl_race.config import Config
 from icl_race.rundir import layout  # the file names, as layout.RESULTS
+from icl_race.rundir.files import differing_fields, stored_config
 from icl_race.rundir.layout import Locked, RunDirError, checkpoint_steps, foreign, half_finished, is_done
-from icl_race.rundir.read import differing_fields, stored_config
 
 # Called with the name of each step of `finish` right after it: a test kills the run there.
 fault_hook: Callable[[str], None] | None = None

@@ -1,23 +1,179 @@
-"""`icl-race analyze STUDY SUBCOMMAND [DIR...]` (its arguments: cli.py's table; its help's list of
-subcommands: `studies.help_text`, from the studies' registry)."""
+"""`icl-race analyze STUDY SUBCOMMAND [DIR...]`: its --set options parsed (`parse_option`), the study's
+subcommand run with its directories and options checked before any work and its JSON, markdown and figures
+written as one (`run`), the result printed (`analyze`); and its arguments (`analyze_args`, in cli.py's table;
+its help's list of subcommands: `registry.help_text`)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib
+import inspect
 import json
 import sys
+from pathlib import Path
 
-from icl_race import rundir, studies
+import numpy as np
+
+from icl_race import rundir
+from icl_race.config import ConfigError, check_bootstrap
+from icl_race.report.arguments import boot_count, boot_seed, force_arg, json_arg
+from icl_race.rundir import owner
+from icl_race.studies.registry import DIRECTORIES, STUDIES, commands
 
 
 def analyze(args: argparse.Namespace) -> int:
-    options = dict(studies.parse_option(o) for o in args.options)
+    options = dict(parse_option(o) for o in args.options)
     for line in rundir.skipped_cells(args.dirs):  # the cells load_runs leaves out, said
         print(f"icl-race analyze: {line}", file=sys.stderr)
-    result, written = studies.run(
+    result, written = run(
         args.study, args.subcommand, args.dirs, args.out, args.boot, args.seed, options, force=args.force
     )
-    print(
-        json.dumps(studies.payload(result), indent=1) if args.json else "\n".join([result.text(), *map(str, written)])
-    )
+    print(json.dumps(payload(result), indent=1) if args.json else "\n".join([result.text(), *map(str, written)]))
     return 0
+
+
+def parse_option(text: str) -> tuple[str, object]:
+    """`NAME=VALUE` of --set: VALUE a number, a string, or a comma-separated list of them."""
+    name, eq, value = text.partition("=")
+    if not eq or not name.strip():
+        raise ConfigError(f"--set {text!r}: expected NAME=VALUE")
+    items = [_scalar(v.strip()) for v in value.split(",")]
+    return name.strip().replace("-", "_"), items if "," in value else items[0]
+
+
+def _scalar(v: str):
+    for kind in (int, float):
+        try:
+            return kind(v)
+        except ValueError:
+            pass
+    return v
+
+
+def payload(result) -> dict:
+    """The result as JSON-ready values: its fields but those marked {"json": False}."""
+    return {f.name: _plain(getattr(result, f.name)) for f in dataclasses.fields(result) if f.metadata.get("json", True)}
+
+
+def _plain(v):
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return _plain(v.tolist())
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def run(
+    study: str,
+    sub: str,
+    dirs: list[str],
+    out: Path | None,
+    n_boot: int | None = None,
+    seed: int = 0,
+    options: dict | None = None,
+    force: bool = False,
+):
+    """The analysis `study sub` of `dirs`, its JSON written to `out` (default: `default_out`), its
+    markdown (MARKDOWN) and figures beside it, as one into a folder analyze owns (rundir/owner.py; no file
+    it did not write replaced unless `force`); returns (result, paths written). n_boot None: the study
+    function's own default."""
+    module = importlib.import_module(f"icl_race.studies.{study}") if study in STUDIES else None
+    table = commands(study)
+    if sub not in table:
+        raise ConfigError(f"analyze {study} {sub!r}: expected one of {', '.join(table)}")
+    _check_dirs(study, sub, getattr(module, "DIRECTORIES", {}).get(sub, "some"), dirs)
+    check_bootstrap(n_boot, seed)
+    takes = [n for n, p in inspect.signature(table[sub]).parameters.items() if p.kind == p.KEYWORD_ONLY]
+    unknown = sorted(set(options or {}) - set(takes))
+    if unknown:
+        raise ConfigError(
+            f"analyze {study} {sub}: no option {', '.join(unknown)} (--set takes "
+            f"{', '.join(n for n in takes if n not in ('n_boot', 'seed')) or 'none'})"
+        )
+    allowed = getattr(module, "OPTIONS", {})
+    options = {name: allowed[name].value(name, v) for name, v in (options or {}).items()}
+    kwargs = options | {"seed": seed} | ({} if n_boot is None else {"n_boot": n_boot})
+    out = Path(out) if out else default_out(study, sub, dirs)
+    if out.exists() and out.is_dir():
+        raise ConfigError(f"--out {out}: is a directory; give a file name")
+    md = out.with_name(f"{out.stem}.md") if sub in getattr(module, "MARKDOWN", ()) else None
+    if md == out:
+        raise ConfigError(f"--out {out}: its tables go to <stem>.md beside the JSON; give the JSON another name")
+    names = [out.name, *([md.name] if md else [])]
+    owner.check(out.parent, "analyze", names, force=force, what=f"--out {out}: its folder")  # before any work
+    result = table[sub](list(dirs), **kwargs)
+    record = {"study": study, "analysis": sub, "dirs": [str(d) for d in dirs], "result": payload(result)}
+    files = {out.name: (json.dumps(record, indent=1) + "\n").encode()}
+    if md:
+        files[md.name] = result.text().encode()
+    figures = getattr(module, "FIGURES", {}).get(sub)
+    if figures:
+        from icl_race.plots.common import png_bytes
+
+        files |= {f"{out.stem}{suffix}.png": png_bytes(fig, dpi=110) for suffix, fig in figures(result).items()}
+    written = [out.parent / n for n in owner.write_files(out.parent, "analyze", files, force=force)]
+    return result, written
+
+
+def default_out(study: str, sub: str, dirs) -> Path:
+    """Where `analyze` writes without --out: beside its one input directory, in DIR/analyze/ (never under
+    the working directory, which may be the source tree with its committed results); refused when there
+    is not exactly one."""
+    if len(dirs) != 1:
+        what = "no input directory" if not dirs else f"{len(dirs)} input directories"
+        raise ConfigError(f"analyze {study} {sub}: {what}, so no one folder to write beside; give --out FILE.json")
+    return Path(dirs[0]) / "analyze" / f"{study}-{sub}.json"
+
+
+def _check_dirs(study: str, sub: str, takes: str, dirs) -> None:
+    """One line before any work: directories given to a subcommand that takes none, or none given to one
+    that needs some (which would otherwise summarise nothing, or fail deep inside)."""
+    if takes not in DIRECTORIES:
+        raise ValueError(f"icl_race.studies.{study}.DIRECTORIES[{sub!r}] = {takes!r}: expected one of {DIRECTORIES}")
+    if takes == "none" and dirs:
+        raise ConfigError(f"analyze {study} {sub}: takes no directories (got {', '.join(map(str, dirs))})")
+    if takes == "some" and not dirs:
+        raise ConfigError(f"analyze {study} {sub}: give one or more run or sweep directories")
+
+
+# ---- the commands' arguments (the `arguments` of cli.py's table) ----------------------------------------
+
+
+def analyze_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("study", help=f"the study: {', '.join(STUDIES[:-1])} or {STUDIES[-1]}")
+    p.add_argument("subcommand", help="the study's analysis, e.g. lr")
+    p.add_argument(
+        "dirs",
+        nargs="*",
+        metavar="DIR",
+        help="run directories or sweep directories (finished cells), as the subcommand takes",
+    )
+    p.add_argument(
+        "--set",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an option of the subcommand (below): a number, a string or a comma-separated list",
+    )
+    p.add_argument(
+        "--out",
+        help="JSON file to write (default: DIR/analyze/<study>-<subcommand>.json beside the one input "
+        "directory; required otherwise)",
+    )
+    force_arg(p)
+    json_arg(p, "the JSON instead of the summary")
+    p.add_argument(
+        "--boot",
+        type=boot_count,
+        default=None,
+        help="bootstrap replicates (default: the study's, 2000 for scale and linear_attention, 1000 for the others)",
+    )
+    p.add_argument("--seed", type=boot_seed, default=0, help="root of the bootstrap's generator (default 0)")

@@ -2,7 +2,7 @@
 never a traceback from inside an analysis or a number computed from a nonsensical option:
 
     Option          what one `--set NAME=VALUE` may be (a study module's OPTIONS: name -> Option, for
-                    every option of its subcommands; `studies.run` checks them before the subcommand runs)
+                    every option of its subcommands; `studies.command.run` checks them before the subcommand runs)
     runs_of         the runs of directories, refused when one is of a system the subcommand does not read
     need_acquired   refused when too few seeds reached the event an analysis fits
     need_evaluated  refused when a time option lies before the runs' first evaluation
@@ -50,7 +50,7 @@ class Option:
         return f"{what}, or several comma-separated" if self.many else what
 
     def value(self, name: str, given):
-        """`given` (as `studies.parse_option` parsed it, or as a caller passed it) checked and converted."""
+        """`given` (as `studies.command.parse_option` parsed it, or as a caller passed it) checked and converted."""
         items = list(given) if isinstance(given, (list, tuple)) else [given]
         if (isinstance(given, (list, tuple)) and not self.many) or not items:
             raise ConfigError(f"--set {name}={short(given)}: must be {self.allowed()} (one value)")

@@ -22,9 +22,12 @@ import os
 # seed against 95 s). Without effect in a process that loaded scipy.linalg before importing this module.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from dataclasses import replace  # noqa: E402
+from dataclasses import dataclass, replace  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -37,6 +40,108 @@ D, N, H = 8, 31, 16
 RTOL, ATOL, CHECK_RTOL = 1e-9, 1e-14, 1e-11
 GRID_POINTS = 4000  # the bracketing grid: 0, then geometric from 1e-2 τ to the horizon (0.5% spacing)
 GD_DT, GD_EVERY = 0.1, 20  # check (b): engine GD at 0.1 τ a step, evaluated every 20 steps (2 τ)
+
+
+# ---- the whole test: per init scale, with the numerical checks, and its markdown tables -----------------
+
+
+@dataclass(frozen=True)
+class ScaleResult:
+    seeds: list  # of SeedStaircase
+    table: list  # of TransitionSummary
+
+
+@dataclass(frozen=True)
+class SingleHead:
+    """The test at each init scale σ (scales: f"{σ:g}" -> ScaleResult), with the protocol's numerical
+    checks (None when not run): "rtol_1e-11_seed0_scale_<σ>" -> ToleranceCheck per scale and
+    "gd_dt0.1_vs_flow_seed0_scale_0.01" -> GdVsFlow."""
+
+    protocol: str
+    D: int
+    N: int
+    H: int
+    horizon: float
+    rtol: float
+    atol: float
+    scales: dict
+    checks: dict | None = None
+
+    def text(self) -> str:
+        f = lambda x: f"{x[0]:.3g} [{x[1]:.3g}, {x[2]:.3g}]"  # noqa: E731
+        lines = [
+            "# Single-active-head test: results",
+            "",
+            f"Protocol: `{self.protocol}` (pre-registered). ATTN_S, R = 1, D = {self.D}, H = {self.H}, "
+            f"N = {self.N}, λ_d ∝ d⁻², population loss, float64 gradient flow (BDF, rtol {_e(self.rtol)}, "
+            f"atol {_e(self.atol)}) to {_e(self.horizon)} τ.",
+            "",
+        ]
+        for scale, res in self.scales.items():
+            lines += [
+                f"## σ = {scale} ({len(res.seeds)} seeds)",
+                "",
+                "| m→m+1 | n | cens. | #active 1/2/3/≥4 (0) | exactly one | median | exactly one @5% / @20% "
+                "| escape ratio median [95% CI] | midpoint ratio | ratio (geo v) | i* active / moves most "
+                "| cos k, cos q at t_m | v/‖k‖, ‖q‖/‖k‖ | max unrecruited v / v_i* | verdict |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            ]
+            for e in res.table:
+                if e.active_hist is None:
+                    lines.append(
+                        f"| {e.m}→{e.m + 1} | {e.seeds} | {e.censored} | – | – | – | – | – | – | – "
+                        "| – | – | – | – | censored |"
+                    )
+                    continue
+                h = e.active_hist
+                verdict = ("holds" if e.holds else "fails") + "; escape " + ("adequate" if e.escape_adequate else "off")
+                lines.append(
+                    f"| {e.m}→{e.m + 1} | {e.seeds} | {e.censored} | {h['1']}/{h['2']}/{h['3']}/{h['>=4']} ({h['0']}) "
+                    f"| {e.frac_exactly_one:.2f} | {e.median_active:.0f} "
+                    f"| {e.frac_exactly_one_5pct:.2f} / {e.frac_exactly_one_20pct:.2f} | {f(e.ratio)} "
+                    f"| {f(e.ratio_half)} | {e.ratio_geo[0]:.3g} | {e.head_active:.2f} / {e.head_moves_most:.2f} "
+                    f"| {e.median_cos_k:.3f}, {e.median_cos_q:.3f} | {e.median_v_over_k:.2f}, {e.median_q_over_k:.2f} "
+                    f"| {e.median_max_unrecruited_v_ratio:.2f} | {verdict} |"
+                )
+            lines += [
+                "",
+                "Post hoc (not pre-registered; see the protocol's amendment): the escaping head j = the head "
+                "whose v moves most in the transition; u = the pre-registered score restricted to heads not "
+                "active in an earlier transition.",
+                "",
+                "| m→m+1 | ratio with v_j(t_m) [95% CI] | midpoint ratio (j) | ratio with geo v_j | cos k_j, cos q_j "
+                "| v_j/‖k_j‖, ‖q_j‖/‖k_j‖ | u = j | j active before | ratio with v_u [95% CI] |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
+            for e in res.table:
+                if e.active_hist is None:
+                    continue
+                lines.append(
+                    f"| {e.m}→{e.m + 1} | {f(e.esc_ratio)} | {f(e.esc_ratio_half)} "
+                    f"| {f(e.esc_ratio_geo)} | {e.median_esc_cos_k:.3f}, {e.median_esc_cos_q:.3f} "
+                    f"| {e.median_esc_v_over_k:.2f}, {e.median_esc_q_over_k:.2f} | {e.unrec_is_esc:.2f} "
+                    f"| {e.esc_was_recruited:.2f} | {f(e.unrec_ratio)} |"
+                )
+            lines += [
+                "",
+                "Median t_m (τ): "
+                + ", ".join(f"t_{m}={sh.nanmedian([s.t_m[m] for s in res.seeds]):.3g}" for m in range(1, self.D + 1)),
+                "",
+            ]
+        if self.checks:
+            checks = {k: dataclasses.asdict(v) for k, v in self.checks.items()}  # as the JSON holds them
+            lines += ["## Numerical checks", "", "```", json.dumps(checks, indent=1), "```", ""]
+        return "\n".join(lines)
+
+
+def _e(x: float) -> str:
+    """1e-09 -> 1e-9, 1e+09 -> 1e9: powers of ten as the protocol writes them."""
+    if x > 0 and math.log10(x) == round(math.log10(x)):
+        return f"1e{round(math.log10(x))}"
+    return f"{x:g}"
+
+
+# ---- the test's seeds ------------------------------------------------------------------------------
 
 
 def config_of(scale: float, **train):
@@ -115,7 +220,7 @@ def _flag(v) -> bool:
 
 def single_head(
     dirs, *, seeds: int = 20, scales=(1e-2, 1e-3), checks=1, horizon: float = 1e9, n_boot: int = 2000, seed: int = 0
-) -> sh.SingleHead:
+) -> SingleHead:
     """The test on seeds 0..seeds−1 at each init scale (`seed`: the bootstrap's root)."""
     import jax
 
@@ -144,12 +249,10 @@ def single_head(
                     file=sys.stderr,
                     flush=True,
                 )
-            out[f"{scale:g}"] = sh.ScaleResult(seeds=done, table=sh.summarise(done, n_boot, seed))
+            out[f"{scale:g}"] = ScaleResult(seeds=done, table=sh.summarise(done, n_boot, seed))
             zero[scale] = done[0]
         found = _checks(scales, zero, horizon) if run_checks else None
-    return sh.SingleHead(
-        protocol=PROTOCOL, D=D, N=N, H=H, horizon=horizon, rtol=RTOL, atol=ATOL, scales=out, checks=found
-    )
+    return SingleHead(protocol=PROTOCOL, D=D, N=N, H=H, horizon=horizon, rtol=RTOL, atol=ATOL, scales=out, checks=found)
 
 
 def _checks(scales, zero: dict, horizon: float) -> dict:

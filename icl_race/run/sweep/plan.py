@@ -1,6 +1,7 @@
 """A sweep's plan, the second of its three jobs: the state of each cell on disk (done / partial / pending),
 which cells share one program, each cell's size checked before the first starts, and the dry run's
-projection of the wall time (`icl_race.run.cost`), as typed records. It writes nothing.
+projection of the wall time (`icl_race.run.cost`), as typed records. It writes nothing into the sweep
+directory; the dry run's measurements are kept in costs.json beside the compile cache (`cost.measured`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,39 @@
+"""What every figure shares: the colour of censored seeds, a colour ramp, a panel's labels and legend, a
+fit's slope CI in a legend, and the figure as PNG bytes."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from icl_race.analysis.text import ci_text
+
+CENSORED = "tab:gray"
+
+
+def label_panel(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """A panel's axis labels, its title and its legend (frameless, fontsize 8), so that the panels look alike."""
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend(frameon=False, fontsize=8)
+
+
+def colors(n):
+    cmap = plt.get_cmap("viridis")
+    return [cmap(v) for v in np.linspace(0.0, 0.85, max(n, 1))]
+
+
+def slope_ci_text(fit: dict, fmt: str) -> str:
+    """ " [lo, hi]" for a fit's slope CI in a legend, or "" when there is none."""
+    ci = fit.get("slope_ci") or (None, None)
+    return "" if ci[0] is None else " " + ci_text(ci, "{:" + fmt + "}")
+
+
+def png_bytes(fig: plt.Figure, dpi: int = 120) -> bytes:
+    """The figure as PNG, then closed: pyplot keeps every figure alive until closed, so a sweep would
+    otherwise hold one per cell."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()

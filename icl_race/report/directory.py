@@ -1,0 +1,106 @@
+"""The report of a run or sweep directory, by the report module its system names (`icl_race.systems`):
+`write_report` writes report.md, report.json and the figures as one (rundir/owner.py's rule), `hist_text`
+and `hist_json` give the `hist` view. A directory that is neither kind, or whose system has no such part,
+is a one-line ConfigError before any work. Imports no jax."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from icl_race import rundir, systems
+from icl_race.config import ConfigError
+from icl_race.configbase import System, resolve
+from icl_race.report.draws import Draws
+from icl_race.report.format import figure_files, jsonable
+from icl_race.rundir import owner
+
+N_BOOT = 2000
+
+
+def _check_dir(d: Path) -> str:
+    if not d.is_dir():
+        raise ConfigError(f"{d}: no such directory")
+    if rundir.is_sweep(d):
+        return "sweep"
+    if (d / rundir.CONFIG).exists() or (d / rundir.RESULTS).exists():
+        return "run"
+    raise ConfigError(f"{d}: neither a run directory (config.json, results.npz) nor a sweep directory (cells/)")
+
+
+def _system(d: Path) -> System:
+    """The system of a run directory, or of a sweep's first cell that has a config (the default system
+    when none has one yet: the report then lists the unfinished cells)."""
+    configs = [d / "config.json"] if (d / "config.json").exists() else sorted((d / "cells").glob("*/config.json"))
+    return systems.of(rundir.read_config(configs[0].parent)) if configs else systems.SYSTEMS[0]
+
+
+def _part(d: Path, kind: str, name: str, what: str):
+    """The system's report function `name` and the directory as a `rundir.Run` or `rundir.SweepDir`,
+    after the one-line refusals."""
+    system = _system(d)
+    if system.report is None:
+        raise ConfigError(f"{d}: {system.no_report or f'task.kind = {system.task_kind!r} has no report'}")
+    fn = getattr(resolve(system.report), name, None)
+    if fn is None:
+        raise ConfigError(f"{d}: task.kind = {system.task_kind!r} has no {what} of a {kind} directory")
+    # a run still training is read as its results so far (`Run.partial`), which the outputs say
+    return fn, (rundir.load(d) if kind == "run" else rundir.load_sweep(d))
+
+
+SCHEMA = "icl-race/report/1"  # docs/report-json.md; raised when a key changes meaning or goes away
+
+
+def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0, force: bool = False) -> list[str]:
+    """Write DIR/report.md, DIR/report.json and DIR/figures/*.png|pdf, as one (rundir/owner.py: no file
+    the report did not write is replaced unless `force`); returns the written paths relative to DIR."""
+    d = Path(d)
+    kind = _check_dir(d)
+    rundir.refuse_links(d, rundir.SWEEP_NAMES if kind == "sweep" else rundir.RUN_NAMES)
+    owner.check(d, "report", ["report.md", "report.json"], force=force, what="report")  # before any work
+    fn, found = _part(d, kind, f"{kind}_report", "report")
+    report, md, figs = fn(found, Draws(seed, n_boot))
+    from icl_race.rundir.provenance import icl_race_version
+
+    partial = found.partial_note() if isinstance(found, rundir.Run) else None
+    if partial:
+        title, _, rest = md.partition("\n")
+        md = f"{title}\n\n**{partial}.**\n{rest}"
+
+    figures = {path: data for name, fig in figs.items() for path, data in figure_files(fig, name).items()}
+    written = list(figures)
+    report = jsonable(
+        {
+            "schema": SCHEMA,
+            **({"partial": partial} if partial else {}),
+            **report,
+            "icl_race_version": icl_race_version(),
+            "n_boot": n_boot,
+            "seed": seed,
+            "figures": written,
+        }
+    )
+    report_json = (json.dumps(report, indent=1, allow_nan=False) + "\n").encode()
+    files = {"report.md": md.encode(), "report.json": report_json, **figures}
+    owner.write_files(d, "report", files, force=force, what="report")
+    return ["report.md", "report.json", *written]
+
+
+def hist_text(d: str | Path, bins: int = 12) -> str:
+    """The `hist` view of a run or sweep directory (the classification systems have one)."""
+    d = Path(d)
+    kind = _check_dir(d)
+    if kind == "run":
+        fn, found = _part(d, kind, "hist_text", "hist view")
+        note = found.partial_note()
+        return fn(found, bins) + (f"\n{note}" if note else "")
+    fn, found = _part(d, kind, "sweep_hist_text", "hist view")
+    return fn(found)
+
+
+def hist_json(d: str | Path, bins: int = 12) -> dict:
+    """The `hist` view of a run or sweep directory as data (docs/report-json.md)."""
+    d = Path(d)
+    kind = _check_dir(d)
+    fn, found = _part(d, kind, "hist_record" if kind == "run" else "sweep_hist_record", "hist view")
+    return jsonable({"schema": SCHEMA, **(fn(found, bins) if kind == "run" else fn(found))})

@@ -1,0 +1,161 @@
+"""A sweep directory read back (`load_sweep`): every folder of cells/ as a `CellEntry` (its swept values,
+its status and, when finished, its `Run`), only the grid's cells read as runs (a folder that is not one
+is listed with its reason); `skipped_cells` says which cells no analysis can read."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from icl_race import config
+from icl_race.config import ConfigError
+from icl_race.rundir.files import read_config
+from icl_race.rundir.layout import RESULTS, checkpoint_steps, is_done
+from icl_race.rundir.read import Run, load_run
+
+
+@dataclasses.dataclass(frozen=True)
+class CellEntry:
+    """One cell of a sweep directory: its swept values and, when finished, its run."""
+
+    name: str
+    dir: Path
+    values: dict[str, Any]
+    status: str  # done | partial | pending | unreadable | foreign | outside (not a cell of the grid)
+    run: Run | None
+    config: dict | None
+    reason: str = ""  # why there is no run
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepDir:
+    dir: Path
+    fields: list[str]  # the swept fields ([grid] and [zip] of sweep.toml; else those that vary over cells)
+    cells: list[CellEntry]
+    spec: str | None  # sweep.toml's text
+
+    @property
+    def runs(self) -> list[Run]:
+        return [c.run for c in self.cells if c.run is not None]
+
+
+def is_sweep(d: Path) -> bool:
+    return (Path(d) / "cells").is_dir()
+
+
+def skipped_cells(dirs) -> list[str]:
+    """One line per sweep among `dirs` that has cells no analysis can read (damaged, foreign, off the grid):
+    what `load_runs` leaves out, said rather than skipped silently. Unfinished cells are not listed."""
+    lines = []
+    for d in dirs:
+        if is_sweep(Path(d)):
+            bad = [c for c in load_sweep(Path(d)).cells if c.status in ("unreadable", "foreign", "outside")]
+            if bad:
+                what = ", ".join(f"{c.name} ({c.status})" for c in bad[:5]) + (", ..." if len(bad) > 5 else "")
+                lines.append(f"{d}: {len(bad)} cell{'s' if len(bad) > 1 else ''} left out: {what}")
+    return lines
+
+
+def cell_status(d: Path) -> str:
+    if is_done(d):
+        return "done"
+    return "partial" if checkpoint_steps(d) else "pending"
+
+
+def _flat(cfg: dict) -> dict:
+    return {f"{s}.{k}": v for s, sec in cfg.items() if isinstance(sec, dict) for k, v in sec.items()}
+
+
+def _grid_fields(spec: str | None, configs: list[dict]) -> list[str]:
+    """The [grid] and [zip] fields of sweep.toml; without a readable one, the fields whose values differ."""
+    try:
+        if spec is None:
+            return _varying(configs)
+        table = tomllib.loads(spec)
+        axes = [table.get("grid", {}), table.get("zip", {})]
+        if not all(isinstance(a, dict) for a in axes):  # refused by `icl-race sweep`; here, not a reason to fail
+            return _varying(configs)
+        return [*axes[0], *axes[1]]
+    except (tomllib.TOMLDecodeError, RecursionError):
+        return _varying(configs)
+
+
+def _varying(configs: list[dict]) -> list[str]:
+    flats = [_flat(c) for c in configs]
+    keys = sorted({k for f in flats for k in f})
+    return [k for k in keys if len({json.dumps(f.get(k), default=str) for f in flats}) > 1]
+
+
+def _plain(value):
+    """A config value as TOML reads it (tuples as lists), to compare a stored config with sweep.toml."""
+    return [_plain(v) for v in value] if isinstance(value, tuple | list) else value
+
+
+def _not_a_cell(name: str, cfg: dict, spec: dict | None) -> str:
+    """Why the folder cells/<name> holding `cfg` is not a cell of the sweep `spec` (sweep.toml parsed),
+    "" when it is: a folder named by a config digest (as `icl-race sweep` names them) that holds another
+    config (a swapped or copied cell), or a config off the grid (a cell of an earlier grid, or of
+    another sweep). A hand-made sweep's own names (no digest) are taken as they are."""
+    try:
+        digest = config.from_dict(cfg).digest()
+    except ConfigError:
+        digest = None
+    if digest and len(name) == len(digest) and all(ch in "0123456789abcdef" for ch in name) and name != digest:
+        return f"foreign: holds the run of another config (digest {digest}), not the cell its name says"
+    if not isinstance(spec, dict):
+        return ""
+    flat = {k: _plain(v) for k, v in _flat(cfg).items()}
+    grid: dict = g if isinstance(g := spec.get("grid"), dict) else {}
+    for field, values in grid.items():
+        if isinstance(values, list) and field in flat and flat[field] not in values:
+            return f"not in this sweep's grid ({field} = {flat[field]!r}; sweep.toml lists {values})"
+    zipped: dict = z if isinstance(z := spec.get("zip"), dict) else {}
+    if zipped and all(isinstance(v, list) and f in flat for f, v in zipped.items()):
+        if tuple(flat[f] for f in zipped) not in list(zip(*zipped.values())):
+            return f"not in this sweep's grid (its {', '.join(zipped)} are no row of sweep.toml's [zip])"
+    for sec, table in spec.items():
+        if sec in config.SECTIONS and isinstance(table, dict):
+            for key, value in table.items():
+                swept = f"{sec}.{key}" in zipped or f"{sec}.{key}" in grid
+                if f"{sec}.{key}" in flat and flat[f"{sec}.{key}"] != value and not swept:
+                    return (
+                        f"not in this sweep's grid ({sec}.{key} = {flat[f'{sec}.{key}']!r}; sweep.toml says {value!r})"
+                    )
+    return ""
+
+
+def load_sweep(d: Path) -> SweepDir:
+    """Every cell of a sweep directory; a finished one (results.npz there) is read as a `Run`. Only the
+    grid's cells are read: a folder that is not one (`_not_a_cell`) is listed with its reason, no run."""
+    d = Path(d)
+    entries: list[tuple[Path, dict | None, str, Run | None, str]] = []
+    spec_text = (d / "sweep.toml").read_text() if (d / "sweep.toml").is_file() else None
+    try:
+        spec = tomllib.loads(spec_text) if spec_text is not None else None
+    except (tomllib.TOMLDecodeError, RecursionError):
+        spec = None
+    for c in sorted(p for p in (d / "cells").iterdir() if p.is_dir()):
+        try:
+            cfg = read_config(c)
+        except ConfigError as e:
+            entries.append((c, None, "unreadable", None, str(e)))
+            continue
+        if why := _not_a_cell(c.name, cfg, spec):
+            entries.append((c, cfg, "foreign" if why.startswith("foreign") else "outside", None, why))
+            continue
+        if not (c / RESULTS).exists():
+            entries.append((c, cfg, cell_status(c), None, "no results.npz (not finished)"))
+            continue
+        try:
+            entries.append((c, cfg, "done", load_run(c), ""))
+        except ConfigError as e:
+            entries.append((c, cfg, "unreadable", None, str(e)))
+    fields = _grid_fields(spec_text, [cfg for _, cfg, *_ in entries if cfg is not None])
+    cells = [
+        CellEntry(c.name, c, {f: _flat(cfg).get(f) for f in fields} if cfg else {}, st, run, cfg, why)
+        for c, cfg, st, run, why in entries
+    ]
+    return SweepDir(d, fields, cells, spec_text)

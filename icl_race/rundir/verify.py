@@ -1,0 +1,76 @@
+"""results.npz and config.json checked as data after they were read: the arrays are the layout the
+runner writes (`check_results`), the config is the one the results came from (`check_provenance`). A
+crafted, damaged or edited file is a `DamagedFileError` naming the array or the fields, never a wrong
+statistic; `icl-race run --redo` sets a finished run's damaged final files aside (rundir/write.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from icl_race.rundir.files import differing_fields, with_defaults
+from icl_race.rundir.layout import CONFIG, RESULTS, SCALARS, DamagedFileError
+
+
+def _bad(d: Path, name: str, what: str) -> DamagedFileError:
+    return DamagedFileError(
+        f"{Path(d) / RESULTS}: array {name}: {what}; not results icl-race wrote "
+        "(rerun with --redo to set the run aside and train it again)"
+    )
+
+
+def _integers(a: np.ndarray) -> bool:
+    return a.dtype.kind in "iu"
+
+
+def check_results(d: Path, res: dict[str, np.ndarray]) -> None:
+    """results.npz's arrays against the layout the runner writes: per-seed arrays [S], curves
+    [S, T, ...] over the T evaluation steps, integer event steps in [-1, budget], boolean masks. A
+    crafted or damaged file is a DamagedFileError naming the array, never a wrong statistic."""
+    events = [k for k in res if k.startswith("t_")]
+    if not events or "eval_steps" not in res:
+        raise DamagedFileError(f"{Path(d) / RESULTS}: missing t_<event> or eval_steps")
+    anchor = "seed_ids" if "seed_ids" in res else events[0]  # the seed count every per-seed array follows
+    if res[anchor].ndim != 1 or res[anchor].size == 0:
+        raise _bad(d, anchor, f"shape {res[anchor].shape}, expected one value per seed")
+    S = res[anchor].shape[0]
+    steps = res["eval_steps"]
+    if not _integers(steps) or steps.ndim != 1 or steps.size == 0 or np.any(np.diff(steps) <= 0) or steps[0] < 0:
+        raise _bad(d, "eval_steps", f"{steps.dtype} {steps.shape}, expected increasing steps >= 0, at least one")
+    for name in SCALARS:
+        if name in res and (res[name].shape != () or not _integers(res[name]) or res[name] < 0):
+            raise _bad(d, name, f"{res[name].dtype} {res[name].shape}, expected one integer >= 0")
+    budget = int(res["budget"]) if "budget" in res else int(steps[-1])
+    for name, a in res.items():
+        if name in SCALARS or name == "eval_steps":
+            continue
+        per_seed = name.startswith("t_") or name in ("seed_ids", "diverged", "retired_at")
+        if a.shape[: 1 if per_seed else 2] != ((S,) if per_seed else (S, steps.size)) or (per_seed and a.ndim != 1):
+            want = f"[{S}]" if per_seed else f"[{S}, {steps.size}, ...]"
+            raise _bad(d, name, f"shape {a.shape}, expected {want} ({S} seeds, {steps.size} evaluations)")
+        steps_or_unset = name.startswith("t_") or name == "retired_at"
+        if steps_or_unset and (not _integers(a) or np.any(a < -1) or np.any(a > budget)):
+            raise _bad(d, name, f"expected integer steps in [-1, {budget:,}] (-1 = not reached)")
+        if name == "seed_ids" and not _integers(a):
+            raise _bad(d, name, f"dtype {a.dtype}, expected integers")
+        if name == "diverged" and a.dtype != bool:
+            raise _bad(d, name, f"dtype {a.dtype}, expected booleans")
+        if not per_seed and a.dtype.kind not in "fiub":
+            raise _bad(d, name, f"dtype {a.dtype}, expected numbers")
+
+
+def check_provenance(d: Path, cfg: dict, meta: dict | None) -> None:
+    """The results were computed from this config.json: meta.json, written in the same commit, holds
+    the config they came from. An edited config.json would relabel them: a DamagedFileError naming the
+    fields that differ."""
+    if not meta or not isinstance(meta.get("config"), dict):
+        return  # hand-made or old directories without one: nothing to compare
+    made = with_defaults(meta["config"])
+    if made != cfg:
+        changed = differing_fields(made, cfg)
+        raise DamagedFileError(
+            f"{Path(d) / CONFIG}: no longer the config the results were computed from (meta.json "
+            f"differs in {', '.join(changed) or 'its sections'}); restore it, or rerun with --redo "
+            "to set the results aside and train again"
+        )
