@@ -22,7 +22,7 @@ import numpy as np
 
 from icl_race.engine.chunks import Chunk, ChunkPlan
 from icl_race.engine.program import Carry, Consts, Program
-from icl_race.engine.sharding import on_each_device, seed_mesh
+from icl_race.engine.sharding import on_each_device
 
 INIT_STREAM, TRAIN_STREAM, PROBE_STREAM = 0, 1, 2
 
@@ -43,10 +43,6 @@ class Layout:
     @property
     def unit(self) -> int:
         return self.block * self.shards
-
-    def mesh(self):
-        """The device mesh the seed axis is split over; None on one device."""
-        return seed_mesh(self.shards) if self.shards > 1 else None
 
 
 def padded_seed_ids(seed_ids: np.ndarray, layout: Layout) -> np.ndarray:
@@ -194,16 +190,6 @@ def _dispatch(program: Program, layout: Layout, eval_every: int, n_evals: int, c
     return on_each_device(fn, carry, consts, t0, jax.device_put(np.int32(n_evals)))
 
 
-def run_chunk(
-    program: Program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, capacity: int | None = None
-):
-    """n_evals evaluation periods for the whole ensemble, in the program of `capacity` periods (default
-    n_evals; `train` passes the run's evals_per_chunk, so that its last, shorter chunk compiles nothing
-    new). Metrics come back on the host as {name: [S, n_evals]}."""
-    carry, metrics = _dispatch(program, layout, eval_every, n_evals, carry, consts, t0, capacity)
-    return carry, {k: v[:, :n_evals] for k, v in jax.device_get(metrics).items()}
-
-
 @jax.jit
 def _take(carry, idx_U):
     """The seeds idx_U of a carry (an index past the end reads the last seed: a filler, never written back)."""
@@ -244,21 +230,28 @@ def blocks_of(live_L: np.ndarray, unit: int, end: int) -> list[np.ndarray]:
     return [filled[i : i + unit] for i in range(0, len(filled), unit)]
 
 
-def run_live(
+def run_chunk(
     program: Program,
     layout: Layout,
     eval_every: int,
     n_evals: int,
-    carry,
-    consts,
+    carry: Carry,
+    consts: Consts,
     t0,
-    live_L: np.ndarray,
     capacity: int | None = None,
+    live_L: np.ndarray | None = None,
 ):
-    """run_chunk for the live seeds only: they are packed into blocks of the same width, each block
-    runs the one-block program (one compilation whatever the number of live seeds), and its seeds
-    are written back into the full carry. Metrics come back as {name: [S, n_evals]} on the host,
-    NaN for a seed that did not run (`train` holds its last evaluated value there)."""
+    """n_evals evaluation periods for the whole ensemble, in the program of `capacity` periods (default
+    n_evals; `train` passes its plan's, so that a shorter chunk compiles nothing new). Metrics come back
+    on the host as {name: [S, n_evals]}.
+
+    Given `live_L`, for those seeds only: they are packed into blocks of the same width, each block
+    runs the one-block program (one compilation whatever the number of live seeds), and its seeds are
+    written back into the full carry; a seed that did not run has NaN metrics (`train` holds its last
+    evaluated value there)."""
+    if live_L is None:
+        carry, metrics = _dispatch(program, layout, eval_every, n_evals, carry, consts, t0, capacity)
+        return carry, {k: v[:, :n_evals] for k, v in jax.device_get(metrics).items()}
     S = jax.tree.leaves(carry)[0].shape[0]
     sharding = jax.tree.leaves(carry)[0].sharding
     parts = []
@@ -374,7 +367,7 @@ def train(
     Only the first `live_seeds` seeds (default all) count for the stop test and progress; the rest
     are padding. With `retire`, each chunk computes only the seeds whose results can still change
     (`retired`: decided at the chunk boundary from the first passages alone), packed into blocks of
-    the same width (`run_live`), so a seed's results are bit-identical to a run without retirement
+    the same width (`run_chunk`'s `live_L`), so a seed's results are bit-identical to a run without retirement
     and a run pays for Σ min(t_i, budget) rather than S × the slowest seed; a retired seed's curves
     hold their last evaluated value from its retirement on (`_hold`). To resume, pass the checkpointed
     carry, `start_step` (a chunk boundary of the plan) and `history` (curves, eval steps): a resumed
@@ -402,7 +395,7 @@ def train(
         if done_M.all():
             break
         tic = time.perf_counter()
-        computed, member_seeds = seeds, np.array(members)
+        computed, member_seeds, live_L = seeds, np.array(members), None
         if retire or done_M.any():  # a finished member's seeds leave the computation like retired ones
             out_S = retired(program, t_first, seeds) if retire else np.arange(len(t_first[DIVERGED])) >= seeds
             for r in (r for r, done in zip(rows, done_M) if done):
@@ -410,15 +403,13 @@ def train(
             live_L = np.flatnonzero(~out_S)
             computed = live_L.size
             member_seeds = np.array([np.sum(~out_S[r]) for r in rows])
-            if live_L.size:
-                carry, metrics = run_live(
-                    program, layout, period, n, carry, consts, jnp.int32(t), live_L, plan.capacity
-                )
-                _hold(metrics, live_L, hist[-1] if hist else None)
-            else:  # every seed has its final results: the curves hold them to the budget, nothing is computed
-                metrics = {k: np.repeat(v[:, -1:], n, axis=1) for k, v in hist[-1].items()}
+        if live_L is not None and not live_L.size:
+            # every seed has its final results: the curves hold them to the budget, nothing is computed
+            metrics = {k: np.repeat(v[:, -1:], n, axis=1) for k, v in hist[-1].items()}
         else:
-            carry, metrics = run_chunk(program, layout, period, n, carry, consts, jnp.int32(t), plan.capacity)
+            carry, metrics = run_chunk(program, layout, period, n, carry, consts, jnp.int32(t), plan.capacity, live_L)
+            if live_L is not None:
+                _hold(metrics, live_L, hist[-1] if hist else None)
         hist.append(metrics)
         steps_seen.append(t + period * np.arange(1, n + 1))
         chunks += 1

@@ -85,15 +85,12 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> Finished:
 
     cfg, stop = prepared.cfg, prepared.program.stop_event
     results = results_arrays(prepared, trained)
-    t_kept = results[f"t_{stop}"][~results["diverged"]]
-    fig = histogram(
-        t_kept,
-        censor_time(cfg.train.steps, int(results["steps_run"]), bool(np.any(t_kept < 0))),
-        title=f"t_{stop}, {systems.of(cfg).describe(cfg)}, {cfg.ensemble.seeds} seeds",
-        xlabel=f"t_{stop} (steps)",
-    )
     record = meta(prepared, trained, results)
-    rundir.finish(out, results, record, {f"t_{stop}_hist.png": png_bytes(fig, dpi=120)})
+    t_kept = results[f"t_{stop}"][~results["diverged"]]
+    censored_at = censor_time(cfg.train.steps, int(results["steps_run"]), bool(np.any(t_kept < 0)))
+    title = f"t_{stop}, {systems.of(cfg).describe(cfg)}, {cfg.ensemble.seeds} seeds"
+    hist = png_bytes(histogram(t_kept, censored_at, title=title, xlabel=f"t_{stop} (steps)"), dpi=120)
+    rundir.finish(out, results, record, {f"t_{stop}_hist.png": hist})
     # meta as written (JSON: tuples are lists there) and config.json's dict, so that this Run equals the
     # one rundir.load_run(out) reads; it carries the parsed config, which Run.cfg returns.
     written = json.loads(rundir.json_bytes(record))

@@ -193,7 +193,7 @@ def _packed(cells: Sequence[Prepared]):
     member = {k: fill(np.concatenate([np.full(n, v[k]) for v, n in zip(values, sizes)])) for k in differ}
     hosts = [host_carry(p.carry) for p in cells]
     carry = jax.tree.map(lambda *a: fill(np.concatenate([x[:n] for x, n in zip(a, sizes)])), *hosts)
-    carry, consts = place(device_carry({**carry, MEMBER: member}), consts, first.layout.mesh())
+    carry, consts = place(device_carry({**carry, MEMBER: member}), consts, first.layout.shards)
     history = None
     if first.history is not None:  # all or none: the runs stand at one step
         curves = jax.tree.map(

@@ -207,7 +207,7 @@ def prepare(run: RunPlan, out: Path, log) -> Prepared:
     tree, meta = restored
     checkpoint.check_resume(out, tree, meta, cfg, run.digest, program, consts)
     tree = checkpoint.repad(tree, len(padded_seed_ids(seed_ids, lay)), e.seeds)
-    carry, consts = place(checkpoint.device_carry(tree["carry"]), consts, lay.mesh())
+    carry, consts = place(checkpoint.device_carry(tree["carry"]), consts, lay.shards)
     log(f"{out}: resuming from the checkpoint at step {meta['step']:,}")
     return Prepared(
         run=run,
@@ -238,7 +238,7 @@ def start_fresh(
     from icl_race.run import compile_stats
 
     lay = run.layout
-    keys, consts = place(seed_keys(run.cfg.ensemble.root_seed, padded_seed_ids(seed_ids, lay)), consts, lay.mesh())
+    keys, consts = place(seed_keys(run.cfg.ensemble.root_seed, padded_seed_ids(seed_ids, lay)), consts, lay.shards)
     return Prepared(
         run=run,
         program=program,
