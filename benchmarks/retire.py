@@ -39,7 +39,7 @@ os.environ["ICL_RACE_COMPILE_CACHE"] = "off"  # both modes compile from scratch,
 import jax  # noqa: E402
 
 from icl_race import config, rundir  # noqa: E402
-from icl_race.engine.ensemble import chunk_plan  # noqa: E402
+from icl_race.engine.chunks import chunk_plan  # noqa: E402
 from icl_race.run.runner import execute  # noqa: E402
 from icl_race.rundir.provenance import device_description  # noqa: E402
 

@@ -5,19 +5,20 @@ on and off)."""
 import jax
 import numpy as np
 
+from icl_race.engine.chunks import chunk_plan
 from icl_race.engine.ensemble import Layout, init_ensemble, padded_seed_ids, seed_keys, train
 
 
-def train_seeds(program, consts, cfg, seed_ids, block: int, **kw):
+def train_seeds(program, consts, cfg, seed_ids, block: int, evals_per_chunk: int | None = None, **kw):
     """`seed_ids` (keys under root seed 0), padded to vmaps of `block` seeds, trained for cfg.train's
-    steps, evaluation period and chunking; `kw` goes to `train` (stop_event, live_seeds, retire, ...) and
-    may replace those three (a test's own evals_per_chunk). Returns train's (carry, curves, eval_steps):
-    per-seed arrays hold the padding seeds after `seed_ids`."""
+    steps, evaluation period and chunking (or a test's own `evals_per_chunk`); `kw` goes to `train`
+    (stop_event, live_seeds, retire, ...). Returns train's (carry, curves, eval_steps): per-seed arrays
+    hold the padding seeds after `seed_ids`."""
     layout = Layout(block)
     carry = init_ensemble(program, layout, seed_keys(0, padded_seed_ids(np.asarray(seed_ids), layout)), consts)
     tr = cfg.train
-    plan = {"steps": tr.steps, "eval_every": tr.eval_every, "evals_per_chunk": tr.evals_per_chunk}
-    return train(program, consts, carry, layout=layout, **{**plan, **kw})
+    plan = chunk_plan(tr.steps, tr.eval_every, evals_per_chunk or tr.evals_per_chunk)
+    return train(program, consts, carry, layout=layout, plan=plan, **kw)
 
 
 def first_seeds(n: int, carry, curves) -> tuple[dict, dict]:

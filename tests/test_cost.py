@@ -8,7 +8,7 @@ import tiny
 
 from icl_race import config
 from icl_race.run import cost
-from icl_race.run.runner import RunPlan
+from icl_race.run.records import RunPlan
 
 # Made-up costs in round numbers, so that every projection below is arithmetic to check by hand.
 COST = cost.Cost(setup_s=10.0, compile_s=4.0, period_s=1.0, first_period=50, checkpoint_s=0.5, finish_s=2.0)

@@ -10,7 +10,9 @@ import tiny
 from seeds import first_seeds, train_seeds
 
 from icl_race import config
-from icl_race.engine.ensemble import Layout, chunk_plan, init_ensemble, padded_seed_ids, run_chunk, seed_keys, train
+from icl_race.engine.chunks import chunk_plan
+from icl_race.engine.ensemble import Layout, init_ensemble, padded_seed_ids, run_chunk, seed_keys, train
+from icl_race.engine.program import Program
 from icl_race.run import compile_stats
 from icl_race.systems import build
 
@@ -18,7 +20,7 @@ EVAL_EVERY = 10
 
 
 @dataclass(frozen=True)
-class Scripted:
+class Scripted(Program):
     """A toy program: the state counts its own updates and the probe replays a scripted accuracy
     trace indexed by that count, so first passages and freezing have known answers."""
 
@@ -48,9 +50,7 @@ def _run_scripted(trace, steps, freeze_event=None, stop_event=None, evals_per_ch
         consts,
         carry,
         layout=Layout(3),
-        steps=steps,
-        eval_every=EVAL_EVERY,
-        evals_per_chunk=evals_per_chunk,
+        plan=chunk_plan(steps, EVAL_EVERY, evals_per_chunk),
         stop_event=stop_event,
     )
 
@@ -119,9 +119,7 @@ def _ensemble(cfg, seed_ids, block=8):
         consts,
         carry,
         layout=Layout(block),
-        steps=tr.steps,
-        eval_every=tr.eval_every,
-        evals_per_chunk=tr.evals_per_chunk,
+        plan=chunk_plan(tr.steps, tr.eval_every, tr.evals_per_chunk),
     )
     n = len(seed_ids)
     return jax.device_get(carry["t_first"]["icl"])[:n], {k: v[:n] for k, v in curves.items()}
@@ -161,17 +159,18 @@ def test_one_compilation_serves_every_K(tiny_raw):
 
 
 def test_chunk_plans_meet_the_budget_and_log_periods_double():
-    assert chunk_plan(100, 10, 4) == [(0, 10, 4), (40, 10, 4), (80, 10, 2)]
+    assert chunk_plan(100, 10, 4).chunks == ((0, 10, 4), (40, 10, 4), (80, 10, 2))
     plan = chunk_plan(1000, 10, 3, "log")
-    assert plan == [(0, 10, 3), (30, 20, 3), (90, 40, 3), (210, 80, 3), (450, 160, 3), (930, 70, 1)]
+    assert list(plan) == [(0, 10, 3), (30, 20, 3), (90, 40, 3), (210, 80, 3), (450, 160, 3), (930, 70, 1)]
     ends = [t + p * n for t, p, n in plan]
-    assert ends[-1] == 1000 and [t for t, _, _ in plan[1:]] == ends[:-1]
+    assert ends[-1] == plan.steps == 1000 and [t for t, _, _ in plan.chunks[1:]] == ends[:-1]
+    assert plan.capacity == 3 and chunk_plan(20, 10, 5).capacity == 5  # a shorter chunk runs in the plan's program
 
 
 def test_log_spaced_run_resumed_at_a_chunk_boundary_equals_an_uninterrupted_one():
     program = Scripted()
     consts = {"trace": jnp.linspace(0.0, 1.0, 200)}
-    kw = dict(layout=Layout(3), steps=600, eval_every=EVAL_EVERY, evals_per_chunk=3, spacing="log")
+    kw = dict(layout=Layout(3), plan=chunk_plan(600, EVAL_EVERY, 3, "log"))
     fresh = lambda: init_ensemble(program, Layout(3), seed_keys(0, np.arange(3)), consts)
     _, curves, steps = train(program, consts, fresh(), **kw)
     np.testing.assert_array_equal(steps, [10, 20, 30, 50, 70, 90, 130, 170, 210, 290, 370, 450, 600])
@@ -222,9 +221,7 @@ def test_padding_seeds_never_count_in_the_stop_test():
             consts,
             carry,
             layout=layout,
-            steps=100,
-            eval_every=EVAL_EVERY,
-            evals_per_chunk=1,
+            plan=chunk_plan(100, EVAL_EVERY, 1),
             live_seeds=live,
             stop_event="hit",
         )
@@ -298,9 +295,7 @@ def test_a_shorter_last_chunk_compiles_no_program_of_its_own(tiny_raw):
         carry = init_ensemble(program, layout, seed_keys(0, np.arange(2)), consts)
         jax.clear_caches()
         before = compile_stats.snapshot()[0]
-        _, curves, steps_seen = train(
-            program, consts, carry, layout=layout, steps=steps, eval_every=10, evals_per_chunk=2
-        )
+        _, curves, steps_seen = train(program, consts, carry, layout=layout, plan=chunk_plan(steps, 10, 2))
         assert curves["icl_acc"].shape == (2, steps // 10) and not np.isnan(curves["icl_acc"]).any()
         np.testing.assert_array_equal(steps_seen, np.arange(10, steps + 1, 10))
         return compile_stats.snapshot()[0] - before

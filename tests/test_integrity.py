@@ -142,7 +142,7 @@ def test_a_checkpoint_with_a_resealed_wrong_step_is_caught_by_the_chunk_plan(tmp
     # One made by hand with a matching digest (here: saved at the wrong step) fails the plan instead: its
     # step must be a boundary of the run's chunks, with the plan's evaluations before it.
     from icl_race.run.checkpoint import Checkpointer, planned_history
-    from icl_race.run.runner import plan
+    from icl_race.run.records import chunks as plan
 
     chunks = plan(CFG)
     assert planned_history(chunks)[0] == [50, 100, 150]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
+from icl_race.engine.chunks import chunk_plan
 from icl_race.engine.ensemble import Layout, init_ensemble, padded_seed_ids, seed_keys, train
 from icl_race.models.linear_attention import LinearAttention, code_units, optimal_gamma
 from icl_race.systems.linear_attention import LinearAttentionRegression, gradient_flow, log_subsample
@@ -42,9 +43,7 @@ def _run(program, consts, *, seeds, steps, eval_every, block=4):
         consts,
         carry,
         layout=layout,
-        steps=steps,
-        eval_every=eval_every,
-        evals_per_chunk=max(1, steps // eval_every),
+        plan=chunk_plan(steps, eval_every, max(1, steps // eval_every)),
     )
     return jax.device_get(carry), {k: v[:seeds] for k, v in curves.items()}, eval_steps
 

@@ -66,7 +66,8 @@ def test_estimate_bounds_what_xla_allocates_for_the_chunk(name):
     tiny.IMPOSSIBLE_SIZES,
 )
 def test_impossible_sizes_are_refused_naming_the_field_to_lower(overrides):
-    from icl_race.run.runner import RunPlan, check_memory
+    from icl_race.run.host import check_memory
+    from icl_race.run.records import RunPlan
 
     demo = config.read_toml("experiments/demo.toml")
     with pytest.raises(config.ConfigError, match="^memory: this run needs about") as e:
@@ -87,7 +88,8 @@ def test_impossible_sizes_are_refused_naming_the_field_to_lower(overrides):
 )
 def test_every_system_is_estimated_and_its_cpu_experiments_fit(path):
     from icl_race.run import sweep
-    from icl_race.run.runner import RunPlan, check_memory
+    from icl_race.run.host import check_memory
+    from icl_race.run.records import RunPlan
 
     for cell in sweep.load(path).cells:
         check_memory(RunPlan.of(cell.cfg))

@@ -1,4 +1,4 @@
-"""Packed ensembles (runner.train_pack, issue 42 item 4): runs of one program trained as the members of one
+"""Packed ensembles (pack.train_pack, issue 42 item 4): runs of one program trained as the members of one
 ensemble write, run by run, what each writes alone, also when a member stops early and when the pack is
 interrupted and resumed."""
 
@@ -10,7 +10,8 @@ import pytest
 import tiny
 
 from icl_race import config, rundir
-from icl_race.run import runner
+from icl_race.run import pack, runner
+from icl_race.run.records import RunPlan
 from icl_race.run.signals import Interrupted
 
 # Two cells of a K grid that differ in traced values only (K and the ICL threshold, so that the members'
@@ -82,10 +83,10 @@ def test_a_packed_grid_interrupted_resumes_each_cell_from_its_own_checkpoint(tmp
 
 
 def test_runs_of_one_program_share_a_pack_key_and_other_shapes_do_not():
-    a, b = (runner.RunPlan.of(c) for c in _cfgs())
-    assert runner.pack_key(a) == runner.pack_key(b)
+    a, b = (RunPlan.of(c) for c in _cfgs())
+    assert pack.pack_key(a) == pack.pack_key(b)
     wider = config.from_dict(tiny.small(**{**CELLS[0], "model": {"width": 8}}))
-    assert runner.pack_key(runner.RunPlan.of(wider)) != runner.pack_key(a)
+    assert pack.pack_key(RunPlan.of(wider)) != pack.pack_key(a)
 
 
 def test_a_run_records_what_decides_its_kernels(tmp_path, monkeypatch):

@@ -41,7 +41,7 @@ def test_the_rate_leaves_out_the_compilation_inside_a_chunk():
 
 
 def test_the_time_left_counts_the_programs_still_to_compile():
-    from icl_race.engine.ensemble import chunk_plan
+    from icl_race.engine.chunks import chunk_plan
 
     plan = chunk_plan(1000, 100, 1, "log")  # periods 100, 200, 400, then the last 300 steps: four programs
     assert [period for _, period, _ in plan] == [100, 200, 400, 300]

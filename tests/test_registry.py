@@ -15,6 +15,7 @@ from icl_race import config, systems
 from icl_race.cli import main
 from icl_race.config import ConfigError
 from icl_race.configbase import Config, System, check
+from icl_race.engine.program import Program
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ def validate(cfg: Config) -> None:
 
 
 @dataclass(frozen=True)
-class SlopeProgram:
+class SlopeProgram(Program):
     batch: int
     event_names = ("learned",)
     stop_event = "learned"

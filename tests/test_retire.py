@@ -9,11 +9,11 @@ import numpy as np
 from seeds import first_seeds, train_seeds
 
 from icl_race import config
+from icl_race.engine.chunks import chunk_plan
 from icl_race.engine.ensemble import (
     DIVERGED,
     Layout,
     blocks_of,
-    chunk_plan,
     init_ensemble,
     padded_seed_ids,
     retired,
@@ -21,6 +21,7 @@ from icl_race.engine.ensemble import (
     seed_keys,
     train,
 )
+from icl_race.engine.program import Program
 from icl_race.run import compile_stats
 from icl_race.systems import build
 
@@ -28,14 +29,13 @@ EVAL_EVERY = 10
 
 
 @dataclass(frozen=True)
-class Staggered:
+class Staggered(Program):
     """A toy program whose seeds cross the thresholds at different, known evaluations: seed s reads
     the accuracy trace shifted by `lag` = its key's draw in 0..7, so it fires "hit" (> 0.5) at
     evaluation 3 + lag and "high" (> 0.9) at 5 + lag."""
 
     freeze_event: str | None = "high"
     event_names = ("hit", "high")
-    confirm = ()
 
     def init(self, key, consts):
         return {"updates": jnp.int32(0), "lag": jax.random.randint(key, (), 0, 8)}
@@ -74,7 +74,7 @@ class Settling(Staggered):
 
 
 TRACE = {"trace": jnp.asarray([0.0, 0.2, 0.4, 0.6, 0.8, 0.95] + [0.97] * 30, jnp.float32)}
-PLAN = dict(steps=200, eval_every=EVAL_EVERY, evals_per_chunk=2)
+PLAN = chunk_plan(200, EVAL_EVERY, 2)
 
 
 def _staggered(seeds=10, block=4, retire=True, program=Staggered(), **kw):
@@ -89,7 +89,7 @@ def _staggered(seeds=10, block=4, retire=True, program=Staggered(), **kw):
         live_seeds=seeds,
         retire=retire,
         on_chunk=lambda p: live.append(p.chunk_seeds),
-        **PLAN,
+        plan=PLAN,
         **kw,
     )
     t_first = {k: np.asarray(v)[:seeds] for k, v in jax.device_get(carry["t_first"]).items()}
@@ -127,7 +127,7 @@ def test_retired_seeds_leave_and_their_results_are_unchanged():
     assert sorted(live, reverse=True) == live, "seeds only leave"
     for k in t_off:
         np.testing.assert_array_equal(t_on[k], t_off[k], err_msg=k)
-    at = retirement_steps(Staggered(), t_on, chunk_plan(**PLAN), int(steps_on[-1]))
+    at = retirement_steps(Staggered(), t_on, PLAN, int(steps_on[-1]))
     assert np.sum(at >= 0) >= 5 and len(set(at[at >= 0].tolist())) > 1, at
     np.testing.assert_array_equal(steps_on, steps_off)
     for s in range(10):
@@ -139,14 +139,14 @@ def test_retired_seeds_leave_and_their_results_are_unchanged():
 
 def test_once_every_seed_retired_the_run_goes_on_to_its_budget_computing_nothing():
     _, curves, steps, live = _staggered(seeds=4)
-    assert steps[-1] == PLAN["steps"] and curves["acc"].shape == (4, steps.size)
+    assert steps[-1] == PLAN.steps and curves["acc"].shape == (4, steps.size)
     assert live[-1] == 0 and live[0] == 4, live
 
 
 def test_resumed_after_retirements_equals_uninterrupted():
     layout, seeds = Layout(4), 10
     fresh = lambda: init_ensemble(Staggered(), layout, seed_keys(0, padded_seed_ids(np.arange(seeds), layout)), TRACE)
-    kw = dict(layout=layout, live_seeds=seeds, retire=True, **PLAN)
+    kw = dict(layout=layout, live_seeds=seeds, retire=True, plan=PLAN)
     saved = {}
     _, curves, steps = train(
         Staggered(),
@@ -281,7 +281,7 @@ def test_a_seed_settled_before_its_stop_event_freezes_records_nothing_more_and_r
     assert np.all(np.max(np.where(np.isnan(curves_off["acc"]), 0, curves_off["acc"])[settled], axis=1) < 0.5), (
         "frozen before the rise"
     )
-    at = retirement_steps(program, t_on, chunk_plan(**PLAN), int(steps[-1]))
+    at = retirement_steps(program, t_on, PLAN, int(steps[-1]))
     np.testing.assert_array_equal(at[settled], 2 * EVAL_EVERY)  # the first chunk ends at evaluation 2
     assert live[1] <= 12 - settled.sum(), live
     np.testing.assert_array_equal(retired(program, t_on, 12)[settled], True)

@@ -249,12 +249,12 @@ def _counting(monkeypatch, calls: collections.Counter, *targets) -> None:
 
 def test_a_run_derives_its_layout_and_plan_once_and_reads_nothing_back(tmp_path, monkeypatch, capsys):
     """One `execute` takes its parsed Config and derives the device layout and the chunk plan once
-    (runner.RunPlan), for the memory check, the progress line, the engine's chunks, the checkpoints and
+    (records.RunPlan), for the memory check, the progress line, the engine's chunks, the checkpoints and
     retirement alike; the committed run comes back from memory (no config parsed, no file read back),
     and a rerun of the finished run reads results.npz once."""
-    from icl_race.engine import ensemble
+    from icl_race.engine import chunks
     from icl_race.report.summary import run_summary
-    from icl_race.run import runner
+    from icl_race.run import records, runner
 
     cfg = config.from_dict({**RAW, "ensemble": {**RAW["ensemble"], "retire": True}})
     calls: collections.Counter = collections.Counter()
@@ -262,21 +262,21 @@ def test_a_run_derives_its_layout_and_plan_once_and_reads_nothing_back(tmp_path,
         monkeypatch,
         calls,
         (config, "from_dict"),
-        (runner, "layout"),
-        (runner, "plan"),
-        (ensemble, "chunk_plan"),
+        (records, "layout"),
+        (records, "chunks"),
+        (chunks, "chunk_plan"),
         (rundir.files, "read_npz"),
         (rundir.files, "read_json"),
     )
     out = tmp_path / "run"
     run = runner.execute_run(cfg, out, progress=True)
     summary = run_summary(run)
-    assert dict(calls) == {"layout": 1, "plan": 1, "chunk_plan": 1}
+    assert dict(calls) == {"layout": 1, "chunks": 1, "chunk_plan": 1}
     assert run.cfg is cfg and summary.dir == str(out)
 
     calls.clear()
     again = execute(cfg, out, progress=False, log=lambda m: None)
-    assert calls["read_npz"] == 1 and not {"layout", "plan", "chunk_plan"} & set(calls)
+    assert calls["read_npz"] == 1 and not {"layout", "chunks", "chunk_plan"} & set(calls)
     _same(again, rundir.read_results(out))
     capsys.readouterr()
 
@@ -310,12 +310,12 @@ def test_the_run_plan_is_the_configs_layout_chunks_and_digest_derived_once():
     """`RunPlan.of` derives what the phases (cost, the memory check, prepare) take: the config's chunk
     plan, layout and digest, as the functions that compute them give them; `cost.project` defaults to its
     layout's devices."""
-    from icl_race.run import cost, runner
+    from icl_race.run import cost, host, records
 
     cfg = config.from_dict({**RAW, "train": {**RAW["train"], "eval_spacing": "log", "steps": 1600}})
-    run = runner.RunPlan.of(cfg)
-    assert list(run.chunks) == runner.plan(cfg) and run.layout == runner.layout(cfg) and run.digest == cfg.digest()
+    run = records.RunPlan.of(cfg)
+    assert run.chunks == records.chunks(cfg) and run.layout == records.layout(cfg) and run.digest == cfg.digest()
     measured = cost.Cost(setup_s=2.0, compile_s=1.5, period_s=0.1, first_period=50, checkpoint_s=0.3, finish_s=0.2)
     for start in (0, 150):
         assert cost.project(run, measured, start) == cost.project(run, measured, start, shards=run.layout.shards)
-    runner.check_memory(run)
+    host.check_memory(run)

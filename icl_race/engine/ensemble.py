@@ -1,21 +1,8 @@
 """The seed-ensemble engine: knows programs, keys, chunks and first passages, never a task or model.
 
-A *program* is a hashable (frozen dataclass) bundle of pure per-seed functions:
-
-    init(key, consts) -> state
-    step(state, consts, key) -> (state, train_loss)       # one optimisation step
-    probe(state, consts, key) -> {name: scalar}             # one evaluation
-    events(probes, consts) -> {event: bool}                 # conditions whose first passage is recorded
-    event_names: tuple[str, ...]; freeze_event: str | None  # a seed stops updating once this event fires
-    confirm: tuple[tuple[str, int], ...]  # optional: (event, k) pairs; such an event's time is the
-                                          # first evaluation of its first run of k consecutive ones
-    settle_event: str | None              # optional: an event that decides a seed's race against its
-                                          # stop_event (e.g. memorized before ICL): it fires only while
-                                          # stop_event has not; from then on the seed is frozen, records
-                                          # no further first passage and retires
-
-`consts` holds the run's traced values shared by every seed (K, learning rate, item pools...), so
-changing them never recompiles; only the program's static fields (shapes) do.
+What it trains is a *program* (engine/program.py: init, step, probe, events and the events' roles, a
+hashable bundle of pure per-seed functions) with its `consts`, the run's traced values; in the chunks of
+a `ChunkPlan` (engine/chunks.py).
 
 Randomness: seed s owns key_s = fold_in(key(root), seed_id) and three streams derived from it (init,
 train, probe); step t's data come from fold_in(train_stream, t). A seed's trajectory therefore depends
@@ -26,14 +13,15 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from icl_race.engine.chunks import Chunk, ChunkPlan
+from icl_race.engine.program import Carry, Consts, Program
 from icl_race.engine.sharding import on_each_device
 
 INIT_STREAM, TRAIN_STREAM, PROBE_STREAM = 0, 1, 2
@@ -88,28 +76,20 @@ def _over_seeds(one_seed, block: int, consts, carry, *args):
 DIVERGED = "diverged"  # engine-level event: the training loss of a period was NaN or infinite
 
 
-def _confirm(program) -> dict[str, int]:
-    return dict(getattr(program, "confirm", ()))  # optional in the program protocol
-
-
-def _settle(program) -> str | None:
-    return getattr(program, "settle_event", None)  # optional in the program protocol
-
-
-# A packed ensemble's per-seed constants (runner.train_pack): the carry's {name: [S]} of the traced
+# A packed ensemble's per-seed constants (run/pack.py): the carry's {name: [S]} of the traced
 # values in which its members differ (K, learning rate, decays...). They ride in the carry, so that
 # taking, retiring and sharding seeds takes their constants along; a lone run's carry has none.
 MEMBER = "member"
 
 
-def _init_seed(program, consts, key):
+def _init_seed(program: Program, consts: Consts, key: jax.Array) -> Carry:
     carry = {
         "key": key,
         "state": program.init(jax.random.fold_in(key, INIT_STREAM), consts),
         "t_first": {e: jnp.int32(-1) for e in (*program.event_names, DIVERGED)},
     }
-    if _confirm(program):  # only then, so that other runs' carries (and checkpoints) keep their shape
-        carry["streak"] = {e: {"n": jnp.int32(0), "start": jnp.int32(-1)} for e in _confirm(program)}
+    if program.confirm:  # only then, so that other runs' carries (and checkpoints) keep their shape
+        carry["streak"] = {e: {"n": jnp.int32(0), "start": jnp.int32(-1)} for e, _ in program.confirm}
     return carry
 
 
@@ -120,11 +100,11 @@ def _with_member(consts, member):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def init_on_device(program, block: int, keys_S: jax.Array, consts) -> dict:
+def init_on_device(program: Program, block: int, keys_S: jax.Array, consts: Consts) -> Carry:
     return _over_seeds(functools.partial(_init_seed, program), block, consts, keys_S)
 
 
-def init_ensemble(program, layout: Layout, keys_S: jax.Array, consts) -> dict:
+def init_ensemble(program: Program, layout: Layout, keys_S: jax.Array, consts: Consts) -> Carry:
     """The ensemble carry: every leaf has a leading seed axis S (a multiple of layout.unit), split
     over devices as keys_S is."""
     return on_each_device(functools.partial(init_on_device, program, layout.block), keys_S, consts)
@@ -134,15 +114,15 @@ def _tree_where(cond, on_true, on_false):
     return jax.tree.map(lambda a, b: jnp.where(cond, a, b), on_true, on_false)
 
 
-def _train_steps(program, n_steps, consts, carry, t0):
+def _train_steps(program: Program, n_steps, consts, carry, t0):
     """n_steps optimisation steps of one seed, starting after t0 completed steps."""
     train_key = jax.random.fold_in(carry["key"], TRAIN_STREAM)
     # A diverged seed stops updating too (from the evaluation that saw its loss go non-finite).
     frozen = carry["t_first"][DIVERGED] >= 0
     if program.freeze_event:
         frozen |= carry["t_first"][program.freeze_event] >= 0
-    if _settle(program):
-        frozen |= carry["t_first"][_settle(program)] >= 0
+    if program.settle_event:
+        frozen |= carry["t_first"][program.settle_event] >= 0
 
     def one(state, t):
         new_state, loss = program.step(state, consts, jax.random.fold_in(train_key, t))
@@ -153,7 +133,7 @@ def _train_steps(program, n_steps, consts, carry, t0):
     return {**carry, "state": state}, losses
 
 
-def _period(program, eval_every, consts, carry, t0):
+def _period(program: Program, eval_every, consts, carry, t0):
     """eval_every steps, then one evaluation at t0 + eval_every; first passages recorded on device."""
     carry, losses = _train_steps(program, eval_every, consts, carry, t0)
     t_end = t0 + eval_every
@@ -163,12 +143,12 @@ def _period(program, eval_every, consts, carry, t0):
     at = dict.fromkeys(fired, t_end)
     if "streak" in carry:
         streak = {}
-        for e, k in _confirm(program).items():
+        for e, k in program.confirm:
             n, start = carry["streak"][e]["n"], carry["streak"][e]["start"]
             streak[e] = {"n": jnp.where(fired[e], n + 1, 0), "start": jnp.where(fired[e] & (n == 0), t_end, start)}
             fired[e], at[e] = streak[e]["n"] >= k, streak[e]["start"]
         carry = {**carry, "streak": streak}
-    if settle := _settle(program):
+    if settle := program.settle_event:
         # A settled seed's race is over: its frozen weights' later evaluations record nothing (a
         # threshold crossed by the probe's sampling noise is not an event of training), and the race
         # settles only for a seed whose stop_event has not fired, at this evaluation or before.
@@ -179,7 +159,7 @@ def _period(program, eval_every, consts, carry, t0):
     return {**carry, "t_first": t_first}, {"train_loss": jnp.mean(losses), **probes}
 
 
-def _chunk_one_seed(program, eval_every, capacity, consts, carry, t0, n):
+def _chunk_one_seed(program: Program, eval_every, capacity, consts, carry, t0, n):
     """The first n of `capacity` evaluation periods (n traced: one program serves every chunk length of a
     run, the last shorter chunk included). The predicate is not batched, so under vmap it stays a cond:
     a skipped period costs nothing, and its metrics are NaN."""
@@ -198,24 +178,16 @@ def _chunk_one_seed(program, eval_every, capacity, consts, carry, t0, n):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2, 3), donate_argnums=4)
-def chunk_on_device(program, block: int, eval_every: int, capacity: int, carry, consts, t0, n):
+def chunk_on_device(program: Program, block: int, eval_every: int, capacity: int, carry, consts, t0, n):
     one_seed = functools.partial(_chunk_one_seed, program, eval_every, capacity)
     return _over_seeds(one_seed, block, consts, carry, t0, n)
 
 
-def _dispatch(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, capacity: int | None):
+def _dispatch(program: Program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, capacity: int | None):
     """Dispatch n_evals periods in the program of `capacity` (default n_evals) periods, without waiting:
     metrics stay on the device, `capacity` columns, of which the first n_evals are the chunk's."""
     fn = functools.partial(chunk_on_device, program, layout.block, eval_every, capacity or n_evals)
     return on_each_device(fn, carry, consts, t0, jax.device_put(np.int32(n_evals)))
-
-
-def run_chunk(program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, capacity: int | None = None):
-    """n_evals evaluation periods for the whole ensemble, in the program of `capacity` periods (default
-    n_evals; `train` passes the run's evals_per_chunk, so that its last, shorter chunk compiles nothing
-    new). Metrics come back on the host as {name: [S, n_evals]}."""
-    carry, metrics = _dispatch(program, layout, eval_every, n_evals, carry, consts, t0, capacity)
-    return carry, {k: v[:, :n_evals] for k, v in jax.device_get(metrics).items()}
 
 
 @jax.jit
@@ -230,7 +202,7 @@ def _put(carry, idx_U, part):
     return jax.tree.map(lambda a, p: a.at[idx_U].set(p, mode="drop"), carry, part)
 
 
-def retired(program, t_first: dict[str, np.ndarray], live_seeds: int) -> np.ndarray:
+def retired(program: Program, t_first: dict[str, np.ndarray], live_seeds: int) -> np.ndarray:
     """Per seed of the carry, whether its results can no longer change, so that it leaves the
     computation: a seed frozen by the early stop once every event has fired (its state no longer
     changes and no first passage is left to record), a diverged seed (frozen since its divergence:
@@ -239,15 +211,15 @@ def retired(program, t_first: dict[str, np.ndarray], live_seeds: int) -> np.ndar
     done = np.asarray(t_first[DIVERGED]) >= 0
     if program.freeze_event:  # the freeze event is one of the events, so "all fired" implies frozen
         done |= np.all([np.asarray(t_first[e]) >= 0 for e in _racing(program)], axis=0)
-    if _settle(program):
-        done |= np.asarray(t_first[_settle(program)]) >= 0
+    if program.settle_event:
+        done |= np.asarray(t_first[program.settle_event]) >= 0
     done[live_seeds:] = True
     return done
 
 
-def _racing(program) -> list[str]:
+def _racing(program: Program) -> list[str]:
     """The events a seed still in the race can fire (all but the settle event, which ends it)."""
-    return [e for e in program.event_names if e != _settle(program)]
+    return [e for e in program.event_names if e != program.settle_event]
 
 
 def blocks_of(live_L: np.ndarray, unit: int, end: int) -> list[np.ndarray]:
@@ -258,21 +230,28 @@ def blocks_of(live_L: np.ndarray, unit: int, end: int) -> list[np.ndarray]:
     return [filled[i : i + unit] for i in range(0, len(filled), unit)]
 
 
-def run_live(
-    program,
+def run_chunk(
+    program: Program,
     layout: Layout,
     eval_every: int,
     n_evals: int,
-    carry,
-    consts,
+    carry: Carry,
+    consts: Consts,
     t0,
-    live_L: np.ndarray,
     capacity: int | None = None,
+    live_L: np.ndarray | None = None,
 ):
-    """run_chunk for the live seeds only: they are packed into blocks of the same width, each block
-    runs the one-block program (one compilation whatever the number of live seeds), and its seeds
-    are written back into the full carry. Metrics come back as {name: [S, n_evals]} on the host,
-    NaN for a seed that did not run (`train` holds its last evaluated value there)."""
+    """n_evals evaluation periods for the whole ensemble, in the program of `capacity` periods (default
+    n_evals; `train` passes its plan's, so that a shorter chunk compiles nothing new). Metrics come back
+    on the host as {name: [S, n_evals]}.
+
+    Given `live_L`, for those seeds only: they are packed into blocks of the same width, each block
+    runs the one-block program (one compilation whatever the number of live seeds), and its seeds are
+    written back into the full carry; a seed that did not run has NaN metrics (`train` holds its last
+    evaluated value there)."""
+    if live_L is None:
+        carry, metrics = _dispatch(program, layout, eval_every, n_evals, carry, consts, t0, capacity)
+        return carry, {k: v[:, :n_evals] for k, v in jax.device_get(metrics).items()}
     S = jax.tree.leaves(carry)[0].shape[0]
     sharding = jax.tree.leaves(carry)[0].sharding
     parts = []
@@ -284,7 +263,7 @@ def run_live(
         block, metrics = _dispatch(program, layout, eval_every, n_evals, block, consts, t0, capacity)
         carry = _put(carry, idx_U, block)
         parts.append((idx_U, metrics))
-    full = {}
+    full: dict[str, np.ndarray] = {}
     for idx_U, metrics in parts:
         real = idx_U < S
         for k, v in jax.device_get(metrics).items():
@@ -293,7 +272,7 @@ def run_live(
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
-def steps_on_device(program, block: int, n_steps: int, carry, consts, t0):
+def steps_on_device(program: Program, block: int, n_steps: int, carry, consts, t0):
     """Training steps only, no evaluation, on one device: what `icl-race bench` times."""
     return _over_seeds(functools.partial(_train_steps, program, n_steps), block, consts, carry, t0)
 
@@ -310,7 +289,7 @@ class Progress:
     chunk_steps: int
     chunks_done: int
     chunk_seeds: int  # the run's seeds computed in the chunk (all of them, or the live ones when retiring)
-    carry: Any  # the device carry: copy what you need now, the next chunk donates it
+    carry: Carry  # the device carry: copy what you need now, the next chunk donates it
     history: list[dict[str, np.ndarray]]
     eval_steps: list[np.ndarray]
     finished: np.ndarray  # per member of the ensemble (`train`'s members): done, computed no more
@@ -338,30 +317,6 @@ def finished_members(t_first: dict[str, np.ndarray], members: Sequence[int], sto
     return np.array([_finished({e: v[r] for e, v in t_first.items()}, stop_event) for r in member_rows(members)])
 
 
-def chunk_plan(
-    steps: int, eval_every: int, evals_per_chunk: int, spacing: str = "linear"
-) -> list[tuple[int, int, int]]:
-    """The run's chunks as (first step, evaluation period, evaluations), fixed by the config alone so
-    that a resumed run cuts its chunks where an uninterrupted one does.
-
-    linear: every chunk evaluates every `eval_every` steps. log: chunk c evaluates every
-    eval_every * 2**c steps, i.e. evals_per_chunk / log10(2) evaluations per decade of time (what
-    power-law tails such as c1(t) need, at a cost in steps that stays proportional to the budget).
-    Each period is a static shape, so a log-spaced run compiles one program per distinct period.
-    `steps` is a multiple of eval_every; the last chunk is shortened (and the very last period cut
-    to what remains) so that the budget is met exactly. A shorter chunk runs in the program of
-    evals_per_chunk periods (`run_chunk`'s capacity): a linear run compiles one chunk program."""
-    plan, t, c = [], 0, 0
-    while t < steps:
-        period = eval_every * 2**c if spacing == "log" else eval_every
-        n = min(evals_per_chunk, (steps - t) // period)
-        if n == 0:
-            period, n = steps - t, 1
-        plan.append((t, period, n))
-        t, c = t + period * n, c + 1
-    return plan
-
-
 def _hold(metrics: dict[str, np.ndarray], live_L: np.ndarray, previous: dict[str, np.ndarray] | None) -> None:
     """A retired seed's curves hold its last evaluated value (its state is frozen, so that is what a
     new evaluation would estimate, up to the probe's sampling noise); `retirement_steps` says from
@@ -375,7 +330,7 @@ def _hold(metrics: dict[str, np.ndarray], live_L: np.ndarray, previous: dict[str
 
 
 def retirement_steps(
-    program, t_first: dict[str, np.ndarray], plan: list[tuple[int, int, int]], steps_run: int
+    program: Program, t_first: dict[str, np.ndarray], plan: Iterable[Chunk], steps_run: int
 ) -> np.ndarray:
     """Per seed, the step of the last evaluation a run with retirement made of it (the end of the
     chunk in which it became `retired`; its curves hold that value after), -1 for a seed evaluated
@@ -383,8 +338,8 @@ def retirement_steps(
     seeds = len(t_first[DIVERGED])
     done = retired(program, t_first, seeds)
     since = np.max([np.asarray(t_first[e]) for e in _racing(program)], axis=0)
-    if _settle(program):
-        since = np.where(np.asarray(t_first[_settle(program)]) >= 0, t_first[_settle(program)], since)
+    if settle := program.settle_event:
+        since = np.where(np.asarray(t_first[settle]) >= 0, t_first[settle], since)
     since = np.where(np.asarray(t_first[DIVERGED]) >= 0, t_first[DIVERGED], since)
     ends = np.array([t0 + period * n for t0, period, n in plan])
     at = ends[np.minimum(np.searchsorted(ends, since), len(ends) - 1)]
@@ -392,43 +347,38 @@ def retirement_steps(
 
 
 def train(
-    program,
-    consts,
-    carry,
+    program: Program,
+    consts: Consts,
+    carry: Carry,
     *,
     layout: Layout,
-    steps: int,
-    eval_every: int,
-    evals_per_chunk: int,
-    spacing: str = "linear",
+    plan: ChunkPlan,
     live_seeds: int | None = None,
     stop_event: str | None = None,
     start_step: int = 0,
     history: tuple[dict[str, np.ndarray], np.ndarray] | None = None,
     retire: bool = False,
     on_chunk: Callable[[Progress], None] | None = None,
-    plan: Sequence[tuple[int, int, int]] | None = None,
     members: Sequence[int] | None = None,
-) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
-    """The host loop: the chunks of `chunk_plan` until the step budget, or until every live seed has
-    fired `stop_event` (or diverged).
+) -> tuple[Carry, dict[str, np.ndarray], np.ndarray]:
+    """The host loop: the chunks of `plan` until its budget, or until every live seed has fired
+    `stop_event` (or diverged).
 
     Only the first `live_seeds` seeds (default all) count for the stop test and progress; the rest
     are padding. With `retire`, each chunk computes only the seeds whose results can still change
     (`retired`: decided at the chunk boundary from the first passages alone), packed into blocks of
-    the same width (`run_live`), so a seed's results are bit-identical to a run without retirement
+    the same width (`run_chunk`'s `live_L`), so a seed's results are bit-identical to a run without retirement
     and a run pays for Σ min(t_i, budget) rather than S × the slowest seed; a retired seed's curves
     hold their last evaluated value from its retirement on (`_hold`). To resume, pass the checkpointed
-    carry, `start_step` (a chunk boundary of the plan) and `history` (curves, eval steps): a resumed run computes exactly what an
-    uninterrupted one does (the retired set is a function of the carry). Returns (carry, curves
-    {metric: [S, T]}, eval_steps [T]). The host sees one small summary per chunk; nothing crosses
-    to the host inside one. `plan` is `chunk_plan` of these arguments when the caller already holds it
-    (the runner computes a run's plan once and carries it); it is computed here otherwise.
+    carry, `start_step` (a chunk boundary of the plan) and `history` (curves, eval steps): a resumed
+    run computes exactly what an uninterrupted one does (the retired set is a function of the carry).
+    Returns (carry, curves {metric: [S, T]}, eval_steps [T]). The host sees one small summary per
+    chunk; nothing crosses to the host inside one.
 
     `members` (seeds per member, summing to live_seeds; default one member) packs several runs of one
-    program into this ensemble (runner.train_pack): each member stops on its own `stop_event` test,
-    and from then on its seeds are computed no more (they leave as retired seeds do), so each member
-    computes exactly what it would alone; `Progress.finished` says which members are done.
+    program into this ensemble (run/pack.py): each member stops on its own `stop_event` test, and from
+    then on its seeds are computed no more (they leave as retired seeds do), so each member computes
+    exactly what it would alone; `Progress.finished` says which members are done.
     """
     hist = [history[0]] if history and history[1].size else []
     steps_seen = [history[1]] if history and history[1].size else []
@@ -436,8 +386,7 @@ def train(
     own = lambda tf: {e: v[:seeds] for e, v in tf.items()}  # the run's seeds, not the padding
     members = list(members or [seeds])
     rows = member_rows(members)
-    plan = list(plan) if plan is not None else chunk_plan(steps, eval_every, evals_per_chunk, spacing)
-    if start_step not in [t0 for t0, _, _ in plan] + [steps]:
+    if start_step not in [t0 for t0, _, _ in plan] + [plan.steps]:
         raise ValueError(f"start_step {start_step} is not a chunk boundary")
     chunks = 0
     t_first = jax.device_get(carry["t_first"])  # on the host once per chunk: the stop test, retirement, progress
@@ -446,7 +395,7 @@ def train(
         if done_M.all():
             break
         tic = time.perf_counter()
-        computed, member_seeds = seeds, np.array(members)
+        computed, member_seeds, live_L = seeds, np.array(members), None
         if retire or done_M.any():  # a finished member's seeds leave the computation like retired ones
             out_S = retired(program, t_first, seeds) if retire else np.arange(len(t_first[DIVERGED])) >= seeds
             for r in (r for r, done in zip(rows, done_M) if done):
@@ -454,15 +403,13 @@ def train(
             live_L = np.flatnonzero(~out_S)
             computed = live_L.size
             member_seeds = np.array([np.sum(~out_S[r]) for r in rows])
-            if live_L.size:
-                carry, metrics = run_live(
-                    program, layout, period, n, carry, consts, jnp.int32(t), live_L, evals_per_chunk
-                )
-                _hold(metrics, live_L, hist[-1] if hist else None)
-            else:  # every seed has its final results: the curves hold them to the budget, nothing is computed
-                metrics = {k: np.repeat(v[:, -1:], n, axis=1) for k, v in hist[-1].items()}
+        if live_L is not None and not live_L.size:
+            # every seed has its final results: the curves hold them to the budget, nothing is computed
+            metrics = {k: np.repeat(v[:, -1:], n, axis=1) for k, v in hist[-1].items()}
         else:
-            carry, metrics = run_chunk(program, layout, period, n, carry, consts, jnp.int32(t), evals_per_chunk)
+            carry, metrics = run_chunk(program, layout, period, n, carry, consts, jnp.int32(t), plan.capacity, live_L)
+            if live_L is not None:
+                _hold(metrics, live_L, hist[-1] if hist else None)
         hist.append(metrics)
         steps_seen.append(t + period * np.arange(1, n + 1))
         chunks += 1
@@ -470,19 +417,19 @@ def train(
         if on_chunk:
             on_chunk(
                 Progress(
-                    t + period * n,
-                    steps,
-                    seeds,
-                    own(t_first),
-                    time.perf_counter() - tic,
-                    n * period,
-                    chunks,
-                    computed,
-                    carry,
-                    hist,
-                    steps_seen,
-                    finished_members(own(t_first), members, stop_event),
-                    member_seeds,
+                    step=t + period * n,
+                    steps=plan.steps,
+                    seeds=seeds,
+                    t_first=own(t_first),
+                    chunk_seconds=time.perf_counter() - tic,
+                    chunk_steps=n * period,
+                    chunks_done=chunks,
+                    chunk_seeds=computed,
+                    carry=carry,
+                    history=hist,
+                    eval_steps=steps_seen,
+                    finished=finished_members(own(t_first), members, stop_event),
+                    member_seeds=member_seeds,
                 )
             )
     return (carry, *concat_history(hist, steps_seen))

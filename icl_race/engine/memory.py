@@ -6,8 +6,9 @@ is materialised, however absurd the sizes: the per-seed state (parameters, optim
 maps, per-seed data sets) of every seed on a device, the constants every seed shares (item pools,
 data sets, moments), and the probes of one evaluation, kept on the host for every evaluation of the
 run. What a step computes in between (batches, activations, evaluation sets) is known only to the
-system: a program may say it with an optional `work_bytes()` (bytes of one seed's largest live
-intermediates); the engine adds the gradient and the updated copy of the state, times one vmap block.
+system: a program says it with `work_bytes()` (bytes of one seed's largest live intermediates; 0 by
+default, engine/program.py); the engine adds the gradient and the updated copy of the state, times one
+vmap block.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from icl_race.engine.ensemble import _init_seed
+from icl_race.engine.program import Consts, Program
 
 
 def tree_bytes(tree) -> int:
@@ -66,8 +68,8 @@ def abstract_build(build):
 
 
 def estimate(
-    program,
-    consts,
+    program: Program,
+    consts: Consts,
     *,
     seeds_per_device: int,
     shards: int,
@@ -83,7 +85,7 @@ def estimate(
     seed = jax.eval_shape(lambda k, c: _init_seed(program, c, k), key, consts)  # the state, key, first passages
     probes = jax.eval_shape(program.probe, seed["state"], consts, key)
     state_b = tree_bytes(seed)
-    work = getattr(program, "work_bytes", lambda: 0)()  # optional in the system protocol
+    work = program.work_bytes()
     per_eval = tree_bytes(probes) + jnp.dtype(jnp.float32).itemsize  # + train_loss
     return Estimate(
         seeds=seeds_per_device,

@@ -27,10 +27,12 @@ def seed_mesh(shards: int):
     )
 
 
-def place(carry, consts, mesh):
-    """Split every carry leaf along its leading seed axis; replicate the shared constants."""
-    if mesh is None:
+def place(carry, consts, shards: int):
+    """Split every carry leaf along its leading seed axis over the first `shards` devices; replicate
+    the shared constants there. On one device both stay as they are."""
+    if shards == 1:
         return carry, consts
+    mesh = seed_mesh(shards)
     seed, everywhere = NamedSharding(mesh, PartitionSpec("seed")), NamedSharding(mesh, PartitionSpec())
     return jax.device_put(carry, seed), jax.device_put(consts, everywhere)
 

@@ -72,7 +72,7 @@ def of_config(path: str, overrides: list[str], block: int | None = None, remeasu
     import math
 
     from icl_race.run import cost
-    from icl_race.run.runner import RunPlan
+    from icl_race.run.records import RunPlan
     from icl_race.systems import of
 
     cfg = config.load(path, [*overrides, *([] if block is None else [f"ensemble.block={block}"])])

@@ -9,6 +9,10 @@ save leaves the previous checkpoints untouched. A SHA-256 of every array and of 
 checkpoint that was damaged or edited after it was written; so does a step that is not its directory's,
 or, given the run's chunk plan, not one of the plan's boundaries with the plan's evaluations before it.
 Such a checkpoint is set aside and the previous one used instead (or the run starts over).
+
+A checkpoint that reads back intact resumes only the run it was written for (`check_resume`: its config,
+its seed state's fields), repadded to this process's devices (`repad`); `host_carry` and `device_carry`
+are the carry's two forms, on the device and as stored.
 """
 
 from __future__ import annotations
@@ -22,11 +26,17 @@ import shutil
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
 
+from icl_race import rundir
 from icl_race.configbase import short
+
+if TYPE_CHECKING:
+    from icl_race.config import Config
+    from icl_race.engine.program import Carry, Consts, Program
 
 
 def tree_digest(tree) -> str:
@@ -47,7 +57,7 @@ def checkpoint_digest(tree, meta: dict) -> str:
 
 
 def planned_history(plan) -> tuple[list[int], np.ndarray]:
-    """The steps a run of `plan` (engine.ensemble.chunk_plan: (first step, period, evaluations) per chunk)
+    """The steps a run of `plan` (engine.chunks.ChunkPlan: (first step, period, evaluations) per chunk)
     checkpoints at, the boundaries after step 0, and every step it evaluates at, in order."""
     boundaries = [t0 for t0, _, _ in plan if t0 > 0]
     evals = [t0 + period * np.arange(1, n + 1) for t0, period, n in plan]
@@ -232,3 +242,63 @@ class Checkpointer:
         aside.mkdir(exist_ok=True)
         (root / str(step)).rename(aside / f"{step}-{len(list(aside.iterdir()))}")
         self.manager.reload()
+
+
+def host_carry(carry: Carry) -> dict:
+    """The carry as host arrays, its keys as their raw data: what a checkpoint stores."""
+    return jax.device_get({**carry, "key": jax.random.key_data(carry["key"])})
+
+
+def device_carry(tree: dict) -> Carry:
+    """A stored carry's keys as typed keys again (placed on the devices by the caller)."""
+    return {**tree, "key": jax.random.wrap_key_data(tree["key"])}
+
+
+def check_resume(out: Path, tree: dict, meta: dict, cfg: Config, digest: str, program: Program, consts: Consts):
+    """Refuse in one line, leaving the directory as it is, a checkpoint that would continue another run
+    under this one's name: written for another config (config.json edited between the kill and the
+    rerun: the fields that differ are named when the checkpoint stores its config), or with a seed state
+    of other fields than this version's program makes (one written before the optimizer state joined
+    it, say), which would otherwise fail inside the compiled step."""
+    step, stored = int(meta.get("step", 0)), meta.get("config")
+    if meta.get("config_digest") != digest:
+        fields = (
+            rundir.differing_fields(rundir.with_defaults(stored), cfg.to_dict()) if isinstance(stored, dict) else []
+        )
+        changed = f": it differs in {', '.join(fields)}" if fields else ""
+        raise rundir.RunDirError(
+            f"--out {out}: the checkpoint at step {step:,} was written for another config (digest "
+            f"{str(meta.get('config_digest'))[:16]}, this config's {digest}){changed}; rerun with the config it was "
+            f"written for, or move {out / rundir.CHECKPOINTS} aside to start this one over"
+        )
+
+    def paths(tree):  # every leaf's path, and the top-level fields (an optimizer state may hold no leaf)
+        return {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]} | {
+            f"[{k!r}]" for k in (tree if isinstance(tree, dict) else ())
+        }
+
+    want, have = paths(jax.eval_shape(program.init, jax.random.key(0), consts)), paths(tree["carry"]["state"])
+    if want != have:
+        diff = [
+            f"{what} {', '.join(sorted(ps)[:3])}{' ...' if len(ps) > 3 else ''}"
+            for what, ps in (("lacks", want - have), ("has extra", have - want))
+            if ps
+        ]
+        raise rundir.RunDirError(
+            f"--out {out}: the checkpoint at step {step:,} was written by another icl-race version (its seed state "
+            f"{'; '.join(diff)}); resume it with the version that wrote it (meta of its cells / git log), or move "
+            f"{out / rundir.CHECKPOINTS} aside to start the run over"
+        )
+
+
+def repad(tree: dict, padded: int, live: int) -> dict:
+    """A checkpoint saved with another padding (another device count): keep the live seeds and pad
+    with copies of the first one, which are discarded like any padding seed."""
+
+    def fix(a):
+        a = np.asarray(a)
+        if a.ndim == 0 or a.shape[0] == padded:
+            return a
+        return np.concatenate([a[:live], np.repeat(a[:1], padded - live, axis=0)])
+
+    return {**tree, "carry": jax.tree.map(fix, tree["carry"]), "curves": jax.tree.map(fix, tree["curves"])}

@@ -8,6 +8,8 @@ compilation whose seconds are the load's, and also as a cache hit.
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
 
 from jax import monitoring
 
@@ -48,3 +50,26 @@ def cache_hits() -> int:
     """Programs loaded from the persistent compilation cache so far (each also counts as a compilation)."""
     with _lock:
         return int(_totals["hits"])
+
+
+@dataclass(frozen=True)
+class Counters:
+    """The clock and the counters above at one moment; a run's seconds and compilations are what
+    they grew by (`since`) between the build of its program and the end of its training."""
+
+    clock: float  # time.perf_counter()
+    compiles: int
+    compile_seconds: float
+    cache_hits: int
+
+    @classmethod
+    def now(cls) -> Counters:
+        return cls(time.perf_counter(), *snapshot(), cache_hits())
+
+    def since(self, earlier: Counters) -> Counters:
+        return Counters(
+            self.clock - earlier.clock,
+            self.compiles - earlier.compiles,
+            self.compile_seconds - earlier.compile_seconds,
+            self.cache_hits - earlier.cache_hits,
+        )

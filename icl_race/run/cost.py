@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from icl_race.config import Config
-    from icl_race.run.runner import RunPlan
+    from icl_race.run.records import RunPlan
 
 
 @dataclass(frozen=True)
@@ -64,17 +64,19 @@ def measure(run: RunPlan) -> Cost:
     import numpy as np
 
     from icl_race import systems
+    from icl_race.engine.chunks import ChunkPlan
     from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys, train
     from icl_race.plots import histogram, png_bytes
     from icl_race.run import compile_cache, compile_stats
 
     compile_cache.setup()
-    cfg, chunks = run.cfg, run.chunks
+    cfg = run.cfg
     tr, e = cfg.train, cfg.ensemble
-    period = chunks[0][1]
+    period = run.chunks.chunks[0][1]
     layout = Layout(block=e.block)
+    # one period, in the run's chunk program (its capacity): what each of the run's chunks compiles and runs
     one_period: dict[str, Any] = dict(
-        layout=layout, steps=period, eval_every=period, evals_per_chunk=tr.evals_per_chunk, retire=e.retire
+        layout=layout, plan=ChunkPlan(((0, period, 1),), run.chunks.capacity), retire=e.retire
     )
     _, compiled0 = compile_stats.snapshot()
     with systems.precision(cfg):
@@ -89,8 +91,7 @@ def measure(run: RunPlan) -> Cost:
         period_s = time.perf_counter() - tic
     checkpoint_s = 0.0
     if tr.checkpoint_every:
-        from icl_race.run.checkpoint import Checkpointer
-        from icl_race.run.runner import host_carry
+        from icl_race.run.checkpoint import Checkpointer, host_carry
 
         with tempfile.TemporaryDirectory(prefix="icl-race-cost-") as d:
             ckpt = Checkpointer(Path(d) / "checkpoints", keep=1)

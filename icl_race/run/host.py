@@ -1,8 +1,16 @@
-"""What the machine running a run can hold: the host's available memory and one device's limit, read
-when a run is checked against engine/memory.py's estimate (the engine reads no files, so the host's
-figures live here)."""
+"""What the machine running a run can hold: the host's available memory and one device's limit (the
+engine reads no files, so the host's figures live here), and `check_memory`, the refusal of a run whose
+estimate (engine/memory.py) exceeds them, before anything is written or allocated."""
+
+from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+from icl_race.config import ConfigError
+
+if TYPE_CHECKING:
+    from icl_race.run.records import RunPlan
 
 
 def host_available() -> int:
@@ -32,3 +40,57 @@ def human(n: float) -> str:
             return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
     return f"{n:.3g} EB"
+
+
+def check_memory(run: RunPlan) -> None:
+    """Refuse, before anything is written or allocated, a config whose ensemble cannot fit in the
+    device's memory (engine/memory.py: an estimate from the shapes alone)."""
+    import jax
+
+    from icl_race.engine import memory
+    from icl_race.systems import build, precision
+
+    cfg, lay = run.cfg, run.layout
+    e, tr = cfg.ensemble, cfg.train
+    padded = -(-e.seeds // lay.unit) * lay.unit
+    evals = tr.steps // tr.eval_every if tr.eval_spacing == "linear" else sum(n for _, _, n in run.chunks)
+    device = jax.local_devices()[0]
+    with precision(cfg):
+        program, consts = memory.abstract_build(lambda: build(cfg))
+        est = memory.estimate(
+            program,
+            consts,
+            seeds_per_device=padded // lay.shards,
+            shards=lay.shards,
+            block=e.block,
+            total_seeds=e.seeds,
+            evals=evals,
+            checkpoints=tr.checkpoint_every > 0,
+            on_cpu=device.platform == "cpu",
+        )
+    checks = [(est.parts(), *device_limit(device))]
+    if device.platform != "cpu":
+        checks.append((est.host_parts(), host_available(), "available host memory"))
+    for parts, limit, what in checks:
+        need = sum(parts.values())
+        if need > limit:
+            top = max(parts, key=lambda k: parts[k])
+            detail = ", ".join(f"{k} {human(v)}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+            raise ConfigError(
+                f"memory: this run needs about {human(need)} but {what} is {human(limit)} ({detail}); lower {_LOWER[top]}"
+            )
+
+
+# What to lower when one kind of memory dominates a refused run.
+_STATE_SIZES = (
+    "ensemble.seeds (run the seeds in parts with ensemble.first_seed) or the model and task sizes "
+    "(model.width, task.D, task.K_max)"
+)
+_LOWER = {
+    "seed states": _STATE_SIZES,
+    "shared constants": "the task's sizes (task.K, task.K_max, task.icl_pool, task.D, task.P)",
+    "one block's work": "ensemble.block, train.batch_size, train.eval_size or the sequence and model sizes "
+    "(task.N, task.D, model.width)",
+    "probe history": "the number of evaluations (train.steps / train.eval_every) or ensemble.seeds",
+    "checkpoint copies": f"{_STATE_SIZES}, or set train.checkpoint_every = 0",
+}

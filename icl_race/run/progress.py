@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -34,7 +34,7 @@ class ProgressBar:
     and retirement and the early stop only take work away. Compilation is counted per program, not
     per step, because it is paid once: a linear run compiles its one chunk program in its first
     chunk and nothing after it; a log-spaced run compiles one per new evaluation period, which `plan`
-    (the run's `engine.ensemble.chunk_plan`) tells. Without a plan no compilation is expected."""
+    (the run's `engine.chunks.ChunkPlan`) tells. Without a plan no compilation is expected."""
 
     def __init__(
         self,
@@ -43,7 +43,7 @@ class ProgressBar:
         every: float = 10.0,
         clock=time.monotonic,
         compiled: Callable[[], float] | None = None,
-        plan: Sequence[tuple[int, int, int]] = (),
+        plan: Iterable[tuple[int, int, int]] = (),
     ):
         if compiled is None:
             from icl_race.run import compile_stats

@@ -4,7 +4,7 @@ keeps only as curves and first passages. Nothing is written.
     retrain(DIR, [3], on_chunk=hook)   seed 3 of the run in DIR, from its config.json
     train_seeds(cfg, [0, 1])           seeds of any config, without a run directory
 
-Both go through the runner's own phases (`runner.start_fresh`, `runner.train_phase`), so a seed's key is
+Both go through the runner's own phases (`runner.start_fresh`, `pack.train_phase`), so a seed's key is
 fold_in(root_seed, its id) and it trains in a vmap of the config's block width (padded with seeds that
 are discarded): its trajectory is bit-identical to the one it had in its run, whatever seeds are asked
 for beside it. `on_chunk` sees the engine's `Progress` after each chunk; its carry holds the seeds in
@@ -55,7 +55,10 @@ def train_seeds(
 ) -> dict[str, np.ndarray]:
     """The seeds `seed_ids` (not cfg.ensemble's) trained under cfg; results.npz's arrays for them."""
     from icl_race import systems
-    from icl_race.run.runner import RunPlan, results_arrays, start_fresh, train_phase
+    from icl_race.run.commit import results_arrays
+    from icl_race.run.pack import train_phase
+    from icl_race.run.records import RunPlan
+    from icl_race.run.runner import start_fresh
 
     ids = np.asarray(seed_ids, np.int64)
     if ids.ndim != 1 or ids.size == 0 or np.unique(ids).size != ids.size or np.any(ids < 0):

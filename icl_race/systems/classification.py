@@ -38,6 +38,7 @@ import jax.numpy as jnp
 
 from icl_race.analysis.regime import level_event
 from icl_race.configbase import Config
+from icl_race.engine.program import Program
 from icl_race.models.transformer import ATTENTION_PATH, Transformer, scale_qk
 from icl_race.systems import optim
 from icl_race.systems.memorization import c_statistics
@@ -53,7 +54,7 @@ SHARPNESS_KEY, NOISE_KEY = 100, 101
 
 
 @dataclass(frozen=True)
-class ClassificationRace:
+class ClassificationRace(Program):
     variant: str
     N: int
     D: int

@@ -33,6 +33,7 @@ from jax.flatten_util import ravel_pytree
 
 from icl_race import config
 from icl_race.configbase import Config
+from icl_race.engine.program import Program
 from icl_race.models.linear_attention import LinearAttention, gamma_loss
 from icl_race.tasks import regression as task
 from icl_race.tasks.regression import F64
@@ -75,7 +76,7 @@ BUILD_FIELDS = {
 
 
 @dataclass(frozen=True)
-class LinearAttentionRegression:
+class LinearAttentionRegression(Program):
     model: LinearAttention
     N: int
     P: int = 0  # training sequences; 0 = population (P = ∞)

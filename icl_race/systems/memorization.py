@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from icl_race.configbase import Config
+from icl_race.engine.program import Program
 from icl_race.models.minimal import ItemMLP
 from icl_race.systems import optim
 from icl_race.tasks import classification as task
@@ -38,7 +39,7 @@ NOISE_KEY = 101  # the item noise's stream of a step's key (the ids use the key 
 
 
 @dataclass(frozen=True)
-class MemorizationRun:
+class MemorizationRun(Program):
     pool_size: int
     probe_items: int
     batch_size: int

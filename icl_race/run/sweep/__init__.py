@@ -22,7 +22,7 @@ always safe; cells locked by another process are left to it, so several workers 
 
 Cells that differ only in traced values (K, learning rate, weight decay, thresholds) reuse one
 compilation: K_max is set to the largest K of the grid unless the spec sets it. With the local executor
-they also train together, as the members of one ensemble (plan.packs, runner.train_pack): each seed with
+they also train together, as the members of one ensemble (plan.packs, pack.train_pack): each seed with
 its cell's values, each cell written to its own directory as it is alone; `[sweep] pack = false` runs
 them one after another instead. A cell is identified by the config its folder records, not by the
 folder's name: a folder that holds another config is foreign, never run over, counted or reported.

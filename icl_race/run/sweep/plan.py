@@ -58,9 +58,10 @@ def where(cell: Cell) -> str:
 
 
 def check_sizes(out: Path, sweep: Sweep) -> None:
-    """Every unfinished cell's memory estimate (runner.check_memory), before the first cell starts: a
+    """Every unfinished cell's memory estimate (host.check_memory), before the first cell starts: a
     cell too large for the device is one line naming it, not a failure hours into the sweep."""
-    from icl_race.run.runner import RunPlan, check_memory
+    from icl_race.run.host import check_memory
+    from icl_race.run.records import RunPlan
 
     for cell in sweep.cells:
         if status(out, cell) in ("partial", "pending"):
@@ -72,10 +73,11 @@ def check_sizes(out: Path, sweep: Sweep) -> None:
 
 def packs(out: Path, sweep: Sweep) -> list[tuple[Cell, ...]]:
     """The cells left to train (not done, not foreign), grouped into packs: with sweep.pack, the cells
-    of one program (runner.pack_key: the same shapes and chunk plan, differing only in traced values
+    of one program (pack.pack_key: the same shapes and chunk plan, differing only in traced values
     such as K, lr, decays, thresholds and seeds) train as the members of one ensemble; without, or for
     a cell of a program of its own, a pack is one cell. In the order of their first cells."""
-    from icl_race.run.runner import RunPlan, pack_key
+    from icl_race.run.pack import pack_key
+    from icl_race.run.records import RunPlan
 
     groups: dict[Any, list[Cell]] = {}
     for i, cell in enumerate(sweep.cells):
@@ -186,7 +188,8 @@ def dry_run(
     executor a pack of the program the previous pack ran pays no compilation (the sweep keeps it; see
     execute.run_local); with the others every cell is a fresh process and pays it."""
     from icl_race.run import cost
-    from icl_race.run.runner import RunPlan, pack_plan
+    from icl_race.run.pack import pack_plan
+    from icl_race.run.records import RunPlan
 
     grouped = (
         packs(out, sweep)

@@ -1,0 +1,93 @@
+"""The records a run hands from phase to phase (run/runner.py): `RunPlan` -> `Prepared` -> `Trained`, which
+run/commit.py turns into results. Frozen, typed, built by keyword; importing them imports no jax."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from icl_race.config import Config, ConfigError
+
+if TYPE_CHECKING:
+    from icl_race.engine.chunks import ChunkPlan
+    from icl_race.engine.ensemble import Layout
+    from icl_race.engine.program import Carry, Consts, Program
+    from icl_race.run.checkpoint import Checkpointer
+    from icl_race.run.compile_stats import Counters
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """A run's config and what derives from it, computed once per run (`RunPlan.of`) and carried through
+    the memory check, prepare, the training (the engine's chunks, the progress line, the checkpoints)
+    and the commit, so that no phase derives them again. Each is a function of the config and of this
+    process's devices only, so a resumed run computes the same."""
+
+    cfg: Config
+    layout: Layout  # the seed axis over the local devices (`layout`)
+    chunks: ChunkPlan  # the engine's chunks (`chunks`)
+    digest: str  # cfg.digest(): what each checkpoint and meta.json store, and a resume checks
+
+    @classmethod
+    def of(cls, cfg: Config) -> RunPlan:
+        """cfg's plan: the one derivation of its layout and chunks, which every phase then takes."""
+        return cls(cfg=cfg, layout=layout(cfg), chunks=chunks(cfg), digest=cfg.digest())
+
+
+def layout(cfg: Config) -> Layout:
+    """The ensemble's layout over the local devices; ensemble.devices beyond them is a ConfigError."""
+    from icl_race.engine.ensemble import Layout
+    from icl_race.engine.sharding import local_device_count
+
+    e, available = cfg.ensemble, local_device_count()
+    if e.devices > available:
+        raise ConfigError(f"ensemble.devices = {e.devices}: must be 0 (all) or <= {available}, the local device count")
+    return Layout(e.block, e.devices or available)
+
+
+def chunks(cfg: Config) -> ChunkPlan:
+    """The run's chunks: (first step, evaluation period, evaluations) each, and the chunk program's size."""
+    from icl_race.engine.chunks import chunk_plan
+
+    tr = cfg.train
+    return chunk_plan(tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_spacing)
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """What the training starts from."""
+
+    run: RunPlan
+    program: Program
+    consts: Consts
+    seed_ids: np.ndarray  # [S] the seeds trained; the carry holds them first, then the padding
+    carry: Carry  # the device carry of the padded ensemble
+    start: int  # the step the carry stands at: 0, or the restored checkpoint's
+    history: tuple[dict[str, np.ndarray], np.ndarray] | None  # the curves and evaluation steps up to start
+    checkpointer: Checkpointer | None  # None without checkpoints
+    since: Counters  # the clock and compile counters before the build
+
+    @property
+    def cfg(self) -> Config:
+        return self.run.cfg
+
+    @property
+    def layout(self) -> Layout:
+        return self.run.layout
+
+
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    """What the training computed, for the seeds trained only (the padding dropped)."""
+
+    t_first: dict[str, np.ndarray]  # event -> [S] first-passage step, -1 = not reached
+    curves: dict[str, np.ndarray]  # probe -> [S, T, ...]
+    eval_steps: np.ndarray  # [T]
+    seed_steps_computed: int = 0  # by this process (fewer than seeds x steps when seeds retire)
+    run_seconds: float = 0.0
+    compiles: int = 0
+    compile_seconds: float = 0.0
+    compile_cache_hits: int = 0  # of `compiles`, loaded from the persistent cache
+    pack: tuple[int, int] | None = None  # trained packed: (runs in the pack, seed-steps the pack computed)
