@@ -2,7 +2,7 @@
 the files of the uninterrupted sweep byte for byte (every cell's config.json and results.npz, summary.csv
 but for its rate column, sweep.toml).
 
-A moment is the k-th durable step of a process: a call of os.fsync, os.replace or os.rename (every staged
+A moment is the k-th durable step of a sweep: a call of os.fsync, os.replace or os.rename (every staged
 write, the cells' commits, the marker and summary.csv) or a checkpoint queued (the kill then lands inside
 orbax's asynchronous save). Each resumed process draws its own k, so kills fall early and late, between
 chunks, inside saves and inside commits. A failure prints the seed and every moment."""
@@ -10,6 +10,7 @@ chunks, inside saves and inside commits. A failure prints the seed and every mom
 import csv
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,41 +29,73 @@ SPEC = (
     + '[grid]\n"task.K" = [200, 400, 800]\n'
 )
 
-# Run first in the sweep's process: counts its durable steps and dies at the CHAOS_KILL_AT-th.
-HOOK = """
-import os, signal, traceback
+# The driver: one process that imports what a sweep loads (jax without a backend, orbax, matplotlib) and
+# then forks one child per sweep, so the 20-odd runs do not pay the imports each (~1.5 s of CPU apiece).
+# Each line on stdin is "K OUT": a child sweeps SPEC into OUT and SIGKILLs itself at its K-th durable
+# step (0: never); the driver answers with the child's exit code and the moment it died at.
+DRIVER = """
+import os, signal, sys, traceback
+import jax, orbax.checkpoint, matplotlib.pyplot, icl_race.run.runner, icl_race.run.sweep
 import icl_race.run.checkpoint as checkpoint
-_kill_at, _n = int(os.environ.get("CHAOS_KILL_AT", "0")), [0]
-def _event(what):
-    _n[0] += 1
-    if _n[0] == _kill_at:
-        stack = traceback.extract_stack()
-        where = "commit" if any(f.name == "finish" and f.filename.endswith("rundir/write.py") for f in stack) else (
-            "owner write" if any(f.filename.endswith("rundir/owner.py") for f in stack) else "other")
-        os.write(2, f"CHAOS {what} #{_n[0]} in {where if what != 'checkpoint' else 'orbax save'}\\n".encode())
-        os.kill(os.getpid(), signal.SIGKILL)
-def _wrap(fn):
-    def call(*a, **k):
-        _event(fn.__name__)
-        return fn(*a, **k)
-    return call
-for _name in ("fsync", "replace", "rename"):
-    setattr(os, _name, _wrap(getattr(os, _name)))
-_save = checkpoint.Checkpointer.save
-def _queued(self, *a, **k):
-    _save(self, *a, **k)
-    _event("checkpoint")
-checkpoint.Checkpointer.save = _queued
+from icl_race.__main__ import main
+spec, moment = sys.argv[1], sys.argv[2]
+
+def hook(kill_at):
+    n = [0]
+    def event(what):
+        n[0] += 1
+        if n[0] == kill_at:
+            stack = traceback.extract_stack()
+            where = "orbax save" if what == "checkpoint" else "commit" if any(
+                f.name == "finish" and f.filename.endswith("rundir/write.py") for f in stack) else "owner write" if any(
+                f.filename.endswith("rundir/owner.py") for f in stack) else "other"
+            with open(moment, "w") as f:
+                f.write(f"{what} #{n[0]} in {where}")
+            os.kill(os.getpid(), signal.SIGKILL)
+    def wrap(fn):
+        def call(*a, **k):
+            event(fn.__name__)
+            return fn(*a, **k)
+        return call
+    for name in ("fsync", "replace", "rename"):
+        setattr(os, name, wrap(getattr(os, name)))
+    save = checkpoint.Checkpointer.save
+    def queued(self, *a, **k):  # the save is queued: the kill lands inside orbax's asynchronous write
+        save(self, *a, **k)
+        event("checkpoint")
+    checkpoint.Checkpointer.save = queued
+
+for line in sys.stdin:
+    kill_at, out = line.split(maxsplit=1)
+    if os.path.exists(moment):
+        os.unlink(moment)
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stdout is the driver's answers
+        hook(int(kill_at))
+        os._exit(main(["sweep", spec, "--out", out.strip(), "--quiet"]))
+    rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    print(rc, open(moment).read() if os.path.exists(moment) else "", flush=True)
 """
 
 
-def _sweep(spec, out, kill_at: int) -> subprocess.CompletedProcess:
-    code = (
-        f"{HOOK}\nimport sys\nfrom icl_race.__main__ import main\n"
-        f"sys.exit(main(['sweep', {str(spec)!r}, '--out', {str(out)!r}, '--quiet']))"
-    )
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "CHAOS_KILL_AT": str(kill_at)}
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+class _Driver:
+    def __init__(self, spec, moment):
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", DRIVER, str(spec), str(moment)],
+            env={**os.environ, "JAX_PLATFORMS": "cpu"},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def sweep(self, out, kill_at: int) -> tuple[int, str]:
+        """The child's exit code (-9: killed) and the moment it was killed at."""
+        assert self.p.stdin is not None and self.p.stdout is not None
+        self.p.stdin.write(f"{kill_at} {out}\n")
+        self.p.stdin.flush()
+        rc, _, moment = self.p.stdout.readline().strip().partition(" ")
+        return int(rc), moment
 
 
 def _files(out) -> dict[str, bytes]:
@@ -82,24 +115,25 @@ def _files(out) -> dict[str, bytes]:
 def test_a_packed_sweep_killed_at_many_random_moments_ends_byte_identical(tmp_path):
     spec = tmp_path / "sweep.toml"
     spec.write_text(SPEC)
-    plain = _sweep(spec, tmp_path / "plain", 0)
-    assert plain.returncode == 0, plain.stderr
-    rng = np.random.default_rng(SEED)
-    out, moments = tmp_path / "chaos", []
-    while len(moments) < KILLS:
-        k = int(rng.integers(1, MAX_K + 1))
-        r = _sweep(spec, out, k)
-        if r.returncode == 0:  # finished before its k-th step: start over, and kill the next run again
-            assert _files(out) == _files(tmp_path / "plain"), f"seed {SEED}, moments {moments}"
-            for p in sorted(out.rglob("*"), reverse=True):
-                p.unlink() if p.is_file() or p.is_symlink() else p.rmdir()
-            out.rmdir()
-            continue
-        assert r.returncode == -signal.SIGKILL, (SEED, moments, k, r.stderr[-2000:])
-        moments.append(next(line for line in r.stderr.splitlines() if line.startswith("CHAOS")))
-    r = _sweep(spec, out, 0)
-    assert r.returncode == 0, (SEED, moments, r.stderr[-2000:])
+    driver = _Driver(spec, tmp_path / "moment.txt")
+    try:
+        assert driver.sweep(tmp_path / "plain", 0)[0] == 0
+        rng = np.random.default_rng(SEED)
+        out, moments = tmp_path / "chaos", []
+        while len(moments) < KILLS:
+            k = int(rng.integers(1, MAX_K + 1))
+            rc, moment = driver.sweep(out, k)
+            if rc == 0:  # finished before its k-th step: compare, start over, and kill the next run again
+                assert _files(out) == _files(tmp_path / "plain"), f"seed {SEED}, moments {moments}"
+                shutil.rmtree(out)
+                continue
+            assert rc == -signal.SIGKILL, (SEED, moments, k, rc)
+            moments.append(moment)
+        assert driver.sweep(out, 0)[0] == 0, (SEED, moments)
+    finally:
+        driver.p.stdin.close()  # type: ignore[union-attr]
+        driver.p.wait(timeout=60)
     assert _files(out) == _files(tmp_path / "plain"), f"seed {SEED}, moments {moments}"
-    print(f"seed {SEED}: {len(moments)} kills:", "; ".join(m.removeprefix("CHAOS ") for m in moments))
+    print(f"seed {SEED}: {len(moments)} kills:", "; ".join(moments))
     where = " ".join(moments)
     assert "orbax save" in where and "commit" in where, f"seed {SEED}: the moments missed a kind: {moments}"
