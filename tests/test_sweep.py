@@ -14,6 +14,7 @@ from icl_race.cli import main
 from icl_race.config import ConfigError
 from icl_race.run import compile_stats, sweep
 from icl_race.run.sweep import execute
+from icl_race.rundir import owner
 
 BASE = tiny.small(ensemble={"seeds": 2, "block": 2})
 SPEC = (
@@ -210,8 +211,11 @@ def test_a_sweep_toml_of_the_old_writer_is_the_same_spec_and_left_alone(tmp_path
     out = tmp_path / "out"
     out.mkdir()
     (out / "sweep.toml").write_text(OLD_FORMAT)
+    # A pre-marker sweep with no cell yet is taken once with --force (rundir/owner.py), as run_sweep does.
+    owner.write(owner.check(out, "sweep", ["sweep.toml", "summary.csv"], force=True), {})
     sweep.store_spec(out, s, log=pytest.fail)  # no "the sweep spec changed"
-    assert (out / "sweep.toml").read_text() == OLD_FORMAT and sorted(p.name for p in out.iterdir()) == ["sweep.toml"]
+    assert (out / "sweep.toml").read_text() == OLD_FORMAT
+    assert sorted(p.name for p in out.iterdir()) == [owner.marker("sweep"), "sweep.toml"]
     # A spec that did change is still moved aside, with one line saying so.
     said = []
     sweep.store_spec(out, sweep.expand(BASE, {"task.K": [200, 800]}), log=said.append)

@@ -99,8 +99,10 @@ def test_sweep_out_refuses_a_folder_that_is_not_a_sweep(done, tmp_path, what, ca
         (out / "summary.csv").write_text("mine\n")
     before = sorted(p.name for p in out.iterdir())
     assert main(["sweep", str(done / "sweep.toml"), "--out", str(out), "--quiet"]) == 2
-    # rundir/owner.check, every writer's gate: a run directory named as such, the user's summary.csv by name
-    said = "holds an icl-race run, not icl-race sweep's files" if what == "a run" else "summary.csv: exists and was not"
+    # rundir/owner.check, every writer's gate: a run directory named as such, a folder of the user's files as such
+    said = (
+        "holds an icl-race run, not icl-race sweep's files" if what == "a run" else "files icl-race sweep did not write"
+    )
     assert said in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == before
     if what == "user files":
