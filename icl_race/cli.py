@@ -203,6 +203,13 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time", type=_positive_int, default=24 * 60, help="slurm time limit per cell, minutes")
     p.add_argument("--gpus", type=int, default=1, help="GPUs per slurm job (default 1)")
     p.add_argument("--array-parallelism", type=_positive_int, help="at most this many cells at once")
+    p.add_argument(
+        "--slurm",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="slurm: any sbatch option, repeatable: account=proj, qos=high, mem=32G (docs/gpu.md)",
+    )
     _flag(p, "--no-wait", "slurm: return after submitting")
     _flag(p, "--quiet", "no progress bar")
     _force_arg(p)

@@ -326,6 +326,44 @@ def test_submitit_local_executor_runs_the_job_array(tmp_path):
     assert (out / "submitit").is_dir()
 
 
+def test_slurm_options_reach_sbatch_typed_through_submitits_additional_parameters():
+    pairs = ["account=proj", "qos=high", "constraint=a100|h100", "mem=32G", "cpus_per_task=8", "exclusive=true"]
+    cluster, params = execute.submitit_params("slurm", 60, "gpu", 1, None, pairs)
+    assert cluster == "slurm" and params["slurm_partition"] == "gpu" and params["timeout_min"] == 60
+    # sbatch's spelling (hyphens), whole numbers as ints, "true" a bare flag (#SBATCH --exclusive).
+    assert params["slurm_additional_parameters"] == {
+        "account": "proj",
+        "qos": "high",
+        "constraint": "a100|h100",
+        "mem": "32G",
+        "cpus-per-task": 8,
+        "exclusive": True,
+    }
+    assert execute.submitit_params("slurm", 60, None, 1, None, [])[1]["slurm_additional_parameters"] is None
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--slurm", "account"], ["--slurm 'account'", "KEY=VALUE"]),
+        (["--slurm", "=proj"], ["--slurm '=proj'", "KEY=VALUE"]),
+        (["--slurm", "my account=proj"], ["KEY=VALUE"]),
+        (["--slurm", "qos=a", "--slurm", "qos=b"], ["--slurm qos", "twice"]),
+        (["--slurm", "time=10"], ["--slurm time", "--time"]),
+        (["--slurm", "exclusive=false"], ["leave the option out"]),
+        (["--slurm", "account=proj", "--executor", "local"], ["--slurm", "--executor slurm", "local"]),
+    ],
+)
+def test_a_malformed_slurm_option_is_refused_in_one_line_before_anything_is_written(tmp_path, capsys, extra, words):
+    from refusal import one_line_exit_2
+
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "o"
+    executor = [] if "--executor" in extra else ["--executor", "slurm"]
+    one_line_exit_2(["sweep", str(spec), "--out", str(out), "--quiet", *executor, *extra], out, capsys, *words)
+
+
 def test_a_local_sweep_over_many_shapes_keeps_its_memory_flat(tmp_path, monkeypatch):
     # Each width is a new program. Without dropping the last cell's compilations the worker grew by
     # ~44 MB a cell, never released (benchmarks/compile_memory.py: 580 -> 1,658 MB over 24 cells; with

@@ -72,6 +72,7 @@ def sweep(args: argparse.Namespace) -> int:
         "partition": args.partition,
         "gpus": args.gpus,
         "parallelism": args.array_parallelism,
+        "options": args.slurm,
     }
     print(
         sweep.run_sweep(
