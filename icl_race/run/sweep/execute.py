@@ -293,9 +293,13 @@ def run_sweep(
     written."""
     # The executor's parameters first: a malformed --slurm is refused before anything is written.
     submit = submitit_params(executor, **slurm)
-    owned = owner.check(out, "sweep", ["sweep.toml", "summary.csv"], force=force)
+    names = ["sweep.toml", "summary.csv"]
+    owner.check(out, "sweep", names, force=force)
     check_sizes(out, spec)
-    owner.write(owned, {})  # the folder and its marker: nothing is written before every check passed
+    # The folder and its marker: nothing is written before every check passed. The marker's record is read
+    # again here, not kept from before check_sizes (seconds): workers started together on one DIR (one per
+    # GPU, docs/gpu.md) would write back a record that lacks the sweep.toml another one wrote meanwhile.
+    owner.write(owner.check(out, "sweep", names, force=force), {})
     store_spec(out, spec, log)
     if executor == "local":
         from icl_race.run.signals import stop_on_signals
