@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-stored-ulp bench lint roofline-gpu
+.PHONY: demo test test-stored-ulp test-slurm bench lint roofline-gpu
 
 CHECK_PYTHON = @$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v >= (3, 12) else f"icl-race needs Python >= 3.12, $(PYTHON) is {v.major}.{v.minor}: run make PYTHON=python3.12 ...")'
 
@@ -35,6 +35,12 @@ test: $(BIN)/icl-race
 # on another CPU (issue 53). CI runs it after the suite.
 test-stored-ulp: $(BIN)/icl-race
 	ICL_RACE_STORED_ULP=1 $(BIN)/python -m pytest -n 2 --dist loadfile $(shell grep -l "stored\.load" tests/test_*.py)
+
+# A sweep through `--executor slurm` against a real single-node Slurm (tests/test_slurm.py, ~1-1.5 min on 2
+# cores): as root on Debian 12, .ci/slurm/install.sh and .ci/slurm/start.sh first, .ci/slurm/stop.sh after.
+# The test skips, saying why, where no Slurm controller answers; CI runs it after the suite (.ci/run).
+test-slurm: $(BIN)/icl-race
+	$(BIN)/python -m pytest -rs --durations=5 tests/test_slurm.py
 
 # The formatter and the linter (ruff, configured in pyproject.toml), clean on the whole tree, and the type
 # checker (mypy) held to its baseline (.ci/typecheck.py); CI runs these first.

@@ -330,6 +330,67 @@ def test_submitit_local_executor_runs_the_job_array(tmp_path):
     assert (out / "submitit").is_dir()
 
 
+def test_slurm_options_reach_sbatch_typed_through_submitits_additional_parameters():
+    pairs = ["account=proj", "qos=high", "constraint=a100|h100", "mem=32G", "cpus_per_task=8", "exclusive=true"]
+    cluster, params = execute.submitit_params("slurm", 60, "gpu", 1, None, pairs)
+    assert cluster == "slurm" and params["slurm_partition"] == "gpu" and params["timeout_min"] == 60
+    # sbatch's spelling (hyphens), whole numbers as ints, "true" a bare flag (#SBATCH --exclusive).
+    assert params["slurm_additional_parameters"] == {
+        "account": "proj",
+        "qos": "high",
+        "constraint": "a100|h100",
+        "mem": "32G",
+        "cpus-per-task": 8,
+        "exclusive": True,
+    }
+    assert execute.submitit_params("slurm", 60, None, 1, None, [])[1]["slurm_additional_parameters"] is None
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--slurm", "account"], ["--slurm 'account'", "KEY=VALUE"]),
+        (["--slurm", "=proj"], ["--slurm '=proj'", "KEY=VALUE"]),
+        (["--slurm", "my account=proj"], ["KEY=VALUE"]),
+        (["--slurm", "qos=a", "--slurm", "qos=b"], ["--slurm qos", "twice"]),
+        (["--slurm", "time=10"], ["--slurm time", "--time"]),
+        (["--slurm", "exclusive=false"], ["leave the option out"]),
+        (["--slurm", "account=proj", "--executor", "local"], ["--slurm", "--executor slurm", "local"]),
+    ],
+)
+def test_a_malformed_slurm_option_is_refused_in_one_line_before_anything_is_written(tmp_path, capsys, extra, words):
+    from refusal import one_line_exit_2
+
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "o"
+    executor = [] if "--executor" in extra else ["--executor", "slurm"]
+    one_line_exit_2(["sweep", str(spec), "--out", str(out), "--quiet", *executor, *extra], out, capsys, *words)
+
+
+def test_workers_started_together_keep_each_others_record_of_the_sweep_file(tmp_path, monkeypatch):
+    """One worker per GPU starts them at once on one DIR (docs/gpu.md). Another worker that writes sweep.toml
+    while this one checks the cells' sizes (seconds) stays recorded: this one neither refuses the file as
+    not the sweep's own nor drops it from the folder's marker, so every later run goes on."""
+    from icl_race.rundir import owner
+
+    s = sweep.expand(BASE, {"task.K": [200, 400]})
+    out = tmp_path / "out"
+    check_sizes = execute.check_sizes
+
+    def another_worker_starts_meanwhile(o, spec):
+        check_sizes(o, spec)
+        owner.write(owner.check(o, "sweep", ["sweep.toml", "summary.csv"]), {})
+        execute.store_spec(o, spec, log=pytest.fail)
+
+    monkeypatch.setattr(execute, "check_sizes", another_worker_starts_meanwhile)
+    slurm = {"minutes": 10, "partition": None, "gpus": 0, "parallelism": None}
+    execute.run_sweep(out, s, "local", lambda m: None, False, slurm, wait=True)
+    monkeypatch.undo()
+    execute.run_sweep(out, s, "local", lambda m: None, False, slurm, wait=True)
+    assert [r["status"] for r in _rows(out / "summary.csv")] == ["done", "done"]
+
+
 def test_a_local_sweep_over_many_shapes_keeps_its_memory_flat(tmp_path, monkeypatch):
     # Each width is a new program. Without dropping the last cell's compilations the worker grew by
     # ~44 MB a cell, never released (benchmarks/compile_memory.py: 580 -> 1,658 MB over 24 cells; with

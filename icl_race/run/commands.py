@@ -75,6 +75,7 @@ def sweep(args: argparse.Namespace) -> int:
         "partition": args.partition,
         "gpus": args.gpus,
         "parallelism": args.array_parallelism,
+        "options": args.slurm,
     }
     print(
         sweep.run_sweep(
@@ -186,6 +187,13 @@ def sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time", type=positive_int, default=24 * 60, help="slurm time limit per cell, minutes")
     p.add_argument("--gpus", type=int, default=1, help="GPUs per slurm job (default 1)")
     p.add_argument("--array-parallelism", type=positive_int, help="at most this many cells at once")
+    p.add_argument(
+        "--slurm",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="slurm: any sbatch option, repeatable: account=proj, qos=high, mem=32G (docs/gpu.md)",
+    )
     flag(p, "--no-wait", "slurm: return after submitting")
     flag(p, "--quiet", "no progress bar")
     force_arg(p)
@@ -198,7 +206,7 @@ def bench_args(p: argparse.ArgumentParser) -> None:
         help="a TOML config: time its own program (evaluations included) and project its run's wall time; "
         "without it, the paper-shape benchmark of the training step",
     )
-    p.add_argument("--seeds", help="without CONFIG: comma-separated ensemble sizes (default 1,8,64,256)")
+    p.add_argument("--seeds", help="without CONFIG: comma-separated ensemble sizes (default 1,8,64,256; on a CPU 1,8)")
     p.add_argument("--steps", type=positive_int, help="without CONFIG: timed steps per repeat (default 3)")
     p.add_argument("--repeats", type=positive_int, help="without CONFIG: timed repeats; the best is kept (default 3)")
     p.add_argument(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import re
 import time
 from pathlib import Path
 
@@ -166,9 +167,12 @@ def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True, redo: b
 
 
 def run_submitit(out: Path, sweep: Sweep, cluster: str | None, params: dict, wait: bool, log=print) -> None:
-    """All unfinished cells as one job array (Slurm, or submitit's local executor for testing)."""
+    """All unfinished cells as one job array (Slurm, or submitit's local executor for testing). A job that
+    ends without its cell (cancelled, out of time, failed) leaves the cell as it was, partial cells with
+    their checkpoints: the others are waited for, summary.csv written, then a RunError names each."""
     try:
         import submitit
+        from submitit.core.utils import FailedJobError, UncompletedJobError
     except ImportError:
         raise ConfigError("--executor slurm needs submitit: pip install 'icl-race[slurm]'") from None
     todo = [c for c in sweep.cells if status(out, c) in ("partial", "pending")]
@@ -178,19 +182,88 @@ def run_submitit(out: Path, sweep: Sweep, cluster: str | None, params: dict, wai
         return
     ex = submitit.AutoExecutor(folder=Path(out) / "submitit", cluster=cluster)
     ex.update_parameters(**{k: v for k, v in params.items() if v is not None})
-    jobs = ex.map_array(run_cell, [c.cfg.to_dict() for c in todo], [str(cell_dir(out, c)) for c in todo])
+    try:
+        jobs = ex.map_array(run_cell, [c.cfg.to_dict() for c in todo], [str(cell_dir(out, c)) for c in todo])
+    except FailedJobError as e:  # sbatch refused the array (e.g. an option this cluster does not know)
+        raise ConfigError(f"the job array was refused: {' '.join(str(e).split())}") from None
     log(f"{out}: submitted {len(jobs)} cells as job array {jobs[0].job_id.split('_')[0]}")
-    if wait:
-        for job in jobs:
-            job.result()
-        write_summary(out, sweep)
-        log(f"{out}: all {len(jobs)} cells finished; summary in {Path(out) / 'summary.csv'}")
-    else:
+    if not wait:
         log(f"rerun the same `icl-race sweep` command afterwards to write {Path(out) / 'summary.csv'}")
+        return
+    unfinished = []
+    for cell, job in zip(todo, jobs):
+        try:
+            job.result()
+        except UncompletedJobError:
+            unfinished.append(f"{where(cell) or cell.name}: job {job.job_id} {_ended(job)}, log {job.paths.stderr}")
+            log(f"{out}: {unfinished[-1]}")
+    write_summary(out, sweep)
+    if unfinished:
+        from icl_race.run.runner import RunError
+
+        raise RunError(
+            f"{len(unfinished)} of {len(jobs)} cells' jobs ended before their cell did ({'; '.join(unfinished)}); "
+            "rerun the same command: finished cells are kept, partial ones resume from their last checkpoint"
+        )
+    log(f"{out}: all {len(jobs)} cells finished; summary in {Path(out) / 'summary.csv'}")
 
 
-def submitit_params(executor: str, minutes: int, partition, gpus: int, parallelism) -> tuple[str, dict]:
-    """(submitit's cluster, its parameters) for --executor slurm or submitit-local."""
+def _ended(job) -> str:
+    """How a job ended, as the scheduler records it. sacct lags the job's end by a second or two, and a
+    cell stopped by scancel's SIGTERM returns before that (submitit's state still reads RUNNING): ask
+    again, for up to 10 s."""
+    state = job.state
+    for _ in range(20):
+        if state not in ("RUNNING", "PENDING", "COMPLETING", "UNKNOWN"):
+            break
+        time.sleep(0.5)
+        state = job.get_info(mode="force").get("State", state)
+    return state
+
+
+# sbatch options that submitit or another flag of `sweep` sets: --slurm does not override them.
+OWNED_OPTIONS = {
+    "partition": "use --partition",
+    "time": "use --time",
+    "gpus-per-node": "use --gpus",
+    "array": "use --array-parallelism",
+    "output": "submitit reads the job's log there",
+    "error": "submitit reads the job's log there",
+    "open-mode": "submitit appends to the job's log",
+    "signal": "submitit's own, the time limit's warning",
+}
+
+
+def slurm_options(pairs: list[str]) -> dict[str, str | int | bool]:
+    """The repeatable `--slurm KEY=VALUE` as sbatch options: any long option of sbatch (account, qos,
+    constraint, mem, exclude, mail-user, ...), KEY in its own spelling or with underscores. Values: a whole
+    number is an int, "true" a bare flag (`--slurm exclusive=true` is `#SBATCH --exclusive`), any other
+    text as given. Refused in one line, before anything is written: no "=", an empty or odd KEY, a KEY
+    given twice, "false" (leave the option out), one the sweep sets itself (OWNED_OPTIONS)."""
+    options: dict[str, str | int | bool] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        key = key.strip().replace("_", "-")
+        if not eq or not re.fullmatch(r"[a-z][a-z0-9-]*", key):
+            raise ConfigError(f"--slurm {pair!r}: expected KEY=VALUE, KEY an sbatch option (e.g. account=myproj)")
+        if key in options:
+            raise ConfigError(f"--slurm {key}: given twice")
+        if key in OWNED_OPTIONS:
+            raise ConfigError(f"--slurm {key}: set by the sweep ({OWNED_OPTIONS[key]})")
+        if value.lower() == "false":
+            raise ConfigError(f"--slurm {key}=false: leave the option out instead")
+        options[key] = True if value.lower() == "true" else int(value) if re.fullmatch(r"\d+", value) else value
+    return options
+
+
+def submitit_params(
+    executor: str, minutes: int, partition, gpus: int, parallelism, options: list[str] | None = None
+) -> tuple[str, dict]:
+    """(submitit's cluster, its parameters) for --executor slurm or submitit-local; `options` (--slurm,
+    `slurm_options`) go to sbatch as submitit's slurm_additional_parameters. Raises ConfigError on a
+    malformed option, or on any with another executor."""
+    if options and executor != "slurm":
+        raise ConfigError(f"--slurm: only with --executor slurm (here {executor})")
     if executor == "submitit-local":
         return "local", {"timeout_min": minutes}
     return "slurm", {
@@ -198,6 +271,7 @@ def submitit_params(executor: str, minutes: int, partition, gpus: int, paralleli
         "slurm_partition": partition,
         "gpus_per_node": gpus,
         "slurm_array_parallelism": parallelism,
+        "slurm_additional_parameters": slurm_options(options or []) or None,
     }
 
 
@@ -217,9 +291,15 @@ def run_sweep(
     must be the sweep's own (rundir/owner.py, which names a run directory as such), checked first. Cells it
     cannot count (foreign or damaged: `_check_cells`) are an error once the others have run, summary.csv
     written."""
-    owned = owner.check(out, "sweep", ["sweep.toml", "summary.csv"], force=force)
+    # The executor's parameters first: a malformed --slurm is refused before anything is written.
+    submit = submitit_params(executor, **slurm)
+    names = ["sweep.toml", "summary.csv"]
+    owner.check(out, "sweep", names, force=force)
     check_sizes(out, spec)
-    owner.write(owned, {})  # the folder and its marker: nothing is written before every check passed
+    # The folder and its marker: nothing is written before every check passed. The marker's record is read
+    # again here, not kept from before check_sizes (seconds): workers started together on one DIR (one per
+    # GPU, docs/gpu.md) would write back a record that lacks the sweep.toml another one wrote meanwhile.
+    owner.write(owner.check(out, "sweep", names, force=force), {})
     store_spec(out, spec, log)
     if executor == "local":
         from icl_race.run.signals import stop_on_signals
@@ -228,8 +308,7 @@ def run_sweep(
             problems = run_local(out, spec, log=log, progress=progress, redo=redo)
     else:
         problems = _check_cells(out, spec, lambda m: None, redo)
-        cluster, params = submitit_params(executor, **slurm)
-        run_submitit(out, spec, cluster, params, wait=wait, log=log)
+        run_submitit(out, spec, *submit, wait=wait, log=log)
     path = write_summary(out, spec)
     if problems:
         raise rundir.RunDirError(
