@@ -43,7 +43,7 @@ def test_the_json_header_carries_provenance_and_the_config(capsys):
     sets = [a for s, sec in SHAPE.items() for k, v in sec.items() for a in ("--set", f"{s}.{k}={v}")]
     assert main(["bench", "--seeds", "2", "--steps", "1", "--repeats", "1", "--json", *sets]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"versions", "git_commit", "device", "config", "steps_per_repeat", "rows"}
+    assert set(out) == {"versions", "git_commit", "device", "cpu", "config", "steps_per_repeat", "rows"}
     assert set(out["config"]) == {"task", "model", "batch_size", "optimizer"}
     assert (out["config"]["task"]["K"], out["config"]["model"]["width"], out["config"]["batch_size"]) == (40, 8, 4)
     assert out["steps_per_repeat"] == 1
