@@ -15,6 +15,7 @@ from icl_race.config import ConfigError
 from icl_race.run.cost import program
 from icl_race.run.progress import hms
 from icl_race.run.sweep.spec import Cell, Sweep
+from icl_race.rundir import runset
 
 
 def cell_dir(out: Path, cell: Cell) -> Path:
@@ -242,7 +243,7 @@ def unreusable(out: Path, sweep: Sweep) -> str | None:
     names = {c.name for c in sweep.cells}
     by_values = {tuple(c.values.values()): c for c in sweep.cells}
     dicts = [c.cfg.to_dict() for c in sweep.cells]
-    value = lambda d, field: (d.get(field.partition(".")[0]) or {}).get(field.partition(".")[2])
+    varying = set(runset.differing(dicts))  # every other field is one that all this grid's cells share
     changed: dict[str, set] = {}
     count = 0
     for d in sorted(p for p in cells.iterdir() if p.name not in names and p.is_dir() and not p.is_symlink()):
@@ -253,17 +254,19 @@ def unreusable(out: Path, sweep: Sweep) -> str | None:
         if old is None:
             continue
         was = old.to_dict()
-        twin = by_values.get(tuple(value(was, f) for f in sweep.fields))
+        twin = by_values.get(tuple(runset.value(was, f) for f in sweep.fields))
         if twin is None:
             continue
         fields = rundir.differing_fields(was, twin.cfg.to_dict())
-        if fields and all(len({repr(value(n, f)) for n in dicts}) == 1 for f in fields):
+        if fields and not varying & set(fields):
             count += 1
             for f in fields:
-                changed.setdefault(f, set()).add(repr(value(was, f)))
+                changed.setdefault(f, set()).add(repr(runset.value(was, f)))
     if not count:
         return None
-    what = ", ".join(f"{f} ({' | '.join(sorted(v))} then, {value(dicts[0], f)!r} now)" for f, v in changed.items())
+    what = ", ".join(
+        f"{f} ({' | '.join(sorted(v))} then, {runset.value(dicts[0], f)!r} now)" for f, v in changed.items()
+    )
     return (
         f"{count} finished cells of an earlier grid cannot be reused: they differ from this grid's cells only in "
         f"{what}, which every cell shares (task.K_max is the grid's largest K unless the file sets it); "
