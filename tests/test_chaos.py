@@ -1,6 +1,7 @@
 """Chaos: a tiny packed sweep killed with SIGKILL at many seeded moments, resumed after each, must end with
 the files of the uninterrupted sweep byte for byte (every cell's config.json and results.npz, summary.csv
-but for its rate column, sweep.toml).
+but for its rate column, sweep.toml, a design's design.json). Two sweeps: a grid, and a K* design whose
+rounds are chosen from the outcomes so far: killed anywhere, it must make the same choices.
 
 A moment is the k-th durable step of a sweep: a call of os.fsync, os.replace or os.rename (every staged
 write, the cells' commits, the marker and summary.csv) or a checkpoint queued (the kill then lands inside
@@ -16,18 +17,26 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tiny
 
-SEED, KILLS, MAX_K = 20261206, 20, 24
-SPEC = (
-    tiny.toml(
-        tiny.small(
-            train={"steps": 100, "evals_per_chunk": 1, "checkpoint_every": 1, "stop_when_all_acquired": False},
-            ensemble={"seeds": 2, "block": 2},
-        )
+SEED = 20261206
+CONFIG = tiny.toml(
+    tiny.small(
+        train={"steps": 100, "evals_per_chunk": 1, "checkpoint_every": 1, "stop_when_all_acquired": False},
+        ensemble={"seeds": 2, "block": 2},
     )
-    + '[grid]\n"task.K" = [200, 400, 800]\n'
 )
+# (the sweep file, kills, the latest durable step a kill is drawn up to): a grid, and a K* design of two
+# rounds (issue 54: its choices after any kill are an uninterrupted design's), whose rounds write more.
+SPECS = {
+    "grid": (CONFIG + '[grid]\n"task.K" = [200, 400, 800]\n', 20, 24),
+    "design": (
+        CONFIG + '[design]\nkind = "kstar"\nk_lo = 200\nk_hi = 800\nseeds_per_round = 2\nmax_seeds = 4\n',
+        8,
+        40,
+    ),
+}
 
 # The driver: one process that imports what a sweep loads (jax without a backend, orbax, matplotlib) and
 # then forks one child per sweep, so the 20-odd runs do not pay the imports each (~1.5 s of CPU apiece).
@@ -99,8 +108,8 @@ class _Driver:
 
 
 def _files(out) -> dict[str, bytes]:
-    """What must be identical: every cell's config.json and results.npz, sweep.toml, and summary.csv
-    without its seed_steps_per_s (a measured rate)."""
+    """What must be identical: every cell's config.json and results.npz, sweep.toml, a design's design.json,
+    and summary.csv without its seed_steps_per_s (a measured rate)."""
     files = {
         str(p.relative_to(out)): p.read_bytes()
         for p in sorted(out.glob("cells/*/*"))
@@ -109,12 +118,16 @@ def _files(out) -> dict[str, bytes]:
     rows = list(csv.DictReader(io.StringIO((out / "summary.csv").read_text())))
     files["summary.csv"] = repr([{k: v for k, v in r.items() if k != "seed_steps_per_s"} for r in rows]).encode()
     files["sweep.toml"] = (out / "sweep.toml").read_bytes()
+    if (out / "design.json").exists():
+        files["design.json"] = (out / "design.json").read_bytes()
     return files
 
 
-def test_a_packed_sweep_killed_at_many_random_moments_ends_byte_identical(tmp_path):
+@pytest.mark.parametrize("kind", SPECS)
+def test_a_packed_sweep_killed_at_many_random_moments_ends_byte_identical(tmp_path, kind):
+    text, KILLS, MAX_K = SPECS[kind]
     spec = tmp_path / "sweep.toml"
-    spec.write_text(SPEC)
+    spec.write_text(text)
     driver = _Driver(spec, tmp_path / "moment.txt")
     try:
         assert driver.sweep(tmp_path / "plain", 0)[0] == 0

@@ -273,6 +273,8 @@ class MedianCheck:
 def median_check(design: MedianDesign, times, observed) -> MedianCheck:
     """The median rule after the seeds so far (times: t_ICL or the censoring time; observed: reached)."""
     times, observed = np.asarray(times, float), np.asarray(observed, bool)
+    if times.size == 0:  # no seed yet: nothing to stop on
+        return MedianCheck(0, None, [None, None], None, None)
     km = kaplan_meier(times, observed, design.confidence)
     med, (lo, hi) = km["median"], km["median_ci"]
     rel = None if med is None or lo is None or hi is None else (hi - lo) / med

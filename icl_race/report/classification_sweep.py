@@ -22,6 +22,8 @@ from icl_race.config import ConfigError, from_dict
 from icl_race.report import levers
 from icl_race.report.cell import CellStats, Lognormal, Unfinished, analyze
 from icl_race.report.claims import Comparison, sweep_comparisons
+from icl_race.report.design import DesignSection
+from icl_race.report.design import section as design_section
 from icl_race.report.draws import Draws
 from icl_race.report.paper import paper_differences, scale_text
 from icl_race.report.sample import Sample, pool
@@ -61,6 +63,7 @@ class SweepReport:
     balanced_vs_standard: list[Balanced]
     regime: list[RegimeRow]
     by_lever: dict
+    design: DesignSection | None = None  # a design sweep's section (report/design.py)
 
     @property
     def paper_comparisons(self) -> list[Comparison]:
@@ -92,6 +95,7 @@ class SweepReport:
             "by_lever": self.by_lever,
             "paper_comparisons": [c.to_json() for c in self.paper_comparisons],
             "paper_scale": self.paper_scale,
+            **({"design": self.design.to_json()} if self.design is not None else {}),
         }
 
 
@@ -184,6 +188,7 @@ def compute(sweep: rundir.SweepDir, draws: Draws) -> SweepReport:
         [b for b in bal if b is not None],
         regime,
         levers.by_lever(thresholds, scalings, times, draws),
+        design_section(sweep.design, samples, thresholds),
     )
 
 

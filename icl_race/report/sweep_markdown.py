@@ -15,6 +15,7 @@ from icl_race.report import levers
 from icl_race.report import verdict as V
 from icl_race.report.claims import comparison_markdown
 from icl_race.report.classification_sweep import SweepReport
+from icl_race.report.design import markdown as design_markdown
 from icl_race.report.format import ci_text, num, p_value, pct, slug
 from icl_race.report.paper import PAPER, methods_markdown
 from icl_race.report.sweep_sections import BALANCED_METRICS, Balanced, Scaling, Sigmoid, Threshold
@@ -228,7 +229,8 @@ def _per_cell(rep: SweepReport, figures: KeysView[str]) -> list[str]:
 
 
 def markdown(rep: SweepReport, figs: dict) -> str:
-    md = _header(rep) + comparison_markdown(rep.paper_comparisons, rep.paper_scale) + _regime(rep)
+    md = _header(rep) + (design_markdown(rep.design) if rep.design is not None else [])
+    md += comparison_markdown(rep.paper_comparisons, rep.paper_scale) + _regime(rep)
     for t in rep.thresholds:
         md += _threshold(t, figs.keys())
     md += levers.markdown(rep.by_lever)

@@ -58,6 +58,8 @@ def sweep(args: argparse.Namespace) -> int:
 
     spec = sweep.load(args.sweep, args.overrides)
     out = out_dir(args.out)
+    if isinstance(spec, sweep.Design):
+        return _design(args, spec, out)
     sweep.refuse_links(out, spec)
     for cell in spec.cells:
         if short := budget(cell.cfg, f"cell {cell.values}: "):
@@ -90,6 +92,31 @@ def sweep(args: argparse.Namespace) -> int:
             redo=args.redo,
         )
     )
+    for w in dir_warnings(out):
+        _log(w)
+    return 0
+
+
+def _design(args: argparse.Namespace, design, out) -> int:
+    """A sweep file with a [design]: its rounds in this process (each depends on the last), or its projection."""
+    from icl_race.report.summary import dir_warnings
+    from icl_race.report.warnings import budget
+    from icl_race.run import sweep
+    from icl_race.rundir import SWEEP_NAMES, refuse_links
+
+    if args.executor != "local":
+        raise config.ConfigError(
+            f"--executor {args.executor}: a design runs its rounds in this process (each round is chosen from the "
+            "last one's outcomes); use --executor local"
+        )
+    refuse_links(out, SWEEP_NAMES)
+    if short := budget(design.cfg):
+        _log(short)
+    if args.dry_run:
+        plan = sweep.design_dry_run(out, design, not args.no_measure, args.remeasure, args.device)
+        print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else plan.text())
+        return 0
+    print(sweep.run_design(out, design, _log, not args.quiet, force=args.force, redo=args.redo))
     for w in dir_warnings(out):
         _log(w)
     return 0

@@ -40,7 +40,7 @@ RUN_NAMES = (
     "report.md",
     "report.json",
 )
-SWEEP_NAMES = ("cells", "sweep.toml", "summary.csv", "submitit", "figures", "report.md", "report.json")
+SWEEP_NAMES = ("cells", "sweep.toml", "summary.csv", "design.json", "submitit", "figures", "report.md", "report.json")
 
 
 class RunDirError(ConfigError):

@@ -36,6 +36,7 @@ class SweepDir:
     fields: list[str]  # the swept fields ([grid] and [zip] of sweep.toml; else those that vary over cells)
     cells: list[CellEntry]
     spec: str | None  # sweep.toml's text
+    design: dict | None = None  # design.json (a design sweep's record of its rounds, `read_design`), when readable
 
     @property
     def runs(self) -> list[Run]:
@@ -59,6 +60,46 @@ def skipped_cells(dirs) -> list[str]:
     return lines
 
 
+# The fields a design sweep's cells differ in, by its kind (sweep.toml's [design] kind; run/sweep/design_spec.py):
+# its swept fields, as a grid's are its [grid] and [zip] fields.
+DESIGN_FIELDS = {
+    "kstar": ("task.K", "ensemble.first_seed", "ensemble.seeds"),
+    "median": ("ensemble.first_seed", "ensemble.seeds"),
+}
+
+
+def _design_fields(spec: dict | None) -> tuple[str, ...]:
+    """The swept fields of a design's sweep.toml ([design] kind), () for a grid or an unreadable one."""
+    table = spec.get("design") if isinstance(spec, dict) else None
+    kind = table.get("kind") if isinstance(table, dict) else None
+    return DESIGN_FIELDS.get(kind, ()) if isinstance(kind, str) else ()
+
+
+DESIGN_JSON = "design.json"
+MAX_DESIGN_BYTES = 64 << 20  # ~100 bytes a seed: far beyond any design's seed maximum
+
+
+def read_design(d: Path) -> tuple[dict | None, str | None]:
+    """A design sweep's design.json (run/sweep/design_run.py writes it) read back as every file icl-race
+    reads: a regular file of bounded size, JSON, the schema checked. (record, None); (None, why not) when
+    it is damaged; (None, None) when there is none."""
+    path = Path(d) / DESIGN_JSON
+    if not path.exists() and not path.is_symlink():
+        return None, None
+    if path.is_symlink() or not path.is_file():
+        return None, "not a regular file"
+    if (size := path.stat().st_size) > MAX_DESIGN_BYTES:
+        return None, f"{size:,} bytes, more than the {MAX_DESIGN_BYTES:,} a design.json may hold"
+    try:
+        doc = json.loads(path.read_bytes())
+    except (ValueError, RecursionError) as e:
+        return None, f"not JSON ({' '.join(str(e).split())})"
+    ok = isinstance(doc, dict) and doc.get("kind") in DESIGN_FIELDS and isinstance(doc.get("design"), dict)
+    if not ok or not isinstance(doc.get("rounds"), list) or not all(isinstance(r, dict) for r in doc["rounds"]):
+        return None, "not a design's record (kind, design, rounds)"
+    return doc, None
+
+
 def cell_status(d: Path) -> str:
     if is_done(d):
         return "done"
@@ -75,6 +116,8 @@ def _grid_fields(spec: str | None, configs: list[dict]) -> list[str]:
         if spec is None:
             return _varying(configs)
         table = tomllib.loads(spec)
+        if designed := _design_fields(table):
+            return list(designed)
         axes = [table.get("grid", {}), table.get("zip", {})]
         if not all(isinstance(a, dict) for a in axes):  # refused by `icl-race sweep`; here, not a reason to fail
             return _varying(configs)
@@ -119,7 +162,7 @@ def _not_a_cell(name: str, cfg: dict, spec: dict | None) -> str:
     for sec, table in spec.items():
         if sec in config.SECTIONS and isinstance(table, dict):
             for key, value in table.items():
-                swept = f"{sec}.{key}" in zipped or f"{sec}.{key}" in grid
+                swept = f"{sec}.{key}" in zipped or f"{sec}.{key}" in grid or f"{sec}.{key}" in _design_fields(spec)
                 if f"{sec}.{key}" in flat and flat[f"{sec}.{key}"] != value and not swept:
                     return (
                         f"not in this sweep's grid ({sec}.{key} = {flat[f'{sec}.{key}']!r}; sweep.toml says {value!r})"
@@ -158,4 +201,4 @@ def load_sweep(d: Path) -> SweepDir:
         CellEntry(c.name, c, {f: _flat(cfg).get(f) for f in fields} if cfg else {}, st, run, cfg, why)
         for c, cfg, st, run, why in entries
     ]
-    return SweepDir(d, fields, cells, spec_text)
+    return SweepDir(d, fields, cells, spec_text, read_design(d)[0])

@@ -33,6 +33,9 @@ Three jobs, one module each, data flowing one way:
   execute.py  sweep.toml stored, the executors (local, submitit), summary.csv
 """
 
+from icl_race.run.sweep.design_cost import DesignDryRun, design_dry_run
+from icl_race.run.sweep.design_run import run_design
+from icl_race.run.sweep.design_spec import Design
 from icl_race.run.sweep.execute import (
     SUMMARY_FIELDS,
     refuse_links,
@@ -64,12 +67,15 @@ __all__ = [
     "SUMMARY_FIELDS",
     "Cell",
     "CellPlan",
+    "Design",
+    "DesignDryRun",
     "DryRun",
     "PackPlan",
     "Sweep",
     "cell_dir",
     "check_sizes",
     "checkpoint_step",
+    "design_dry_run",
     "dry_run",
     "expand",
     "foreign_reason",
@@ -78,6 +84,7 @@ __all__ = [
     "program",
     "refuse_links",
     "run_cell",
+    "run_design",
     "run_local",
     "run_submitit",
     "run_sweep",

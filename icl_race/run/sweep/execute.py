@@ -135,10 +135,13 @@ def _check_cells(out: Path, sweep: Sweep, log, redo: bool) -> list[str]:
     return problems
 
 
-def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True, redo: bool = False) -> list[str]:
+def run_local(
+    out: Path, sweep: Sweep, log=print, progress: bool = True, redo: bool = False, listed: Sweep | None = None
+) -> list[str]:
     """The unfinished cells in this process, pack after pack (plan.packs: the cells of one program as
     one ensemble; one cell at a time with [sweep] pack = false); summary.csv rewritten after each pack,
-    also after a failed one. Returns the cells it could not count (`_check_cells`)."""
+    also after a failed one, listing `listed`'s cells (default: the sweep's; a design's round lists every
+    round's). Returns the cells it could not count (`_check_cells`)."""
     import jax
 
     from icl_race.run.runner import execute_pack
@@ -162,7 +165,7 @@ def run_local(out: Path, sweep: Sweep, log=print, progress: bool = True, redo: b
         try:
             execute_pack([(c.cfg, cell_dir(out, c)) for c in pack], progress=progress, log=log)
         finally:
-            write_summary(out, sweep)
+            write_summary(out, listed or sweep)
     return problems
 
 

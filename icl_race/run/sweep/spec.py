@@ -85,11 +85,17 @@ def _resolve(path: Path, what: str, chain: tuple[Path, ...] = ()) -> dict:
     return _merge(_resolve(path.parent / base, "config file", (*chain, path.resolve())), raw, path.parent / base)
 
 
-def load(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
+def load(path: str | Path, overrides: Sequence[str] = ()):
+    """The sweep file's cells (a Sweep), or, with a [design] section, its question (a design_spec.Design)."""
     raw = _resolve(Path(path), "sweep file")
     grid = raw.pop("grid", {})
     zipped = raw.pop("zip", {})
     raw = config.apply_overrides(raw, list(overrides))
+    if "design" in raw:
+        from icl_race.run.sweep.design_spec import parse
+
+        _check_options(raw.get("sweep", {}))
+        return parse(raw, grid, zipped)
     return expand(raw, grid, zipped)
 
 

@@ -1,0 +1,117 @@
+"""A design's projected cost (`sweep --dry-run` on a sweep file with a [design]): how many seeds and
+seed-steps it is expected to spend, from replays of the design on outcomes drawn from an assumed truth
+(no training), and the wall time of its rounds, measured on this machine's program (plan.dry_run) or
+projected on a GPU (--device). Writes nothing in the sweep directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+from scipy.special import expit
+
+from icl_race.analysis import design as dz
+from icl_race.analysis.draws import generator
+from icl_race.run.progress import hms
+from icl_race.run.sweep.design_run import largest_round, proposal_size, read_record, sweep_of
+from icl_race.run.sweep.design_spec import Design
+
+REPLAYS = 20  # ~0.3 s each on 2 cores; the mean's standard error is ~5 % of a design's seeds
+SLOPE = 15.0  # per decade: width 512's K* fits at N = 32, 64, 100 (23, 15, 16; experiments/README.md)
+
+
+@dataclasses.dataclass(frozen=True)
+class DesignDryRun:
+    out: str
+    kind: str
+    rounds_done: int  # as design.json records them (finished rounds)
+    seeds: list[float]  # expected seeds of the whole design: mean, 10 %, 50 %, 90 % (K*); [max_seeds] (median)
+    rounds: float  # expected rounds (mean)
+    budgets: float  # expected seed-steps in budgets: every seed its whole budget (an upper bound)
+    round_seconds: float | None  # one round of seeds_per_round seeds: measured (<=) or, with device, estimated (~)
+    seconds: float | None  # rounds x round_seconds
+    device: str | None
+    assumption: str
+
+    def text(self) -> str:
+        lines = [f"design ({self.kind}) in {self.out}: {self.rounds_done} rounds recorded"]
+        if self.kind == "kstar":
+            mean, p10, p50, p90 = self.seeds
+            lines.append(
+                f"expected ~{mean:,.0f} seeds (10/50/90 %: {p10:,.0f}/{p50:,.0f}/{p90:,.0f}) in ~{self.rounds:.1f} rounds, "
+                f"~{self.budgets:,.0f} budgets of seed-steps, assuming {self.assumption}"
+            )
+        else:
+            lines.append(
+                f"at most {self.seeds[0]:,.0f} seeds, {self.budgets:,.0f} budgets of seed-steps ({self.assumption})"
+            )
+        if self.seconds is None:
+            lines.append("no wall-time projection (not measured: --no-measure)")
+        else:
+            bound = "~" if self.device else "<="
+            where = (
+                f"one {self.device.upper()} (an estimate at its measured rate, compilation not counted)"
+                if self.device
+                else "this machine (measured)"
+            )
+            lines.append(
+                f"wall {bound} {hms(self.seconds)} on {where}: {self.rounds:.1f} rounds x {bound} {hms(self.round_seconds or 0)} "
+                f"a round{f', {self.seconds / 3600:,.2f} GPU hours' if self.device else ''}"
+            )
+        return "\n".join(lines)
+
+
+def replay_seeds(design: dz.KStarDesign, log10_kstar: float, slope: float, replays: int, seed: int = 0) -> np.ndarray:
+    """The seeds each of `replays` replays of the design spends until it stops, on outcomes drawn from
+    P(acquire) = expit(slope (log10 K - log10_kstar))."""
+    out = []
+    for i in range(replays):
+        rng, post = generator(seed, "design_cost", i), dz.prior(design)
+        while dz.kstar_stop(post) is None:
+            ks = dz.propose(post, seed)
+            post = dz.update(post, ks, rng.random(ks.size) < expit(slope * (np.log10(ks) - log10_kstar)))
+        out.append(post.seeds)
+    return np.array(out, float)
+
+
+def design_dry_run(
+    out: Path, design: Design, measure: bool, remeasure: bool, device: str | None, log=print
+) -> DesignDryRun:
+    from icl_race.run.sweep.plan import dry_run
+
+    p = design.params
+    per = proposal_size(design, 0)
+    if isinstance(p, dz.KStarDesign):
+        mid = (math.log10(p.k_lo) + math.log10(p.k_hi)) / 2
+        log(f"replaying the design {REPLAYS} times on synthetic outcomes (no training)")
+        seeds = replay_seeds(p, mid, SLOPE, REPLAYS, design.cfg.ensemble.root_seed)
+        stats = [float(seeds.mean()), *(float(q) for q in np.percentile(seeds, [10, 50, 90]))]
+        assumption = (
+            f"the true K* at the prior's log-midpoint ({10**mid:,.0f}) with slope {SLOPE:g} a decade (width 512's fits) "
+            f"and every seed training its whole budget (seeds that acquire retire sooner with ensemble.retire); "
+            f"mean of {REPLAYS} replays"
+        )
+    else:
+        stats = [float(p.max_seeds)]
+        assumption = "the seed maximum: the rule's stop depends on t_ICL's spread (experiments/design: 74 of 256 seeds at sigma 0.4)"
+    rounds = stats[0] / per
+    one = None
+    if measure or device:
+        log(f"measuring one round's program ({per} seeds)" if not device else f"projecting one round on {device}")
+        one = dry_run(out, sweep_of(design, largest_round(design)), measure, "local", remeasure, device).seconds
+    done = sum(1 for r in read_record(out, design)[0] if isinstance(r, dict) and "after" in r)
+    return DesignDryRun(
+        str(out),
+        design.kind,
+        done,
+        stats,
+        rounds,
+        stats[0],
+        one,
+        None if one is None else one * rounds,
+        device,
+        assumption,
+    )

@@ -1,0 +1,167 @@
+"""A sweep file with a [design] (run/sweep/design_spec.py, design_run.py, design_cost.py; report/design.py):
+rounds proposed, trained as packed cells, recorded in design.json, resumed to the same choices, refused when
+edited, projected by --dry-run, reported beside the logistic fit. Tiny configs: the mechanics, not K*."""
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+import tiny
+
+from icl_race import rundir
+from icl_race.__main__ import main
+from icl_race.analysis import design as dz
+from icl_race.run import sweep
+
+# 2 rounds of 2 seeds over K in 16-256, 100 steps: a design that stops at its seed maximum.
+CONFIG = tiny.small(train={"steps": 100, "checkpoint_every": 1}, ensemble={"seeds": 2, "block": 2})
+KSTAR = tiny.toml(CONFIG) + '[design]\nkind = "kstar"\nk_lo = 16\nk_hi = 256\nseeds_per_round = 2\nmax_seeds = 4\n'
+MEDIAN = tiny.toml(CONFIG) + '[design]\nkind = "median"\nblock = 2\nmax_seeds = 4\nrel_width = 0.01\n'
+
+
+def _spec(tmp_path, text, name="design.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A K* design run to its end once: (its sweep file, its folder)."""
+    tmp = tmp_path_factory.mktemp("design")
+    spec, out = _spec(tmp, KSTAR), tmp / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "--quiet"]) == 0
+    return spec, out
+
+
+@pytest.mark.parametrize(
+    "table, named",
+    [
+        ('kind = "grid"', "design.kind"),
+        ('kind = "kstar"\nseeds_per_round = 2.5', "design.seeds_per_round"),
+        ('kind = "kstar"\nhalf_width = true', "design.half_width"),
+        ('kind = "kstar"\nk_lo = 500\nk_hi = 100', "design.k_lo, k_hi"),
+        ('kind = "kstar"\nthreshold = 3', "design.threshold"),
+        ('kind = "kstar"\naxis = "task.N"', "design.axis"),
+        ('kind = "kstar"\nk_hi = 4000\n[task.K_max]', "task.K_max"),
+        ('kind = "median"\nblock = 0', "design.block"),
+        ('kind = "kstar"\n[grid]\n"task.N" = [8, 16]', "[design]"),
+    ],
+)
+def test_a_design_file_is_refused_in_one_line_naming_the_field(tmp_path, capsys, table, named):
+    text = tiny.toml(CONFIG) + "[design]\n" + table + "\n"
+    if "[task.K_max]" in text:  # a K_max below the design's largest K, in the config's own [task]
+        text = text.replace("[task.K_max]\n", "").replace("[task]\n", "[task]\nK_max = 1000\n")
+    spec = _spec(tmp_path, text)
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert named in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_design_records_its_rounds_and_each_posterior_is_the_cells_outcomes(finished):
+    spec, out = finished
+    doc = json.loads((out / "design.json").read_text())
+    design = dz.KStarDesign(**doc["design"])
+    assert doc["stop"] == "max_seeds" and [r["round"] for r in doc["rounds"]] == [0, 1]
+    K, acquired, seen = [], [], 0
+    for r in doc["rounds"]:
+        # contiguous seed ids, one cell per distinct K, each K a candidate of the design
+        assert r["first_seed"] == seen and r["seeds"] == 2 and set(r["K"]) <= set(design.candidates().tolist())
+        assert sorted(r["K"]) == [k for c in r["cells"] for k in [c["task.K"]] * c["ensemble.seeds"]]
+        for c in r["cells"]:
+            run = rundir.load_run(out / "cells" / c["name"])
+            assert run.seed_ids.tolist() == list(
+                range(c["ensemble.first_seed"], c["ensemble.first_seed"] + c["ensemble.seeds"])
+            )
+            K += [c["task.K"]] * run.t().size
+            acquired += (run.t() >= 0).tolist()
+        seen += r["seeds"]
+        # the posterior after the round, recomputed here from the cells: the same numbers
+        after = dz.posterior(design, K, acquired).summary()
+        assert r["after"]["log10_kstar"] == pytest.approx(after.log10_kstar, rel=1e-12)
+        assert r["after"]["ci"] == pytest.approx(after.ci, rel=1e-12)
+    # the first round is the design's proposal from the prior, with the root seed
+    assert doc["rounds"][0]["K"] == dz.propose(dz.prior(design), 0).tolist()
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert sorted(r["cell"] for r in rows) == sorted(c["name"] for r in doc["rounds"] for c in r["cells"])
+
+
+def test_a_finished_design_run_again_trains_nothing_and_writes_the_same_record(finished, tmp_path):
+    spec, out = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    before = (copy / "design.json").read_bytes()
+    cells = sorted(p.name for p in (copy / "cells").iterdir())
+    assert main(["sweep", str(spec), "--out", str(copy), "--quiet"]) == 0
+    assert (copy / "design.json").read_bytes() == before
+    assert sorted(p.name for p in (copy / "cells").iterdir()) == cells
+
+
+def test_a_damaged_design_json_is_set_aside_and_the_rounds_recomputed_the_same(finished, tmp_path, capsys):
+    spec, out = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    before = (copy / "design.json").read_bytes()
+    (copy / "design.json").write_text('{"kind": "kstar", "rounds": [')
+    rundir.owner.write(rundir.owner.check(copy, "sweep", ["design.json"], force=True), {})  # the user's edit, adopted
+    assert main(["sweep", str(spec), "--out", str(copy), "--quiet"]) == 0
+    assert "design.json: not JSON" in capsys.readouterr().err
+    assert (copy / "design.json").read_bytes() == before
+    assert len(list(copy.glob("design.damaged-*.json"))) == 1
+
+
+def test_an_edited_design_is_refused_naming_the_field_and_force_starts_a_new_one(finished, tmp_path, capsys):
+    spec, out = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    snapshot = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    edited = _spec(tmp_path, KSTAR.replace("max_seeds = 4", "max_seeds = 6"), "edited.toml")
+    assert main(["sweep", str(edited), "--out", str(copy), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "design.max_seeds = 4" in err and "6" in err and "--force" in err
+    assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == snapshot  # nothing written
+    assert main(["sweep", str(edited), "--out", str(copy), "--quiet", "--force"]) == 0
+    doc = json.loads((copy / "design.json").read_text())
+    assert doc["design"]["max_seeds"] == 6 and len(list(copy.glob("design.previous-*.json"))) == 1
+    old = json.loads(snapshot[copy / "design.json"])
+    # the new design makes the same first two rounds (same outcomes, same seed): their cells are reused
+    assert [r["K"] for r in doc["rounds"][:2]] == [r["K"] for r in old["rounds"]]
+
+
+def test_the_report_gives_the_posterior_beside_the_logistic_fit(finished, tmp_path):
+    _, out = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    assert main(["report", str(copy)]) == 0
+    md = (copy / "report.md").read_text()
+    assert "## Design: K* by a sequential design" in md
+    assert "design posterior" in md and "logistic fit over the cells" in md and "not an unbiased estimate" in md
+    section = json.loads((copy / "report.json").read_text())["design"]
+    assert section["seeds"] == 4 and section["stop"] == "max_seeds" and section["seeds_in_cells"] == 4
+
+
+def test_a_median_design_adds_blocks_until_its_rule_stops(tmp_path):
+    spec, out = _spec(tmp_path, MEDIAN), tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "--quiet"]) == 0
+    doc = json.loads((out / "design.json").read_text())
+    assert doc["stop"] == "max_seeds" and [r["seeds"] for r in doc["rounds"]] == [2, 2]
+    runs = [rundir.load_run(out / "cells" / c["name"]) for r in doc["rounds"] for c in r["cells"]]
+    times = np.concatenate([r.censored()[0] for r in runs])
+    observed = np.concatenate([r.censored()[1] for r in runs])
+    check = dz.median_check(dz.MedianDesign(**doc["design"]), times, observed)
+    assert doc["result"]["median"] == check.median and doc["result"]["seeds"] == 4
+
+
+def test_the_dry_run_projects_from_replays_states_its_assumption_and_writes_nothing(tmp_path, capsys):
+    spec, out = _spec(tmp_path, KSTAR), tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "--dry-run", "--no-measure"]) == 0
+    text = capsys.readouterr().out
+    assert "expected ~4 seeds" in text and "assuming the true K* at the prior's log-midpoint" in text
+    assert not out.exists()
+    plan = sweep.design_dry_run(
+        out, sweep.load(spec), measure=False, remeasure=False, device="h200", log=lambda m: None
+    )
+    assert plan.seconds is not None and plan.seconds > 0 and "GPU hours" in plan.text()
