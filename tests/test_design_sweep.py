@@ -47,6 +47,7 @@ def finished(tmp_path_factory):
         ('kind = "kstar"\naxis = "task.N"', "design.axis"),
         ('kind = "kstar"\nk_hi = 4000\n[task.K_max]', "task.K_max"),
         ('kind = "median"\nblock = 0', "design.block"),
+        ('kind = "median"\nblock = 1', "ensemble.block"),
         ('kind = "kstar"\n[grid]\n"task.N" = [8, 16]', "[design]"),
     ],
 )
@@ -59,6 +60,15 @@ def test_a_design_file_is_refused_in_one_line_naming_the_field(tmp_path, capsys,
     err = capsys.readouterr().err.strip()
     assert named in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_design_based_on_a_grid_file_takes_its_config_not_its_cells(tmp_path):
+    _spec(tmp_path, tiny.toml(CONFIG) + '[grid]\n"task.N" = [8, 16]\n', "grid.toml")
+    design = sweep.load(
+        _spec(tmp_path, 'base = "grid.toml"\n[task]\nN = 16\n[design]\nkind = "kstar"\nk_lo = 16\nk_hi = 256\n')
+    )
+    assert isinstance(design, sweep.Design) and design.cfg.task.N == 16 and design.cfg.model.width == 16
+    assert design.cfg.task.K_max == 256 and design.fields == ["task.K", "ensemble.first_seed", "ensemble.seeds"]
 
 
 def test_a_design_records_its_rounds_and_each_posterior_is_the_cells_outcomes(finished):

@@ -17,7 +17,7 @@ TOMLS = sorted(p.relative_to(ROOT) for p in (ROOT / "experiments").rglob("*.toml
 def _is_sweep(path: Path) -> bool:
     """Only sweep files take `base =` (a single-cell variant of another config is a sweep of one cell)."""
     table = tomllib.loads(path.read_text())
-    return bool({"grid", "zip", "base"} & set(table))
+    return bool({"grid", "zip", "base", "design"} & set(table))
 
 
 def test_every_study_has_its_configs_here():
@@ -39,6 +39,10 @@ def test_an_experiment_config_loads_and_its_sweep_expands(rel, tmp_path):
         assert cfg.train.steps > 0, rel
         return
     spec = sweep.load(path)
+    if isinstance(spec, sweep.Design):  # a question, not cells: its first round's cells and its projection
+        assert sweep.design_dry_run(tmp_path / "out", spec, False, False, "h200", log=lambda m: None).seconds
+        assert not (tmp_path / "out").exists(), "a dry run writes nothing"
+        return
     assert spec.cells, f"{rel}: a sweep of no cells"
     assert len({c.name for c in spec.cells}) == len(spec.cells), f"{rel}: two cells share a directory"
     plan = sweep.dry_run(tmp_path / "out", spec, measure=False)

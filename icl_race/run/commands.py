@@ -113,7 +113,7 @@ def _design(args: argparse.Namespace, design, out) -> int:
     if short := budget(design.cfg):
         _log(short)
     if args.dry_run:
-        plan = sweep.design_dry_run(out, design, not args.no_measure, args.remeasure, args.device)
+        plan = sweep.design_dry_run(out, design, not args.no_measure, args.remeasure, args.device, log=_log)
         print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else plan.text())
         return 0
     print(sweep.run_design(out, design, _log, not args.quiet, force=args.force, redo=args.redo))

@@ -107,6 +107,12 @@ def parse(raw: dict, grid: dict, zipped: dict) -> Design:
         task.setdefault("K_max", int(ks[-1]))  # one item pool for every round: one compilation
         task["K"] = int(ks[0])  # the shared config at the design's smallest K; each cell sets its own
     cfg = config.from_dict(base)  # the shared config, checked as any cell's ([sweep]: by spec.load)
+    per = params.seeds_per_round if isinstance(params, dz.KStarDesign) else params.block
+    if cfg.ensemble.block > per:
+        raise ConfigError(
+            f"ensemble.block = {cfg.ensemble.block}: above the design's {per} seeds a round (each round would be "
+            f"padded to {cfg.ensemble.block} seeds, computed and thrown away); set ensemble.block <= {per}"
+        )
     last = cfg.ensemble.first_seed + params.max_seeds - 1
     if last > config.KEY_MAX:
         raise ConfigError(

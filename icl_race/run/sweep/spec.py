@@ -94,8 +94,10 @@ def load(path: str | Path, overrides: Sequence[str] = ()):
     if "design" in raw:
         from icl_race.run.sweep.design_spec import parse
 
+        # A design based on a grid's file takes its config, not its cells: only its own [grid] is refused.
+        own = config.read_toml(Path(path), "sweep file")
         _check_options(raw.get("sweep", {}))
-        return parse(raw, grid, zipped)
+        return parse(raw, own.get("grid", {}), own.get("zip", {}))
     return expand(raw, grid, zipped)
 
 
