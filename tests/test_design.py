@@ -136,3 +136,22 @@ def test_analyze_design_synthetic_writes_its_tables(tmp_path):
     assert (tmp_path / "synthetic.md").exists() and "| design |" in result.text()
     with pytest.raises(ConfigError, match="totals=20: must be a multiple of 16"):
         command.run("design", "synthetic", [], tmp_path / "x.json", 50, 0, {"totals": 20})
+
+
+def test_the_design_replayed_on_a_grid_finds_the_grids_kstar():
+    """A grid of 12 K (a factor sqrt(2) apart around K* = 5,000), 60 seeds each from the logistic: the
+    design replayed on its seeds lands near the grid's own K* and spends far fewer seeds than the grid."""
+    from icl_race.analysis import design_replay as dr
+
+    rng = np.random.default_rng(1)
+    Ks = [int(k) for k in np.round(5000 * np.sqrt(2.0) ** np.arange(-6, 6))]
+    acquired = [_outcomes(np.full(60, k), rng) for k in Ks]
+    steps = [np.where(a, 300, 1000) for a in acquired]  # an acquiring seed retires at 30 % of the budget
+    grid = dr.GridSeeds("synthetic", Ks, acquired, steps, 1000)
+    design = dataclasses.replace(COARSE, half_width=0.05, seeds_per_round=16, max_seeds=160)
+    out = dr.replay(grid, design, replays=20, seed=0, n_boot=200)
+    assert out.grid_seeds == 720 and out.grid_log10_kstar == pytest.approx(B, abs=0.05)
+    d = out.design
+    assert abs(d.bias) < 0.04 and d.rmse < 0.08 and d.coverage >= 0.7, d
+    assert d.seeds <= 160 and d.budgets < d.seeds  # retired seeds cost less than a budget
+    assert sum(out.stops.values()) == 20

@@ -175,3 +175,15 @@ def test_the_dry_run_projects_from_replays_states_its_assumption_and_writes_noth
         out, sweep.load(spec), measure=False, remeasure=False, device="h200", log=lambda m: None
     )
     assert plan.seconds is not None and plan.seconds > 0 and "GPU hours" in plan.text()
+
+
+def test_the_design_replays_on_a_finished_sweeps_seeds(finished, tmp_path):
+    """`analyze design replay` reads a sweep's cells as a grid (here the design's own folder: 8 K, one seed
+    each) and writes the replays' JSON and markdown."""
+    _, out = finished
+    result = tmp_path / "replay.json"
+    args = ["--set", "replays=2", "--set", "seeds_per_round=4", "--set", "max_seeds=8"]
+    assert main(["analyze", "design", "replay", str(out), "--out", str(result), *args]) == 0
+    case = json.loads(result.read_text())["result"]["cases"][0]
+    assert case["grid_seeds"] == 4 and case["design"]["replays"] == 2 and case["design"]["seeds"] == 8
+    assert "replayed on finished grids" in result.with_suffix(".md").read_text()

@@ -51,6 +51,11 @@ HELP: dict[str, tuple[str | None, str]] = {
         "the single-active-head test, its own seeds by gradient flow (seeds=20,\n"
         "scales=1e-2,1e-3, checks=1, horizon=1e9); + .md; 3-5 min",
     ),
+    "design replay": (
+        None,
+        "the K* design replayed on finished K* grids' seeds, per DIR and N (replays=200,\n"
+        "half_width=0.05, seeds_per_round=16, max_seeds=480); + .md",
+    ),
     "design synthetic": (
         None,
         "the K* design and the median rule replayed on known truths (replays=500,\n"

@@ -1,0 +1,91 @@
+"""Replays of the K* design on a finished grid (issue 54 item 5, "replay"): each seed the design proposes at
+K is one of the grid's seeds at the grid's K nearest in log10 K, drawn with replacement, with its outcome
+(acquired ICL by the budget or not) and the steps it trained. No training: a grid that keeps every
+seed's outcome answers how the design would have done on the same physics, against the full grid's K*.
+
+What it rests on: the grid's K values stand for every K near them (a proposal between two grid K takes
+the nearer one's seeds; beyond the grid's ends, the end's), so the replay can be no sharper than the grid's
+spacing lets it; the grid's own K* (its logistic fit, `analysis.threshold.acquisition_curve`) is the
+reference, not a truth: the error is the design's distance from the grid's answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from icl_race.analysis import design as dz
+from icl_race.analysis.design_sim import ArmStats, _stats
+from icl_race.analysis.draws import Bootstrap, generator
+from icl_race.analysis.threshold import acquisition_curve
+
+
+@dataclasses.dataclass(frozen=True)
+class GridSeeds:
+    """A finished grid at one N: per K, each kept seed's outcome and the steps it trained (retired
+    seeds: until they retired), and the budget."""
+
+    name: str
+    K: list[int]
+    acquired: list[np.ndarray]  # per K, [S_K] bool
+    steps: list[np.ndarray]  # per K, [S_K] steps trained
+    budget: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GridReplay:
+    """The full grid's K* and cost beside the design's replays on it (`design` against the grid's K*
+    as the reference: coverage is of the grid's K* by the design's interval)."""
+
+    name: str
+    grid_log10_kstar: float | None
+    grid_ci: list[float | None]
+    grid_seeds: int
+    grid_budgets: float  # the grid's seed-steps (as trained: retired seeds stop early) in budgets
+    design: ArmStats  # seeds and budgets: what the design spent; bias, rmse, coverage against the grid
+    stops: dict[str, int]
+    params: dict
+
+
+def grid_fit(grid: GridSeeds, n_boot: int, seed: int) -> tuple[float | None, list[float | None]]:
+    fit = acquisition_curve(
+        np.log10(np.asarray(grid.K, float)), grid.acquired, Bootstrap(n_boot, generator(seed, "replay/grid", grid.name))
+    )
+    return (fit["log10_kstar"], list(fit["log10_kstar_ci"])) if fit["ok"] else (None, [None, None])
+
+
+def replay_once(design: dz.KStarDesign, grid: GridSeeds, rng, seed: int) -> tuple[dz.Posterior, float, str]:
+    """One design run on the grid's seeds: its final posterior, its seed-steps (in budgets), why it stopped."""
+    x = np.log10(np.asarray(grid.K, float))
+    post, steps = dz.prior(design), 0.0
+    while (stop := dz.kstar_stop(post)) is None:
+        ks = dz.propose(post, seed)
+        nearest = np.abs(np.log10(ks)[:, None] - x[None, :]).argmin(1)
+        picks = [rng.integers(grid.acquired[j].size) for j in nearest]
+        acquired = np.array([grid.acquired[j][i] for j, i in zip(nearest, picks)], bool)
+        steps += float(sum(grid.steps[j][i] for j, i in zip(nearest, picks)))
+        post = dz.update(post, ks, acquired)
+    return post, steps / grid.budget, stop
+
+
+def replay(grid: GridSeeds, design: dz.KStarDesign, replays: int, seed: int, n_boot: int = 1000) -> GridReplay:
+    """`replays` runs of the design on the grid, each with its own draws of the grid's seeds."""
+    if any(a.size == 0 for a in grid.acquired):
+        raise ValueError(f"replay: {grid.name} has a K with no kept seed")
+    ref, ci = grid_fit(grid, n_boot, seed)
+    rows: list[tuple] = []
+    stops: dict[str, int] = {}
+    for i in range(replays):
+        post, budgets, stop = replay_once(design, grid, generator(seed, "replay/draws", grid.name, i), seed)
+        s = post.summary()
+        rows.append((s.log10_kstar, *s.ci, post.seeds, budgets))
+        stops[stop] = stops.get(stop, 0) + 1
+    v = np.array(rows, float)
+    truth = np.full(replays, np.nan if ref is None else ref)
+    arm = _stats(
+        "design", design.half_width, v[:, 0], v[:, 1], v[:, 2], truth, v[:, 3], v[:, 4], np.full(replays, np.nan)
+    )
+    seeds = int(sum(a.size for a in grid.acquired))
+    budgets = float(sum(s.sum() for s in grid.steps)) / grid.budget
+    return GridReplay(grid.name, ref, ci, seeds, round(budgets, 2), arm, stops, dataclasses.asdict(design))
