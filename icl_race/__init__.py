@@ -33,7 +33,7 @@ def train(
     overrides: Mapping[str, Any] | None = None,
     *,
     out: str | Path | None = None,
-    progress: bool = False,
+    progress: bool = True,
 ):
     """Train an ensemble and return its `rundir.Run`.
 
@@ -42,7 +42,13 @@ def train(
     as `--set` does on the command line. Every value is checked as the command line checks it (a
     ConfigError naming the field). Without `out` the run is trained in a temporary directory that is
     removed once it is committed, and the Run's arrays are the ones the runner committed, in memory
-    (its `dir` is `IN_MEMORY`); with `out` it is `icl-race run CONFIG --out OUT` (resumable, kept)."""
+    (its `dir` is `IN_MEMORY`; no file of it is left, so its summary names no histogram); with `out` it
+    is `icl-race run CONFIG --out OUT` (resumable, kept).
+
+    `progress` (default): what `icl-race run` prints while it trains, the progress line redrawn in place
+    (in a notebook too) and its notices; False: nothing. In the Run, `run.first_passage(event)` gives
+    every seed's step as floats with NaN where the event was not reached (as `export` writes it);
+    `run.times` keeps results.npz's integers, -1 for not reached, which the readers take."""
     import dataclasses
     import tempfile
 
@@ -68,7 +74,9 @@ def train(
     if out is not None:
         return execute_run(cfg, Path(out), progress=progress, log=say)
     with tempfile.TemporaryDirectory(prefix="icl-race-train-") as d:
-        run = execute_run(cfg, Path(d) / "run", progress=progress, log=say)
+        # The runner's lines name the run by its directory: this one's is gone once the run is committed.
+        where = str(Path(d) / "run")
+        run = execute_run(cfg, Path(where), progress=progress, log=lambda m: say(m.replace(where, str(IN_MEMORY))))
     kept = dataclasses.replace(run, dir=IN_MEMORY)
     vars(kept)["cfg"] = cfg  # Run.cfg's cache, as the runner's own Run carries it
     return kept

@@ -4,7 +4,10 @@ stderr and exit 130 / 143; the rerun resumes to the uninterrupted results; a sec
 The signals are sent at known moments (from a hook inside the run, or once the run is known to be
 inside a chunk), not after a guessed delay."""
 
+import os
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -122,3 +125,52 @@ def test_sigterm_during_the_imports_is_one_line_and_exit_143(tmp_path):
         "icl-race: stopped by SIGTERM; finished work is kept, rerun the command to go on"
     ], err
     assert not (out / "results.npz").exists() and _tmp_left(out) == []
+
+
+def _command(argv: list[str], hook: str) -> subprocess.CompletedProcess:
+    """`icl-race ARGV` in a fresh process, with `hook` run first, to its end (a stop that did not act at
+    once would leave it in the hook's long sleep, and the test fails on the timeout)."""
+    code = f"{hook}\nimport sys\nfrom icl_race.__main__ import main\nsys.exit(main({[str(a) for a in argv]!r}))"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240)
+
+
+def _signal_inside(module: str, function: str, sig: signal.Signals) -> str:
+    """A hook: `module.function` says that it started, signals its own process and sleeps ten minutes."""
+    return (
+        f"import os, sys, time, {module} as m\n"
+        f"def {function}(*a, **k):\n"
+        "    print('measurement started', file=sys.stderr, flush=True)\n"
+        f"    os.kill(os.getpid(), {int(sig)})\n    time.sleep(600)\n"
+        f"m.{function} = {function}"
+    )
+
+
+def test_a_dry_run_says_what_it_measures_before_it_starts_and_a_signal_stops_it_at_once(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text(tiny.toml(RAW) + '[grid]\n"task.K" = [500, 1000]\n')
+    out = tmp_path / "out"
+    hook = _signal_inside("icl_race.run.cost", "measure", signal.SIGTERM)
+    r = _command(["sweep", spec, "--out", out, "--dry-run", "--remeasure"], hook)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 143, r.stderr
+    assert lines[0].startswith(f"dry run: 2 cells of {spec} in {out}: their state on disk"), r.stderr
+    assert "program 1 (task.K=500 and 1 more cells): measuring on this machine" in lines[-3], r.stderr
+    assert lines[-2:] == [
+        "measurement started",
+        "icl-race: stopped by SIGTERM during the dry run (nothing is lost: it trains nothing, and a cost measured "
+        "is kept whole)",
+    ], r.stderr
+    assert r.stdout == "" and not out.exists()
+
+
+def test_bench_says_what_it_times_first_and_a_signal_stops_it_at_once(tmp_path):
+    hook = _signal_inside("icl_race.run.bench", "measure_program", signal.SIGINT)
+    r = _command(["bench", "--seeds", "1", "--set", "task.K=100", "--set", "task.N=8"], hook)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 130, r.stderr
+    assert lines[0].startswith("bench: compile seconds and seed-steps/s of the training step of standard K=100, N=8")
+    assert lines[-2:] == [
+        "measurement started",
+        "icl-race: stopped by SIGINT during bench (nothing is lost: a cost measured is kept whole)",
+    ], r.stderr

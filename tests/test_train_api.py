@@ -2,6 +2,7 @@
 one its directory gives back (every array, the same statistics), overrides are typed values checked
 like `--set`, and every reader of directories takes the in-memory Run."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,34 @@ def test_the_readers_of_directories_take_an_in_memory_run(pair):
     assert s.dir == str(icl_race.IN_MEMORY)
 
 
+def test_a_run_in_memory_names_no_file_and_gives_nan_for_events_not_reached(pair):
+    in_memory, on_disk, d = pair
+    s = run_summary(in_memory)
+    assert s.histogram is None and "histogram" not in s.text(), "an in-memory run leaves no histogram file"
+    assert run_summary(on_disk).histogram == str(d / "t_icl_hist.png")
+    unreached = 0
+    for run in (in_memory, on_disk):
+        for e, t in run.times.items():  # results.npz's integers (-1: not reached), as the readers take them
+            f = run.first_passage(e)
+            assert f.dtype.kind == "f" and f.shape == t.shape
+            np.testing.assert_array_equal(np.isnan(f), t < 0)
+            np.testing.assert_array_equal(f[t >= 0], t[t >= 0])
+            unreached += int(np.isnan(f).sum())
+    assert unreached > 0, "100 steps leave some event unreached: the NaN is exercised"
+    np.testing.assert_array_equal(in_memory.first_passage(), in_memory.first_passage("icl"))
+
+
+def test_train_shows_what_the_command_line_shows_and_nothing_with_progress_off(capsys):
+    icl_race.train(SMALL)
+    out, err = capsys.readouterr()
+    assert out.startswith(f"{icl_race.IN_MEMORY}: ") and "2 seeds x 100 steps: compiling" in out, out
+    assert "icl-race-train-" not in out, "no line names the temporary directory, gone once the run is committed"
+    assert "step 100/100" in err and "ICL acquired" in err, err
+    icl_race.train(SMALL, progress=False)
+    out, err = capsys.readouterr()
+    assert out == "" and "step" not in err, (out, err)
+
+
 @pytest.mark.parametrize(
     "overrides, words",
     [
@@ -67,7 +96,8 @@ def test_bad_overrides_are_one_line_errors_naming_the_field(overrides, words):
 
 def test_the_example_notebook_runs_train_numbers_export_figure(tmp_path):
     """docs/notebook.ipynb executed top to bottom in a fresh kernel (nbclient, the dev extra): every cell
-    runs, the summary names the seeds, the export has one row per seed and the figure is drawn."""
+    runs, the training shows its progress line, most of its seeds acquire ICL, the summary names the seeds,
+    the export has one row per seed and the figure is drawn."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(Path(__file__).parent.parent / "docs" / "notebook.ipynb", as_version=4)
@@ -76,7 +106,10 @@ def test_the_example_notebook_runs_train_numbers_export_figure(tmp_path):
     ).execute()
     code = [c for c in nb.cells if c.cell_type == "code"]
     text = lambda c: "".join(o.get("text", "") + "".join(o.get("data", {}).get("text/plain", "")) for o in c.outputs)
-    assert "in 4 seeds" in text(code[1]) or "/4 seeds" in text(code[1]), text(code[1])
+    stderr = "".join(o.get("text", "") for o in code[0].outputs if o.get("name") == "stderr")
+    assert "\r[" in stderr and "ICL acquired" in stderr, "the progress line, redrawn in place"
+    acquired = re.search(r"ICL acquired in (\d)/4 seeds", text(code[1]))
+    assert acquired and int(acquired[1]) >= 3, text(code[1])
     html = "".join(o.get("data", {}).get("text/html", "") for o in code[2].outputs)
     assert "<p>4 rows" in html, "one row per seed"
     assert any("image/png" in o.get("data", {}) for o in code[3].outputs)

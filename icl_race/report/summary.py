@@ -36,7 +36,7 @@ class RunSummary:
     rise_fraction: float | None  # median (t_icl - t_<rise_level>) / t_icl over the acquired seeds
     outcomes: dict[str, int] | None  # per class of analysis.outcome.CLASSES (ICL runs)
     outcome_sentence: str | None
-    histogram: str
+    histogram: str | None  # the run's t_<event>_hist.png; None when there is none (in memory, still training)
     warnings: list[str]  # one line each (report/warnings.py): nothing acquired, diverged, outside the regime
     schema: str = SCHEMA
 
@@ -54,7 +54,7 @@ class RunSummary:
             line += f"; rise fraction (t_icl - t_{self.rise_level}) / t_icl median {self.rise_fraction:.2f}"
         if self.outcome_sentence:
             line += "\n" + self.outcome_sentence
-        return "\n".join([line, *self.warnings, f"histogram: {self.histogram}"])
+        return "\n".join([line, *self.warnings, *([f"histogram: {self.histogram}"] if self.histogram else [])])
 
 
 def run_summary(run: rundir.Run) -> RunSummary:
@@ -88,7 +88,7 @@ def run_summary(run: rundir.Run) -> RunSummary:
         rise_fraction=rise,
         outcomes={c: o.count(c) for c in CLASSES} if o else None,
         outcome_sentence=o.sentence() if o else None,
-        histogram=str(d / f"t_{stop}_hist.png"),
+        histogram=str(h) if (h := d / f"t_{stop}_hist.png").is_file() else None,
         warnings=warnings.of_run(run, rise),
     )
 

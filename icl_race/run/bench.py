@@ -16,13 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
+from collections.abc import Callable
 
-from icl_race import config
+from icl_race import config, systems
 
 # The paper-shape benchmark's defaults (its options are refused with CONFIG, whose run says all). A CPU
 # gets the two small sizes: 64 and 256 seeds of the paper's step took ~6 minutes on 2 cores.
 SIZES, CPU_SIZES, STEPS, REPEATS = "1,8,64,256", "1,8", 3, 3
+
+
+def _quiet(line: str) -> None:
+    pass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,19 +71,27 @@ class ConfigBench:
         return "\n".join([head, line(cols), line(row)])
 
 
-def of_config(path: str, overrides: list[str], block: int | None = None, remeasure: bool = False) -> ConfigBench:
+def of_config(
+    path: str,
+    overrides: list[str],
+    block: int | None = None,
+    remeasure: bool = False,
+    say: Callable[[str], None] = _quiet,
+) -> ConfigBench:
     """The config at `path` (with `overrides`, and `block` as ensemble.block) timed through its own
     programs (`cost.measured`: the cost a dry run or bench kept for them, unless `remeasure`) and its run
-    projected (`cost.project`)."""
+    projected (`cost.project`); `say` hears what it is doing."""
     import math
 
-    from icl_race.run import cost
-    from icl_race.run.records import RunPlan
     from icl_race.systems import of
 
     cfg = config.load(path, [*overrides, *([] if block is None else [f"ensemble.block={block}"])])
+    say(f"{path}: {of(cfg).describe(cfg)}, {cfg.ensemble.seeds} seeds: timing its programs")
+    from icl_race.run import cost
+    from icl_race.run.records import RunPlan
+
     run = RunPlan.of(cfg)
-    c = cost.measured(run, remeasure)
+    c = cost.measured(run, remeasure, say=lambda line: say(f"{path}: {line}"))
     e, tr = cfg.ensemble, cfg.train
     rate = e.block * c.first_period / max(c.period_s, 1e-9)
     return ConfigBench(
@@ -165,7 +179,31 @@ def default_sizes(quiet: bool) -> str:
     return CPU_SIZES
 
 
+def _sizes(seeds: str, block: int | None) -> list[int]:
+    """--seeds as ensemble sizes, each a multiple of --block; refused in one line otherwise."""
+    try:
+        sizes = [int(s) for s in seeds.split(",")]
+    except ValueError:
+        raise config.ConfigError(f"--seeds {config.short(seeds)}: expected comma-separated integers >= 1") from None
+    if not sizes or min(sizes) < 1:
+        raise config.ConfigError(f"--seeds {config.short(seeds)}: expected comma-separated integers >= 1")
+    if block is not None and any(s % block for s in sizes):
+        raise config.ConfigError(f"--block {block}: must divide every --seeds size ({seeds})")
+    return sizes
+
+
+def _say(line: str) -> None:
+    """What bench is doing, on stderr as it starts each step (its table or JSON goes to stdout)."""
+    print(f"bench: {line}", file=sys.stderr, flush=True)
+
+
+# SIGINT and SIGTERM end a bench at once (run/signals.py): it keeps nothing but the costs it measured, each
+# written whole (run/cost.py).
+STOPPED = "bench (nothing is lost: a cost measured is kept whole)"
+
+
 def main(args) -> int:
+    from icl_race.run.signals import exit_on_signals
     from icl_race.rundir.provenance import provenance
 
     if args.config is not None:
@@ -175,24 +213,29 @@ def main(args) -> int:
                 f"{given[0]}: only for the paper-shape benchmark (without CONFIG); CONFIG's run is timed "
                 "as it is: change it with --set, e.g. --set ensemble.seeds=64"
             )
-        result = of_config(args.config, args.overrides, args.block, args.remeasure)
+        with exit_on_signals(STOPPED):
+            result = of_config(args.config, args.overrides, args.block, args.remeasure, _say)
         header = provenance()
         if args.json:
             print(json.dumps({**header, **dataclasses.asdict(result)}, indent=2))
         else:
             print(result.text(header["device"]))
         return 0
-    seeds = args.seeds if args.seeds is not None else default_sizes(args.json)
+    sizes = None if args.seeds is None else _sizes(args.seeds, args.block)
     steps, repeats = args.steps or STEPS, args.repeats or REPEATS
-    try:
-        sizes = [int(s) for s in seeds.split(",")]
-    except ValueError:
-        raise config.ConfigError(f"--seeds {config.short(seeds)}: expected comma-separated integers >= 1") from None
-    if not sizes or min(sizes) < 1:
-        raise config.ConfigError(f"--seeds {config.short(seeds)}: expected comma-separated integers >= 1")
-    if args.block is not None and any(s % args.block for s in sizes):
-        raise config.ConfigError(f"--block {args.block}: must divide every --seeds size ({seeds})")
     cfg = config.from_dict(config.apply_overrides({}, args.overrides))
+    with exit_on_signals(STOPPED):
+        _say(
+            f"compile seconds and seed-steps/s of the training step of {systems.of(cfg).describe(cfg)}, "
+            f"batch {cfg.train.batch_size}, {steps} steps x {repeats} repeats per ensemble size"
+        )
+        return _paper_shape(cfg, sizes or _sizes(default_sizes(args.json), args.block), steps, repeats, args)
+
+
+def _paper_shape(cfg: config.Config, sizes: list[int], steps: int, repeats: int, args) -> int:
+    """The table (or JSON) of the training step's costs per ensemble size."""
+    from icl_race.rundir.provenance import provenance
+
     header = {
         **provenance(),
         # every system's task and model sections as they are (a memorization task has no N, say)

@@ -67,9 +67,22 @@ def sweep(args: argparse.Namespace) -> int:
     if stale := sweep.unreusable(out, spec):
         _log(stale)
     if args.dry_run:
-        plan = sweep.dry_run(
-            out, spec, not args.no_measure, args.executor, remeasure=args.remeasure, device=args.device
+        from icl_race.run.signals import exit_on_signals
+
+        say = (lambda line: None) if args.quiet else (lambda line: _log(f"dry run: {line}"))
+        how = (
+            f"projected for one {args.device.upper()} at its measured rate, nothing measured"
+            if args.device
+            else "not measured"
+            if args.no_measure
+            else "each program measured on this machine (or read from an earlier measurement)"
         )
+        say(f"{len(spec.cells)} cells of {args.sweep} in {out}: their state on disk, {how}")
+        # At once: a dry run writes nothing but the costs it measured, each whole (run/cost.py).
+        with exit_on_signals("the dry run (nothing is lost: it trains nothing, and a cost measured is kept whole)"):
+            plan = sweep.dry_run(
+                out, spec, not args.no_measure, args.executor, remeasure=args.remeasure, device=args.device, say=say
+            )
         print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else plan.text())
         return 0
     slurm = {

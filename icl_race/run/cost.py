@@ -36,6 +36,7 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -159,17 +160,26 @@ def key(run: RunPlan) -> str:
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
 
-def measured(run: RunPlan, remeasure: bool = False) -> Cost:
+def measured(run: RunPlan, remeasure: bool = False, say: Callable[[str], None] | None = None) -> Cost:
     """`measure`, or the cost kept for the run's `key` by an earlier measurement (`remeasure`: measure
     again, and keep the new one). Kept in costs.json beside the compile cache, none when it is off; a
-    damaged file is set aside and measured over (`_read`), never an error."""
+    damaged file is set aside and measured over (`_read`), never an error. `say` hears which, before
+    a measurement (which compiles and trains: seconds to minutes)."""
     from icl_race.run import compile_cache
 
     folder = compile_cache.directory()
     path = None if folder is None else folder / COSTS_FILE
     k, known = key(run), _read(path)
     if not remeasure and k in known:
+        if say:
+            say(f"its cost kept from an earlier measurement ({path})")
         return known[k]
+    if say:
+        e = run.cfg.ensemble
+        say(
+            f"measuring on this machine: one block of {e.block} seeds through two evaluation periods of "
+            f"{run.chunks.chunks[0][1]:,} steps, compiling first"
+        )
     cost = measure(run)
     if path is not None and compile_cache.private(path.parent):
         known[k] = cost

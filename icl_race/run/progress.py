@@ -14,7 +14,9 @@ class ProgressBar:
     """One line per chunk, from the engine's `Progress`: progress, seed-steps/s, the fraction of seeds
     that have reached the headline event, the seeds still training (live: all of them, or fewer once
     seeds retire), the time elapsed and a bound on the time left. Redrawn in
-    place on a terminal; on a pipe, a line at most every `every` seconds (and the last).
+    place on a terminal and in a Jupyter notebook (whose output areas take a carriage return as one);
+    on a pipe, a line at most every `every` seconds (and the last). `stream`: sys.stderr as it is when
+    the bar is made (a notebook's kernel replaces it).
 
     The rate is the training's own: the chunk's computed seed-steps (its live seeds when seeds retire)
     over its seconds less the compilation
@@ -39,7 +41,7 @@ class ProgressBar:
     def __init__(
         self,
         event: str = "icl",
-        stream=sys.stderr,
+        stream=None,
         every: float = 10.0,
         clock=time.monotonic,
         compiled: Callable[[], float] | None = None,
@@ -49,10 +51,11 @@ class ProgressBar:
             from icl_race.run import compile_stats
 
             compiled = lambda: compile_stats.snapshot()[1]
+        stream = sys.stderr if stream is None else stream
         self.event, self.stream, self.every, self.clock, self.compiled = event, stream, every, clock, compiled
         self.plan = list(plan)
         self.label = "ICL acquired" if event == "icl" else event
-        self.tty = stream.isatty()
+        self.tty = stream.isatty() or type(stream).__module__.startswith("ipykernel")
         self.last = -1e9  # when the last line was written (on a pipe)
         self.start = clock()
         self.compiled_last = compiled()  # compile seconds at the end of the last chunk

@@ -1,9 +1,13 @@
 """SIGINT and SIGTERM while a run trains: the first asks it to stop at the next chunk boundary (with a
-checkpoint there), a second exits at once.
+checkpoint there), a second exits at once. While a command only measures (`sweep --dry-run`, `bench`),
+the first exits at once: there is nothing to keep that is not already written whole.
 
     with stop_on_signals() as stop:   # installs the handling; re-entrant (a sweep holds it across cells)
         ...
         stop.check(step, checkpoint_step)  # at a chunk boundary: raises Interrupted once a signal came
+
+    with exit_on_signals("the dry run's measurements"):   # the first signal: one line, exit 130 / 143
+        ...
 
 The signals received live on the `Stop` the context hands out, never in a module-level flag: the
 installed handler carries it, so a nested `stop_on_signals` (a run inside a sweep) finds the same one.
@@ -17,7 +21,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 WANTED = (signal.SIGINT, signal.SIGTERM)
 # The same signal again within this long of the first is the same stop delivered twice, not a second
@@ -75,40 +79,64 @@ def stop_on_signals() -> Iterator[Stop]:
     at once (exit 128 + signal, the last checkpoint left as it is), unless it is the first one delivered
     twice (`SAME_STOP_S`).
 
-    The second signal is acted on by a thread reading the interpreter's wake-up fd, not by the Python
-    handler: that runs only when the main thread returns from a device computation, which may take a
-    whole chunk. Re-entrant: inside an active one it yields that one's stop (a sweep holds it across
-    its cells). Off the main thread, which cannot install handlers, it installs nothing and yields a
-    stop no signal reaches."""
+    The second signal is acted on by a thread reading the interpreter's wake-up fd (`_watching`), not
+    by the Python handler: that runs only when the main thread returns from a device computation, which
+    may take a whole chunk. Re-entrant: inside an active one it yields that one's stop (a sweep holds it
+    across its cells). Off the main thread, which cannot install handlers, it installs nothing and yields
+    a stop no signal reaches."""
     current = signal.getsignal(signal.SIGINT)
     if isinstance(current, _Handler):
         yield current.stop
         return
-    if threading.current_thread() is not threading.main_thread():
-        yield Stop()
-        return
     stop = Stop()
+    first_at = [0.0]
+
+    def on_signal(signum: int) -> None:
+        now = time.monotonic()
+        if stop.received and signum == stop.received[0] and now - first_at[0] < SAME_STOP_S:
+            return
+        first_at[0] = first_at[0] or now
+        stop.received.append(signum)
+        if len(stop.received) > 1:
+            _exit(
+                signum, "interrupted again: exiting at once; rerun the same command to resume from the last checkpoint"
+            )
+
+    with _watching(stop, on_signal):
+        yield stop
+
+
+@contextlib.contextmanager
+def exit_on_signals(doing: str) -> Iterator[None]:
+    """The first SIGINT or SIGTERM exits at once (128 + signal) with one line saying it stopped `doing`:
+    for work that keeps nothing half-done (a dry run's or bench's measurements: what they keep is written
+    whole), where waiting for a compilation or a measured period to end could take minutes. Off the main
+    thread it installs nothing."""
+    with _watching(Stop(), lambda signum: _exit(signum, f"stopped by {signal.Signals(signum).name} during {doing}")):
+        yield
+
+
+def _exit(signum: int, message: str) -> None:
+    """One line on stderr and the process ends now, from the watcher thread: whatever the main thread is in."""
+    os.write(2, f"icl-race: {message}\n".encode())
+    os._exit(128 + signum)
+
+
+@contextlib.contextmanager
+def _watching(stop: Stop, on_signal: Callable[[int], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM handed to `on_signal` on a thread that reads the interpreter's wake-up fd, while
+    the Python-level handler (which carries `stop`, for a nested `stop_on_signals`) does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     r, w = os.pipe()
     os.set_blocking(w, False)
 
     def watch():
-        first_at = 0.0
         while data := os.read(r, 64):
             for signum in data:
-                if signum not in WANTED:
-                    continue
-                now = time.monotonic()
-                if stop.received and signum == stop.received[0] and now - first_at < SAME_STOP_S:
-                    continue
-                first_at = first_at or now
-                stop.received.append(signum)
-                if len(stop.received) > 1:
-                    os.write(
-                        2,
-                        b"icl-race: interrupted again: exiting at once; rerun the same command to resume "
-                        b"from the last checkpoint\n",
-                    )
-                    os._exit(128 + signum)
+                if signum in WANTED:
+                    on_signal(signum)
 
     handler = _Handler(stop)
     previous = {s: signal.signal(s, handler) for s in WANTED}
@@ -116,7 +144,7 @@ def stop_on_signals() -> Iterator[Stop]:
     watcher = threading.Thread(target=watch, name="icl-race-signals", daemon=True)
     watcher.start()
     try:
-        yield stop
+        yield
     finally:
         signal.set_wakeup_fd(previous_fd)
         for s, h in previous.items():

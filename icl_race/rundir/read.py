@@ -60,6 +60,13 @@ class Run:
         """The typed config, parsed once per Run (a run the runner just committed carries its own: `run_of`)."""
         return config.from_dict(self.config)
 
+    def first_passage(self, event: str | None = None) -> np.ndarray:
+        """Every seed's first-passage step of `event` (default: the headline) as floats, NaN where it was
+        not reached: the notebook's view (`icl_race.train`, `icl_race.load`), as `export` writes it.
+        `times` keeps results.npz's own integers (-1), which every reader here takes."""
+        t = self.times[event or self.headline]
+        return np.where(t >= 0, t, np.nan)
+
     def t(self, event: str | None = None) -> np.ndarray:
         """First-passage steps of the kept seeds (-1 = censored) for `event` (default: the headline)."""
         return self.times[event or self.headline][self.kept].astype(np.int64)

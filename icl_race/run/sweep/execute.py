@@ -304,6 +304,10 @@ def run_sweep(
     # GPU, docs/gpu.md) would write back a record that lacks the sweep.toml another one wrote meanwhile.
     owner.write(owner.check(out, "sweep", names, force=force), {})
     store_spec(out, spec, log)
+    if progress:  # the first line after the checks (a refusal is one line): the packs' compilations come next
+        left = sum(status(out, c) in ("partial", "pending") for c in spec.cells)
+        then = "training them pack by pack" if executor == "local" else "submitting them as one job array"
+        log(f"{out}: {len(spec.cells)} cells, {left} to train: {then}")
     if executor == "local":
         from icl_race.run.signals import stop_on_signals
 

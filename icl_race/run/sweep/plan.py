@@ -7,6 +7,7 @@ directory; the dry run's measurements are kept in costs.json beside the compile 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,7 @@ def dry_run(
     executor: str = "local",
     remeasure: bool = False,
     device: str | None = None,
+    say: Callable[[str], None] = lambda line: None,
 ) -> DryRun:
     """The cells with their state, their packs (`packs`: the local executor's; another executor runs
     each cell as a process of its own) and an upper bound on the rest's wall time, writing nothing.
@@ -187,7 +189,8 @@ def dry_run(
     each pack's plan from its checkpoint (`cost.project`); with `device` (h100, h200), each pack's steps
     at that GPU's measured rate instead (`cost.project_device`), nothing measured. With the local
     executor a pack of the program the previous pack ran pays no compilation (the sweep keeps it; see
-    execute.run_local); with the others every cell is a fresh process and pays it."""
+    execute.run_local); with the others every cell is a fresh process and pays it. `say` hears each
+    measurement as it starts and ends (a line each: one may take minutes)."""
     from icl_race.run import cost
     from icl_race.run.pack import pack_plan
     from icl_race.run.records import RunPlan
@@ -207,7 +210,12 @@ def dry_run(
             estimate |= cost.device_rate(run, device).estimate
             total += seconds
         elif key not in costs and measure:
-            costs[key] = cost.measured(run, remeasure)
+            name = f"program {len(costs) + 1} ({where(pack[0])}{f' and {len(pack) - 1} more cells' if len(pack) > 1 else ''})"
+            costs[key] = c = cost.measured(run, remeasure, say=lambda line: say(f"{name}: {line}"))
+            say(
+                f"{name}: setup {c.setup_s:.1f} s ({c.compile_s:.1f} s compiling), {c.period_s:.2f} s per "
+                f"{c.first_period:,}-step period of one block"
+            )
         if device is None and key in costs:
             start = checkpoint_step(out, pack[0])
             seconds = cost.project(run, costs[key], start, compiled=executor == "local" and key == last_program)
