@@ -179,7 +179,7 @@ def staircase_seed(
     lam_D = np.sort(np.asarray(lam_D, np.float64))[::-1]  # e_{m+1} is coordinate m
     D, vstar_D = lam_D.size, th.plateau_values(lam_D, N)
     loss_T = observe(t_T)[0]
-    loss_at = lambda t: observe(t)[0][0]  # noqa: E731
+    loss_at = lambda t: observe(t)[0][0]
     t_m = [0.0] + [first_crossing(loss_at, t_T, loss_T, x) for x in th.transition_levels(lam_D, N, PLATEAU_FRAC)]
     t_half = [first_crossing(loss_at, t_T, loss_T, x) for x in th.midpoint_levels(lam_D, N)]
     recruited: set[int] = set()
@@ -353,7 +353,7 @@ def summarise(seeds: Sequence[SeedStaircase], n_boot: int = 2000, seed: int = 0)
         entry: dict[str, Any] = {"m": m, "seeds": len(rows), "censored": len(rows) - len(done)}  # TransitionSummary's
         if done:
             n_act = np.array([r.n_active[str(PRIMARY)] for r in done])
-            ci = lambda key: median_ci([getattr(r, key) for r in done], rng, n_boot)  # noqa: E731
+            ci = lambda key: median_ci([getattr(r, key) for r in done], rng, n_boot)
             entry.update(
                 active_hist={
                     "1": int(np.sum(n_act == 1)),
