@@ -239,7 +239,8 @@ def op_profile(program, consts, steps=20, calls=5, top=12):
             for i in range(calls):
                 carry, loss = run(carry, steps * (i + 1))
                 jax.block_until_ready(loss)
-        trace = json.load(gzip.open(next(Path(d).rglob("*.trace.json.gz"))))
+        with gzip.open(next(Path(d).rglob("*.trace.json.gz"))) as f:
+            trace = json.load(f)
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     us = collections.Counter()
     for e in events:

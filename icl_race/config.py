@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -230,7 +231,7 @@ def read_toml(path: str | Path, what: str = "config file") -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
 
 
-def load(path: str | Path, overrides: list[str] = ()) -> Config:
+def load(path: str | Path, overrides: Sequence[str] = ()) -> Config:
     return from_dict(apply_overrides(read_toml(path), list(overrides)))
 
 

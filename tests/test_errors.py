@@ -445,7 +445,7 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
 def test_debug_shows_the_traceback(tmp_path):
     from icl_race.config import ConfigError
 
-    with pytest.raises(ConfigError, match="nope.toml"):
+    with pytest.raises(ConfigError, match=r"nope\.toml"):
         main(["--debug", "run", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "out")])
 
 

@@ -215,7 +215,7 @@ def _batches(task_fields, n_keys=400):
     )
     state = program.init(jax.random.key(0), consts)
     keys = jax.random.split(jax.random.key(1), n_keys)
-    x, y, ids = jax.vmap(lambda k: program.batch(state, consts, k))(keys)
+    x, _, ids = jax.vmap(lambda k: program.batch(state, consts, k))(keys)
     return program, consts, state, keys, np.asarray(x).reshape(-1, x.shape[-1]), np.asarray(ids).reshape(-1)
 
 

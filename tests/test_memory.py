@@ -70,7 +70,7 @@ def test_impossible_sizes_are_refused_naming_the_field_to_lower(overrides):
     from icl_race.run.records import RunPlan
 
     demo = config.read_toml("experiments/demo.toml")
-    with pytest.raises(config.ConfigError, match="^memory: this run needs about") as e:
+    with pytest.raises(config.ConfigError, match=r"^memory: this run needs about") as e:
         check_memory(RunPlan.of(config.from_dict(config.apply_overrides(demo, overrides))))
     field = overrides[-1].partition("=")[0]
     assert field in str(e.value).partition("; lower ")[2], str(e.value)

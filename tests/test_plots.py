@@ -71,7 +71,7 @@ def test_the_t_icl_histogram_is_the_censored_histogram_titled():
 
 def test_a_km_step_starts_at_one_before_the_first_time_and_follows_the_survival():
     km = _km()
-    fig, ax = plt.subplots()
+    _, ax = plt.subplots()
     x, s = plots.km_step(ax, km, "tab:blue", "KM")
     xy = ax.lines[0].get_xydata()
     np.testing.assert_allclose(xy[:, 0], np.r_[km["t"][0] * 0.8, km["t"]])

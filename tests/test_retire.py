@@ -283,6 +283,10 @@ def test_a_seed_settled_before_its_stop_event_freezes_records_nothing_more_and_r
     )
     at = retirement_steps(program, t_on, PLAN, int(steps[-1]))
     np.testing.assert_array_equal(at[settled], 2 * EVAL_EVERY)  # the first chunk ends at evaluation 2
+    for s in range(12):  # every curve value up to a seed's retirement, as without retirement
+        evaluated = steps <= at[s] if at[s] >= 0 else np.ones(steps.size, bool)
+        for k in curves_off:
+            np.testing.assert_array_equal(curves_on[k][s, evaluated], curves_off[k][s, evaluated], err_msg=k)
     assert live[1] <= 12 - settled.sum(), live
     np.testing.assert_array_equal(retired(program, t_on, 12)[settled], True)
 

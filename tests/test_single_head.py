@@ -80,7 +80,7 @@ def grid(end):
 
 def test_first_crossing_refines_the_grid_to_the_exact_passage():
     t = np.linspace(0, 10, 11)
-    loss_at = lambda s: math.exp(-s)  # noqa: E731
+    loss_at = lambda s: math.exp(-s)
     assert sh.first_crossing(loss_at, t, np.exp(-t), 0.3) == pytest.approx(-math.log(0.3), rel=1e-11)
     assert sh.first_crossing(loss_at, t, np.exp(-t), 2.0) == 0.0  # already below at the grid's start
     assert math.isnan(sh.first_crossing(loss_at, t, np.exp(-t), 1e-6))  # never within the grid: censored

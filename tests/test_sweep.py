@@ -59,12 +59,12 @@ def test_a_base_may_have_a_base_and_a_variant_inherits_its_grid(tmp_path):
     cells = sweep.load(tmp_path / "sub" / "wide.toml").cells
     assert [(c.cfg.task.K, c.cfg.model.width, c.cfg.train.eval_size) for c in cells] == [(200, 32, 50), (400, 32, 50)]
     (tmp_path / "protocol.toml").write_text('base = "sub/wide.toml"\n')
-    with pytest.raises(ConfigError, match="cycle: wide.toml -> grid.toml -> protocol.toml -> wide.toml"):
+    with pytest.raises(ConfigError, match=r"cycle: wide\.toml -> grid\.toml -> protocol\.toml -> wide\.toml"):
         sweep.load(tmp_path / "sub" / "wide.toml")
 
 
 def test_bad_grid_names_the_field_or_the_cell():
-    with pytest.raises(ConfigError, match="task.KK"):
+    with pytest.raises(ConfigError, match=r"task\.KK"):
         sweep.expand(BASE, {"task.KK": [1]})
     with pytest.raises(ConfigError, match="non-empty list"):
         sweep.expand(BASE, {"task.K": 5})

@@ -159,7 +159,7 @@ def test_beta0_is_measured_at_init_and_scales_with_the_square_of_qk_init_scale()
 def test_beta0_of_the_minimal_model_is_its_inverse_temperature():
     # The definition on the minimal model: s_copy - s_j = beta (|x_q|^2 - x_q . x_j), whose mean is beta
     # (|x|^2 ~ 1: sd 0.18 per sequence, 0.006 over 1024 of them).
-    program, consts, state = _init_state(
+    program, _, state = _init_state(
         {"task": {"variant": "infinite", "N": 16}, "model": {"kind": "minimal", "width": 8}}
     )
     params = {**state["params"], "attn": {**state["params"]["attn"], "beta": jnp.float32(2.0)}}

@@ -86,7 +86,7 @@ def gaussian_mixture(x: np.ndarray, sd_floor_frac: float = 0.1, max_iter: int = 
     floor = sd_floor_frac * sd_all
     ll1 = float(_norm_logpdf(x, x.mean(), sd_all).sum())
     q = np.quantile(x, [0.1, 0.25, 0.5, 0.75, 0.9])
-    best = None
+    best: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
     for m1, m2 in ((q[1], q[3]), (q[0], q[4]), (q[0], q[2])):
         w, mu, sd = np.array([0.5, 0.5]), np.array([m1, m2], float), np.array([sd_all / 2, sd_all / 2])
         prev = -np.inf
@@ -106,6 +106,7 @@ def gaussian_mixture(x: np.ndarray, sd_floor_frac: float = 0.1, max_iter: int = 
             prev = ll
         if best is None or ll > best[0]:
             best = (ll, w, mu, sd)
+    assert best is not None  # the loop above ran its three starts
     ll2, w, mu, sd = best
     order = np.argsort(mu)
     bic1 = -2 * ll1 + 2 * math.log(n)

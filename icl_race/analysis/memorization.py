@@ -162,7 +162,7 @@ def t_icl_ratio(
     beta0 = np.broadcast_to(np.asarray(beta0, float), t.shape)
     ok = t > 0
     log_r = np.log(t[ok] * time_scale) - np.log(t_icl_minimal(N, beta0[ok]))
-    out = {
+    out: dict[str, object] = {
         "ratio": float(np.exp(np.mean(log_r))) if log_r.size else None,
         "ratio_ci": None,
         "acquired": int(ok.sum()),
@@ -182,7 +182,13 @@ def log_t_vs_beta0(t_icl, beta0, n_boot: int = 1000, confidence: float = 0.95, s
     ok = t > 0
     x, y = b[ok], np.log(t[ok])
     slope, icpt = _line(x, y)
-    out = {"slope": slope, "intercept": icpt, "n": int(ok.sum()), "censored": int((~ok).sum()), "slope_ci": None}
+    out: dict[str, object] = {
+        "slope": slope,
+        "intercept": icpt,
+        "n": int(ok.sum()),
+        "censored": int((~ok).sum()),
+        "slope_ci": None,
+    }
     if n_boot and x.size > 2:
         rng = generator(seed)
         idx = rng.integers(0, x.size, (n_boot, x.size))
@@ -208,7 +214,7 @@ def minimal_scaling(N, beta0, t_icl, censor_at, n_boot: int = 1000, confidence: 
     for n in np.unique(N):
         sel = np.nonzero(N == n)[0]
         med = np.array([km_median(*cens[i]) for i in sel])
-        boot = np.stack([km_median_boot(*cens[i], n_boot, rng) for i in sel])
+        boot = np.stack([km_median_boot(cens[i][0], cens[i][1], n_boot, rng) for i in sel])
         with np.errstate(invalid="ignore", divide="ignore"):
             by_N.append({"N": int(n), **power_law_slope(beta0[sel], np.log(med), np.log(boot), confidence)})
     return {"by_beta0": by_beta0, "by_N": by_N}

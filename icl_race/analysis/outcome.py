@@ -166,7 +166,7 @@ def class_summary(o: Outcomes) -> dict:
     out = {}
     for c in KEPT:
         m = o.classes_S == c
-        row = {"n": int(m.sum())}
+        row: dict[str, object] = {"n": int(m.sum())}
         for name, v in (("final_icl_acc", o.final_icl_S[m]), ("final_iwl_acc", o.final_iwl_S[m])):
             v = v[np.isfinite(v)]
             row[name] = (

@@ -95,7 +95,7 @@ def dwell_stats(
 def final_stats(level_L: np.ndarray, eval_steps_T: np.ndarray, dt: float, curves: dict[str, np.ndarray]) -> dict:
     """The last level L(M_D), and per recorded curve ([S, T]) its final median and range over seeds and the
     lowest median with its time in tau."""
-    out = {"L_MD": float(level_L[-1])}
+    out: dict[str, object] = {"L_MD": float(level_L[-1])}
     tau_T = eval_steps_T * dt
     for name, curve_SxT in curves.items():
         if not curve_SxT.size:

@@ -91,6 +91,12 @@ class LrBridge:
         )
 
 
+def _ci95(boot: np.ndarray) -> tuple[float | None, float | None]:
+    """`threshold.percentile_ci` at 0.95 of the finite draws, as the pair LrCell holds."""
+    lo, hi = percentile_ci(boot[np.isfinite(boot)], 0.95)
+    return lo, hi
+
+
 def _median_ci(x: np.ndarray, n_boot: int, rng: np.random.Generator):
     """`threshold.median_ci` as (median, (lo, hi))."""
     m = median_ci(x, n_boot, rng)
@@ -129,13 +135,14 @@ def lr_bridge(
         keep = ~np.asarray(diverged_C[c], bool)
         t = np.asarray(t_icl_C[c])[keep]
         med = medians[c] if np.isfinite(medians[c]) else None
-        ci = tuple(percentile_ci(b[np.isfinite(b)], 0.95)) if med is not None else (None, None)
-        ratio, ratio_ci = None, (None, None)
+        ci = _ci95(b) if med is not None else (None, None)
+        ratio: float | None = None
+        ratio_ci: tuple[float | None, float | None] = (None, None)
         if med is not None and np.isfinite(medians[ref]):
             scale = lr / float(lr_C[ref])
             r_boot = b * scale / boots[ref][0]
             ratio = med * scale / medians[ref]
-            ratio_ci = tuple(percentile_ci(r_boot[np.isfinite(r_boot)], 0.95))
+            ratio_ci = _ci95(r_boot)
         rise, rise_ci = _median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), n_boot, rng)
         cells.append(
             LrCell(
@@ -147,7 +154,7 @@ def lr_bridge(
                 t_icl=med,
                 t_icl_ci=ci,
                 t_lr=None if med is None else med * lr,
-                t_lr_ci=tuple(None if v is None else v * lr for v in ci),
+                t_lr_ci=(None if ci[0] is None else ci[0] * lr, None if ci[1] is None else ci[1] * lr),
                 ratio=ratio,
                 ratio_ci=ratio_ci,
                 rise=rise,

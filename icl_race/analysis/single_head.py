@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
@@ -178,7 +179,7 @@ def staircase_seed(
     lam_D = np.sort(np.asarray(lam_D, np.float64))[::-1]  # e_{m+1} is coordinate m
     D, vstar_D = lam_D.size, th.plateau_values(lam_D, N)
     loss_T = observe(t_T)[0]
-    loss_at = lambda t: observe(t)[0][0]  # noqa: E731
+    loss_at = lambda t: observe(t)[0][0]
     t_m = [0.0] + [first_crossing(loss_at, t_T, loss_T, x) for x in th.transition_levels(lam_D, N, PLATEAU_FRAC)]
     t_half = [first_crossing(loss_at, t_T, loss_T, x) for x in th.midpoint_levels(lam_D, N)]
     recruited: set[int] = set()
@@ -192,7 +193,7 @@ def staircase_seed(
         pred = th.escape_time(lam1, abs(v0_H[i]))
         pred_geo = th.escape_time(lam1, score_H[i] ** (1 / 3))
         others = [j for j in range(H) if j != i and j not in recruited]
-        row = dict(
+        row: dict[str, Any] = dict(  # Transition's keyword arguments, of its fields' several types
             m=m,
             t_start=t_m[m],
             t_end=t_m[m + 1],
@@ -239,7 +240,8 @@ def staircase_seed(
                 )
             row.update(unrec_is_esc=u == j, esc_was_recruited=j in recruited)
             recruited.update(active[PRIMARY])
-        rows.append(Transition(**{k: float(x) if isinstance(x, np.floating) else x for k, x in row.items()}))
+        plain: dict[str, Any] = {k: float(x) if isinstance(x, np.floating) else x for k, x in row.items()}
+        rows.append(Transition(**plain))
     return SeedStaircase(
         seed=seed,
         t_m=[float(t) for t in t_m],
@@ -348,10 +350,10 @@ def summarise(seeds: Sequence[SeedStaircase], n_boot: int = 2000, seed: int = 0)
     for m in range(len(seeds[0].transitions)):
         rows = [s.transitions[m] for s in seeds]
         done = [r for r in rows if not r.censored]
-        entry = {"m": m, "seeds": len(rows), "censored": len(rows) - len(done)}
+        entry: dict[str, Any] = {"m": m, "seeds": len(rows), "censored": len(rows) - len(done)}  # TransitionSummary's
         if done:
             n_act = np.array([r.n_active[str(PRIMARY)] for r in done])
-            ci = lambda key: median_ci([getattr(r, key) for r in done], rng, n_boot)  # noqa: E731
+            ci = lambda key: median_ci([getattr(r, key) for r in done], rng, n_boot)
             entry.update(
                 active_hist={
                     "1": int(np.sum(n_act == 1)),

@@ -36,8 +36,9 @@ def censor_time(budget: int, steps_run: int, any_unreached: bool) -> int:
     return int(steps_run) if steps_run < budget and any_unreached else int(budget)
 
 
-def censored_times(t_icl: np.ndarray, censor_at: float) -> tuple[np.ndarray, np.ndarray]:
-    """(times, observed): acquired seeds at their t_ICL, the others (t_icl < 0) at `censor_at`."""
+def censored_times(t_icl: np.ndarray, censor_at: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(times, observed): acquired seeds at their t_ICL, the others (t_icl < 0) at `censor_at` (one step, or
+    one per seed)."""
     t = np.asarray(t_icl)
     observed = t >= 0
     return np.where(observed, t, censor_at).astype(float), observed
@@ -316,14 +317,14 @@ def fit_tail(
         v = -(lo.sum() + lc.sum())
         return v if np.isfinite(v) else 1e300
 
-    best = None
     sd = max(float(y_obs.std()), 1e-2)
-    for start in ((y_obs.mean(), math.log(sd)), (y_tr - 2, math.log(2.0))):
-        r = optimize.minimize(
+    fits = [
+        optimize.minimize(
             nll, np.array(start), method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-9, "maxiter": 2000}
         )
-        if best is None or r.fun < best.fun:
-            best = r
+        for start in ((y_obs.mean(), math.log(sd)), (y_tr - 2, math.log(2.0)))
+    ]
+    best = min(fits, key=lambda r: r.fun)  # the first of equals, as before
     ln_o, ln_c = _lognormal_pointwise(best.x, y_obs, y_cens, y_tr)
 
     diff = np.concatenate([pl_o - ln_o, pl_c - ln_c])

@@ -29,8 +29,10 @@ convention for draws), so the results are reproducible and no estimator roots a 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize
 from scipy.special import expit
 
@@ -42,7 +44,7 @@ MIN_K_SIGMOID = 5
 MID_ACCURACY = 0.75  # halfway between chance (two labels) and perfect ICL accuracy
 
 
-def percentile_ci(samples: np.ndarray, confidence: float) -> list[float | None]:
+def percentile_ci(samples: ArrayLike, confidence: float) -> list[float | None]:
     """The central `confidence` interval of bootstrap samples (non-finite ones dropped); [None, None]
     when fewer than 10 remain, too few for an interval worth quoting."""
     s = np.asarray(samples, float)
@@ -256,7 +258,7 @@ def power_law_slope(x: np.ndarray, y: np.ndarray, boot_y: np.ndarray | None = No
     if x.size < 2 or np.unique(x).size < 2:
         return {"ok": False, "reason": "needs >= 2 values"}
     slope, intercept = _ols_slopes(x, y[None])
-    out = {
+    out: dict[str, object] = {
         "ok": True,
         "slope": float(slope[0]),
         "intercept": float(intercept[0]),
@@ -350,14 +352,14 @@ def fraction_difference(k1: np.ndarray, n1: np.ndarray, k2: np.ndarray, n2: np.n
     }
 
 
-def interval_verdict(ci: list, value: float) -> str:
+def interval_verdict(ci: Sequence[float | None] | None, value: float) -> str:
     """'agrees' when value lies in the CI, else 'disagrees'; 'not measured' without a CI."""
     if ci is None or ci[0] is None or ci[1] is None:
         return "not measured (no CI)"
     return "agrees" if ci[0] <= value <= ci[1] else "disagrees"
 
 
-def sign_verdict(ci: list, expected_sign: int) -> str:
+def sign_verdict(ci: Sequence[float | None] | None, expected_sign: int) -> str:
     """For a directional claim: 'agrees' when the CI excludes 0 on the expected side, 'disagrees' when
     it excludes 0 on the other side, else 'inconclusive (CI includes 0)'."""
     if ci is None or ci[0] is None or ci[1] is None:

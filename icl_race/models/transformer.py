@@ -166,6 +166,7 @@ class OneLayer(nnx.Module):
         pass (benchmarks/roofline.py counts the passes in the compiled step; tests/test_roofline.py keeps
         them from coming back). The variance is mean(x^2) - m^2, as nnx.LayerNorm computes it."""
         ln, attn = self.ln, self.attn
+        assert ln.scale is not None and ln.bias is not None  # built with LayerNorm's default scale and bias
         g_1xE, b_1xE = ln.scale[...][None], ln.bias[...][None]
         # The query's LayerNorm from its own token, so that the scores need no other token's statistics.
         h_BxE = ln(x_BxNxE[:, -1])
@@ -275,7 +276,7 @@ class Transformer:
     layers: int = 1
     attention_kernel: str = "xla"  # xla | pallas (one layer only: OneLayer's)
 
-    def module(self, rngs: nnx.Rngs) -> nnx.Module:
+    def module(self, rngs: nnx.Rngs) -> OneLayer | TwoLayer:
         if self.layers == 1:
             return OneLayer(self.E, self.width, rngs, self.attention_kernel)
         if self.attention_kernel != "xla":
@@ -296,11 +297,12 @@ class Transformer:
 
     def activations(self, params: dict, x_BxNxE: jax.Array) -> dict[str, jax.Array]:
         """One layer only (`OneLayer.activations`): what the levers' collapse analysis reads."""
-        if self.layers != 1:
+        m = self.bind(params)
+        if not isinstance(m, OneLayer):
             raise ValueError("activations: the one-layer model only")
-        return self.bind(params).activations(x_BxNxE)
+        return m.activations(x_BxNxE)
 
-    def bind(self, params: dict) -> nnx.Module:
+    def bind(self, params: dict) -> OneLayer | TwoLayer:
         """The module holding `params`, for tests and analysis that call its methods."""
         return nnx.merge(_graphdef(self), params)
 

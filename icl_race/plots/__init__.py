@@ -18,8 +18,8 @@ import matplotlib
 # The one setting of the package, before any of its modules imports pyplot: figures are drawn off screen.
 matplotlib.use("Agg")
 
-from icl_race.plots.censored import censored_histogram, histogram, histogram_axes, km_step, log_edges  # noqa: E402
-from icl_race.plots.common import CENSORED, colors, label_panel, png_bytes, slope_ci_text  # noqa: E402
+from icl_race.plots.censored import censored_histogram, histogram, histogram_axes, km_step, log_edges
+from icl_race.plots.common import CENSORED, colors, label_panel, png_bytes, slope_ci_text
 
 __all__ = [
     "CENSORED",

@@ -7,6 +7,7 @@ import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
+from numpy.typing import ArrayLike
 
 from icl_race.analysis.survival import lognormal_sf, pareto_sf
 from icl_race.plots.censored import histogram, km_step
@@ -307,7 +308,7 @@ def _fit_line(ax, fit: dict, x_lo: float, x_hi: float, **kw) -> np.ndarray:
 
 
 def kstar_vs_N(
-    N: np.ndarray, log10_kstar: np.ndarray, ci: list, fit: dict, ref_slope: float = 1 / 0.7, title: str = ""
+    N: ArrayLike, log10_kstar: ArrayLike, ci: list, fit: dict, ref_slope: float = 1 / 0.7, title: str = ""
 ) -> plt.Figure:
     """log10 K* against log10 N with bootstrap CIs, the fitted line and a reference line of slope 1/0.7."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")

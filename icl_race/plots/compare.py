@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import matplotlib
 import matplotlib.pyplot as plt
 
 from icl_race.plots.censored import km_step
 from icl_race.plots.common import label_panel
 
 # Qualitative colours: the groups are unordered, unlike the viridis ramp of a swept value.
-_COLORS = plt.get_cmap("tab10").colors
+_COLORS = matplotlib.color_sequences["tab10"]
 
 
 def km_overlay(

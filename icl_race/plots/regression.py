@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -84,7 +85,7 @@ def heads_figure(run: dict, eq21: dict) -> plt.Figure:
     ref = staircase(lambdas(cfg), int(cfg["task"]["N"]))
     D = len(ref["lam"])
     fig, axes = plt.subplots(2, D, figsize=(3.3 * D, 6.0), layout="constrained", squeeze=False)
-    colors = plt.get_cmap("tab10").colors
+    colors = matplotlib.color_sequences["tab10"]
     for m, (rows, st) in enumerate(zip(eq21["matches"], eq21["transitions"])):
         ax_b, ax_c = axes[0, m], axes[1, m]
         lam, c, vstar = ref["lam"][m], ref["c"][m], ref["vstar"][m]

@@ -48,6 +48,14 @@ class Record:
         return cls(**read_fields(cls, d))
 
 
+def present[T](statistic: T | None) -> T:
+    """A statistic that its record's `ok` says is there (an ok CellStats carries every statistic, an ok fit
+    each of its results): how a reader says so to the type checker, and fails loudly where it is not."""
+    if statistic is None:
+        raise ValueError("a statistic read from a record without it: read its `ok` first")
+    return statistic
+
+
 @functools.cache
 def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from icl_race.analysis import bimodality as bm
 from icl_race.analysis.outcome import CLASSES, KEPT, SHOWN
 from icl_race.analysis.regime import RISE_BOUND
-from icl_race.report.cell import CellStats, Count, KaplanMeier, MedianCI, Modality, Spread
+from icl_race.report.cell import CellStats, Count, KaplanMeier, MedianCI, Modality, Spread, present
 from icl_race.report.format import ci_text, num, p_value, pct
 
 
@@ -14,7 +14,7 @@ def ci_cell(st: MedianCI, fmt: str = "{:.3f}") -> str:
 
 
 def median_text(c: CellStats) -> str:
-    km = c.kaplan_meier
+    km = present(c.kaplan_meier)
     if km.median is None:
         lo = km.median_ci[0]
         return f"not reached by {c.censor_at:,}" + (f" (CI from {lo:,.0f})" if lo is not None else "")
@@ -22,7 +22,7 @@ def median_text(c: CellStats) -> str:
 
 
 def never_text(c: CellStats) -> str:
-    na = c.never_acquired
+    na = present(c.never_acquired)
     return f"{pct(na.fraction)} [{pct(na.ci[0])}, {pct(na.ci[1])}] ({na.k}/{na.n})"
 
 
@@ -78,7 +78,7 @@ def survival_table(c: CellStats) -> list[str]:
         )
     tail = c.tail
     if tail is not None and tail.ok:
-        pl, lr = tail.power_law, tail.likelihood_ratio
+        pl, lr = present(tail.power_law), present(tail.likelihood_ratio)
         lines.append(
             f"| power-law tail above xmin = {tail.xmin:,.0f} ({tail.n_tail} seeds): alpha | "
             f"{pl.alpha:.2f} {ci_text(pl.alpha_ci, '{:.2f}')} | Wald |"
@@ -90,7 +90,7 @@ def survival_table(c: CellStats) -> list[str]:
 
 
 def bimodality_table(c: CellStats) -> list[str]:
-    b = c.bimodality
+    b = present(c.bimodality)
     return (
         [
             f"Bimodality (dip test p < 0.05 rejects unimodality; BC > 0.555 and Delta BIC > 0 favour two modes; "
@@ -111,7 +111,7 @@ def bimodality_table(c: CellStats) -> list[str]:
 
 
 def regime_table(c: CellStats) -> list[str]:
-    g = c.regime
+    g = present(c.regime)
     lv = f"{g.start_level:g}"
     reach = g.plateau_reaches_threshold
     return [

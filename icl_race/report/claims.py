@@ -15,7 +15,7 @@ import math
 
 from icl_race.analysis.bimodality import MIN_N
 from icl_race.analysis.threshold import interval_verdict, sign_verdict
-from icl_race.report.cell import CellStats, Modality
+from icl_race.report.cell import CellStats, Modality, present
 from icl_race.report.format import ci_text, num, p_eq, pct
 from icl_race.report.paper import PAPER
 from icl_race.report.sweep_sections import Balanced, NearKstar, RegimeRow, Scaling, Slope, Threshold
@@ -96,7 +96,7 @@ class Comparison:
         return cls.of(claim, claim.needs, verdict)
 
     def to_json(self) -> dict:
-        out = {"claim": self.claim, "paper": self.paper, "icl_race": self.icl_race}
+        out: dict[str, object] = {"claim": self.claim, "paper": self.paper, "icl_race": self.icl_race}
         if self.numbers:
             out |= {"estimate": self.estimate, "ci": self.ci}
         return out | {"verdict": self.verdict}
@@ -137,7 +137,7 @@ def _run_bimodality(cell: CellStats) -> Comparison:
     claim = CLAIMS["bimodal"]
     if not cell.ok or cell.variant == "infinite":
         return Comparison.of(claim, "not a finite-K cell", NOT_MEASURED)
-    b = cell.bimodality
+    b = present(cell.bimodality)
     st = b.final_icl_acc
     txt = (
         f"final ICL accuracy: dip p {p_eq(st.dip_p)}, BC = {num(st.bc, '{:.2f}')}, Delta BIC = "
@@ -226,7 +226,7 @@ def _kstar_N100(standard: list[Threshold]) -> list[Comparison]:
         a = t.acquisition.get(100)
         if a is None or not a.ok:
             continue
-        ci = a.log10_kstar_ci
+        ci = present(a.log10_kstar_ci)
         v = (
             "not measured (no CI)"
             if ci[0] is None
@@ -258,7 +258,7 @@ def _t_icl_vs_N(scalings: list[Scaling], regime: list[RegimeRow]) -> list[Compar
             else f"all N: {', '.join(str(p.N) for p in m.per_N)}"
         )
         fit = used or m
-        lin = fit.linear
+        lin = present(fit.linear)
         txt = (
             f"{where}: slope {lin.slope:,.1f} {ci_text(lin.slope_ci, '{:,.1f}')} steps per token, intercept "
             f"{lin.intercept:,.0f} {ci_text(lin.intercept_ci, '{:,.0f}')}"
@@ -276,7 +276,7 @@ def _t_icl_vs_N(scalings: list[Scaling], regime: list[RegimeRow]) -> list[Compar
                 CLAIMS["t_icl_linear"], txt + f" ({s.label})", (_rule_verdict(regime) or verdict) if used else no_regime
             )
         )
-        ll = fit.loglog
+        ll = present(fit.loglog)
         rows.append(
             Comparison.of(
                 CLAIMS["t_icl_proportional"],

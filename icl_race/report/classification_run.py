@@ -17,7 +17,7 @@ import numpy as np
 from icl_race import rundir
 from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
-from icl_race.report.cell import CellStats, analyze, dequantized
+from icl_race.report.cell import CellStats, analyze, dequantized, present
 from icl_race.report.claims import Comparison, comparison_markdown, run_comparisons
 from icl_race.report.draws import Draws
 from icl_race.report.paper import methods_markdown, paper_differences, scale_text
@@ -152,7 +152,7 @@ def figures(rep: RunReport) -> dict:
     curves = s.curves
     figs = {}
     if c.ok:
-        km = c.kaplan_meier
+        km = present(c.kaplan_meier)
         figs["t_icl_hist"] = F.t_icl_histogram(
             s.t, s.censor_at, km.median, km.median_ci, title=f"t_ICL, {c.label}, {c.n_seeds} seeds"
         )
@@ -171,11 +171,12 @@ def figures(rep: RunReport) -> dict:
                 ylabel="P(ICL not yet lost)",
             )
         log_t, final_dq = dequantized(s)
+        b = present(c.bimodality)
         figs["bimodality"] = F.bimodality(
             log_t,
-            c.bimodality.log10_t_acquired.to_json(),
+            b.log10_t_acquired.to_json(),
             final_dq,
-            c.bimodality.final_icl_acc.to_json(),
+            b.final_icl_acc.to_json(),
             title=c.label,
         )
     figs["trajectories"] = F.trajectories(

@@ -20,7 +20,7 @@ from icl_race.analysis.draws import Bootstrap
 from icl_race.analysis.survival import censored_times
 from icl_race.config import ConfigError, from_dict
 from icl_race.report import levers
-from icl_race.report.cell import CellStats, Lognormal, Unfinished, analyze
+from icl_race.report.cell import CellStats, Lognormal, Unfinished, analyze, present
 from icl_race.report.claims import Comparison, sweep_comparisons
 from icl_race.report.design import DesignSection
 from icl_race.report.design import section as design_section
@@ -204,7 +204,7 @@ def _regime_by_N(conds, stats: list[CellStats]) -> list[RegimeRow]:
         src = kinf or std[-1:]
         if not src:
             continue
-        g = stats[src[0]].regime
+        g = present(stats[src[0]].regime)
         out.append(
             RegimeRow(
                 N,
@@ -214,7 +214,7 @@ def _regime_by_N(conds, stats: list[CellStats]) -> list[RegimeRow]:
                 g.plateau,
                 g.plateau_reaches_threshold,
                 g.abrupt,
-                all(stats[i].regime.paper_rule for i in ok),
+                all(present(stats[i].regime).paper_rule for i in ok),
             )
         )
     return out
@@ -230,7 +230,7 @@ def _in_regime_threshold(t: Threshold, abrupt: set) -> ThresholdInRegime:
         return th.power_law_slope(
             np.log10(np.array(ns, float)),
             np.array([acq[N].b for N in ns]),
-            np.stack([acq[N].boot_log10_kstar for N in ns]) if ns else None,
+            np.stack([present(acq[N].boot_log10_kstar) for N in ns]) if ns else None,
         )
 
     return ThresholdInRegime(

@@ -196,7 +196,8 @@ def memory_budget() -> int:
     if soft == resource.RLIM_INFINITY:
         return physical
     try:
-        mapped = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmSize:"))
+        with open("/proc/self/status") as status:
+            mapped = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
     except (OSError, StopIteration):
         mapped = 0
     return min(physical, soft - mapped)

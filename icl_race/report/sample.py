@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+from typing import Any
 
 import numpy as np
 
@@ -187,7 +188,7 @@ def _merge(a: Sample, b: Sample) -> Sample:
     # task.K, is one sample, not two: keep its first copy.
     seen = set(a.seed_keys)
     new = np.array([k not in seen for k in b.seed_keys], bool)
-    both = {
+    both: dict[str, Any] = {  # replace's keyword arguments: arrays, or None where a cell lacks one
         k: (
             None
             if getattr(a, k) is None or getattr(b, k) is None

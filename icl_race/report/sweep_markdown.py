@@ -13,6 +13,7 @@ from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
 from icl_race.report import levers
 from icl_race.report import verdict as V
+from icl_race.report.cell import present
 from icl_race.report.claims import comparison_markdown
 from icl_race.report.classification_sweep import SweepReport
 from icl_race.report.design import markdown as design_markdown
@@ -122,7 +123,7 @@ def _scaling(s: Scaling) -> list[str]:
     ]
     md += [f"| {p.N} | {p.n} | {p.acquired} | {num(p.median)} | {ci_text(p.median_ci)} |" for p in m.per_N]
     if m.ok:
-        lin, ll = m.linear, m.loglog
+        lin, ll = present(m.linear), present(m.loglog)
         md += [
             "",
             f"Linear fit: median = {lin.intercept:,.0f} {ci_text(lin.intercept_ci)} + "
@@ -173,11 +174,11 @@ def _cells(rep: SweepReport) -> list[str]:
         if not c.ok:
             md.append(f"| {c.label} | {c.n_seeds} | {c.n_diverged} | - | - | - | {counts} | - | - | - | - |")
             continue
-        b = c.bimodality
+        b, g = present(c.bimodality), present(c.regime)
         md.append(
             f"| {c.label} | {c.n_seeds} | {c.n_diverged} | {c.acquired} | {T.never_text(c)} | {T.median_text(c)} | "
             f"{counts} | {p_value(b.final_icl_acc.dip_p)} | {p_value(b.log10_t_acquired.dip_p)} | "
-            f"{num(c.regime.rise_fraction.median, '{:.2f}')} | {num(c.regime.plateau.median, '{:.2f}')} |"
+            f"{num(g.rise_fraction.median, '{:.2f}')} | {num(g.plateau.median, '{:.2f}')} |"
         )
     if rep.unfinished:
         md += ["", "Unfinished or unreadable cells (skipped):", ""]
@@ -257,7 +258,7 @@ def figures(rep: SweepReport) -> dict:
         if len(ok_N) >= 2:
             figs[f"kstar_vs_N__{tag}"] = F.kstar_vs_N(
                 ok_N,
-                [t.acquisition[N].b for N in ok_N],
+                [present(t.acquisition[N].b) for N in ok_N],
                 [t.acquisition[N].log10_kstar_ci for N in ok_N],
                 t.kstar_slope.to_json(),
                 ref_slope=PAPER.kstar_slope_predicted,
@@ -332,6 +333,8 @@ def _cell_figures(rep: SweepReport) -> dict:
         )
     recorded = dict.fromkeys(k for i in order for k in samples[i].curves)
     for k in recorded:
-        items = [(cells[i].label, samples[i].eval_steps, samples[i].curves[k]) for i in order if k in samples[i].curves]
-        figs[f"curves_by_cell__{k}"] = P.curves(items, k, f"{k} per cell: median and interquartile band over seeds")
+        panels = [
+            (cells[i].label, samples[i].eval_steps, samples[i].curves[k]) for i in order if k in samples[i].curves
+        ]
+        figs[f"curves_by_cell__{k}"] = P.curves(panels, k, f"{k} per cell: median and interquartile band over seeds")
     return figs

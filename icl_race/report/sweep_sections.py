@@ -16,7 +16,7 @@ from icl_race.analysis import threshold as th
 from icl_race.analysis.compare import PairStats, pair_stats
 from icl_race.analysis.draws import Bootstrap
 from icl_race.analysis.survival import censored_times
-from icl_race.report.cell import Bimodality, CellStats, Fit, Lognormal, MedianCI, Record
+from icl_race.report.cell import Bimodality, CellStats, Fit, Lognormal, MedianCI, Record, present
 from icl_race.report.draws import Draws
 from icl_race.report.format import OMIT_NONE, key
 from icl_race.report.sample import Sample
@@ -304,6 +304,13 @@ def _slope(Ns: list, fits: Mapping[int, KStar], log_N) -> Slope:
     )
 
 
+def _finite_K(s: Sample) -> int:
+    """The K of a finite-K cell (the groups that `threshold` is given hold no other)."""
+    if s.K is None:
+        raise ValueError(f"{s.label}: K = infinity in a group of finite-K cells")
+    return s.K
+
+
 def threshold(
     gfields: dict, idx: list[int], samples: list[Sample], stats: list[CellStats], draws: Draws, best
 ) -> Threshold:
@@ -313,13 +320,13 @@ def threshold(
     label = group_label(gfields) if gfields else "finite K"
     Ns = sorted({samples[i].N for i in idx})
     curves, sigmoids, near = {}, {}, []
-    Ks = sorted({samples[i].K for i in idx})
+    Ks = sorted({_finite_K(samples[i]) for i in idx})
     grid = np.full((len(Ns), len(Ks)), np.nan)
     for N in Ns:
         by_K: dict[int, list[int]] = {}
         for i in sorted(idx, key=lambda i: observation_rank(samples[i]), reverse=True):  # stable: ties in order
             if samples[i].N == N:
-                by_K.setdefault(samples[i].K, []).append(i)
+                by_K.setdefault(_finite_K(samples[i]), []).append(i)
         sub = [by_K[K] for K in sorted(by_K)]
         x = np.log10(sorted(by_K))
         cells = [c for at_K in sub for i in at_K for c in samples[i].cells]
@@ -394,8 +401,8 @@ def _counts(stats: list[CellStats], ids: list[int], metric: str) -> tuple[np.nda
     if metric == "acquired":
         return np.array([stats[i].acquired for i in ids]), np.array([stats[i].n_seeds for i in ids])
     return (
-        np.array([stats[i].final_icl_acc.above for i in ids]),
-        np.array([stats[i].final_icl_acc.n for i in ids]),
+        np.array([present(stats[i].final_icl_acc).above for i in ids]),
+        np.array([present(stats[i].final_icl_acc).n for i in ids]),
     )
 
 
@@ -431,5 +438,5 @@ def balanced(
         [t_icl_pair(samples[s], samples[b], draws) for s, b in zip(si, bi)],
         diffs["acc_above_0.75"],
         diffs["acquired"],
-        [r.fraction for r in ref] if all(ref) else None,
+        [r.fraction for r in ref if r is not None] if None not in ref else None,
     )

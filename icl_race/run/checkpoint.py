@@ -25,6 +25,7 @@ import re
 import shutil
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -100,17 +101,17 @@ def _cause(err: BaseException) -> str:
     return found.group(1) if found else f"{type(err).__name__}: {str(err)[:200]}"
 
 
-def _drop_closed_loop_noise(hook):
+class _DropClosedLoopNoise:
     """An unraisable-exception hook that drops the "Event loop is closed" errors that tensorstore's
     callbacks raise after orbax has closed its event loop (on a failed write or a damaged restore:
-    the real error reaches us as an exception), and passes everything else on."""
+    the real error reaches us as an exception), and passes everything else on to `hook`."""
 
-    def quiet(u):
+    def __init__(self, hook: Callable[[sys.UnraisableHookArgs], object]):
+        self.hook = hook
+
+    def __call__(self, u: sys.UnraisableHookArgs) -> None:
         if not (isinstance(u.exc_value, RuntimeError) and str(u.exc_value) == "Event loop is closed"):
-            hook(u)
-
-    quiet.drops_closed_loop_noise = True
-    return quiet
+            self.hook(u)
 
 
 class _DropOrphanedTaskErrors(logging.Filter):
@@ -149,8 +150,8 @@ class Checkpointer:
             self._absl_level = logging.getLogger("absl").level
             logging.getLogger("absl").setLevel(logging.CRITICAL)
             logging.getLogger("asyncio").addFilter(_ORPHANED_TASK_FILTER)  # idempotent: one object
-            if not getattr(sys.unraisablehook, "drops_closed_loop_noise", False):
-                sys.unraisablehook = _drop_closed_loop_noise(sys.unraisablehook)
+            if not isinstance(sys.unraisablehook, _DropClosedLoopNoise):
+                sys.unraisablehook = _DropClosedLoopNoise(sys.unraisablehook)
         self.manager = ocp.CheckpointManager(
             self.root, options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, cleanup_tmp_directories=True)
         )  # left by a process killed mid-save

@@ -70,6 +70,7 @@ def race(
 ) -> levers.LeverRace:
     """dirs: the K = infinity race sweeps; `mlp`: one MLP-only sweep directory per lever value."""
     _need("race", field=field, values=values, mlp=mlp)
+    assert field is not None  # _need refused a missing one
     values, mlp = [float(v) for v in _list(values)], [str(d) for d in _list(mlp)]
     if len(values) != len(mlp):
         raise ConfigError(f"analyze levers race: {len(values)} values but {len(mlp)} mlp directories")
@@ -102,6 +103,7 @@ def kstar(
     as this command writes it or as experiments/levers/analyze.py wrote it), so K* can grow over sessions
     whose run directories (git-ignored) are gone."""
     _need("kstar", field=field)
+    assert field is not None  # _need refused a missing one
     prior = None
     if counts:
         path = Path(counts)

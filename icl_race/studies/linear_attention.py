@@ -22,18 +22,18 @@ import os
 # seed against 95 s). Without effect in a process that loaded scipy.linalg before importing this module.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import dataclasses  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass, replace  # noqa: E402
+import dataclasses
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, replace
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from icl_race.analysis import single_head as sh  # noqa: E402
-from icl_race.config import ConfigError  # noqa: E402
-from icl_race.studies.inputs import COUNT, Option  # noqa: E402
+from icl_race.analysis import single_head as sh
+from icl_race.config import ConfigError
+from icl_race.studies.inputs import COUNT, Option
 
 PROTOCOL = "single_head_protocol.md"
 D, N, H = 8, 31, 16
@@ -68,7 +68,7 @@ class SingleHead:
     checks: dict | None = None
 
     def text(self) -> str:
-        f = lambda x: f"{x[0]:.3g} [{x[1]:.3g}, {x[2]:.3g}]"  # noqa: E731
+        f = lambda x: f"{x[0]:.3g} [{x[1]:.3g}, {x[2]:.3g}]"
         lines = [
             "# Single-active-head test: results",
             "",
@@ -261,7 +261,7 @@ def _checks(scales, zero: dict, horizon: float) -> dict:
     from icl_race.run.retrain import train_seeds
     from icl_race.systems.linear_attention import LinearAttentionRegression
 
-    out = {}
+    out: dict[str, sh.ToleranceCheck | sh.GdVsFlow] = {}
     for scale in scales:
         program, consts = LinearAttentionRegression.from_config(config_of(scale))
         tight = one_seed(program, consts, 0, horizon, CHECK_RTOL)

@@ -145,7 +145,8 @@ def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: in
     if len(dirs) < 2 or T is None:
         raise ConfigError("analyze memorization race: give MLP_DIR KINF_DIR... and --set T=STEPS (the race's budget)")
     mlp, kinf = runs_of("memorization race", dirs[:1], MLP), runs_of("memorization race", dirs[1:])
-    need_evaluated("memorization race", mlp, "T", _floats(T) or [])
+    Ts = _floats(T) or []  # T is given (checked above): `or []` only says so to the type checker
+    need_evaluated("memorization race", mlp, "T", Ts)
     Ns = [r.cfg.task.N for r in kinf]
     if len(set(Ns)) < len(Ns):
         raise ConfigError(
@@ -161,7 +162,7 @@ def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: in
             measured = measured_k_star(json.loads(path.read_text()))
         except ValueError as e:
             raise ConfigError(f"--set kstar={kstar}: {e}") from None
-    return RaceKStar(predicted=summarize_race(mlp, kinf, _floats(T)[0], n_boot, seed=seed), measured=measured)
+    return RaceKStar(predicted=summarize_race(mlp, kinf, Ts[0], n_boot, seed=seed), measured=measured)
 
 
 OPTIONS = {"T": Option(float, 0, above=True, many=True), "kstar": TEXT}

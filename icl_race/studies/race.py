@@ -11,6 +11,7 @@ directories for `icl_race.analysis.race`, its typed results with their text; the
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -202,6 +203,11 @@ def _independence_figures(result) -> dict:
     return {"": figures.independence(dataclasses.asdict(result))}
 
 
-COMMANDS = {"transience": transience, "loss": loss, "independence": independence, "settle": settle}
+COMMANDS: dict[str, Callable[..., object]] = {
+    "transience": transience,
+    "loss": loss,
+    "independence": independence,
+    "settle": settle,
+}
 OPTIONS = {"level": FRACTION, "min_x": Option(float)}
 FIGURES = {"transience": _transience_figures, "loss": _loss_figures, "independence": _independence_figures}

@@ -26,7 +26,7 @@ def lr(dirs, n_boot: int = 2000, seed: int = 0) -> LrBridge:
     if len(by_lr) < 2:
         raise ConfigError(f"{', '.join(map(str, dirs))}: analyze scale lr needs runs at >= 2 values of train.lr")
     lrs = sorted(by_lr)
-    cols = {k: [] for k in ("t", "start", "censor", "diverged", "collapsed")}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("t", "start", "censor", "diverged", "collapsed")}
     for x in lrs:
         group = by_lr[x]
         # every seed, diverged ones included: lr_bridge counts and excludes them
@@ -68,12 +68,15 @@ def kinf(dirs, n_boot: int = 2000, seed: int = 0) -> WidthAxis:
         runs, lambda r: (r.cfg.model.width, r.cfg.train.lr, r.cfg.task.N), "(model.width, train.lr, task.N)"
     )
     keys = sorted(groups)
-    cols = [_pooled(groups[k]) for k in keys]
+    t_icl, t_start, censor_at, diverged = (list(col) for col in zip(*(_pooled(groups[k]) for k in keys)))
     return width_axis(
         [k[0] for k in keys],
         [k[1] for k in keys],
         [k[2] for k in keys],
-        *map(list, zip(*cols)),
+        t_icl,
+        t_start,
+        censor_at,
+        diverged,
         n_boot=n_boot,
         seed=seed,
     )
@@ -98,7 +101,7 @@ def _groups(runs, key, named: str) -> dict:
     return groups
 
 
-def _pooled(group) -> tuple:
+def _pooled(group) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(t_ICL, the rise's first passage, censoring step, diverged) per seed over the runs of one group."""
     start = level_event(min(group[0].cfg.train.icl_levels))
     return (

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Self
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +40,7 @@ import jax.numpy as jnp
 from icl_race.analysis.regime import level_event
 from icl_race.configbase import Config
 from icl_race.engine.program import Program
+from icl_race.models.minimal import MinimalModel
 from icl_race.models.transformer import ATTENTION_PATH, Transformer, scale_qk
 from icl_race.systems import optim
 from icl_race.systems.memorization import c_statistics
@@ -62,7 +64,7 @@ class ClassificationRace(Program):
     novel_size: int
     batch_size: int
     eval_size: int
-    model: Transformer
+    model: Transformer | MinimalModel  # MinimalModel: systems/minimal.py's MinimalRace
     freeze_readout: bool
     freeze: str  # none | attention | mlp
     freeze_event: str | None
@@ -90,7 +92,7 @@ class ClassificationRace(Program):
     # ---- set-up -------------------------------------------------------------------------------
 
     @classmethod
-    def from_config(cls, cfg: Config) -> tuple[ClassificationRace, dict]:
+    def from_config(cls, cfg: Config) -> tuple[Self, dict]:
         t, tr = cfg.task, cfg.train
         infinite = t.variant == "infinite"
         program = cls(
@@ -166,7 +168,7 @@ class ClassificationRace(Program):
         items), and the margins an evaluation keeps for every one of its eval_size sequences. Checked
         against XLA's memory_analysis of the compiled chunk in tests/test_memory.py."""
         E, N, W = self.D + 2, self.N, self.model.width
-        two_layers = getattr(self.model, "layers", 1) == 2  # the minimal model (systems/minimal.py) has one
+        two_layers = isinstance(self.model, Transformer) and self.model.layers == 2  # the minimal model has one
         per_sequence = N * E + W + (N * (W + N) if two_layers else 0)
         copies = 10 if self.variant == "infinite" else 6
         sequences = max(self.batch_size, min(self.eval_size, self.eval_batch))

@@ -61,7 +61,7 @@ def summary_row(out: Path, cell: Cell) -> dict:
             diverged=int(np.sum(run.diverged)),
             steps_run=run.steps_run,
             budget=run.budget,
-            seed_steps_per_s=run.meta.get("seed_steps_per_s", ""),
+            seed_steps_per_s=(run.meta or {}).get("seed_steps_per_s", ""),  # meta: None without meta.json
         )
     return row
 
