@@ -72,7 +72,7 @@ def test_a_design_based_on_a_grid_file_takes_its_config_not_its_cells(tmp_path):
 
 
 def test_a_design_records_its_rounds_and_each_posterior_is_the_cells_outcomes(finished):
-    spec, out = finished
+    _, out = finished
     doc = json.loads((out / "design.json").read_text())
     design = dz.KStarDesign(**doc["design"])
     assert doc["stop"] == "max_seeds" and [r["round"] for r in doc["rounds"]] == [0, 1]
@@ -124,7 +124,7 @@ def test_a_damaged_design_json_is_set_aside_and_the_rounds_recomputed_the_same(f
 
 
 def test_an_edited_design_is_refused_naming_the_field_and_force_starts_a_new_one(finished, tmp_path, capsys):
-    spec, out = finished
+    _, out = finished
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     snapshot = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}

@@ -84,7 +84,7 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finishe
         from icl_race.systems import of, precision
 
         if progress:  # what comes before the first progress line: the compilations and the first chunk
-            t0, period, n = run.chunks.chunks[0]
+            _, period, n = run.chunks.chunks[0]
             log(
                 f"{out}: {of(cfg).describe(cfg)}, {cfg.ensemble.seeds} seeds x {cfg.train.steps:,} steps: compiling, "
                 f"then a progress line after each chunk (the first: {period * n:,} steps)"

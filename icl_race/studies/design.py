@@ -85,7 +85,7 @@ class Replays:
         ]
         for c in self.cases:
             d = c.design
-            k = lambda v: "-" if v is None else num(10**v)  # noqa: E731
+            k = lambda v: "-" if v is None else num(10**v)
             lines.append(
                 f"| {c.name} | {k(c.grid_log10_kstar)} [{k(c.grid_ci[0])}, {k(c.grid_ci[1])}] | {c.grid_seeds}, "
                 f"{c.grid_budgets:,.1f} | {num(d.seeds)} ({'/'.join(num(q) for q in d.seeds_q)}) | {d.budgets:,.1f} | "
@@ -114,7 +114,7 @@ def _grids(dirs) -> list[dr.GridSeeds]:
             Ks = sorted(by_K)
             if len(Ks) < 2:
                 raise ConfigError(f"{d}: N = {N} has runs at {len(Ks)} K; a K* grid needs at least 2")
-            cat = lambda i, K: np.concatenate([r[i] for r in by_K[K]])  # noqa: E731
+            cat = lambda i, K: np.concatenate([r[i] for r in by_K[K]])
             out.append(dr.GridSeeds(f"{d} N={N}", Ks, [cat(0, K) for K in Ks], [cat(1, K) for K in Ks], budget))
     if not out:
         raise ConfigError("design replay: no finished standard-K runs in the directories given")

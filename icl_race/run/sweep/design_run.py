@@ -98,11 +98,11 @@ class Outcomes:
             obs.append(o)
             diverged += int(run.diverged.sum())
             steps += int(np.where(run.retired_at >= 0, run.retired_at, run.steps_run).sum())
-        cat = lambda xs, dtype: np.concatenate(xs).astype(dtype) if xs else np.zeros(0, dtype)  # noqa: E731
+        cat = lambda xs, dtype: np.concatenate(xs).astype(dtype) if xs else np.zeros(0, dtype)
         return cls(cat(K, np.int64), cat(acq, bool), cat(times, float), cat(obs, bool), diverged, steps)
 
     def __add__(self, other: Outcomes) -> Outcomes:
-        cat = lambda a, b: np.concatenate([a, b])  # noqa: E731
+        cat = lambda a, b: np.concatenate([a, b])
         return Outcomes(
             cat(self.K, other.K),
             cat(self.acquired, other.acquired),
@@ -195,7 +195,7 @@ def check_spec(out: Path, design: Design, force: bool, log) -> None:
     if not force:
         sec, _, key = field.partition(".")
         then, now = stored.get(sec, {}), design.raw.get(sec, {})
-        said = lambda t: short(t[key]) if isinstance(t, dict) and key in t else "(not set)"  # noqa: E731
+        said = lambda t: short(t[key]) if isinstance(t, dict) and key in t else "(not set)"
         raise ConfigError(
             f"{path}: this folder's design was started with {field} = {said(then)}, the file now says {said(now)}; "
             "run the design as it was started, or pass --force to start a new design beside its cells"
