@@ -18,6 +18,7 @@ from typing import Any
 
 from icl_race import systems
 from icl_race.configbase import (
+    KEEP_PARAMS,
     MATMUL_PRECISIONS,
     OPTIMIZERS,
     Config,
@@ -265,6 +266,7 @@ def _validate_common(cfg: Config) -> None:
         tr.matmul_precision,
         f"one of {', '.join(MATMUL_PRECISIONS)}",
     )
+    check(tr.keep_params in KEEP_PARAMS, "train.keep_params", tr.keep_params, f"one of {', '.join(KEEP_PARAMS)}")
     check(tr.checkpoint_every >= 0, "train.checkpoint_every", tr.checkpoint_every, "an integer >= 0 (0: never)")
     check(e.seeds >= 1, "ensemble.seeds", e.seeds, "an integer >= 1")
     check(e.block >= 1, "ensemble.block", e.block, "an integer >= 1")

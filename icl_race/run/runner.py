@@ -71,7 +71,7 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finishe
         rundir.drop_superseded_checkpoints(out)
         return finished
     run = RunPlan.of(cfg)  # the one derivation of the layout and chunk plan for this run
-    check_memory(run)
+    check_memory(run, out)
     out.mkdir(parents=True, exist_ok=True)
     with rundir.lock(out):
         # Finished by another process between the check and the lock, or a --redo of intact results.
@@ -129,7 +129,7 @@ def execute_pack(runs: Sequence[tuple[Config, Path]], progress: bool = True, log
             todo.append((RunPlan.of(cfg), Path(out)))
     if not todo:
         return []
-    check_memory(pack_plan([run for run, _ in todo]))
+    check_memory(pack_plan([run for run, _ in todo]), todo[0][1])
     committed: list[Path] = []
     with contextlib.ExitStack() as locks:
         held = []
@@ -234,17 +234,21 @@ def start_fresh(
     seed's key is fold_in(root_seed, its id) and its vmap is cfg's block wide, so each seed trains
     bit-identically to its run, whatever seeds are trained beside it."""
     from icl_race.engine.ensemble import init_ensemble, padded_seed_ids, seed_keys
+    from icl_race.engine.kept import with_kept
     from icl_race.engine.sharding import place
     from icl_race.run import compile_stats
 
     lay = run.layout
     keys, consts = place(seed_keys(run.cfg.ensemble.root_seed, padded_seed_ids(seed_ids, lay)), consts, lay.shards)
+    carry = init_ensemble(program, lay, keys, consts)
+    if "at_t_icl" in run.cfg.train.kept:  # captured on the device at each seed's first passage
+        carry = with_kept(program, carry)
     return Prepared(
         run=run,
         program=program,
         consts=consts,
         seed_ids=seed_ids,
-        carry=init_ensemble(program, lay, keys, consts),
+        carry=carry,
         start=0,
         history=None,
         checkpointer=checkpointer,
