@@ -102,7 +102,7 @@ class Run:
             raise ValueError(
                 f"seed {seed}: not a seed of {self.dir} (seeds {self.seed_ids.min()}..{self.seed_ids.max()})"
             )
-        if at == "at_t_icl" and self.times[self.headline][rows[0]] < 0:
+        if at == "at_t_icl" and not self.times[self.headline][rows[0]] >= 0:  # -1 (or NaN): never reached
             raise ValueError(f"seed {seed} of {self.dir} never reached t_{self.headline}: no parameters kept at it")
         import jax
 
