@@ -129,6 +129,30 @@ def test_a_resumed_run_keeps_the_parameters_of_an_uninterrupted_one(tmp_path, ke
         _assert_tree_equal(rundir.read_params(out, at), rundir.read_params(kept, at))
 
 
+class Killed(BaseException):
+    """Stands for a SIGKILL (as in tests/test_rundir.py): nothing in the package catches it."""
+
+
+@pytest.mark.parametrize("step", ["staged params", "renamed params"])
+def test_a_kill_while_the_parameters_are_committed_reruns_to_the_same_parameters(tmp_path, monkeypatch, step, kept):
+    out = tmp_path / "run"
+
+    def kill(name):
+        if name == step:
+            raise Killed(name)
+
+    monkeypatch.setattr(rundir.write, "fault_hook", kill)
+    with pytest.raises(Killed):
+        runner.execute(_cfg(CELLS[0]), out, **quiet)
+    assert not rundir.is_done(out) and rundir.checkpoint_steps(out)  # not committed: it resumes
+    monkeypatch.setattr(rundir.write, "fault_hook", None)
+    runner.execute(_cfg(CELLS[0]), out, **quiet)
+    assert (out / rundir.RESULTS).read_bytes() == (kept / rundir.RESULTS).read_bytes()
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in kept.iterdir())
+    for at in ("final", "at_t_icl"):
+        _assert_tree_equal(rundir.read_params(out, at), rundir.read_params(kept, at))
+
+
 def test_keeping_more_than_the_disk_holds_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(host, "disk_free", lambda path: 4096)
     toml = tmp_path / "c.toml"

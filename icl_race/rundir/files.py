@@ -136,8 +136,8 @@ def read_params(d: Path, at: str):
     path = Path(d).absolute() / PARAMS / at
     if not path.is_dir():
         raise ConfigError(
-            f"{d}: no kept parameters {PARAMS}/{at}/ (the run was not finished with train.keep_params "
-            f'= "{at}" or "both")'
+            f"{d}: no kept parameters {PARAMS}/{at}/ (a run keeps them when trained into a directory with "
+            f'train.keep_params = "{at}" or "both": icl-race run, or icl_race.train(..., out=DIR))'
         )
     import orbax.checkpoint as ocp
 
