@@ -56,13 +56,16 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
     return _execute(cfg, Path(out), progress, log, redo).results
 
 
-def execute_run(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool = False) -> rundir.Run:
+def execute_run(
+    cfg: Config, out: Path, progress: bool = True, log=print, redo: bool = False, on_chunk=None
+) -> rundir.Run:
     """`execute`, returning the finished run as a `rundir.Run`: built from the arrays just committed (or
-    read once when the run was already done), for the run's summary (report/summary.py)."""
-    return _execute(cfg, Path(out), progress, log, redo).run
+    read once when the run was already done), for the run's summary (report/summary.py). `on_chunk` also
+    sees the engine's `Progress` after each chunk (run/tracking.py's curves)."""
+    return _execute(cfg, Path(out), progress, log, redo, on_chunk).run
 
 
-def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finished:
+def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool, on_chunk=None) -> Finished:
     rundir.refuse_links(out)
     if rundir.check(cfg, out) and not redo:
         finished = _finished(out, redo, log)
@@ -93,6 +96,8 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finishe
                     if bar:
                         bar(p)
                     live(p)
+                    if on_chunk:
+                        on_chunk(p)
 
                 return commit(out, prepared, train_phase(prepared, stop, each_chunk))
         except CheckpointError as e:
