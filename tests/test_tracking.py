@@ -58,14 +58,12 @@ def test_a_run_logs_its_curves_to_tensorboard_and_wandb(tmp_path, monkeypatch):
         train={"steps": 200, "icl_threshold": 0.5, "lr": 0.3, "evals_per_chunk": 2, "stop_when_all_acquired": False},
         ensemble={"seeds": 3, "block": 2},
     )
-    toml = tmp_path / "c.toml"
-    toml.write_text(tiny.toml(raw))
     out, tb = tmp_path / "run", tmp_path / "tb"
-    assert (
-        main(["run", str(toml), "--out", str(out), "--tensorboard", str(tb), "--wandb", "icl-race-test", "--quiet"])
-        == 0
-    )
+    toml = tmp_path / "c.toml"
+    toml.write_text(tiny.toml(raw | {"log": {"tensorboard": str(tb)}}))  # one by the file's [log], one by its flag
+    assert main(["run", str(toml), "--out", str(out), "--wandb", "icl-race-test", "--quiet"]) == 0
     run = rundir.load(out)
+    assert "log" not in run.config  # where the curves went is not the run's config
     scalars = tbparse.SummaryReader(str(tb)).scalars
     acquired = scalars[scalars.tag == "acquired/icl"].sort_values("step")
     np.testing.assert_array_equal(acquired.step, run.eval_steps)  # one point per evaluation
@@ -82,6 +80,13 @@ def test_a_run_logs_its_curves_to_tensorboard_and_wandb(tmp_path, monkeypatch):
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [".lock", "config.json", "meta.json", "results.npz", "t_icl_hist.png"]
     ), "the run directory holds only the run's files"
+
+
+def test_an_unknown_log_key_is_refused_in_one_line(tmp_path, capsys):
+    toml = tmp_path / "c.toml"
+    toml.write_text(tiny.toml(tiny.small() | {"log": {"tensorbord": "tb"}}))
+    out = tmp_path / "never"
+    one_line_exit_2(["run", str(toml), "--out", str(out)], out, capsys, "log.tensorbord", "tensorboard, wandb")
 
 
 def test_a_destination_whose_library_is_missing_is_refused_before_any_work(tmp_path, capsys, monkeypatch):

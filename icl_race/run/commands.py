@@ -43,7 +43,8 @@ def _run(
 
     if seeds is not None:
         overrides = [*overrides, f"ensemble.seeds={seeds}"]
-    cfg = config.load(cfg_path, overrides)
+    cfg, log = config.load_logged(cfg_path, overrides)
+    tensorboard, wandb = tensorboard or log.get("tensorboard"), wandb or log.get("wandb")  # a flag wins
     tracking.check(tensorboard, wandb)
     if short := budget(cfg):
         _log(short)
