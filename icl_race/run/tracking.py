@@ -20,7 +20,6 @@ import numpy as np
 from icl_race.config import Config, ConfigError
 
 QUANTILES = (0.1, 0.5, 0.9)
-DIVERGED = "diverged"  # engine.ensemble.DIVERGED, named here so that a check of the flags imports no jax
 
 
 def aggregates(p) -> Iterator[tuple[int, dict[str, float]]]:
@@ -29,6 +28,8 @@ def aggregates(p) -> Iterator[tuple[int, dict[str, float]]]:
     <metric>/q10, q50, q90 across the seeds (every *_acc and *_loss probe, and train_loss; NaN seeds
     left out), live_seeds and seed_steps_per_s (the chunk's computed seed-steps over its seconds, the first chunk's
     compilation included)."""
+    from icl_race.engine.ensemble import DIVERGED  # here: checking the flags imports no jax
+
     metrics, steps = p.history[-1], p.eval_steps[-1]
     rate = p.chunk_seeds * p.chunk_steps / max(p.chunk_seconds, 1e-9)
     curves = {k: v[: p.seeds] for k, v in metrics.items() if v.ndim == 2 and k.endswith(("_acc", "_loss"))}
