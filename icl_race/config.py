@@ -19,6 +19,7 @@ from typing import Any
 
 from icl_race import systems
 from icl_race.configbase import (
+    KEEP_PARAMS,
     MATMUL_PRECISIONS,
     OPTIMIZERS,
     Config,
@@ -47,6 +48,7 @@ __all__ = [
     "apply_overrides",
     "read_toml",
     "load",
+    "load_logged",
     "validate",
 ]
 
@@ -232,7 +234,25 @@ def read_toml(path: str | Path, what: str = "config file") -> dict[str, Any]:
 
 
 def load(path: str | Path, overrides: Sequence[str] = ()) -> Config:
-    return from_dict(apply_overrides(read_toml(path), list(overrides)))
+    return load_logged(path, overrides)[0]
+
+
+# A config file's [log] table: where `icl-race run` sends the run's curves (run/tracking.py), each key as its
+# flag. Not part of the run's config (not in config.json, nor its digest): logging elsewhere is the same run.
+LOG, LOG_KEYS = "log", ("tensorboard", "wandb")
+
+
+def load_logged(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Config, dict[str, str]]:
+    """`load`, and the file's [log] table (after --set log.KEY=VALUE), checked: {key: destination}."""
+    raw = apply_overrides(read_toml(path), list(overrides))
+    log = raw.pop(LOG, {})
+    if not isinstance(log, dict):
+        raise ConfigError(f"{LOG}: expected a table [{LOG}]")
+    for key, value in log.items():
+        if key not in LOG_KEYS:
+            raise ConfigError(f"unknown key {LOG}.{name_of(key)}: allowed keys are {', '.join(LOG_KEYS)}")
+        check(isinstance(value, str) and value != "", f"{LOG}.{key}", value, "a non-empty string")
+    return from_dict(raw), log
 
 
 def validate(cfg: Config) -> None:
@@ -266,6 +286,7 @@ def _validate_common(cfg: Config) -> None:
         tr.matmul_precision,
         f"one of {', '.join(MATMUL_PRECISIONS)}",
     )
+    check(tr.keep_params in KEEP_PARAMS, "train.keep_params", tr.keep_params, f"one of {', '.join(KEEP_PARAMS)}")
     check(tr.checkpoint_every >= 0, "train.checkpoint_every", tr.checkpoint_every, "an integer >= 0 (0: never)")
     check(e.seeds >= 1, "ensemble.seeds", e.seeds, "an integer >= 1")
     check(e.block >= 1, "ensemble.block", e.block, "an integer >= 1")

@@ -48,6 +48,8 @@ def check(ok: bool, name: str, value: Any, allowed: str) -> None:
 
 
 MATMUL_PRECISIONS = ("default", "highest", "tensorfloat32", "bfloat16")
+# train.keep_params: which parameters of every seed a run keeps in DIR/params/ (rundir.Run.params)
+KEEP_PARAMS = {"none": (), "final": ("final",), "at_t_icl": ("at_t_icl",), "both": ("final", "at_t_icl")}
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 
 
@@ -103,6 +105,15 @@ class TrainConfig:
     b1: float = 0.9  # adam, adamw
     b2: float = 0.999
     eps: float = 1e-8
+    # Each seed's parameters kept in DIR/params/ with orbax: none | final (at the end of training) |
+    # at_t_icl (at the evaluation of its first passage of the stop event, t_icl; NaN for a seed that never
+    # passes) | both. Read back as rundir.Run.params(seed, at).
+    keep_params: str = "none"
+
+    @property
+    def kept(self) -> tuple[str, ...]:
+        """The parameters this run keeps, by name ("final", "at_t_icl")."""
+        return KEEP_PARAMS[self.keep_params]
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from icl_race.engine.chunks import Chunk, ChunkPlan
+from icl_race.engine.kept import KEPT, capture
 from icl_race.engine.program import Carry, Consts, Program
 from icl_race.engine.sharding import on_each_device
 
@@ -156,6 +157,8 @@ def _period(program: Program, eval_every, consts, carry, t0):
         fired = {e: f & open_ for e, f in fired.items()}
         fired[settle] &= (carry["t_first"][program.stop_event] < 0) & ~fired[program.stop_event]
     t_first = {e: jnp.where((t < 0) & fired[e], at[e], t).astype(jnp.int32) for e, t in carry["t_first"].items()}
+    if KEPT in carry:  # train.keep_params: the parameters at the stop event's first passage (engine/kept.py)
+        carry = {**carry, KEPT: capture(program, carry, t_first)}
     return {**carry, "t_first": t_first}, {"train_loss": jnp.mean(losses), **probes}
 
 

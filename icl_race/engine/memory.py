@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from icl_race.engine.ensemble import _init_seed
+from icl_race.engine.kept import copies
 from icl_race.engine.program import Consts, Program
 
 
@@ -36,9 +37,12 @@ class Estimate:
     history: int  # host bytes of the whole ensemble's probes over the run
     copies: int  # host bytes of the ensemble's state copied out for a checkpoint (and by orbax's writer)
     on_cpu: bool  # the devices' memory is the host's
+    params: int = 0  # bytes of one seed's parameters (`Program.params`)
+    kept: int = 0  # host bytes of the parameters train.keep_params writes (the run's seeds, each kind)
 
     def host_parts(self) -> dict[str, int]:
-        return {"probe history": self.history, "checkpoint copies": self.copies}
+        parts = {"probe history": self.history, "checkpoint copies": self.copies}
+        return parts | ({"kept parameters": self.kept} if self.kept else {})
 
     def parts(self) -> dict[str, int]:
         """Bytes by kind: on one device, or on a CPU over all devices and the host's own."""
@@ -78,13 +82,16 @@ def estimate(
     evals: int,
     checkpoints: bool,
     on_cpu: bool,
+    kept: tuple[str, ...] = (),
 ) -> Estimate:
     """The memory of a run of `program` (call inside the system's precision context) with abstract
-    `consts` (from `abstract_build`)."""
+    `consts` (from `abstract_build`); `kept`: the parameters train.keep_params keeps ("at_t_icl" rides
+    in the carry, engine/kept.py)."""
     key = jax.eval_shape(lambda: jax.random.key(0))
     seed = jax.eval_shape(lambda k, c: _init_seed(program, c, k), key, consts)  # the state, key, first passages
     probes = jax.eval_shape(program.probe, seed["state"], consts, key)
-    state_b = tree_bytes(seed)
+    params_b = tree_bytes(program.params(seed["state"]))
+    state_b = tree_bytes(seed) + (copies(program) * params_b if "at_t_icl" in kept else 0)
     work = program.work_bytes()
     per_eval = tree_bytes(probes) + jnp.dtype(jnp.float32).itemsize  # + train_loss
     return Estimate(
@@ -96,4 +103,6 @@ def estimate(
         history=total_seeds * evals * per_eval,
         copies=2 * seeds_per_device * shards * state_b if checkpoints else 0,
         on_cpu=on_cpu,
+        params=params_b,
+        kept=total_seeds * len(kept) * params_b,
     )

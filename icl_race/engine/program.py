@@ -15,7 +15,7 @@ import jax
 
 Consts = dict[str, Any]  # name -> array or pytree, traced; a packed run's members differ in scalars only
 State = Any  # one seed's pytree (parameters, optimizer state, label maps...): the program's own
-Carry = dict[str, Any]  # the ensemble's device carry: key, state, t_first (and streak, member), leading axis S
+Carry = dict[str, Any]  # the ensemble's device carry: key, state, t_first (and streak, member, kept), leading axis S
 
 
 class Program(Protocol):
@@ -52,6 +52,10 @@ class Program(Protocol):
     def events(self, probes: dict[str, jax.Array], consts: Consts) -> dict[str, jax.Array]:
         """Per event, whether its condition holds at this evaluation."""
         ...
+
+    def params(self, state: State) -> Any:
+        """A seed's trained parameters (the model's pytree) in its state: what train.keep_params keeps."""
+        return state["params"]
 
     def work_bytes(self) -> int:
         """Bytes of one seed's largest live intermediates, for the memory estimate (engine/memory.py);

@@ -295,6 +295,11 @@ class Transformer:
     def query_scores(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
         return self.bind(params).query_scores(x_BxNxE)
 
+    def attention(self, params: dict, x_BxNxE: jax.Array) -> jax.Array:
+        """The query's attention weights [B, N] over the N tokens (itself last): the readout attention's
+        softmax, what a seed's kept parameters (rundir.Run.params) show without retraining."""
+        return jax.nn.softmax(self.query_scores(params, x_BxNxE), axis=-1)
+
     def activations(self, params: dict, x_BxNxE: jax.Array) -> dict[str, jax.Array]:
         """One layer only (`OneLayer.activations`): what the levers' collapse analysis reads."""
         m = self.bind(params)

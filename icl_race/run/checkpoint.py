@@ -251,8 +251,9 @@ def host_carry(carry: Carry) -> dict:
 
 
 def device_carry(tree: dict) -> Carry:
-    """A stored carry's keys as typed keys again (placed on the devices by the caller)."""
-    return {**tree, "key": jax.random.wrap_key_data(tree["key"])}
+    """A stored carry as device arrays, its keys as typed keys again (placed on the devices by the caller:
+    the engine reads the layout from any leaf)."""
+    return jax.device_put({**tree, "key": jax.random.wrap_key_data(tree["key"])})
 
 
 def check_resume(out: Path, tree: dict, meta: dict, cfg: Config, digest: str, program: Program, consts: Consts):

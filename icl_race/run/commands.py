@@ -23,25 +23,54 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _run(cfg_path, out: str, seeds, overrides, quiet: bool, redo: bool = False, as_json: bool = False) -> int:
-    """One run: the config parsed once (with --seeds and --set), trained into `out`, its summary printed."""
+def _run(
+    cfg_path,
+    out: str,
+    seeds,
+    overrides,
+    quiet: bool,
+    redo: bool = False,
+    as_json: bool = False,
+    tensorboard: str | None = None,
+    wandb: str | None = None,
+) -> int:
+    """One run: the config parsed once (with --seeds and --set), trained into `out` (its curves logged to
+    TensorBoard and W&B as asked: run/tracking.py), its summary printed."""
     from icl_race.report.summary import run_summary
     from icl_race.report.warnings import budget
+    from icl_race.run import tracking
     from icl_race.run.runner import execute_run
 
     if seeds is not None:
         overrides = [*overrides, f"ensemble.seeds={seeds}"]
-    cfg = config.load(cfg_path, overrides)
+    cfg, log = config.load_logged(cfg_path, overrides)
+    tensorboard, wandb = tensorboard or log.get("tensorboard"), wandb or log.get("wandb")  # a flag wins
+    tracking.check(tensorboard, wandb)
     if short := budget(cfg):
         _log(short)
-    run = execute_run(cfg, out_dir(out), progress=not quiet, log=_log, redo=redo)
+    track = tracking.Tracker(cfg, out_dir(out), tensorboard, wandb) if tensorboard or wandb else None
+    try:
+        run = execute_run(cfg, out_dir(out), progress=not quiet, log=_log, redo=redo, on_chunk=track)
+    finally:
+        if track:
+            track.close()
     summary = run_summary(run)  # the committed run in memory: nothing read back
     print(json.dumps(dataclasses.asdict(summary), indent=1) if as_json else summary.text())
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    return _run(args.config, args.out, args.seeds, args.overrides, args.quiet, args.redo, args.json)
+    return _run(
+        args.config,
+        args.out,
+        args.seeds,
+        args.overrides,
+        args.quiet,
+        args.redo,
+        args.json,
+        args.tensorboard,
+        args.wandb,
+    )
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -166,6 +195,14 @@ def run_args(p: argparse.ArgumentParser) -> None:
         "--redo",
         "train again a finished run whose results file is damaged (the damaged files are "
         "moved aside; intact results are never redone)",
+    )
+    p.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="log the ensemble's curves per evaluation to TensorBoard event files in DIR (extra [tracking])",
+    )
+    p.add_argument(
+        "--wandb", metavar="PROJECT", help="log the same curves to the Weights & Biases project (extra [tracking])"
     )
 
 

@@ -5,6 +5,8 @@ estimate (engine/memory.py) exceeds them, before anything is written or allocate
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from icl_race.config import ConfigError
@@ -42,9 +44,22 @@ def human(n: float) -> str:
     return f"{n:.3g} EB"
 
 
-def check_memory(run: RunPlan) -> None:
+def disk_free(path: Path) -> int:
+    """Bytes free on the disk that holds `path` (or would: its nearest existing folder)."""
+    path = Path(path).absolute()
+    while not path.exists():
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+# orbax's own files beside each kept set of parameters (metadata, the manifest), rounded up
+KEPT_OVERHEAD = 1 << 20
+
+
+def check_memory(run: RunPlan, out: Path | None = None) -> None:
     """Refuse, before anything is written or allocated, a config whose ensemble cannot fit in the
-    device's memory (engine/memory.py: an estimate from the shapes alone)."""
+    device's memory (engine/memory.py: an estimate from the shapes alone), or whose kept parameters
+    (train.keep_params) cannot fit on the disk of `out`, the run's directory."""
     import jax
 
     from icl_race.engine import memory
@@ -67,6 +82,7 @@ def check_memory(run: RunPlan) -> None:
             evals=evals,
             checkpoints=tr.checkpoint_every > 0,
             on_cpu=device.platform == "cpu",
+            kept=tr.kept,
         )
     checks = [(est.parts(), *device_limit(device))]
     if device.platform != "cpu":
@@ -79,6 +95,12 @@ def check_memory(run: RunPlan) -> None:
             raise ConfigError(
                 f"memory: this run needs about {human(need)} but {what} is {human(limit)} ({detail}); lower {_LOWER[top]}"
             )
+    if tr.kept and out is not None and (need := est.kept + len(tr.kept) * KEPT_OVERHEAD) > (free := disk_free(out)):
+        raise ConfigError(
+            f"train.keep_params = {tr.keep_params!r}: keeps about {human(need)} ({e.seeds} seeds x "
+            f"{len(tr.kept)} x {human(est.params)} of parameters) but the disk of {out} has {human(free)} free; "
+            'free space there, choose another directory, or set train.keep_params = "none"'
+        )
 
 
 # What to lower when one kind of memory dominates a refused run.
@@ -93,4 +115,5 @@ _LOWER = {
     "(task.N, task.D, model.width)",
     "probe history": "the number of evaluations (train.steps / train.eval_every) or ensemble.seeds",
     "checkpoint copies": f"{_STATE_SIZES}, or set train.checkpoint_every = 0",
+    "kept parameters": f'{_STATE_SIZES}, or set train.keep_params = "none"',
 }

@@ -19,7 +19,8 @@ def pack_key(run: RunPlan) -> tuple:
     """What runs must share to train as one ensemble (`train_pack`): the program (its static fields,
     the shapes), every array constant (item pools, a Zipf law's cdf...), the names and types of the
     scalar ones (which may differ: K, lr, decays, thresholds, traced per seed), the device layout,
-    the chunk plan, retirement, the early stop and the precision. Builds the system (its pools)."""
+    the chunk plan, retirement, the early stop, the precision and whether the carry keeps parameters at
+    t_icl (train.keep_params: engine/kept.py). Builds the system (its pools)."""
     import jax
 
     from icl_race import systems
@@ -47,6 +48,7 @@ def pack_key(run: RunPlan) -> tuple:
         cfg.ensemble.retire,
         tr.stop_when_all_acquired,
         precision,
+        "at_t_icl" in tr.kept,
     )
 
 
@@ -145,6 +147,7 @@ def train_pack(cells: Sequence[Prepared], stop: Stop, on_chunk: Callable | None 
                     prep.checkpointer.close()
     spent = Counters.now().since(first.since)
     t_first = jax.device_get(carry["t_first"])
+    kept = _kept_params(first.program, carry, {k for p in cells for k in p.cfg.train.kept})
     return [
         Trained(
             t_first={k: v[r] for k, v in t_first.items()},
@@ -156,11 +159,23 @@ def train_pack(cells: Sequence[Prepared], stop: Stop, on_chunk: Callable | None 
             compile_seconds=spent.compile_seconds,
             compile_cache_hits=spent.cache_hits,
             pack=None if lone else (len(cells), sum(computed)),
+            params={k: _rows(kept[k], r) for k in cells[i].cfg.train.kept},
         )
         for i, (r, T) in enumerate(
             zip(member_rows(members), [c if c is not None else len(eval_steps) for c in columns])
         )
     ]
+
+
+def _kept_params(program, carry, kinds: set[str]) -> dict:
+    """Every seed's parameters on the host, at the end of training ("final": a member that finished early
+    stopped computing then, as it does alone) and at its first passage ("at_t_icl", engine/kept.py)."""
+    import jax
+
+    from icl_race.engine.kept import KEPT
+
+    trees = {"final": lambda: program.params(carry["state"]), "at_t_icl": lambda: carry[KEPT]["at"]}
+    return {k: jax.device_get(trees[k]()) for k in sorted(kinds)}
 
 
 def _rows(tree, r: slice):

@@ -4,7 +4,7 @@ run/commit.py turns into results. Frozen, typed, built by keyword; importing the
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -91,3 +91,5 @@ class Trained:
     compile_seconds: float = 0.0
     compile_cache_hits: int = 0  # of `compiles`, loaded from the persistent cache
     pack: tuple[int, int] | None = None  # trained packed: (runs in the pack, seed-steps the pack computed)
+    # train.keep_params: "final" and/or "at_t_icl" -> every seed's parameters (host arrays, leading axis S)
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)

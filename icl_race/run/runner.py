@@ -56,13 +56,16 @@ def execute(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool
     return _execute(cfg, Path(out), progress, log, redo).results
 
 
-def execute_run(cfg: Config, out: Path, progress: bool = True, log=print, redo: bool = False) -> rundir.Run:
+def execute_run(
+    cfg: Config, out: Path, progress: bool = True, log=print, redo: bool = False, on_chunk=None
+) -> rundir.Run:
     """`execute`, returning the finished run as a `rundir.Run`: built from the arrays just committed (or
-    read once when the run was already done), for the run's summary (report/summary.py)."""
-    return _execute(cfg, Path(out), progress, log, redo).run
+    read once when the run was already done), for the run's summary (report/summary.py). `on_chunk` also
+    sees the engine's `Progress` after each chunk (run/tracking.py's curves)."""
+    return _execute(cfg, Path(out), progress, log, redo, on_chunk).run
 
 
-def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finished:
+def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool, on_chunk=None) -> Finished:
     rundir.refuse_links(out)
     if rundir.check(cfg, out) and not redo:
         finished = _finished(out, redo, log)
@@ -71,7 +74,7 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finishe
         rundir.drop_superseded_checkpoints(out)
         return finished
     run = RunPlan.of(cfg)  # the one derivation of the layout and chunk plan for this run
-    check_memory(run)
+    check_memory(run, out)
     out.mkdir(parents=True, exist_ok=True)
     with rundir.lock(out):
         # Finished by another process between the check and the lock, or a --redo of intact results.
@@ -100,6 +103,8 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool) -> Finishe
                     if bar:
                         bar(p)
                     live(p)
+                    if on_chunk:
+                        on_chunk(p)
 
                 return commit(out, prepared, train_phase(prepared, stop, each_chunk))
         except CheckpointError as e:
@@ -136,7 +141,7 @@ def execute_pack(runs: Sequence[tuple[Config, Path]], progress: bool = True, log
             todo.append((RunPlan.of(cfg), Path(out)))
     if not todo:
         return []
-    check_memory(pack_plan([run for run, _ in todo]))
+    check_memory(pack_plan([run for run, _ in todo]), todo[0][1])
     committed: list[Path] = []
     with contextlib.ExitStack() as locks:
         held = []
@@ -241,17 +246,21 @@ def start_fresh(
     seed's key is fold_in(root_seed, its id) and its vmap is cfg's block wide, so each seed trains
     bit-identically to its run, whatever seeds are trained beside it."""
     from icl_race.engine.ensemble import init_ensemble, padded_seed_ids, seed_keys
+    from icl_race.engine.kept import with_kept
     from icl_race.engine.sharding import place
     from icl_race.run import compile_stats
 
     lay = run.layout
     keys, consts = place(seed_keys(run.cfg.ensemble.root_seed, padded_seed_ids(seed_ids, lay)), consts, lay.shards)
+    carry = init_ensemble(program, lay, keys, consts)
+    if "at_t_icl" in run.cfg.train.kept:  # captured on the device at each seed's first passage
+        carry = with_kept(program, carry)
     return Prepared(
         run=run,
         program=program,
         consts=consts,
         seed_ids=seed_ids,
-        carry=init_ensemble(program, lay, keys, consts),
+        carry=carry,
         start=0,
         history=None,
         checkpointer=checkpointer,

@@ -1,5 +1,5 @@
 """Each file of a run directory read back: config.json (with the fields added since at their defaults),
-meta.json, results.npz. A file that cannot be read back (truncated, garbage, not UTF-8, not a regular
+meta.json, results.npz, the kept parameters (params/<at>/, orbax). A file that cannot be read back (truncated, garbage, not UTF-8, not a regular
 file) is a `DamagedFileError` naming it; a missing one a ConfigError saying what the directory lacks."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 
 from icl_race import config
 from icl_race.config import Config, ConfigError
-from icl_race.rundir.layout import CONFIG, META, RESULTS, DamagedFileError, RunDirError
+from icl_race.rundir.layout import CONFIG, META, PARAMS, RESULTS, DamagedFileError, RunDirError
 
 
 def _damaged(path: Path, e: BaseException) -> DamagedFileError:
@@ -127,3 +127,22 @@ def read_results(d: Path) -> dict[str, np.ndarray]:
         return read_npz(d / RESULTS)
     except FileNotFoundError:
         raise ConfigError(f"{d}: no results.npz (run not finished)") from None
+
+
+def read_params(d: Path, at: str):
+    """The parameters a run kept at `at` ("final" or "at_t_icl": DIR/params/<at>/, train.keep_params), every
+    seed's as numpy arrays with a leading seed axis (results.npz's seed_ids order); a run that kept none
+    there is a ConfigError, a damaged one a DamagedFileError."""
+    path = Path(d).absolute() / PARAMS / at
+    if not path.is_dir():
+        raise ConfigError(
+            f"{d}: no kept parameters {PARAMS}/{at}/ (a run keeps them when trained into a directory with "
+            f'train.keep_params = "{at}" or "both": icl-race run, or icl_race.train(..., out=DIR))'
+        )
+    import orbax.checkpoint as ocp
+
+    try:
+        with ocp.StandardCheckpointer() as reader:
+            return reader.restore(path)
+    except Exception as e:  # orbax and tensorstore raise many types for damaged files
+        raise _damaged(path, e) from None

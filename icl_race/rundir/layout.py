@@ -8,6 +8,8 @@ read.py, sweepdir.py) agree on: the names, when a run is done, and the errors.
     DIR/meta.json          config, versions, device, compile/run seconds, seed_steps_per_s, stop_event
     DIR/t_<stop>_hist.png  histogram of the headline time
     DIR/checkpoints/       orbax checkpoints of the unfinished run (run/checkpoint.py)
+    DIR/params/<at>/       with train.keep_params: every seed's parameters (orbax; leading axis S, as seed_ids)
+                           "final" and/or "at_t_icl", written by the commit before results.npz (`Run.params`)
     DIR/live.npz           while it trains: results.npz's arrays as of the last chunk written (run/live.py),
                            read as a partial run (`rundir.load`); removed once the run is committed
     DIR/.lock              held (flock) by the process running in DIR
@@ -24,6 +26,7 @@ from pathlib import Path
 from icl_race.config import ConfigError
 
 CONFIG, RESULTS, META, LOCK, CHECKPOINTS = "config.json", "results.npz", "meta.json", ".lock", "checkpoints"
+PARAMS = "params"  # DIR/params/<at>/: the kept parameters (train.keep_params), at "final" and/or "at_t_icl"
 LIVE, LIVE_HEADLINE = "live.npz", "headline"  # live.npz holds the headline event's name beside the arrays
 SCALARS = ("steps_run", "budget")
 # Every name icl-race writes, moves or deletes inside a run directory (the histograms and damaged-*
@@ -35,6 +38,7 @@ RUN_NAMES = (
     LOCK,
     CHECKPOINTS,
     LIVE,
+    PARAMS,
     f"{CHECKPOINTS}.damaged",
     "figures",
     "report.md",

@@ -14,7 +14,7 @@ import numpy as np
 
 from icl_race import config
 from icl_race.config import Config, ConfigError
-from icl_race.rundir.files import read_config, read_meta, read_npz, read_results
+from icl_race.rundir.files import read_config, read_meta, read_npz, read_params, read_results
 from icl_race.rundir.layout import LIVE, LIVE_HEADLINE, SCALARS, DamagedFileError
 from icl_race.rundir.verify import check_provenance, check_results
 
@@ -97,6 +97,23 @@ class Run:
     def curve(self, name: str) -> np.ndarray:
         """A probe's [S_kept, T, ...] curve."""
         return self.curves[name][self.kept]
+
+    def params(self, seed: int, at: str = "final"):
+        """Seed `seed`'s (an id of seed_ids) parameters as the model's pytree of numpy arrays, kept by
+        train.keep_params in DIR/params/: at the end of its training ("final") or at the evaluation of its
+        first passage of the headline event ("at_t_icl", t_icl); read from disk on each call."""
+        if at not in ("final", "at_t_icl"):
+            raise ValueError(f'at = {at!r}: must be "final" or "at_t_icl"')
+        rows = np.flatnonzero(self.seed_ids == seed)
+        if not rows.size:
+            raise ValueError(
+                f"seed {seed}: not a seed of {self.dir} (seeds {self.seed_ids.min()}..{self.seed_ids.max()})"
+            )
+        if at == "at_t_icl" and not self.times[self.headline][rows[0]] >= 0:  # -1 (or NaN): never reached
+            raise ValueError(f"seed {seed} of {self.dir} never reached t_{self.headline}: no parameters kept at it")
+        import jax
+
+        return jax.tree.map(lambda a: np.asarray(a[rows[0]]), read_params(self.dir, at))
 
 
 def load_run(d: Path) -> Run:

@@ -1,7 +1,8 @@
 """The run directory written: every file icl-race puts there, and the commit that finishes a run.
 
-Finishing is one commit (`finish`): results, histogram and meta are written to temporary names and
-fsynced, the histogram and meta renamed into place, and results.npz renamed last, so a kill at any
+Finishing is one commit (`finish`): the kept parameters (train.keep_params, orbax), results, histogram and
+meta are written to temporary names and fsynced, the parameters, histogram and meta renamed into place,
+and results.npz renamed last, so a kill at any
 instant leaves either a finished run (rundir/layout.py: `is_done`) or one that resumes from its
 checkpoints, which are deleted only after the commit. results.npz without meta.json (written by versions
 that renamed results first) is repaired by redoing the tail from the checkpoints, or the whole run when
@@ -23,6 +24,7 @@ import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -130,22 +132,60 @@ def write_config(d: Path, cfg: Config) -> None:
         atomic_write(Path(d) / layout.CONFIG, json_bytes(cfg.to_dict()))
 
 
-def finish(d: Path, results: dict[str, np.ndarray], meta: dict, files: dict[str, bytes]) -> None:
-    """Commit a finished run: `files` (e.g. the histogram) and meta.json, then results.npz, each whole
-    and fsynced before any is renamed; then the checkpoints go."""
+def _write_params(tmp: Path, params: dict[str, Any], final: Path) -> None:
+    """Each kept set of parameters (name -> a pytree of host arrays, leading seed axis) saved by orbax in
+    `tmp`/<name>/, every file and folder fsynced; a failure names `final`, the folder it is for."""
+    import orbax.checkpoint as ocp
+
+    tmp.mkdir()
+    try:
+        with ocp.StandardCheckpointer() as writer:
+            for name, tree in params.items():
+                writer.save(tmp.absolute() / name, tree)
+            writer.wait_until_finished()
+    except Exception as e:  # orbax wraps I/O errors (a full disk) in its own types
+        raise OSError(getattr(e, "errno", None) or 5, f"orbax: {str(e)[:200]}", str(final)) from e
+    for root, _, names in os.walk(tmp, topdown=False):
+        for name in names:
+            fd = os.open(Path(root) / name, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(root))
+
+
+def finish(
+    d: Path, results: dict[str, np.ndarray], meta: dict, files: dict[str, bytes], params: dict[str, Any] | None = None
+) -> None:
+    """Commit a finished run: the kept `params` (name -> every seed's parameters: DIR/params/<name>/),
+    `files` (e.g. the histogram) and meta.json, then results.npz, each whole and fsynced before any is
+    renamed; then the checkpoints go."""
     d = Path(d)
     for stale in d.glob(".*.tmp*"):  # left by a run killed inside an earlier finish
-        stale.unlink(missing_ok=True)
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
+        else:
+            stale.unlink(missing_ok=True)
     staged = [(d / name, data) for name, data in files.items()]
     staged += [(d / layout.META, json_bytes(meta)), (d / layout.RESULTS, npz_bytes(results))]
+    kept = _tmp_name(d / layout.PARAMS)
     try:
+        if params:
+            _write_params(kept, params, d / layout.PARAMS)
+            _step(f"staged {layout.PARAMS}")
         for path, data in staged:
             _write_synced(_tmp_name(path), data, path)
             _step(f"staged {path.name}")
     except OSError:  # a failed write (a full disk) leaves no temporary file behind
+        shutil.rmtree(kept, ignore_errors=True)
         for path, _ in staged:
             _tmp_name(path).unlink(missing_ok=True)
         raise
+    if params:  # an older params/ is a killed commit's (or --redo's, set aside): the run is not done
+        shutil.rmtree(d / layout.PARAMS, ignore_errors=True)
+        os.replace(kept, d / layout.PARAMS)
+        _step(f"renamed {layout.PARAMS}")
     for path, _ in staged:  # results.npz last: its rename is the commit
         os.replace(_tmp_name(path), path)
         _step(f"renamed {path.name}")
@@ -195,12 +235,12 @@ def repair_notice(d: Path) -> str | None:
 
 
 def set_aside_final_files(d: Path) -> Path:
-    """Move a finished run's final files (results, meta, histograms) to `d/damaged-<time>/`, never
+    """Move a finished run's final files (results, meta, kept parameters, histograms) to `d/damaged-<time>/`, never
     deleting them, so that the run can be trained again; returns that directory."""
     d = Path(d)
     aside = d / f"damaged-{time.strftime('%Y%m%dT%H%M%S')}"
     aside.mkdir()
-    for f in [d / layout.RESULTS, d / layout.META, *d.glob("t_*_hist.png")]:
+    for f in [d / layout.RESULTS, d / layout.META, d / layout.PARAMS, *d.glob("t_*_hist.png")]:
         if f.exists():
             f.rename(aside / f.name)
     return aside

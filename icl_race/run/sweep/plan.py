@@ -68,7 +68,7 @@ def check_sizes(out: Path, sweep: Sweep) -> None:
     for cell in sweep.cells:
         if status(out, cell) in ("partial", "pending"):
             try:
-                check_memory(RunPlan.of(cell.cfg))
+                check_memory(RunPlan.of(cell.cfg), out)
             except ConfigError as e:
                 raise ConfigError(f"cell {where(cell)}: {e}") from None
 
