@@ -184,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = lambda message, category, *_, **__: print(
             _one_line_warning(message, category, "", 0), end="", file=sys.stderr
         )
+        # One library's use of another's deprecated name (orbax 0.12.8 imports jax.sharding.SingleDeviceSharding)
+        # is for their maintainers, not for the command's user; shown with --debug.
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"orbax\.")
     try:
         return args.handler(args)
     except ConfigError as e:
