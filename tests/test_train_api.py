@@ -121,7 +121,8 @@ def test_a_run_still_training_loads_as_its_last_chunk_marked_partial(live_and_fu
     for e, t in full.times.items():  # first passages so far: the full run's up to step 150, the rest unreached
         np.testing.assert_array_equal(run.times[e], np.where(t <= 150, t, -1))
     assert run.censor_at() == (150 if np.any(run.t() < 0) else 200)
-    assert "still training" in run.partial_note() and "step 150 of 200" in run.partial_note()
+    # killed (its process gone, the lock free): stopped, not "still training"
+    assert run.state.kind == "stopped" and "stopped at step 150 of 200" in run.partial_note()
 
 
 def test_report_and_hist_of_a_run_still_training_say_it_is_partial(live_and_full, capsys):
