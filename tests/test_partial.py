@@ -153,9 +153,11 @@ def test_a_file_cut_to_one_seed_of_a_two_seed_run_is_refused_by_every_reader(kil
     d = tmp_path / "run"
     shutil.copytree(killed, d)
     arrays = dict(np.load(d / rundir.LIVE))
-    if name == rundir.RESULTS:  # a finished run's file of that layout
+    if name == rundir.RESULTS:  # a finished run's file of that layout, committed with its meta.json
         arrays.pop(rundir.LIVE_HEADLINE)
         (d / rundir.LIVE).unlink()
+        cfg = json.loads((d / rundir.CONFIG).read_text())
+        (d / rundir.META).write_text(json.dumps({"config": cfg, "stop_event": "icl"}))
     (d / name).write_bytes(rundir.npz_bytes(_cut_to_one_seed(arrays)))
     before = {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()}
     words = [f"{d / name}", "1 seeds", "ensemble.seeds = 2"]

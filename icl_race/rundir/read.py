@@ -111,7 +111,10 @@ def load_run_results(d: Path) -> tuple[Run, dict[str, np.ndarray]]:
     cfg = read_config(d)
     res = read_results(d)
     meta = read_meta(d)
-    check_results(d, res, cfg)
+    # against the config the runner recorded with them, every field (meta.json's, which config.json must
+    # equal: check_provenance); a hand-made one is checked in the fields it states, none without one
+    made = meta.get("config") if isinstance(meta, dict) and isinstance(meta.get("config"), dict) else None
+    check_results(d, res, made)
     check_provenance(d, cfg, meta)
     return run_of(d, cfg, res, meta), res
 
@@ -131,7 +134,7 @@ def load_live(d: Path, st: RunState | None = None) -> Run:
     headline = res.pop(LIVE_HEADLINE, None)
     if headline is not None and (headline.dtype.kind != "U" or headline.shape != ()):
         raise DamagedFileError(f"{d / LIVE}: array {LIVE_HEADLINE}: expected the headline event's name")
-    check_results(d, res, cfg, LIVE)
+    check_results(d, res, cfg, LIVE)  # no meta.json yet: config.json, which the runner wrote first
     meta = None if headline is None else {"stop_event": str(headline)}
     run = run_of(d, cfg, res, meta)
     # the step of the arrays just read, not of an earlier look at the file: the runner may have replaced it since

@@ -25,7 +25,7 @@ def _integers(a: np.ndarray) -> bool:
 def check_results(d: Path, res: dict[str, np.ndarray], cfg: dict | None = None, file: str = RESULTS) -> None:
     """results.npz's arrays (or live.npz's: `file`) against the layout the runner writes: per-seed arrays
     [S], curves [S, T, ...] over the T evaluation steps, integer event steps in [-1, budget], boolean
-    masks, and against the run's config (`cfg`): its ensemble.seeds seeds, ids from ensemble.first_seed,
+    masks, and against the run's config (`cfg`, when given): its ensemble.seeds seeds, ids from ensemble.first_seed,
     its train.steps budget. A crafted or damaged file is a DamagedFileError naming the array, never a
     wrong statistic."""
     _bad_here = lambda name, what: _bad(d, name, what, file)
@@ -65,8 +65,7 @@ def check_results(d: Path, res: dict[str, np.ndarray], cfg: dict | None = None, 
 
 def _check_layout(res: dict[str, np.ndarray], cfg: dict, S: int, budget: int, bad) -> None:
     """The arrays are this config's run: one value per seed of ensemble.seeds (a file cut to fewer seeds
-    would be reported as a smaller run), the ids the runner gives them, the budget of train.steps. A
-    config without these fields (hand-made) is not checked against."""
+    would be reported as a smaller run), the ids the runner gives them, the budget of train.steps."""
     e, tr = cfg.get("ensemble") or {}, cfg.get("train") or {}
     seeds, first, steps = e.get("seeds"), e.get("first_seed", 0), tr.get("steps")
     if isinstance(seeds, int) and S != seeds:
