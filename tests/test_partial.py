@@ -140,7 +140,7 @@ def test_a_directory_with_no_chunk_written_says_so(tmp_path, capsys):
     d.mkdir()
     (d / rundir.CONFIG).write_text(json.dumps(config.from_dict(RAW).to_dict()))
     assert rundir.state(d).kind == "empty"
-    one_line_exit_2(["hist", str(d)], tmp_path / "nothing", capsys, str(d), "no chunk written yet")
+    one_line_exit_2(["hist", str(d)], tmp_path / "nothing", capsys, str(d), "not started")
 
 
 def _cut_to_one_seed(arrays):

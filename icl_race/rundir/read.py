@@ -130,7 +130,9 @@ def load_live(d: Path, st: RunState | None = None) -> Run:
     try:
         res = read_npz(d / LIVE)
     except FileNotFoundError:
-        raise ConfigError(f"{d}: not finished and no results so far to read ({LIVE}): {st.text()}") from None
+        raise ConfigError(
+            f"{d}: no results.npz (not finished) and no {LIVE} (no results so far): {st.text()}"
+        ) from None
     headline = res.pop(LIVE_HEADLINE, None)
     if headline is not None and (headline.dtype.kind != "U" or headline.shape != ()):
         raise DamagedFileError(f"{d / LIVE}: array {LIVE_HEADLINE}: expected the headline event's name")

@@ -7,7 +7,7 @@
     training   a live process holds DIR/.lock: its results so far (live.npz) are as of step X of Y
     stopped    not finished and no process holds the lock (killed, interrupted, crashed): its results so
                far are as of step X of Y, and rerunning its command resumes it
-    empty      not finished, no chunk written yet (no live.npz, no checkpoint), and no process holds the lock
+    empty      not started: no chunk written yet (no live.npz, no checkpoint), and no process holds the lock
 
 Liveness is the lock, never the presence of live.npz: the runner holds an flock on DIR/.lock for the whole
 run (rundir/write.py's `lock`) and the kernel drops it when the process dies, even by SIGKILL. A reader
@@ -50,7 +50,9 @@ class RunState:
         holder = f" (pid {self.pid})" if self.pid else ""
         if self.step is None:
             return (
-                f"still training{holder}, no chunk written yet" if self.kind == "training" else "no chunk written yet"
+                f"still training{holder}, no chunk written yet"
+                if self.kind == "training"
+                else "not started (no chunk written yet)"
             )
         of = f"step {self.step:,}" + (f" of {self.budget:,}" if self.budget is not None else "")
         if self.kind == "training":
