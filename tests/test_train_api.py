@@ -84,7 +84,7 @@ def test_the_example_notebook_runs_train_numbers_export_figure(tmp_path):
 
 @pytest.fixture(scope="module")
 def live_and_full(tmp_path_factory):
-    """One config trained twice: killed before its commit (a run still training, as a reader sees it:
+    """One config trained twice: killed before its commit (a run stopped, as a reader sees it:
     config.json and live.npz, no results.npz) and to the end."""
     from icl_race import config
     from icl_race.run import live, runner
