@@ -114,7 +114,14 @@ def _copy(src, dst, t=None, seeds=None):
         res = rundir.read_results(dst)
         res = {k: (np.full_like(v, t) if k.startswith("t_") else v) for k, v in res.items()}
         rundir.atomic_write(dst / rundir.RESULTS, rundir.npz_bytes(res))
-    if seeds is not None:
+    if seeds is not None:  # the arrays too: a run's results hold its config's seeds (rundir/verify.py)
+        res = rundir.read_results(dst)
+        S = res["seed_ids"].size
+        grown = {
+            k: np.concatenate([v] * -(-seeds // S))[:seeds] if v.ndim and v.shape[0] == S else v for k, v in res.items()
+        }
+        grown["seed_ids"] = np.arange(seeds)
+        rundir.atomic_write(dst / rundir.RESULTS, rundir.npz_bytes(grown))
         for name in (rundir.CONFIG, rundir.META):
             rec = json.loads((dst / name).read_text())
             (rec if name == rundir.CONFIG else rec["config"])["ensemble"]["seeds"] = seeds

@@ -311,6 +311,7 @@ def test_load_runs_drops_diverged_seeds_and_fills_config_defaults(tmp_path):
     d = tmp_path / "run"
     d.mkdir()
     cfg = {k: dict(v) for k, v in MEM_RAW.items()}
+    cfg["ensemble"]["seeds"], cfg["train"]["steps"] = 3, 150  # the layout of its results.npz
     (d / "config.json").write_text(json.dumps(cfg))
     (d / "meta.json").write_text(json.dumps({"config": cfg}))
     c1 = np.array([[0.5, 0.2, 0.1], [np.nan, np.nan, np.nan], [0.4, 0.3, 0.2]])  # seed 1 diverged

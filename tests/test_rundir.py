@@ -152,6 +152,11 @@ def _rows(path):
     return list(csv.DictReader(path.read_text().splitlines()))
 
 
+# The hand-made cells' layout: their results hold the config's 4 seeds and its budget of 300 steps
+# (rundir/verify.py checks a run's arrays against its config).
+HAND = tiny.small(task={"K": 200}, train={"steps": 300}, ensemble={"seeds": 4, "block": 4})
+
+
 def _hand_made_cell(out, cell, t_icl, budget=300):
     d = sweep.cell_dir(out, cell)
     d.mkdir(parents=True)
@@ -175,7 +180,7 @@ def _hand_made_cell(out, cell, t_icl, budget=300):
 
 
 def test_summary_median_is_kaplan_meier(tmp_path):
-    spec = sweep.expand(RAW, {"task.K": [200, 400]})
+    spec = sweep.expand(HAND, {"task.K": [200, 400]})
     _hand_made_cell(tmp_path, spec.cells[0], [100, 200, -1, -1])  # S(200) = 1/2: the KM median is 200
     _hand_made_cell(tmp_path, spec.cells[1], [100, -1, -1, -1])  # never down to 1/2: not reached
     rows = _rows(sweep.write_summary(tmp_path, spec))
@@ -189,7 +194,7 @@ def test_load_reads_a_run_and_a_sweep_with_their_swept_values(tmp_path, uninterr
     assert run.seed_ids.tolist() == [0, 1, 2] and run.eval_steps.tolist() == [50, 100, 150, 200]
     assert run.curves["icl_acc"].shape == (3, 4) and run.budget == 200 and run.meta["seeds"] == 3
     assert run.censor_at() == 200 and {"icl", "converged"} <= set(run.times)
-    spec = sweep.expand(RAW, {"task.K": [200, 400]})
+    spec = sweep.expand(HAND, {"task.K": [200, 400]})
     (tmp_path / "sweep.toml").write_text(sweep.spec_toml(spec))
     _hand_made_cell(tmp_path, spec.cells[0], [100, 200, -1, -1])
     sweep.cell_dir(tmp_path, spec.cells[1]).mkdir(parents=True)

@@ -32,7 +32,7 @@ def test_a_sweep_gives_its_finished_cells_and_names_the_unfinished_ones(lr_runs,
     (sweep / "cells" / "b" / "results.npz").unlink()  # b is now a cell that has not finished
     rs = runset.load([sweep, lr_runs / "b"])
     assert [r.dir for r in rs.runs] == [sweep / "cells" / "a", lr_runs / "b"]
-    assert rs.skipped == [f"{sweep / 'cells' / 'b'}: no results.npz (not finished)"]
+    assert rs.skipped == [f"{sweep / 'cells' / 'b'}: not started (no chunk written yet)"]  # its rundir.state
     with pytest.raises(ConfigError, match="a sweep directory; give its cells one by one"):
         runset.load([lr_runs / "a", lr_runs / "sweep"], sweeps=False)
     (sweep / "cells" / "a" / "results.npz").unlink()

@@ -215,7 +215,7 @@ def test_a_sweep_toml_of_the_old_writer_is_the_same_spec_and_left_alone(tmp_path
     owner.write(owner.check(out, "sweep", ["sweep.toml", "summary.csv"], force=True), {})
     sweep.store_spec(out, s, log=pytest.fail)  # no "the sweep spec changed"
     assert (out / "sweep.toml").read_text() == OLD_FORMAT
-    assert sorted(p.name for p in out.iterdir()) == [owner.marker("sweep"), "sweep.toml"]
+    assert sorted(p.name for p in out.iterdir()) == [owner.marker("sweep"), owner.lock_name("sweep"), "sweep.toml"]
     # A spec that did change is still moved aside, with one line saying so.
     said = []
     sweep.store_spec(out, sweep.expand(BASE, {"task.K": [200, 800]}), log=said.append)

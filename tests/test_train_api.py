@@ -117,7 +117,7 @@ def test_the_example_notebook_runs_train_numbers_export_figure(tmp_path):
 
 @pytest.fixture(scope="module")
 def live_and_full(tmp_path_factory):
-    """One config trained twice: killed before its commit (a run still training, as a reader sees it:
+    """One config trained twice: killed before its commit (a run stopped, as a reader sees it:
     config.json and live.npz, no results.npz) and to the end."""
     from icl_race import config
     from icl_race.run import live, runner
@@ -154,7 +154,8 @@ def test_a_run_still_training_loads_as_its_last_chunk_marked_partial(live_and_fu
     for e, t in full.times.items():  # first passages so far: the full run's up to step 150, the rest unreached
         np.testing.assert_array_equal(run.times[e], np.where(t <= 150, t, -1))
     assert run.censor_at() == (150 if np.any(run.t() < 0) else 200)
-    assert "still training" in run.partial_note() and "step 150 of 200" in run.partial_note()
+    # killed (its process gone, the lock free): stopped, not "still training"
+    assert run.state.kind == "stopped" and "stopped at step 150 of 200" in run.partial_note()
 
 
 def test_report_and_hist_of_a_run_still_training_say_it_is_partial(live_and_full, capsys):

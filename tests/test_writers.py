@@ -153,7 +153,8 @@ def test_force_writes_its_named_files_into_a_foreign_folder_and_nothing_else(dec
     after = snapshot(decoys)
     changed = {n for n in DECOY if after[n] != DECOY[n]}
     assert changed == {"seeds.csv", "curves.csv", "provenance.json"}
-    assert set(after) - {*DECOY, *(f"work/{n}" for n in DECOY)} == {owner.marker("export")}
+    # its marker, and the lock its record is written under (rundir/owner.py's `_exclusive`)
+    assert set(after) - {*DECOY, *(f"work/{n}" for n in DECOY)} == {owner.marker("export"), owner.lock_name("export")}
 
 
 def test_sweep_and_export_refuse_a_run_folder_and_sweep_keeps_a_sweep_of_an_earlier_version(
@@ -378,7 +379,9 @@ def test_each_format_reads_back_with_its_provenance(lr_runs, tmp_path):
             "jax_version": meta["versions"]["jax"],
             "icl_race_version": meta["versions"]["icl-race"],
             "config_digest": meta["config_digest"],
+            "state": "finished",
         }
+        assert "partial" not in prov and not any(c.startswith("last_") for c in seeds.columns)
         t_icl = np.load(lr_runs / "a" / "results.npz")["t_icl"]
         rows = seeds[seeds["run"] == dirs[0]]
         assert rows["acquired"].astype(bool).tolist() == (t_icl >= 0).tolist()

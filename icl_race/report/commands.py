@@ -67,6 +67,8 @@ def export(args: argparse.Namespace) -> int:
         print(f"icl-race: skipped {why}", file=sys.stderr)
     for d in done.repeated:
         print(f"icl-race: {d} given more than once; exported once", file=sys.stderr)
+    for note in done.partial:  # the files' metadata says the same (export.py's provenance)
+        print(f"icl-race: {note}", file=sys.stderr)
     if done.netcdf_only:
         print(
             f"icl-race: curves with axes of their own are in netCDF only (--format netcdf): {', '.join(done.netcdf_only)}",

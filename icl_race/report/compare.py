@@ -2,7 +2,8 @@
 
     compare(DIRS)  ->  Comparison: per run (a group, named by its folder or `--label`) the Kaplan-Meier
                        curve of one event's time with its band, median, seed counts, acquired fraction
-                       (Wilson CI) and outcome classes; every later group against the first (the
+                       (Wilson CI), outcome classes and state (an unfinished run's results so far said
+                       first, as of which step: rundir/state.py); every later group against the first (the
                        reference): the median ratio with its bootstrap CI, the log-rank test and their
                        verdict (`analysis.compare`); the config fields whose values differ, with each
                        run's value (the seed count is a size, not a difference)
@@ -46,6 +47,8 @@ class Group:
     first_eval: int  # the run's first evaluation step: the earliest an event can be seen (the figure's left end)
     km: dict  # `analysis.survival.kaplan_meier`
     outcomes: dict[str, int] | None  # `analysis.outcome` classes (about ICL); None for other systems
+    state: str = "finished"  # rundir/state.py: finished, or training / stopped (its results so far)
+    partial: str | None = None  # an unfinished run's line (`Run.partial_note`: as of which step of its budget)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +78,8 @@ def _group(name: str, run: rundir.Run, event: str) -> Group:
         int(run.eval_steps[0]),
         km,
         None if o is None else {c: o.count(c) for c in CLASSES},
+        run.state.kind,
+        run.partial_note(),
     )
 
 
@@ -175,6 +180,7 @@ def markdown(c: Comparison) -> str:
     out = [
         f"# Comparison of t_{c.event} over {len(c.groups)} runs",
         "",
+        *[f"**{g.partial}.**" for g in c.groups if g.partial],
         *[f"**{verdict(c, i)}.**" for i in range(1, len(c.groups))],
         "",
         f"Reference: {ref} (the first directory). Times to `{c.event}` of the kept (not diverged) seeds; a "
@@ -229,7 +235,7 @@ def markdown(c: Comparison) -> str:
 def summary(c: Comparison) -> str:
     """For the terminal: the verdict of each group against the reference first (`verdict`), then one
     line each with the ratio as the table gives it and the fields that differ."""
-    lines = [verdict(c, i) for i in range(1, len(c.groups))]
+    lines = [g.partial for g in c.groups if g.partial] + [verdict(c, i) for i in range(1, len(c.groups))]
     for i, p in enumerate(c.versus_first, start=1):
         diff = ", ".join(f for f, v in c.differences.items() if v[i] != v[0])
         lines.append(

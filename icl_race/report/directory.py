@@ -44,7 +44,7 @@ def _part(d: Path, kind: str, name: str, what: str):
     fn = getattr(resolve(system.report), name, None)
     if fn is None:
         raise ConfigError(f"{d}: task.kind = {system.task_kind!r} has no {what} of a {kind} directory")
-    # a run still training is read as its results so far (`Run.partial`), which the outputs say
+    # an unfinished run (training or stopped) is read as its results so far (`Run.state`), which the outputs say
     return fn, (rundir.load(d) if kind == "run" else rundir.load_sweep(d))
 
 
@@ -72,7 +72,8 @@ def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0, force: bool
     report = jsonable(
         {
             "schema": SCHEMA,
-            **({"partial": partial} if partial else {}),
+            # an unfinished run: the line, and where it stands as data (rundir/state.py)
+            **({"partial": partial, **found.state.record()} if partial else {}),
             **report,
             "icl_race_version": icl_race_version(),
             "n_boot": n_boot,
@@ -103,4 +104,6 @@ def hist_json(d: str | Path, bins: int = 12) -> dict:
     d = Path(d)
     kind = _check_dir(d)
     fn, found = _part(d, kind, "hist_record" if kind == "run" else "sweep_hist_record", "hist view")
-    return jsonable({"schema": SCHEMA, **(fn(found, bins) if kind == "run" else fn(found))})
+    partial = found.partial_note() if kind == "run" else None
+    unfinished = {"partial": partial, **found.state.record()} if partial else {}
+    return jsonable({"schema": SCHEMA, **unfinished, **(fn(found, bins) if kind == "run" else fn(found))})

@@ -8,7 +8,10 @@
                   (NaN when not reached; with censored="-1" results.npz's -1), censored_<event> and
                   censor_at_<event> (`Run.censor_at`: the one censoring rule), the per-seed constants
                   recorded as probes (PER_SEED: beta0) and final_<probe> (last finite value) of every
-                  other scalar probe
+                  other scalar probe. When a run is not finished (training or stopped, rundir/state.py)
+                  its values are the last so far, never called final: the columns are last_<probe>
+                  instead (for every run of that export), beside state (finished | training | stopped)
+                  and as_of_step (the step its values are as of)
     curves.<ext>  every other probe per evaluation as an xarray Dataset over (run, seed, step[, the probe's
                   own axes]), the tell-apart fields as coordinates along run; runs with other seeds or
                   evaluation steps are aligned by an outer join (NaN where a run has no such evaluation)
@@ -20,10 +23,11 @@ netCDF (HDF5 through h5netcdf) the Dataset itself, and the seed table as a Datas
 dimension. The tables' size in memory is estimated before they are built and refused beyond what this
 process may allocate (`memory_budget`).
 
-Provenance (per run: git commit, device, jax version, config digest, from its meta.json) is file metadata:
+Provenance (per run: git commit, device, jax version, config digest, from its meta.json; its state, and for
+an unfinished run the step its values are as of; `partial`: one line per unfinished run) is file metadata:
 Parquet's key-value metadata and netCDF's attributes (key `icl_race_provenance`, JSON; netCDF also
-`commit`, `device`, `jax_version`, `config_digest` when the runs agree), and for CSV the sidecar
-provenance.json. The files of one export are written as one, into a folder the export owns
+`commit`, `device`, `jax_version`, `config_digest` when the runs agree, and `partial` when a run is
+unfinished), and for CSV the sidecar provenance.json. The files of one export are written as one, into a folder the export owns
 (rundir/owner.py): all or none.
 
 The libraries are the optional extra `export` (pandas, pyarrow, xarray, h5netcdf with h5py): imported
@@ -91,8 +95,11 @@ PER_SEED = ("beta0",)
 CENSORED = ("nan", "-1")  # how a time not reached is written: NaN (with its boolean columns) or results.npz's -1
 
 
-def seed_columns(run: rundir.Run, cell: dict[str, Any], censored: str = "nan") -> dict[str, np.ndarray]:
-    """The seed table's columns for one run (every live seed, diverged ones included), as numpy arrays."""
+def seed_columns(
+    run: rundir.Run, cell: dict[str, Any], censored: str = "nan", partial: bool = False
+) -> dict[str, np.ndarray]:
+    """The seed table's columns for one run (every live seed, diverged ones included), as numpy arrays;
+    `partial` (a run of the export is unfinished): last_<probe> for final_<probe>, with state and as_of_step."""
     # Here, not at the top: the command line imports this module for FORMATS, and scipy (under
     # analysis) would cost `icl-race --help` a second.
     from icl_race.analysis.outcome import last_finite, of_results
@@ -117,8 +124,11 @@ def seed_columns(run: rundir.Run, cell: dict[str, Any], censored: str = "nan") -
             f"censor_at_{event}": np.full(S, run.censor_at(event)),
         }
     cols |= {name: last_finite(c) for name, c in run.curves.items() if name in PER_SEED and c.ndim == 2}
+    if partial:
+        cols |= {"state": np.full(S, run.state.kind), "as_of_step": np.full(S, run.steps_run)}
+    last = "last" if partial else "final"
     return cols | {
-        f"final_{name}": last_finite(c) for name, c in run.curves.items() if c.ndim == 2 and name not in PER_SEED
+        f"{last}_{name}": last_finite(c) for name, c in run.curves.items() if c.ndim == 2 and name not in PER_SEED
     }
 
 
@@ -127,8 +137,10 @@ def seed_table(rs: runset.RunSet, censored: str = "nan"):
     require("pandas")
     import pandas as pd
 
+    partial = any(r.partial for r in rs.runs)
     return pd.concat(
-        [pd.DataFrame(seed_columns(r, cell, censored)) for r, cell in zip(rs.runs, cell_values(rs))], ignore_index=True
+        [pd.DataFrame(seed_columns(r, cell, censored, partial)) for r, cell in zip(rs.runs, cell_values(rs))],
+        ignore_index=True,
     )
 
 
@@ -156,7 +168,8 @@ def curves(rs: runset.RunSet, scalar_only: bool = False):
 
 
 def provenance(rs: runset.RunSet) -> dict[str, dict[str, Any]]:
-    """Per run (its directory): where its numbers come from, from its meta.json (None where unknown)."""
+    """Per run (its directory): where its numbers come from, from its meta.json (None where unknown), and
+    where it stands (rundir/state.py: finished, or training or stopped as of a step of its budget)."""
     out = {}
     for r in rs.runs:
         meta = r.meta or {}
@@ -167,8 +180,14 @@ def provenance(rs: runset.RunSet) -> dict[str, dict[str, Any]]:
             "jax_version": versions.get("jax"),
             "icl_race_version": versions.get("icl-race"),
             "config_digest": meta.get("config_digest"),
+            **({**r.state.record(), "partial": r.partial_note()} if r.partial else {"state": "finished"}),
         }
     return out
+
+
+def partial_lines(rs: runset.RunSet) -> list[str]:
+    """One line per unfinished run among `rs` (`Run.partial_note`): what the export says of them."""
+    return [note for r in rs.runs if (note := r.partial_note())]
 
 
 def once(rs: runset.RunSet) -> tuple[runset.RunSet, list[str]]:
@@ -228,14 +247,17 @@ class Tables:
     seeds: Any  # pandas.DataFrame
     curves: Any  # xarray.Dataset
     skipped: list[str]  # sweep cells without a finished run
-    provenance: dict[str, dict[str, Any]]  # run -> commit, device, jax_version, icl_race_version, config_digest
+    # run -> commit, device, jax_version, icl_race_version, config_digest, state (and as_of_step, budget)
+    provenance: dict[str, dict[str, Any]]
     repeated: list[str]  # directories given more than once, exported once
+    partial: list[str]  # one line per unfinished run: its values are as of a step (last_<probe>, not final_)
 
 
 def _tables(rs: runset.RunSet, repeated: list[str], censored: str, scalar_only: bool) -> Tables:
     if censored not in CENSORED:
         raise ConfigError(f"--censored {censored}: unknown; one of {', '.join(CENSORED)}")
-    return Tables(seed_table(rs, censored), curves(rs, scalar_only), rs.skipped, provenance(rs), repeated)
+    tables = seed_table(rs, censored), curves(rs, scalar_only)
+    return Tables(*tables, rs.skipped, provenance(rs), repeated, partial_lines(rs))
 
 
 def tables(*dirs: str | Path, censored: str = "nan") -> Tables:
@@ -254,6 +276,7 @@ class Exported:
     skipped: list[str]
     repeated: list[str]  # directories given more than once, exported once
     netcdf_only: list[str]  # probes with axes of their own, left out of CSV and Parquet: "name (axes)"
+    partial: list[str]  # one line per unfinished run (`Tables.partial`)
 
 
 def names(fmt: str) -> list[str]:
@@ -290,11 +313,13 @@ def _encode(t: Tables, fmt: str) -> dict[str, bytes]:
 
     seeds_name, curves_name, *_ = names(fmt)
     prov = {"exported_by": f"icl-race {icl_race_version()}", "runs": t.provenance}
+    prov |= {"partial": t.partial} if t.partial else {}  # the file says so, not only the command's stderr
     prov_json = json.dumps(prov, sort_keys=True)
     if fmt == "netcdf":
         import xarray as xr
 
         attrs = {PROVENANCE_KEY: prov_json, **_flat_attrs(t.provenance)}
+        attrs |= {"partial": json.dumps(t.partial)} if t.partial else {}
         seeds = xr.Dataset.from_dataframe(t.seeds.rename_axis("row")).assign_attrs(attrs)
         return {
             seeds_name: bytes(seeds.to_netcdf(engine="h5netcdf")),
@@ -348,6 +373,5 @@ def export(dirs: list[str | Path], fmt: str, out: str | Path, force: bool = Fals
             f"export: {what} did not fit in memory (estimated ~{need / 2**30:.3g} GiB); export fewer runs"
         ) from None
     written = owner.write_files(out, "export", files, force=force)
-    return Exported(
-        out, written, len(rs.runs), len(t.seeds), t.skipped, repeated, netcdf_only if fmt != "netcdf" else []
-    )
+    only = netcdf_only if fmt != "netcdf" else []
+    return Exported(out, written, len(rs.runs), len(t.seeds), t.skipped, repeated, only, t.partial)

@@ -5,6 +5,8 @@
                         the gate before a run (`check`, `refuse_links`), damaged files set aside
     rundir/files.py     each file read back: `read_config`, `read_meta`, `read_results`, `stored_config`
     rundir/verify.py    results.npz and config.json checked as data: `check_results`, `check_provenance`
+    rundir/state.py     where a run stands, every reader's one answer: `state` (finished, training or stopped
+                        as of step X of Y by a liveness check of its lock, empty), a `RunState`
     rundir/read.py      one run directory as a `Run`: `load_run`, `load_live`, `run_of`
     rundir/sweepdir.py  a sweep directory as a `SweepDir` of `CellEntry`s: `load_sweep`, `skipped_cells`
     rundir/loading.py   `load` (either kind of directory), `load_runs`
@@ -47,6 +49,7 @@ from icl_race.rundir.layout import (
 )
 from icl_race.rundir.loading import load, load_runs
 from icl_race.rundir.read import Run, load_live, load_run, load_run_results, run_of
+from icl_race.rundir.state import RunState, lock_holder, state
 from icl_race.rundir.sweepdir import CellEntry, SweepDir, cell_status, is_sweep, load_sweep, skipped_cells
 from icl_race.rundir.verify import check_provenance, check_results
 from icl_race.rundir.write import (

@@ -19,10 +19,13 @@ the old and the new digests, so that a kill between two renames leaves every fil
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -43,10 +46,27 @@ def marker(kind: str) -> str:
     return f".icl-race-{kind}"
 
 
+# A marker records a digest or two per file a writer names: a few KiB. Larger is not one of icl-race's.
+MARKER_MAX_BYTES = 1 << 20
+
+
+def _small_file(path: Path, limit: int = MARKER_MAX_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, read without following a link or waiting on a
+    FIFO; ValueError naming what it is instead (an OSError when it cannot be opened)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with open(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > limit:
+            raise ValueError(f"{st.st_size:,} bytes, more than the {limit:,} one of icl-race's holds")
+        return f.read(limit + 1)
+
+
 def _icl_race_json(path: Path, key: str) -> dict | None:
     """The JSON object in `path` when it is one of icl-race's (it has `key`), else None."""
     try:
-        obj = json.loads(path.read_bytes())
+        obj = json.loads(_small_file(path, 16 * MARKER_MAX_BYTES))
     except (OSError, ValueError):
         return None
     return obj if isinstance(obj, dict) and key in obj else None
@@ -114,18 +134,38 @@ class Owned:
     ours: dict[str, list[str]]
 
 
-def _read_marker(path: Path, force: bool) -> dict[str, list[str]]:
+def _is_digest(v: object) -> bool:
+    return isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v)
+
+
+def _marker_files(path: Path, kind: str) -> dict[str, list[str]]:
+    """The record of the marker at `path`, validated: a regular file of at most MARKER_MAX_BYTES, the JSON
+    object `write` writes ({"kind": kind, "files": {name: [sha256 hex digest, ...]}}); ValueError saying
+    what is wrong otherwise."""
     try:
-        files = json.loads(path.read_bytes())["files"]
-        if isinstance(files, dict) and all(isinstance(v, list) for v in files.values()):
-            return files
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    if force:  # a damaged marker records nothing: --force takes the folder again
-        return {}
-    raise DamagedFileError(
-        f"{path}: damaged (not icl-race's record of the files it wrote); move it aside or pass --force"
-    )
+        obj = json.loads(_small_file(path))
+    except OSError as e:
+        raise ValueError(e.strerror or str(e)) from None
+    except ValueError as e:
+        raise ValueError(str(e) if "bytes" in str(e) or "regular" in str(e) else "not JSON") from None
+    if not isinstance(obj, dict) or obj.get("kind") != kind or not isinstance(obj.get("files"), dict):
+        raise ValueError(f'expected an object with "kind": "{kind}" and "files"')
+    files = obj["files"]
+    for name, digests in files.items():
+        if not isinstance(digests, list) or not all(_is_digest(v) for v in digests):
+            raise ValueError(f"files[{json.dumps(name)[:80]}]: expected a list of sha256 digests")
+    return files
+
+
+def _read_marker(path: Path, kind: str, force: bool) -> dict[str, list[str]]:
+    try:
+        return _marker_files(path, kind)
+    except ValueError as e:
+        if force:  # a damaged marker records nothing: --force takes the folder again
+            return {}
+        raise DamagedFileError(
+            f"{path}: damaged, not icl-race {kind}'s record of the files it wrote ({e}); move it aside or pass --force"
+        ) from None
 
 
 def check(
@@ -143,14 +183,14 @@ def check(
     adopt = BEFORE_MARKERS.get(kind)
     if d.exists() and not d.is_dir():
         raise RunDirError(f"{what} {d}: exists and is not a directory; choose a directory")
-    refuse_links(d, (marker(kind), *names))
+    refuse_links(d, (marker(kind), lock_name(kind), *names))
     mark = d / marker(kind)
-    adopted = adopt(d) if adopt is not None and d.is_dir() and not mark.exists() else None
-    if mark.exists():
-        ours = _read_marker(mark, force)
+    adopted = adopt(d) if adopt is not None and d.is_dir() and not _exists(mark) else None
+    if _exists(mark):
+        ours = _read_marker(mark, kind, force)
     elif adopted is not None:
         ours = {n: [_digest(d / n)] for n in adopted if (d / n).is_file()}
-    elif foreign(d, (marker(kind), *names)) and not force:
+    elif foreign(d, (marker(kind), lock_name(kind), *names)) and not force:
         # A run directory is named as such: the user most likely gave a run's folder for another's --out.
         held = (
             f"an icl-race run, not icl-race {kind}'s files" if _holds_run(d) else f"files icl-race {kind} did not write"
@@ -177,19 +217,66 @@ def check(
     return Owned(d, kind, names, ours)
 
 
+def _exists(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
+
+
+def lock_name(kind: str) -> str:
+    return f"{marker(kind)}.lock"
+
+
+@contextlib.contextmanager
+def _exclusive(d: Path, kind: str):
+    """Held while `kind`'s marker in `d` is read, merged and written: two sweep workers writing summary.csv
+    at once would otherwise each write back a record without the other's entries. An flock on
+    `.icl-race-<kind>.lock` (rundir/write.py's `lock` takes the run's the same way), waited for: another
+    writer holds it for the few milliseconds of its write, and the kernel drops it if that writer dies."""
+    fd = os.open(d / lock_name(kind), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _record(owned: Owned, files: dict[str, bytes]) -> dict[str, list[str]]:
+    """The marker's new record, under `_exclusive`: what is on disk now (another writer of the same kind may
+    have written since `check`) merged with `owned.ours`, each file written recorded by its old and new
+    digests. A named file changed since `check` by a writer of no record is refused as `check` refuses it."""
+    d, kind = owned.dir, owned.kind
+    mark = d / marker(kind)
+    on_disk = _read_marker(mark, kind, force=True) if _exists(mark) else {}
+    record = {n: list(dict.fromkeys([*on_disk.get(n, []), *owned.ours.get(n, [])])) for n in {*on_disk, *owned.ours}}
+    for n, data in files.items():
+        path = d / n
+        old = _digest(path) if path.is_file() else None
+        if old is not None and old not in record.get(n, ()):
+            raise RunDirError(
+                f"{path}: changed since icl-race {kind} checked it, by a writer that is not icl-race {kind}; "
+                "move it away or pass --force to replace it"
+            )
+        record[n] = [*([old] if old is not None else []), hashlib.sha256(data).hexdigest()]
+    return record
+
+
 def write(owned: Owned, files: dict[str, bytes]) -> list[str]:
     """Write `files` (name -> bytes, each among `owned.names`) into the folder, as one; returns the names.
     With no files it creates the folder and its marker: a writer that writes its files one by one over a
-    long job (a sweep's summary.csv after each cell, by `write_files` without force) takes it so."""
+    long job (a sweep's summary.csv after each cell, by `write_files` without force) takes it so. The
+    marker is read, merged and written under `_exclusive`: concurrent writers of one kind keep each
+    other's entries."""
     unnamed = sorted(set(files) - set(owned.names))
     if unnamed:
         raise ValueError(f"icl-race {owned.kind} writes only the files it named: not {', '.join(unnamed)}")
     d = owned.dir
-    record = {n: list(v) for n, v in owned.ours.items()}
-    for n, data in files.items():
-        path = d / n
-        old = _digest(path) if path.is_file() else None
-        record[n] = [*([old] if old is not None else []), hashlib.sha256(data).hexdigest()]
+    d.mkdir(parents=True, exist_ok=True)
+    with _exclusive(d, owned.kind):
+        _write_locked(owned, files, _record(owned, files))
+    return list(files)
+
+
+def _write_locked(owned: Owned, files: dict[str, bytes], record: dict[str, list[str]]) -> None:
+    d = owned.dir
     body = json.dumps({"kind": owned.kind, "files": record}, indent=1, sort_keys=True) + "\n"
     staged = [(d / marker(owned.kind), body.encode()), *((d / n, data) for n, data in files.items())]
     for path, _ in staged:
@@ -209,7 +296,6 @@ def write(owned: Owned, files: dict[str, bytes]) -> list[str]:
         for stale in path.parent.glob(f".{path.name}.tmp*"):
             if temporary_of(stale.name) == path.name and stale.is_file() and not stale.is_symlink():
                 stale.unlink(missing_ok=True)
-    return list(files)
 
 
 def write_files(

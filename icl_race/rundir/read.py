@@ -1,6 +1,6 @@
 """One run directory read back as a `Run`: finished (`load_run`: its files checked as data, rundir/verify.py)
-or still training (`load_live`, from its live.npz); `run_of` makes the same `Run` of arrays already in
-memory (the runner's, just committed). Padding seeds (the ensemble rounded up to a multiple of
+or not (`load_live`, from its live.npz, with its `RunState`: training or stopped, rundir/state.py);
+`run_of` makes the same `Run` of arrays already in memory (the runner's, just committed). Padding seeds (the ensemble rounded up to a multiple of
 ensemble.block) never reach results.npz, so a `Run` holds live seeds only; `diverged` masks the seeds
 the statistics exclude. A sweep directory is rundir/sweepdir.py's, either kind rundir/loading.py's."""
 
@@ -16,12 +16,13 @@ from icl_race import config
 from icl_race.config import Config, ConfigError
 from icl_race.rundir.files import read_config, read_meta, read_npz, read_params, read_results
 from icl_race.rundir.layout import LIVE, LIVE_HEADLINE, SCALARS, DamagedFileError
+from icl_race.rundir.state import FINISHED, RunState, state
 from icl_race.rundir.verify import check_provenance, check_results
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Run:
-    """One run directory, read back: finished, or still training (`partial`). Per-seed arrays hold every
+    """One run directory, read back: finished, or not (`partial`: training or stopped, its `state`). Per-seed arrays hold every
     live seed; `kept` (not diverged) selects the seeds the statistics use."""
 
     dir: Path
@@ -38,17 +39,22 @@ class Run:
     budget: int
     steps_run: int
     meta: dict | None  # None only for directories written without one (older versions, tests), and partial runs
-    # a run still training, read from its live.npz (`load_live`): its curves and first passages up to
-    # steps_run, the seeds that have not reached an event censored there
-    partial: bool = False
+    # where the run stands (rundir/state.py): an unfinished one is read from its live.npz (`load_live`), its
+    # curves and first passages up to steps_run, the seeds that have not reached an event censored there
+    state: RunState = FINISHED
+
+    @property
+    def partial(self) -> bool:
+        """Not finished: training, or stopped (killed, interrupted) before its commit."""
+        return not self.state.finished
 
     def partial_note(self) -> str | None:
-        """One line saying that these are the results so far of a run still training; None when finished."""
+        """One line saying whose results so far these are and where the run stands; None when finished."""
         if not self.partial:
             return None
         return (
-            f"partial: {self.dir} is still training; these are its results as of step {self.steps_run:,} of "
-            f"{self.budget:,} (its last chunk written, {LIVE}), the seeds not yet at an event censored there"
+            f"partial: {self.dir} {self.state.text()}; these are its results so far (its last chunk "
+            f"written, {LIVE}), the seeds not yet at an event censored there"
         )
 
     @property
@@ -129,25 +135,37 @@ def load_run_results(d: Path) -> tuple[Run, dict[str, np.ndarray]]:
     cfg = read_config(d)
     res = read_results(d)
     meta = read_meta(d)
-    check_results(d, res)
+    # against the config the runner recorded with them, every field (meta.json's, which config.json must
+    # equal: check_provenance); a hand-made one is checked in the fields it states, none without one
+    made = meta.get("config") if isinstance(meta, dict) and isinstance(meta.get("config"), dict) else None
+    check_results(d, res, made)
     check_provenance(d, cfg, meta)
     return run_of(d, cfg, res, meta), res
 
 
-def load_live(d: Path) -> Run:
-    """A run still training, from its live.npz (run/live.py: results.npz's arrays as of its last chunk
-    written), checked as results are: a `Run` with `partial` set. No live.npz is the ConfigError of a run
-    without results."""
+def load_live(d: Path, st: RunState | None = None) -> Run:
+    """An unfinished run (`st`, rundir/state.py's: training or stopped), from its live.npz (run/live.py:
+    results.npz's arrays as of its last chunk written), checked as results are, against its config's
+    layout too: a `Run` whose state says it is partial, as of the step live.npz holds. No live.npz is a
+    ConfigError saying where the run stands."""
     d = Path(d)
+    st = st or state(d)
     cfg = read_config(d)
     try:
         res = read_npz(d / LIVE)
     except FileNotFoundError:
-        raise ConfigError(f"{d}: no results.npz (run not finished) and no {LIVE} (no chunk written yet)") from None
+        raise ConfigError(
+            f"{d}: no results.npz (not finished) and no {LIVE} (no results so far): {st.text()}"
+        ) from None
     headline = res.pop(LIVE_HEADLINE, None)
-    check_results(d, res)
+    if headline is not None and (headline.dtype.kind != "U" or headline.shape != ()):
+        raise DamagedFileError(f"{d / LIVE}: array {LIVE_HEADLINE}: expected the headline event's name")
+    check_results(d, res, cfg, LIVE)  # no meta.json yet: config.json, which the runner wrote first
     meta = None if headline is None else {"stop_event": str(headline)}
-    return dataclasses.replace(run_of(d, cfg, res, meta), meta=None, partial=True)
+    run = run_of(d, cfg, res, meta)
+    # the step of the arrays just read, not of an earlier look at the file: the runner may have replaced it since
+    st = dataclasses.replace(st, step=run.steps_run, budget=run.budget)
+    return dataclasses.replace(run, meta=None, state=st)
 
 
 def run_of(d: Path, cfg: dict, res: dict[str, np.ndarray], meta: dict | None, parsed: Config | None = None) -> Run:

@@ -13,8 +13,9 @@ from typing import Any
 from icl_race import config
 from icl_race.config import ConfigError
 from icl_race.rundir.files import read_config
-from icl_race.rundir.layout import RESULTS, checkpoint_steps, is_done
+from icl_race.rundir.layout import checkpoint_steps, is_done
 from icl_race.rundir.read import Run, load_run
+from icl_race.rundir.state import state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,10 +25,11 @@ class CellEntry:
     name: str
     dir: Path
     values: dict[str, Any]
-    status: str  # done | partial | pending | unreadable | foreign | outside (not a cell of the grid)
+    # done | partial (results so far) | pending | unreadable | foreign | outside (not a cell of the grid)
+    status: str
     run: Run | None
     config: dict | None
-    reason: str = ""  # why there is no run
+    reason: str = ""  # why there is no run (an unfinished cell's: its `RunState.text`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +103,8 @@ def read_design(d: Path) -> tuple[dict | None, str | None]:
 
 
 def cell_status(d: Path) -> str:
+    """The sweep's question before it runs a cell (run/sweep/plan.py): done, partial (a checkpoint to resume
+    from) or pending; what a reader says of the cell is its `state` (rundir/state.py)."""
     if is_done(d):
         return "done"
     return "partial" if checkpoint_steps(d) else "pending"
@@ -189,8 +193,9 @@ def load_sweep(d: Path) -> SweepDir:
         if why := _not_a_cell(c.name, cfg, spec):
             entries.append((c, cfg, "foreign" if why.startswith("foreign") else "outside", None, why))
             continue
-        if not (c / RESULTS).exists():
-            entries.append((c, cfg, cell_status(c), None, "no results.npz (not finished)"))
+        st = state(c)  # every reader's answer: finished, training or stopped as of a step, or empty
+        if not st.finished:
+            entries.append((c, cfg, "pending" if st.step is None else "partial", None, st.text()))
             continue
         try:
             entries.append((c, cfg, "done", load_run(c), ""))

@@ -246,6 +246,24 @@ def set_aside_final_files(d: Path) -> Path:
     return aside
 
 
+# A reader's liveness probe (rundir/state.py) holds a shared lock for an instant: a run starting then waits
+# this long for it rather than refusing its own directory as taken.
+PROBE_WAIT_S = 0.2
+
+
+def _flock_soon(fd: int) -> None:
+    """An exclusive flock on `fd` within PROBE_WAIT_S; BlockingIOError when another process keeps it."""
+    deadline = time.monotonic() + PROBE_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 @contextlib.contextmanager
 def lock(d: Path):
     """An exclusive lock on the run directory, held for the whole run; the kernel drops it when the
@@ -258,7 +276,7 @@ def lock(d: Path):
         raise
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _flock_soon(fd)
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
             raise Locked(

@@ -19,6 +19,7 @@ from icl_race import rundir
 from icl_race.config import ConfigError, check_bootstrap
 from icl_race.report.arguments import boot_count, boot_seed, force_arg, json_arg
 from icl_race.rundir import owner
+from icl_race.studies.inputs import check_finished
 from icl_race.studies.registry import DIRECTORIES, STUDIES, commands
 
 
@@ -27,7 +28,16 @@ def analyze(args: argparse.Namespace) -> int:
     for line in rundir.skipped_cells(args.dirs):  # the cells load_runs leaves out, said
         print(f"icl-race analyze: {line}", file=sys.stderr)
     result, written = run(
-        args.study, args.subcommand, args.dirs, args.out, args.boot, args.seed, options, force=args.force
+        args.study,
+        args.subcommand,
+        args.dirs,
+        args.out,
+        args.boot,
+        args.seed,
+        options,
+        force=args.force,
+        partial=args.partial,
+        say=lambda line: print(f"icl-race analyze: {line}", file=sys.stderr),
     )
     print(json.dumps(payload(result), indent=1) if args.json else "\n".join([result.text(), *map(str, written)]))
     return 0
@@ -79,11 +89,14 @@ def run(
     seed: int = 0,
     options: dict | None = None,
     force: bool = False,
+    partial: bool = False,
+    say=lambda line: None,
 ):
     """The analysis `study sub` of `dirs`, its JSON written to `out` (default: `default_out`), its
     markdown (MARKDOWN) and figures beside it, as one into a folder analyze owns (rundir/owner.py; no file
     it did not write replaced unless `force`); returns (result, paths written). n_boot None: the study
-    function's own default."""
+    function's own default. A run directory not finished is refused unless `partial`
+    (studies/inputs.py's `check_finished`); with it, each such run is said (`say`) and recorded in the JSON."""
     module = importlib.import_module(f"icl_race.studies.{study}") if study in STUDIES else None
     table = commands(study)
     if sub not in table:
@@ -108,8 +121,12 @@ def run(
         raise ConfigError(f"--out {out}: its tables go to <stem>.md beside the JSON; give the JSON another name")
     names = [out.name, *([md.name] if md else [])]
     owner.check(out.parent, "analyze", names, force=force, what=f"--out {out}: its folder")  # before any work
+    unfinished = check_finished(dirs, partial)
+    for line in unfinished:
+        say(line)
     result = table[sub](list(dirs), **kwargs)
     record = {"study": study, "analysis": sub, "dirs": [str(d) for d in dirs], "result": payload(result)}
+    record |= {"partial": unfinished} if unfinished else {}
     files = {out.name: (json.dumps(record, indent=1) + "\n").encode()}
     if md:
         files[md.name] = result.text().encode()
@@ -169,6 +186,12 @@ def analyze_args(p: argparse.ArgumentParser) -> None:
         "directory; required otherwise)",
     )
     force_arg(p)
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="analyse a run directory not finished (training, or stopped) as its results so far, said on stderr "
+        "and recorded in the JSON (default: refused, naming its step)",
+    )
     json_arg(p, "the JSON instead of the summary")
     p.add_argument(
         "--boot",

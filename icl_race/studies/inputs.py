@@ -3,6 +3,9 @@ never a traceback from inside an analysis or a number computed from a nonsensica
 
     Option          what one `--set NAME=VALUE` may be (a study module's OPTIONS: name -> Option, for
                     every option of its subcommands; `studies.command.run` checks them before the subcommand runs)
+    check_finished  a run directory not finished (training or stopped, rundir/state.py) refused, naming its
+                    step, unless --partial: an analysis computes the numbers a paper quotes, never from
+                    results so far presented as final
     runs_of         the runs of directories, refused when one is of a system the subcommand does not read
     need_acquired   refused when too few seeds reached the event an analysis fits
     need_evaluated  refused when a time option lies before the runs' first evaluation
@@ -15,12 +18,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from icl_race.config import INDEX_MAX, ConfigError
 from icl_race.configbase import short
-from icl_race.rundir import load_runs
+from icl_race.rundir import is_sweep, load_runs, state
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,24 @@ FRACTION = Option(float, 0, 1, above=True)  # an accuracy level
 STEPS = Option(float, 0, above=True)  # a time in SGD steps
 COUNT = Option(int, 1, INDEX_MAX)  # a size or a number of things
 TEXT = Option(str)
+
+
+def check_finished(dirs: Sequence, partial: bool = False) -> list[str]:
+    """Refuse a run directory among `dirs` that is not finished (rundir/state.py: training or stopped), in
+    one line naming it and its step; with `partial`, one line per such run saying it is analysed as its
+    results so far (what analyze prints and records). A sweep's unfinished cells are not its runs
+    (`SweepDir.runs`): they are left out, never read."""
+    lines = []
+    for d in dirs:
+        if not Path(d).is_dir() or is_sweep(Path(d)) or (st := state(d)).finished:
+            continue
+        if not partial:
+            raise ConfigError(
+                f"{d}: {st.text()}; analyze reads finished runs only: wait for it to finish (or resume it), "
+                "or pass --partial to analyse its results so far"
+            )
+        lines.append(f"{d}: {st.text()}; analysed as its results so far (--partial)")
+    return lines
 
 
 def runs_of(sub: str, dirs: Sequence, kinds: Sequence[str] = ("classification",)) -> list:
