@@ -37,7 +37,7 @@ class Estimate:
     history: int  # host bytes of the whole ensemble's probes over the run
     copies: int  # host bytes of the ensemble's state copied out for a checkpoint (and by orbax's writer)
     on_cpu: bool  # the devices' memory is the host's
-    params: int = 0  # bytes of one seed's parameters (`Program.params`)
+    params: int = 0  # bytes of one seed's parameters (`Program.params`), when train.keep_params keeps any
     kept: int = 0  # host bytes of the parameters train.keep_params writes (the run's seeds, each kind)
 
     def host_parts(self) -> dict[str, int]:
@@ -90,7 +90,8 @@ def estimate(
     key = jax.eval_shape(lambda: jax.random.key(0))
     seed = jax.eval_shape(lambda k, c: _init_seed(program, c, k), key, consts)  # the state, key, first passages
     probes = jax.eval_shape(program.probe, seed["state"], consts, key)
-    params_b = tree_bytes(program.params(seed["state"]))
+    # Read only when kept: a system whose state names its parameters otherwise (a registered one) has no "params".
+    params_b = tree_bytes(program.params(seed["state"])) if kept else 0
     state_b = tree_bytes(seed) + (copies(program) * params_b if "at_t_icl" in kept else 0)
     work = program.work_bytes()
     per_eval = tree_bytes(probes) + jnp.dtype(jnp.float32).itemsize  # + train_loss
