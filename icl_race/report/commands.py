@@ -32,7 +32,8 @@ def report(args: argparse.Namespace) -> int:
     from icl_race.report.directory import write_report
     from icl_race.report.summary import dir_warnings
 
-    written = write_report(args.dir, n_boot=args.boot, seed=args.seed, force=args.force)
+    say = lambda line: print(f"report: {line}", file=sys.stderr, flush=True)
+    written = write_report(args.dir, n_boot=args.boot, seed=args.seed, force=args.force, say=say)
     for w in dir_warnings(Path(args.dir)):
         print(w, file=sys.stderr)
     if args.json:

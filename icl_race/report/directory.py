@@ -6,6 +6,7 @@ is a one-line ConfigError before any work. Imports no jax."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from icl_race import rundir, systems
@@ -51,13 +52,21 @@ def _part(d: Path, kind: str, name: str, what: str):
 SCHEMA = "icl-race/report/1"  # docs/report-json.md; raised when a key changes meaning or goes away
 
 
-def write_report(d: str | Path, n_boot: int = N_BOOT, seed: int = 0, force: bool = False) -> list[str]:
+def write_report(
+    d: str | Path,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    force: bool = False,
+    say: Callable[[str], None] = lambda line: None,
+) -> list[str]:
     """Write DIR/report.md, DIR/report.json and DIR/figures/*.png|pdf, as one (rundir/owner.py: no file
-    the report did not write is replaced unless `force`); returns the written paths relative to DIR."""
+    the report did not write is replaced unless `force`); returns the written paths relative to DIR. `say`
+    hears what it does once the input is checked (a report takes seconds to minutes)."""
     d = Path(d)
     kind = _check_dir(d)
     rundir.refuse_links(d, rundir.SWEEP_NAMES if kind == "sweep" else rundir.RUN_NAMES)
     owner.check(d, "report", ["report.md", "report.json"], force=force, what="report")  # before any work
+    say(f"reading the {kind} in {d}; its statistics ({n_boot:,} bootstrap replicates) and figures next")
     fn, found = _part(d, kind, f"{kind}_report", "report")
     report, md, figs = fn(found, Draws(seed, n_boot))
     from icl_race.rundir.provenance import icl_race_version
