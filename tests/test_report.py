@@ -408,7 +408,8 @@ def test_run_and_report_warn_when_nothing_is_acquired_or_seeds_diverge(tmp_path,
     # printed by run and demo last (before the histogram line, which a directory without the figure lacks)
     assert s.histogram is None and s.text().splitlines()[-2:] == s.warnings
     assert main(["report", str(none), "--boot", "20"]) == 0
-    assert capsys.readouterr().err.splitlines() == s.warnings
+    said, *warned = capsys.readouterr().err.splitlines()  # what it does (once read), then the warnings
+    assert said.startswith(f"report: read the run in {none}") and warned == s.warnings
     assert "- **Warning: no seed acquired ICL within 4,000 steps" in (none / "report.md").read_text()
     ok = _write_cell(tmp_path / "b", {}, np.full(4, 500), 0.99)
     assert run_summary(rundir.load(ok)).warnings == []

@@ -66,8 +66,8 @@ def write_report(
     kind = _check_dir(d)
     rundir.refuse_links(d, rundir.SWEEP_NAMES if kind == "sweep" else rundir.RUN_NAMES)
     owner.check(d, "report", ["report.md", "report.json"], force=force, what="report")  # before any work
-    say(f"reading the {kind} in {d}; its statistics ({n_boot:,} bootstrap replicates) and figures next")
-    fn, found = _part(d, kind, f"{kind}_report", "report")
+    fn, found = _part(d, kind, f"{kind}_report", "report")  # read and checked: a damaged file is one line, said first
+    say(f"read the {kind} in {d}; its statistics ({n_boot:,} bootstrap replicates) and figures next")
     report, md, figs = fn(found, Draws(seed, n_boot))
     from icl_race.rundir.provenance import icl_race_version
 
