@@ -29,3 +29,22 @@ def start_run(raw: dict, out: Path, hook: str = "") -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def killed_before_commit(cfg, out: Path) -> None:
+    """`cfg` trained into `out` in this process and stopped just before its commit, every chunk written to
+    live.npz: what a run killed before its commit leaves (its lock free, as its process is gone)."""
+    import pytest
+
+    from icl_race.run import live, runner
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(live, "EVERY_S", 0.0)  # every chunk written, however long the write took
+        mp.setattr(live, "SHARE", 0)
+
+        def killed(*args):
+            raise RuntimeError("killed before the commit")
+
+        mp.setattr(runner, "commit", killed)
+        with pytest.raises(RuntimeError):
+            runner.execute_run(cfg, out, progress=False)

@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+import runproc
 import tiny
 from refusal import one_line_exit_2
 
@@ -30,19 +31,9 @@ STOPPED = "stopped at step 150 of 200"  # what every reader says of the killed r
 def killed(tmp_path_factory):
     """A run killed before its commit (after its chunks at 50, 100, 150 were written to live.npz): its
     process gone, so its lock free."""
-    from icl_race.run import live, runner
 
     d = tmp_path_factory.mktemp("partial") / "run"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(live, "EVERY_S", 0.0)  # every chunk written, however long the write took
-        mp.setattr(live, "SHARE", 0)
-
-        def killed(*args):
-            raise RuntimeError("killed before the commit")
-
-        mp.setattr(runner, "commit", killed)
-        with pytest.raises(RuntimeError):
-            runner.execute_run(config.from_dict(RAW), d, progress=False)
+    runproc.killed_before_commit(config.from_dict(RAW), d)
     assert not (d / rundir.RESULTS).exists() and (d / rundir.LIVE).exists()
     return d
 

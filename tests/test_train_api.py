@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import runproc
 import tiny
 
 import icl_race
@@ -120,23 +121,14 @@ def live_and_full(tmp_path_factory):
     """One config trained twice: killed before its commit (a run stopped, as a reader sees it:
     config.json and live.npz, no results.npz) and to the end."""
     from icl_race import config
-    from icl_race.run import live, runner
+    from icl_race.run import runner
 
     raw = tiny.small(
         train={"steps": 200, "evals_per_chunk": 1, "stop_when_all_acquired": False}, ensemble={"seeds": 4, "block": 4}
     )
     root = tmp_path_factory.mktemp("live")
     full = runner.execute_run(config.from_dict(raw), root / "full", progress=False)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(live, "EVERY_S", 0.0)  # every chunk written, however long the write took
-        mp.setattr(live, "SHARE", 0)
-
-        def killed(*args):
-            raise RuntimeError("killed before the commit")
-
-        mp.setattr(runner, "commit", killed)
-        with pytest.raises(RuntimeError):
-            runner.execute_run(config.from_dict(raw), root / "live", progress=False)
+    runproc.killed_before_commit(config.from_dict(raw), root / "live")
     return root / "live", full
 
 
