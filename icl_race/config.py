@@ -278,6 +278,12 @@ def _validate_common(cfg: Config) -> None:
         tr.settle_iwl,
         '0 unless task.kind = "classification" (the race it settles)',
     )
+    check(
+        not tr.retire_at_fall or cfg.task.kind == "classification",
+        "train.retire_at_fall",
+        tr.retire_at_fall,
+        'false unless task.kind = "classification" (the ICL it watches fall)',
+    )
     check(tr.evals_per_chunk >= 1, "train.evals_per_chunk", tr.evals_per_chunk, "an integer >= 1")
     check(tr.eval_spacing in ("linear", "log"), "train.eval_spacing", tr.eval_spacing, "linear or log")
     check(

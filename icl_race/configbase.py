@@ -94,6 +94,11 @@ class TrainConfig:
     # memorization ends the race: no seed of the width-64 K* grid acquired ICL after IWL accuracy 0.9
     # (experiments/regime/README.md, "Settling"); its t_ICL counts as censored at the budget.
     settle_iwl: float = 0.0
+    # Classification only, with early_stop "off". A seed that acquired ICL and then lost it (a lasting
+    # fall: analysis/outcome.py's LASTING evaluations in a row below LEVEL) records t_fell, freezes and
+    # retires, so a transience grid (Fig A6) stops paying for a seed once its event is seen. A bet that
+    # lost ICL stays lost: a retired seed cannot recover, so no seed is classed "recovered".
+    retire_at_fall: bool = False
     evals_per_chunk: int = 10  # evaluations per jitted chunk: the host sees the ensemble this often
     eval_spacing: str = "linear"  # linear | log: chunk c evaluates every eval_every * 2^c steps
     # jax_default_matmul_precision for the run: default | highest | tensorfloat32 | bfloat16. TF32 and

@@ -73,6 +73,27 @@ class Settling(Staggered):
         return {**super().events(probes, consts), "noise": probes["draw"] > 0.8, "settled": probes["memorized"]}
 
 
+@dataclass(frozen=True)
+class Falling(Staggered):
+    """Staggered whose odd-lag seeds lose the hit: below 0.9 from evaluation 10 + lag on (the fall event,
+    confirmed over 3 evaluations). Every seed starts below 0.9 too, before its hit: that must not count.
+    "noise" fires at random evaluations, frozen or not."""
+
+    freeze_event: str | None = None
+    stop_event = "hit"
+    fall_event = "fell"
+    confirm = (("fell", 3),)
+    event_names = ("hit", "high", "noise", "fell")
+
+    def probe(self, state, consts, key):
+        out = super().probe(state, consts, key)
+        lost = (state["lag"] % 2 == 1) & (state["updates"] // EVAL_EVERY >= 10 + state["lag"])
+        return {**out, "acc": jnp.where(lost, 0.3, out["acc"]), "draw": jax.random.uniform(jax.random.fold_in(key, 1))}
+
+    def events(self, probes, consts):
+        return {**super().events(probes, consts), "noise": probes["draw"] > 0.8, "fell": probes["acc"] < 0.9}
+
+
 TRACE = {"trace": jnp.asarray([0.0, 0.2, 0.4, 0.6, 0.8, 0.95] + [0.97] * 30, jnp.float32)}
 PLAN = chunk_plan(200, EVAL_EVERY, 2)
 
@@ -326,3 +347,51 @@ def test_a_settled_classification_seed_retires_with_its_results_unchanged(tiny_r
         evaluated = steps <= at[s] if at[s] >= 0 else np.ones(steps.size, bool)
         for k in curves_off:
             np.testing.assert_array_equal(curves_on[k][s, evaluated], curves_off[k][s, evaluated], err_msg=k)
+
+
+def test_a_seed_that_loses_its_stop_event_falls_once_confirmed_freezes_and_retires():
+    """The fall event (train.retire_at_fall: ICL lost) counts only after the stop event's first passage
+    (the low evaluations before the hit do not), at the first evaluation of its confirming streak, as
+    analysis/outcome.py's lasting fall reads it from the curves; from it on the seed is frozen, records
+    nothing and retires. Results are identical with and without retirement."""
+    from icl_race.analysis.outcome import lasting_fall
+
+    program = Falling()
+    t_on, curves_on, steps, live = _staggered(seeds=12, program=program, retire=True)
+    t_off, curves_off, _, _ = _staggered(seeds=12, program=program, retire=False)
+    for k in t_off:
+        np.testing.assert_array_equal(t_on[k], t_off[k], err_msg=k)
+    lag = np.asarray(
+        jax.vmap(lambda k: program.init(jax.random.fold_in(k, 0), TRACE)["lag"])(seed_keys(0, np.arange(12)))
+    )
+    fell = t_on["fell"] >= 0
+    np.testing.assert_array_equal(fell, lag % 2 == 1)
+    assert 0 < fell.sum() < 12, lag
+    np.testing.assert_array_equal(t_on["fell"][fell], (10 + lag[fell]) * EVAL_EVERY)  # the first low evaluation
+    assert np.all(t_on["hit"] >= 0) and np.all(t_on["fell"][fell] > t_on["hit"][fell])
+    np.testing.assert_array_equal(t_on["fell"], lasting_fall(curves_off["acc"], steps, t_on["hit"], 0.9, 3))
+    assert np.all(t_on["noise"][fell] <= t_on["fell"][fell] + 2 * EVAL_EVERY), "nothing recorded after the fall"
+    at = retirement_steps(program, t_on, PLAN, int(steps[-1]))
+    # retired at the end of the chunk that confirmed the fall (-1: confirmed in the last chunk)
+    assert np.all((at[fell] < 0) | (at[fell] >= t_on["fell"][fell] + 2 * EVAL_EVERY)), at
+    assert np.sum(at[fell] > 0) >= 3 and np.all(at[~fell] < 0), at
+    for s in range(12):  # every curve value up to a seed's retirement, as without retirement
+        evaluated = steps <= at[s] if at[s] >= 0 else np.ones(steps.size, bool)
+        for k in curves_off:
+            np.testing.assert_array_equal(curves_on[k][s, evaluated], curves_off[k][s, evaluated], err_msg=k)
+    assert live[-1] == 12 - np.sum(at > 0), live
+    np.testing.assert_array_equal(retired(program, t_on, 12), fell)
+
+
+def test_retire_at_fall_adds_the_lasting_fall_to_the_classification_race(tiny_raw):
+    """train.retire_at_fall builds the "fell" event, confirmed over analysis/outcome.py's LASTING
+    evaluations below its LEVEL; off by default, so other runs keep their result keys."""
+    from icl_race.analysis.outcome import LASTING, LEVEL
+
+    raw = {**tiny_raw, "train": {**tiny_raw["train"], "retire_at_fall": True, "early_stop": "off"}}
+    program, consts = build(config.from_dict(raw))
+    assert program.fall_event == "fell" and ("fell", LASTING) in program.confirm
+    probes = {"icl_acc": jnp.float32(LEVEL - 0.01), "iwl_acc": jnp.float32(0.5)}
+    assert bool(program.events(probes, consts)["fell"])
+    assert not bool(program.events({**probes, "icl_acc": jnp.float32(LEVEL)}, consts)["fell"])
+    assert "fell" not in build(config.from_dict(tiny_raw))[0].event_names

@@ -122,8 +122,8 @@ def _train_steps(program: Program, n_steps, consts, carry, t0):
     frozen = carry["t_first"][DIVERGED] >= 0
     if program.freeze_event:
         frozen |= carry["t_first"][program.freeze_event] >= 0
-    if program.settle_event:
-        frozen |= carry["t_first"][program.settle_event] >= 0
+    for end in _ends(program):
+        frozen |= carry["t_first"][end] >= 0
 
     def one(state, t):
         new_state, loss = program.step(state, consts, jax.random.fold_in(train_key, t))
@@ -141,6 +141,10 @@ def _period(program: Program, eval_every, consts, carry, t0):
     probe_key = jax.random.fold_in(jax.random.fold_in(carry["key"], PROBE_STREAM), t_end)
     probes = program.probe(carry["state"], consts, probe_key)
     fired = {**program.events(probes, consts), DIVERGED: ~jnp.isfinite(jnp.mean(losses))}
+    if fall := program.fall_event:
+        # A fall counts only after stop_event's first passage at an earlier evaluation, so its
+        # confirming streak starts after t_stop (analysis/outcome.py's lasting fall).
+        fired[fall] &= carry["t_first"][program.stop_event] >= 0
     at = dict.fromkeys(fired, t_end)
     if "streak" in carry:
         streak = {}
@@ -149,12 +153,13 @@ def _period(program: Program, eval_every, consts, carry, t0):
             streak[e] = {"n": jnp.where(fired[e], n + 1, 0), "start": jnp.where(fired[e] & (n == 0), t_end, start)}
             fired[e], at[e] = streak[e]["n"] >= k, streak[e]["start"]
         carry = {**carry, "streak": streak}
-    if settle := program.settle_event:
-        # A settled seed's race is over: its frozen weights' later evaluations record nothing (a
-        # threshold crossed by the probe's sampling noise is not an event of training), and the race
-        # settles only for a seed whose stop_event has not fired, at this evaluation or before.
-        open_ = carry["t_first"][settle] < 0
+    if ends := _ends(program):
+        # A settled or fallen seed's run is over: its frozen weights' later evaluations record nothing
+        # (a threshold crossed by the probe's sampling noise is not an event of training).
+        open_ = functools.reduce(jnp.logical_and, [carry["t_first"][e] < 0 for e in ends])
         fired = {e: f & open_ for e, f in fired.items()}
+    if settle := program.settle_event:
+        # The race settles only for a seed whose stop_event has not fired, at this evaluation or before.
         fired[settle] &= (carry["t_first"][program.stop_event] < 0) & ~fired[program.stop_event]
     t_first = {e: jnp.where((t < 0) & fired[e], at[e], t).astype(jnp.int32) for e, t in carry["t_first"].items()}
     if KEPT in carry:  # train.keep_params: the parameters at the stop event's first passage (engine/kept.py)
@@ -209,20 +214,25 @@ def retired(program: Program, t_first: dict[str, np.ndarray], live_seeds: int) -
     """Per seed of the carry, whether its results can no longer change, so that it leaves the
     computation: a seed frozen by the early stop once every event has fired (its state no longer
     changes and no first passage is left to record), a diverged seed (frozen since its divergence:
-    its later evaluations are of NaN weights), a settled seed (frozen, recording nothing), and the
-    padding beyond `live_seeds`."""
+    its later evaluations are of NaN weights), a settled or fallen seed (frozen, recording nothing), and
+    the padding beyond `live_seeds`."""
     done = np.asarray(t_first[DIVERGED]) >= 0
     if program.freeze_event:  # the freeze event is one of the events, so "all fired" implies frozen
         done |= np.all([np.asarray(t_first[e]) >= 0 for e in _racing(program)], axis=0)
-    if program.settle_event:
-        done |= np.asarray(t_first[program.settle_event]) >= 0
+    for end in _ends(program):
+        done |= np.asarray(t_first[end]) >= 0
     done[live_seeds:] = True
     return done
 
 
+def _ends(program: Program) -> list[str]:
+    """The events that end a seed's run when they fire: the settle event and the fall event."""
+    return [e for e in (program.settle_event, program.fall_event) if e]
+
+
 def _racing(program: Program) -> list[str]:
-    """The events a seed still in the race can fire (all but the settle event, which ends it)."""
-    return [e for e in program.event_names if e != program.settle_event]
+    """The events a seed still in the race can fire (all but those that end it)."""
+    return [e for e in program.event_names if e not in _ends(program)]
 
 
 def blocks_of(live_L: np.ndarray, unit: int, end: int) -> list[np.ndarray]:
@@ -340,9 +350,18 @@ def retirement_steps(
     to the run's last step: a pure function of the first passages and the chunk plan."""
     seeds = len(t_first[DIVERGED])
     done = retired(program, t_first, seeds)
-    since = np.max([np.asarray(t_first[e]) for e in _racing(program)], axis=0)
-    if settle := program.settle_event:
-        since = np.where(np.asarray(t_first[settle]) >= 0, t_first[settle], since)
+    evals = np.concatenate([t0 + period * np.arange(1, n + 1) for t0, period, n in plan])
+    k = dict(program.confirm)
+
+    def seen(e: str) -> np.ndarray:
+        """When the host saw event e: a confirmed event's time is its streak's start, seen k - 1 evaluations later."""
+        t = np.asarray(t_first[e])
+        later = np.minimum(np.searchsorted(evals, t) + k.get(e, 1) - 1, evals.size - 1)
+        return np.where(t >= 0, evals[later], t)
+
+    since = np.max([seen(e) for e in _racing(program)], axis=0)
+    for end in _ends(program):
+        since = np.where(np.asarray(t_first[end]) >= 0, seen(end), since)
     since = np.where(np.asarray(t_first[DIVERGED]) >= 0, t_first[DIVERGED], since)
     ends = np.array([t0 + period * n for t0, period, n in plan])
     at = ends[np.minimum(np.searchsorted(ends, since), len(ends) - 1)]

@@ -39,6 +39,12 @@ class Program(Protocol):
         only while stop_event has not; from then on the seed is frozen, records nothing and retires."""
         return None
 
+    @property
+    def fall_event(self) -> str | None:
+        """An event that ends a seed's run after stop_event (ICL lost, say): it counts only at evaluations
+        after stop_event's first passage; from then on the seed is frozen, records nothing and retires."""
+        return None
+
     def init(self, key: jax.Array, consts: Consts) -> State: ...
 
     def step(self, state: State, consts: Consts, key: jax.Array) -> tuple[State, jax.Array]:

@@ -115,9 +115,9 @@ class Sample:
 
     @property
     def reads_final_accuracy(self) -> bool:
-        """False for a run with train.settle_iwl: a settled seed's last ICL accuracy is read when it retired
-        (early in the run), not at the budget, so final accuracy is not measured there."""
-        return not self.cfg.train.settle_iwl
+        """False for a run with train.settle_iwl or train.retire_at_fall: a settled or fallen seed's last ICL
+        accuracy is read when it retired, not at the budget, so final accuracy is not measured there."""
+        return not (self.cfg.train.settle_iwl or self.cfg.train.retire_at_fall)
 
     @functools.cached_property
     def final_icl(self) -> np.ndarray:

@@ -29,11 +29,11 @@ N_BOOT_SIGMOID = 200
 OBSERVATION_FIELDS = {"train.eval_every", "train.early_stop", "train.stop_when_all_acquired"}
 # When a seed stops training once its outcome is decided (frozen past stop_threshold after acquiring;
 # settled by settle_iwl after memorizing first, a bet `icl-race analyze race settle` checks on runs
-# without it) changes no seed's t_ICL within the budget: these do not split a K*(N) or t_ICL(N) group
+# without it; retired at its lasting fall by retire_at_fall) changes no seed's t_ICL within the budget: these do not split a K*(N) or t_ICL(N) group
 # (e.g. K* at N = 32 without the levers and at N = 64 with them, one slope); each cell's label still
 # names them. They do change a seed's final accuracy (read when it retired), so the paper's sigmoid,
 # which is fitted to final accuracy, gets no slope across N that retired seeds differently.
-RETIREMENT_FIELDS = {"train.stop_threshold", "train.settle_iwl"}
+RETIREMENT_FIELDS = {"train.stop_threshold", "train.settle_iwl", "train.retire_at_fall"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,7 +340,10 @@ def threshold(
                 x, list(final), Bootstrap(min(draws.n_boot, N_BOOT_SIGMOID), draws.rng("paper_sigmoid", *cells))
             )
             if all(samples[i].reads_final_accuracy for at_K in sub for i in at_K)
-            else {"ok": False, "reason": "final accuracy is read at retirement (train.settle_iwl)"}
+            else {
+                "ok": False,
+                "reason": "final accuracy is read at retirement (train.settle_iwl, train.retire_at_fall)",
+            }
         )
         for K, a in zip(sorted(by_K), acquired):
             grid[Ns.index(N), Ks.index(K)] = a.mean() if a.size else np.nan
@@ -356,7 +359,7 @@ def threshold(
             {
                 "ok": False,
                 "reason": "the cells retire seeds differently (train.stop_threshold, "
-                "train.settle_iwl), which changes final accuracy",
+                "train.settle_iwl, train.retire_at_fall), which changes final accuracy",
             }
         )
     )

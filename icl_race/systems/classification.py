@@ -37,6 +37,7 @@ from typing import Self
 import jax
 import jax.numpy as jnp
 
+from icl_race.analysis import outcome
 from icl_race.analysis.regime import level_event
 from icl_race.configbase import Config
 from icl_race.engine.program import Program
@@ -77,17 +78,23 @@ class ClassificationRace(Program):
     item_noise: bool = False
     burstiness: int = 0
     settle: bool = False  # train.settle_iwl > 0: the "settled" event ends a seed's race (IWL won)
+    fall: bool = False  # train.retire_at_fall: the "fell" event (ICL lost after t_icl) ends a seed's run
 
     stop_event = "icl"  # the event whose first passage is the run's headline time (t_icl)
 
     @property
     def event_names(self) -> tuple[str, ...]:
-        # "settled" only when asked for, so that other runs' results and checkpoints keep their keys
-        return ("icl", "converged", *(level_event(v) for v in self.icl_levels), *(("settled",) if self.settle else ()))
+        # "settled" and "fell" only when asked for, so that other runs' results and checkpoints keep their keys
+        asked = (("settled",) if self.settle else ()) + (("fell",) if self.fall else ())
+        return ("icl", "converged", *(level_event(v) for v in self.icl_levels), *asked)
 
     @property
     def settle_event(self) -> str | None:
         return "settled" if self.settle else None
+
+    @property
+    def fall_event(self) -> str | None:
+        return "fell" if self.fall else None
 
     # ---- set-up -------------------------------------------------------------------------------
 
@@ -110,7 +117,9 @@ class ClassificationRace(Program):
             freeze=cfg.model.freeze,
             freeze_event="converged" if tr.early_stop == "freeze" else None,
             icl_levels=tuple(tr.icl_levels),
-            confirm=(("icl", tr.icl_confirm),) if tr.icl_confirm > 1 else (),
+            # The fall is analysis/outcome.py's lasting one: LASTING evaluations in a row below LEVEL.
+            confirm=((("icl", tr.icl_confirm),) if tr.icl_confirm > 1 else ())
+            + ((("fell", outcome.LASTING),) if tr.retire_at_fall else ()),
             bank_size=t.infinite_bank if infinite else 0,
             eval_batch=tr.eval_batch,
             optimizer=tr.optimizer,
@@ -118,6 +127,7 @@ class ClassificationRace(Program):
             item_noise=t.epsilon > 0,
             burstiness=t.burstiness,
             settle=tr.settle_iwl > 0,
+            fall=tr.retire_at_fall,
         )
         consts = {
             "K": jnp.int32(0 if infinite else t.K),
@@ -339,4 +349,6 @@ class ClassificationRace(Program):
             "converged": acc > consts["stop_threshold"],
             **{level_event(v): acc > v for v in self.icl_levels},
             **({"settled": probes["iwl_acc"] > consts["settle_iwl"]} if self.settle else {}),
+            # ICL lost; the engine counts it only after t_icl, confirmed over LASTING evaluations
+            **({"fell": acc < outcome.LEVEL} if self.fall else {}),
         }

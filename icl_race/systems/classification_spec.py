@@ -137,6 +137,12 @@ def validate(cfg: Config) -> None:
     validate_minibatch_train(cfg.train)
     s = cfg.train.settle_iwl
     check(s == 0 or 0.5 < s < 1, "train.settle_iwl", s, "0 (off) or in (0.5, 1): the IWL accuracy that settles a seed")
+    check(
+        not cfg.train.retire_at_fall or cfg.train.early_stop == "off",
+        "train.retire_at_fall",
+        cfg.train.retire_at_fall,
+        'false unless train.early_stop = "off" (a frozen seed cannot lose ICL)',
+    )
 
 
 def describe(cfg: Config) -> str:
