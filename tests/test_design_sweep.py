@@ -187,3 +187,31 @@ def test_the_design_replays_on_a_finished_sweeps_seeds(finished, tmp_path):
     case = json.loads(result.read_text())["result"]["cases"][0]
     assert case["grid_seeds"] == 4 and case["design"]["replays"] == 2 and case["design"]["seeds"] == 8
     assert "replayed on finished grids" in result.with_suffix(".md").read_text()
+
+
+def test_versus_sets_a_grid_beside_a_design_and_checks_what_each_spent(finished, tmp_path, capsys):
+    """`analyze design versus GRID DESIGN` (item 5's live cases): here the design's own folder as both arms,
+    so each spent the same seeds and seed-steps (design.json's total), the grid's fit is the design's cells'
+    fit, and the design's posterior is the report's; a folder without design.json is refused in one line."""
+    _, out = finished
+    result = tmp_path / "versus.json"
+    assert main(["analyze", "design", "versus", str(out), str(out), "--out", str(result), "--set", "name=wide_t"]) == 0
+    case = json.loads(result.read_text())["result"]
+    doc = json.loads((out / "design.json").read_text())
+    assert case["name"] == "wide_t" and case["stop"] == doc["stop"] == "max_seeds"
+    assert case["fixed"]["seeds"] == case["design"]["seeds"] == 4
+    assert case["fixed"]["seed_steps"] == case["design"]["seed_steps"] == doc["seed_steps"]
+    assert case["cost_ratio"] == 1.0 and case["design_fit"] == case["fixed"]
+    runs = [rundir.load_run(out / "cells" / c["name"]) for r in doc["rounds"] for c in r["cells"]]
+    K = np.concatenate([np.full(r.t().size, r.cfg.task.K) for r in runs])
+    post = dz.posterior(dz.KStarDesign(**doc["design"]), K, np.concatenate([r.t() >= 0 for r in runs])).summary()
+    assert case["design"]["kstar"] == pytest.approx(10**post.log10_kstar)
+    assert "beside the design" in result.with_suffix(".md").read_text()
+    plain = tmp_path / "plain"
+    shutil.copytree(out, plain)
+    (plain / "design.json").unlink()
+    capsys.readouterr()
+    assert main(["analyze", "design", "versus", str(out), str(plain), "--out", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a K* design's folder" in err[0], err
+    assert not (tmp_path / "x.json").exists()

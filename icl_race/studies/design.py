@@ -10,6 +10,9 @@ replays of the K* design on finished grids' seeds (`icl_race.analysis.design_rep
               the K* design from the paper's prior, replayed on each finished K* grid (per DIR and N):
               each proposed K draws a seed of the grid's nearest K; its K* against the full grid's, and the
               seed-steps each spent; + .md
+  versus     GRID DESIGN [--set name=wide]   a fixed K* grid and a K* design on the same config, side by side
+              (item 5's live cases): each one's K* and 95% interval, seeds and seed-steps as trained, and
+              the targets (the design's K* inside the grid's interval, its interval no wider, its cost)
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from icl_race.analysis import design_replay as dr
 from icl_race.analysis import design_sim as ds
 from icl_race.analysis.text import num
 from icl_race.config import ConfigError
-from icl_race.studies.inputs import COUNT, Option, runs_of
+from icl_race.rundir.sweepdir import read_design
+from icl_race.studies.inputs import COUNT, TEXT, Option, runs_of
 
 MEDIAN_TRUTHS = ((4389.0, 0.4, 4.0), (4389.0, 0.8, 2.0))  # (median, sigma, budget / median): width 512's
 # K = infinity median at N = 32, a spread like its KM CI's and a wider one censored at 2x the median
@@ -136,6 +140,104 @@ def replay(
     return Replays(replays, seed, [dr.replay(g, design, replays, seed, n_boot) for g in _grids(dirs)])
 
 
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One arm of a live case: K* (its estimator's median or fit) and 95% interval, what it spent."""
+
+    kstar: float | None
+    ci: list[float | None]
+    seeds: int
+    seed_steps: int  # as trained: retired seeds count until they retired
+    budgets: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Versus:
+    """A live case of issue 54 item 5: the grid's logistic fit (analysis.threshold) beside the design's
+    posterior (analysis.design, recomputed from its cells), and the design's cells' logistic fit."""
+
+    name: str
+    grid: str
+    design_dir: str
+    fixed: Side
+    design: Side
+    design_fit: Side  # the grid's estimator on the design's cells
+    stop: str | None  # design.json's stopping reason
+    inside: bool  # the design's K* inside the grid's interval
+    no_wider: bool  # its interval (decades) no wider than the grid's
+    cost_ratio: float  # the design's seed-steps over the grid's
+    n_boot: int
+    seed: int
+
+    def text(self) -> str:
+        k = lambda v: "-" if v is None else num(v)
+        row = lambda arm, s: (
+            f"| {arm} | {k(s.kstar)} [{k(s.ci[0])}, {k(s.ci[1])}] | {s.seeds} | {s.seed_steps:,} ({s.budgets:,.1f}) |"
+        )
+        return "\n".join(
+            [
+                f"# {self.name}: the K* grid {self.grid} beside the design {self.design_dir}",
+                "",
+                "| arm | K* (95% interval) | seeds | seed-steps (budgets) |",
+                "|---|---|---|---|",
+                row("grid: logistic fit", self.fixed),
+                row("design: posterior", self.design),
+                row("design's cells: logistic fit", self.design_fit),
+                "",
+                f"The design stopped: {self.stop}. Its K* is {'inside' if self.inside else 'outside'} the grid's "
+                f"interval; its interval is {'no wider' if self.no_wider else 'wider'}; it spent "
+                f"{self.cost_ratio:.2f} of the grid's seed-steps. Intervals: the fits' seed bootstrap "
+                f"({self.n_boot} draws, seed {self.seed}), the posterior's equal-tailed credible interval.",
+                "",
+            ]
+        )
+
+
+def _side(grid: dr.GridSeeds, log10_kstar: float | None, log10_ci) -> Side:
+    seeds = sum(a.size for a in grid.acquired)
+    steps = int(sum(int(s.sum()) for s in grid.steps))
+    up = lambda v: None if v is None else float(10**v)
+    return Side(up(log10_kstar), [up(v) for v in log10_ci], seeds, steps, steps / grid.budget if grid.budget else 0.0)
+
+
+def versus(dirs, *, name: str = "", n_boot: int = 1000, seed: int = 0) -> Versus:
+    """A K* grid beside a K* design on the same config"""
+    if len(dirs) != 2:
+        raise ConfigError(f"design versus: takes GRID DESIGN, two directories; got {len(dirs)}")
+    doc, why = read_design(dirs[1])
+    if doc is None or doc.get("kind") != "kstar":
+        raise ConfigError(f"{dirs[1]}: not a K* design's folder ({why or 'no design.json of kind kstar'})")
+    grids, designs = _grids(dirs[:1]), _grids(dirs[1:])
+    if len(grids) != 1 or len(designs) != 1:
+        raise ConfigError(
+            f"design versus: the grid and the design must be at one N each; got {len(grids)} and {len(designs)}"
+        )
+    grid, cells = grids[0], designs[0]
+    if grid.budget != cells.budget:
+        raise ConfigError(f"design versus: budgets differ ({grid.budget} and {cells.budget}); compare one config")
+    fixed = _side(grid, *dr.grid_fit(grid, n_boot, seed))
+    K = np.concatenate([np.full(a.size, K) for K, a in zip(cells.K, cells.acquired)])
+    post = dz.posterior(dz.KStarDesign(**doc["design"]), K, np.concatenate(cells.acquired)).summary()
+    design = _side(cells, post.log10_kstar, post.ci)
+    width = lambda s: np.log10(s.ci[1] / s.ci[0]) if None not in s.ci else np.inf
+    lo, hi = fixed.ci
+    inside = lo is not None and hi is not None and design.kstar is not None and lo <= design.kstar <= hi
+    return Versus(
+        name or f"{dirs[0]} vs {dirs[1]}",
+        str(dirs[0]),
+        str(dirs[1]),
+        fixed,
+        design,
+        _side(cells, *dr.grid_fit(cells, n_boot, seed)),
+        doc.get("stop"),
+        inside,
+        bool(width(design) <= width(fixed)),
+        design.seed_steps / fixed.seed_steps if fixed.seed_steps else float("inf"),
+        n_boot,
+        seed,
+    )
+
+
 OPTIONS = {
     "replays": COUNT,
     "slopes": Option(float, 0, 1000, above=True, many=True),
@@ -148,6 +250,7 @@ OPTIONS |= {
     "seeds_per_round": Option(int, 1, 4096),
     "max_seeds": Option(int, 1, 100_000),
 }
-COMMANDS = {"synthetic": synthetic, "replay": replay}
-DIRECTORIES = {"synthetic": "none", "replay": "some"}
-MARKDOWN = ("synthetic", "replay")
+OPTIONS |= {"name": TEXT}
+COMMANDS = {"synthetic": synthetic, "replay": replay, "versus": versus}
+DIRECTORIES = {"synthetic": "none", "replay": "some", "versus": "some"}
+MARKDOWN = ("synthetic", "replay", "versus")

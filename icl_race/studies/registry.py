@@ -56,6 +56,7 @@ HELP: dict[str, tuple[str | None, str]] = {
         "the K* design replayed on finished K* grids' seeds, per DIR and N (replays=200,\n"
         "half_width=0.05, seeds_per_round=16, max_seeds=480); + .md",
     ),
+    "design versus": ("GRID DESIGN", "a K* grid beside a K* design on one config: K*, interval, seed-steps (name=)"),
     "design synthetic": (
         None,
         "the K* design and the median rule replayed on known truths (replays=500,\n"
