@@ -7,7 +7,8 @@ report.md and on stderr (docs/warnings.md lists them).
     nothing_acquired(...)            no seed acquired ICL within the budget, naming the optimizer and lr
     diverged(...)                    seeds diverged, naming the optimizer and lr
     outside_regime(rise)             the median rise fraction is above analysis.regime.RISE_BOUND
-    of_run(run), of_sweep(sweep)     those that apply to a finished run or sweep directory
+    of_run(run), of_sweep(sweep)     those that apply to a finished run or sweep directory (an unfinished
+                                     run's: the diverged seeds only)
 
 The expected t_ICL comes from the scale bridge's measurements (SCALE_FIT): ICL's clock is steps x lr
 (gradient flow), and the Kaplan-Meier median of t_ICL x lr was measured at K = infinity with SGD for MLP
@@ -159,10 +160,14 @@ def _counts(run: rundir.Run) -> tuple[int, int, int]:
 
 def of_run(run: rundir.Run, rise: float | None) -> list[str]:
     """The warnings of a finished classification run (none for another system): nothing acquired, seeds
-    diverged, outside the abrupt regime (`rise`: the median rise fraction, None when not recorded)."""
+    diverged, outside the abrupt regime (`rise`: the median rise fraction, None when not recorded). Of an
+    unfinished run (`run.partial`), only the diverged seeds: a seed not yet acquired may still acquire, and
+    the regime is judged on the seeds acquired so far, so those two verdicts wait for the run's end."""
     if run.headline != "icl":
         return []
     seeds, acquired, div = _counts(run)
+    if run.partial:
+        return [diverged(run.cfg, div, seeds)] if div else []
     out = [nothing_acquired(run.cfg, seeds, run.censor_at())] if not acquired else []
     out += [diverged(run.cfg, div, seeds)] if div else []
     return out + [w for w in [outside_regime(rise)] if w]
