@@ -181,6 +181,16 @@ def test_the_end_of_run_warnings_wait_for_the_end(killed):
     assert [w.split(" (")[0] for w in warnings.of_run(one, rise)] == ["warning: 1 of 2 seeds diverged"]
 
 
+def _commit_by_hand(d) -> None:
+    """A stopped run finished as its commit would: live.npz's arrays as results.npz, with its meta.json."""
+    arrays = dict(np.load(d / rundir.LIVE))
+    headline = str(arrays.pop(rundir.LIVE_HEADLINE))
+    cfg = json.loads((d / rundir.CONFIG).read_text())
+    (d / rundir.META).write_text(json.dumps({"config": cfg, "stop_event": headline}))
+    (d / rundir.RESULTS).write_bytes(rundir.npz_bytes(arrays))
+    (d / rundir.LIVE).unlink()
+
+
 def test_a_run_that_finishes_while_reported_gets_its_final_report(killed, tmp_path, capsys, monkeypatch):
     """The commit lands while `report` reads the results so far: the report reads the finished run
     instead of writing one that the commit has already retired."""
@@ -191,13 +201,8 @@ def test_a_run_that_finishes_while_reported_gets_its_final_report(killed, tmp_pa
     real = classification.run_report
 
     def finished_meanwhile(run, draws):
-        if run.partial:  # the commit, by hand: live.npz's arrays as results.npz, with its meta.json
-            arrays = dict(np.load(d / rundir.LIVE))
-            headline = str(arrays.pop(rundir.LIVE_HEADLINE))
-            cfg = json.loads((d / rundir.CONFIG).read_text())
-            (d / rundir.META).write_text(json.dumps({"config": cfg, "stop_event": headline}))
-            (d / rundir.RESULTS).write_bytes(rundir.npz_bytes(arrays))
-            (d / rundir.LIVE).unlink()
+        if run.partial:
+            _commit_by_hand(d)
         return real(run, draws)
 
     monkeypatch.setattr(classification, "run_report", finished_meanwhile)
@@ -218,3 +223,23 @@ def test_retire_removes_only_a_partial_report_and_only_the_files_it_wrote(killed
     assert sorted(partial.retire(d)) == sorted([*figures, "report.json"])
     assert (d / "report.md").read_text() == "my notes on the partial report" and not (d / "figures").exists()
     assert partial.retire(d) == []  # no partial report.json left: nothing to do
+
+
+def test_a_sweep_with_a_stopped_cell_reports_its_finished_cells_and_no_advice_of_the_whole(
+    killed, tmp_path, capsys, monkeypatch
+):
+    """A sweep's report reads its finished cells only (their numbers are final; no live.npz is read), names
+    the stopped one, and says of the finished ones only what the whole sweep has not yet shown."""
+    d = tmp_path / "sweep"
+    for cell in ("a", "b"):
+        shutil.copytree(killed, d / "cells" / cell)
+    _commit_by_hand(d / "cells" / "b")
+    reads = _count_live_reads(monkeypatch)
+    assert main(["report", str(d), "--boot", "20"]) == 0
+    err = capsys.readouterr().err
+    md = (d / "report.md").read_text()
+    assert reads == [] and "1 finished cells" in md and "`a`" in md and "stopped at step 150 of 200" in md
+    assert "every finished cell (1 of 2): no seed acquired ICL" in err and "every cell:" not in err
+    _commit_by_hand(d / "cells" / "a")
+    assert main(["report", str(d), "--boot", "20"]) == 0
+    assert "every cell: no seed acquired ICL" in capsys.readouterr().err

@@ -174,9 +174,10 @@ def of_run(run: rundir.Run, rise: float | None) -> list[str]:
 
 
 def of_sweep(sweep: rundir.SweepDir) -> list[str]:
-    """The warnings of a sweep's finished classification cells: nothing acquired in the whole sweep; else,
-    per setting of (train.optimizer, train.lr) when the sweep varies them, a setting that acquired
-    nothing or diverged; without such a grid, the diverged seeds of all cells."""
+    """The warnings of a sweep's finished classification cells: nothing acquired in any of them (said of
+    the finished ones only while others are training or stopped); else, per setting of (train.optimizer,
+    train.lr) when the sweep varies them, a setting that acquired nothing or diverged; without such a grid,
+    the diverged seeds of all cells."""
     runs = [c.run for c in sweep.cells if c.run is not None and c.run.headline == "icl"]
     if not runs:
         return []
@@ -185,7 +186,9 @@ def of_sweep(sweep: rundir.SweepDir) -> list[str]:
         groups.setdefault((r.cfg.train.optimizer, r.cfg.train.lr), []).append(r)
     total = np.sum([_counts(r) for r in runs], axis=0)
     if not total[1]:
-        return [nothing_acquired(runs[0].cfg, int(total[0]), max(r.censor_at() for r in runs), "every cell: ")]
+        unfinished = sum(c.status in ("partial", "pending") for c in sweep.cells)
+        every = f"every finished cell ({len(runs)} of {len(runs) + unfinished}): " if unfinished else "every cell: "
+        return [nothing_acquired(runs[0].cfg, int(total[0]), max(r.censor_at() for r in runs), every)]
     out = []
     for group in groups.values():
         seeds, acquired, div = (int(x) for x in np.sum([_counts(r) for r in group], axis=0))
