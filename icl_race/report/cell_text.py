@@ -223,10 +223,12 @@ def outcome_counts_text(c: CellStats) -> str:
     return ", ".join(f"{counts[n].k} {n}" for n in CLASSES if counts[n].k or n in SHOWN)
 
 
-def summary_line(c: CellStats) -> str:
+def summary_line(c: CellStats, verdict: bool = True) -> str:
+    """One line of a cell's numbers; with `verdict`, the regime's when it is outside the abrupt one (not of
+    an unfinished run's results so far: report/warnings.py's `of_run`)."""
     if not c.ok:
         return f"{c.label}: {c.reason}"
-    rise = c.regime.rise_fraction.median if c.regime else None
+    rise = c.regime.rise_fraction.median if c.regime and verdict else None
     outside = (
         f"; outside the abrupt regime (median rise fraction {rise:.2f} > {RISE_BOUND:.2f})"
         if rise is not None and rise > RISE_BOUND

@@ -225,7 +225,7 @@ def hist_record(run: rundir.Run, bins: int = 12) -> dict:
         "censor_at": s.censor_at,
         "bins": histogram_bins(s.t, bins),
         "never_acquired": int((s.t < 0).sum()),
-        "summary": T.summary_line(c),
+        "summary": T.summary_line(c, verdict=not run.partial),
         "cell": c.to_json(),
     }
 

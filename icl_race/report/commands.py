@@ -30,12 +30,10 @@ def plural(n: int, word: str) -> str:
 
 def report(args: argparse.Namespace) -> int:
     from icl_race.report.directory import write_report
-    from icl_race.report.summary import dir_warnings
 
     say = lambda line: print(f"report: {line}", file=sys.stderr, flush=True)
-    written = write_report(args.dir, n_boot=args.boot, seed=args.seed, force=args.force, say=say)
-    for w in dir_warnings(Path(args.dir)):
-        print(w, file=sys.stderr)
+    warn = lambda line: print(line, file=sys.stderr)  # the warnings of the reading the files are of
+    written = write_report(args.dir, n_boot=args.boot, seed=args.seed, force=args.force, say=say, warn=warn)
     if args.json:
         print((Path(args.dir) / "report.json").read_text(), end="")
         return 0

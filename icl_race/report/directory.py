@@ -58,10 +58,14 @@ def write_report(
     seed: int = 0,
     force: bool = False,
     say: Callable[[str], None] = lambda line: None,
+    warn: Callable[[str], None] = lambda line: None,
 ) -> list[str]:
     """Write DIR/report.md, DIR/report.json and DIR/figures/*.png|pdf, as one (rundir/owner.py: no file
     the report did not write is replaced unless `force`); returns the written paths relative to DIR. `say`
-    hears what it does once the input is checked (a report takes seconds to minutes)."""
+    hears what it does once the input is checked (a report takes seconds to minutes), `warn` the
+    directory's warnings once the files are written. The directory is read once: the files and the
+    warnings are of one snapshot (an unfinished run's live.npz, read once). An unfinished run's report is
+    marked "partial, as of step X of Y" in every table and figure (report/partial.py)."""
     d = Path(d)
     kind = _check_dir(d)
     rundir.refuse_links(d, rundir.SWEEP_NAMES if kind == "sweep" else rundir.RUN_NAMES)
@@ -69,20 +73,23 @@ def write_report(
     fn, found = _part(d, kind, f"{kind}_report", "report")  # read and checked: a damaged file is one line, said first
     say(f"read the {kind} in {d}; its statistics ({n_boot:,} bootstrap replicates) and figures next")
     report, md, figs = fn(found, Draws(seed, n_boot))
+    from icl_race.report import partial
+    from icl_race.report.summary import warnings_of
     from icl_race.rundir.provenance import icl_race_version
 
-    partial = found.partial_note() if isinstance(found, rundir.Run) else None
-    if partial:
-        title, _, rest = md.partition("\n")
-        md = f"{title}\n\n**{partial}.**\n{rest}"
+    note = found.partial_note() if isinstance(found, rundir.Run) else None
+    as_of = found.state.as_of() if note else None
+    if note and as_of:
+        md = partial.markdown(md, note, as_of)
+        partial.figures(figs, as_of)
 
-    figures = {path: data for name, fig in figs.items() for path, data in figure_files(fig, name).items()}
+    figures = {path: data for name, fig in figs.items() for path, data in figure_files(fig, name, as_of).items()}
     written = list(figures)
     report = jsonable(
         {
             "schema": SCHEMA,
             # an unfinished run: the line, and where it stands as data (rundir/state.py)
-            **({"partial": partial, **found.state.record()} if partial else {}),
+            **({"partial": note, **found.state.record()} if note else {}),
             **report,
             "icl_race_version": icl_race_version(),
             "n_boot": n_boot,
@@ -90,9 +97,14 @@ def write_report(
             "figures": written,
         }
     )
+    if note and (d / rundir.RESULTS).exists():  # finished while this was made: its commit retired reports
+        say(f"the run in {d} finished while its results so far were read; reading its final results")
+        return write_report(d, n_boot, seed, force, say, warn)
     report_json = (json.dumps(report, indent=1, allow_nan=False) + "\n").encode()
     files = {"report.md": md.encode(), "report.json": report_json, **figures}
     owner.write_files(d, "report", files, force=force, what="report")
+    for w in warnings_of(found):
+        warn(w)
     return ["report.md", "report.json", *written]
 
 

@@ -86,15 +86,16 @@ def jsonable(obj):
     return obj
 
 
-def figure_files(fig, name: str) -> dict[str, bytes]:
+def figure_files(fig, name: str, partial: str | None = None) -> dict[str, bytes]:
     """{"figures/<name>.png": ..., "figures/<name>.pdf": ...}: a figure as the files a writer names
-    (rundir/owner.py writes them with its other files, as one)."""
+    (rundir/owner.py writes them with its other files, as one). `partial` (a partial report's "partial, as
+    of step X of Y") goes into each file's metadata too, the PNG's Description and the PDF's Subject."""
     import matplotlib.pyplot as plt
 
     files = {}
-    for ext in ("png", "pdf"):
+    for ext, field in (("png", "Description"), ("pdf", "Subject")):
         buf = io.BytesIO()
-        fig.savefig(buf, format=ext, dpi=150)
+        fig.savefig(buf, format=ext, dpi=150, metadata={field: partial} if partial else None)
         files[f"figures/{name}.{ext}"] = buf.getvalue()
     plt.close(fig)
     return files

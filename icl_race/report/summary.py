@@ -1,7 +1,7 @@
 """The summary a finished run prints (`icl-race run`, `demo`): what every seed did, as a typed record
 with its text and its JSON (`run --json`, docs/report-json.md), and its warnings (report/warnings.py).
 Made from a `rundir.Run`: the one the runner has just committed (`runner.execute_run`, nothing read back)
-or one loaded from a directory. `dir_warnings` gives a run or sweep directory's warnings."""
+or one loaded from a directory. `warnings_of` gives a run's or sweep's warnings, `dir_warnings` a directory's."""
 
 from __future__ import annotations
 
@@ -93,8 +93,12 @@ def run_summary(run: rundir.Run) -> RunSummary:
     )
 
 
-def dir_warnings(d: Path) -> list[str]:
-    """The warnings of a run directory (its summary's; a run still training: its results so far) or of a
-    sweep directory's finished cells."""
-    found = rundir.load(d)
+def warnings_of(found: rundir.Run | rundir.SweepDir) -> list[str]:
+    """The warnings of a run (its summary's; an unfinished run's: of its results so far, no advice that
+    assumes it ended) or of a sweep's finished cells, as read once (`report`'s files and its stderr agree)."""
     return warnings.of_sweep(found) if isinstance(found, rundir.SweepDir) else run_summary(found).warnings
+
+
+def dir_warnings(d: Path) -> list[str]:
+    """The warnings of a run or sweep directory (`warnings_of`)."""
+    return warnings_of(rundir.load(d))

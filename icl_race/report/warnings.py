@@ -7,7 +7,8 @@ report.md and on stderr (docs/warnings.md lists them).
     nothing_acquired(...)            no seed acquired ICL within the budget, naming the optimizer and lr
     diverged(...)                    seeds diverged, naming the optimizer and lr
     outside_regime(rise)             the median rise fraction is above analysis.regime.RISE_BOUND
-    of_run(run), of_sweep(sweep)     those that apply to a finished run or sweep directory
+    of_run(run), of_sweep(sweep)     those that apply to a finished run or sweep directory (an unfinished
+                                     run's: the diverged seeds only)
 
 The expected t_ICL comes from the scale bridge's measurements (SCALE_FIT): ICL's clock is steps x lr
 (gradient flow), and the Kaplan-Meier median of t_ICL x lr was measured at K = infinity with SGD for MLP
@@ -159,19 +160,24 @@ def _counts(run: rundir.Run) -> tuple[int, int, int]:
 
 def of_run(run: rundir.Run, rise: float | None) -> list[str]:
     """The warnings of a finished classification run (none for another system): nothing acquired, seeds
-    diverged, outside the abrupt regime (`rise`: the median rise fraction, None when not recorded)."""
+    diverged, outside the abrupt regime (`rise`: the median rise fraction, None when not recorded). Of an
+    unfinished run (`run.partial`), only the diverged seeds: a seed not yet acquired may still acquire, and
+    the regime is judged on the seeds acquired so far, so those two verdicts wait for the run's end."""
     if run.headline != "icl":
         return []
     seeds, acquired, div = _counts(run)
+    if run.partial:
+        return [diverged(run.cfg, div, seeds)] if div else []
     out = [nothing_acquired(run.cfg, seeds, run.censor_at())] if not acquired else []
     out += [diverged(run.cfg, div, seeds)] if div else []
     return out + [w for w in [outside_regime(rise)] if w]
 
 
 def of_sweep(sweep: rundir.SweepDir) -> list[str]:
-    """The warnings of a sweep's finished classification cells: nothing acquired in the whole sweep; else,
-    per setting of (train.optimizer, train.lr) when the sweep varies them, a setting that acquired
-    nothing or diverged; without such a grid, the diverged seeds of all cells."""
+    """The warnings of a sweep's finished classification cells: nothing acquired in any of them (said of
+    the finished ones only while others are training or stopped); else, per setting of (train.optimizer,
+    train.lr) when the sweep varies them, a setting that acquired nothing or diverged; without such a grid,
+    the diverged seeds of all cells."""
     runs = [c.run for c in sweep.cells if c.run is not None and c.run.headline == "icl"]
     if not runs:
         return []
@@ -180,7 +186,9 @@ def of_sweep(sweep: rundir.SweepDir) -> list[str]:
         groups.setdefault((r.cfg.train.optimizer, r.cfg.train.lr), []).append(r)
     total = np.sum([_counts(r) for r in runs], axis=0)
     if not total[1]:
-        return [nothing_acquired(runs[0].cfg, int(total[0]), max(r.censor_at() for r in runs), "every cell: ")]
+        unfinished = sum(c.status in ("partial", "pending") for c in sweep.cells)
+        every = f"every finished cell ({len(runs)} of {len(runs) + unfinished}): " if unfinished else "every cell: "
+        return [nothing_acquired(runs[0].cfg, int(total[0]), max(r.censor_at() for r in runs), every)]
     out = []
     for group in groups.values():
         seeds, acquired, div = (int(x) for x in np.sum([_counts(r) for r in group], axis=0))

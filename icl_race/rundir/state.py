@@ -59,6 +59,18 @@ class RunState:
             return f"still training{holder} as of {of}"
         return f"stopped at {of} (no process holds its lock: killed or interrupted; rerun its command to resume)"
 
+    def as_of(self) -> str | None:
+        """What marks each table and figure of an unfinished run's report: "partial, as of step 150 of 200";
+        None when finished."""
+        if self.finished:
+            return None
+        of = (
+            ""
+            if self.step is None
+            else f", as of step {self.step:,}" + (f" of {self.budget:,}" if self.budget is not None else "")
+        )
+        return f"partial{of}"
+
     def record(self) -> dict:
         """The state as data (report.json, compare.json, export's provenance, analyze's JSON)."""
         return {"state": self.kind, "as_of_step": self.step, "budget": self.budget}
