@@ -29,25 +29,25 @@ def test_censored_lognormal_recovers_parameters_and_dropping_censored_seeds_does
     assert 0.2 < (~observed).mean() < 0.4
 
     fit = sv.fit_lognormal(times, observed)
-    assert fit["ok"]
-    assert _inside(fit["mu_ci"], mu) and _inside(fit["sigma_ci"], sigma), fit
-    assert fit["mu_ci"][1] - fit["mu_ci"][0] < 0.25
+    assert isinstance(fit, sv.Lognormal)
+    assert _inside(fit.mu_ci, mu) and _inside(fit.sigma_ci, sigma), fit
+    assert fit.mu_ci[1] - fit.mu_ci[0] < 0.25
     # scipy's censored lognormal MLE agrees with ours
     s_ref, _, scale_ref = stats.lognorm.fit(
         stats.CensoredData(uncensored=times[observed], right=times[~observed]), floc=0
     )
-    assert fit["sigma"] == pytest.approx(s_ref, rel=1e-3) and fit["mu"] == pytest.approx(math.log(scale_ref), abs=1e-3)
+    assert fit.sigma == pytest.approx(s_ref, rel=1e-3) and fit.mu == pytest.approx(math.log(scale_ref), abs=1e-3)
     # dropping the censored seeds (what the reference's histogram-of-acquired amounts to) is biased
     naive = np.log(times[observed])
-    assert naive.mean() < fit["mu_ci"][0] and naive.std() < fit["sigma_ci"][0]
+    assert naive.mean() < fit.mu_ci[0] and naive.std() < fit.sigma_ci[0]
 
     km = sv.kaplan_meier(times, observed)
-    assert _inside(km["median_ci"], math.exp(mu))
-    assert km["median"] == sv.km_median(times, observed)
+    assert _inside(km.median_ci, math.exp(mu))
+    assert km.median == sv.km_median(times, observed)
     na = sv.never_acquired(observed)
-    assert _inside(na["ci"], stats.lognorm.sf(budget, sigma, scale=math.exp(mu)))
+    assert _inside(na.ci, stats.lognorm.sf(budget, sigma, scale=math.exp(mu)))
     # with administrative censoring the KM curve ends at the never-acquired fraction
-    assert km["survival"][-1] == pytest.approx(na["fraction"])
+    assert km.survival[-1] == pytest.approx(na.fraction)
 
 
 @pytest.mark.parametrize("n, budget", [(400, 12_000), (30, 6_000)])  # ~30% and ~65% censored
@@ -60,16 +60,17 @@ def test_censored_lognormal_wald_cis_match_lifelines(n, budget):
     t = np.exp(rng.normal(9.0, 0.8, n))
     times, observed = sv.censored_times(np.where(t <= budget, np.ceil(t), -1).astype(np.int64), budget)
     fit = sv.fit_lognormal(times, observed)
+    assert isinstance(fit, sv.Lognormal)
     ref = lifelines.LogNormalFitter().fit(times, observed)
     z = stats.norm.ppf(0.975)
-    se_mu = (fit["mu_ci"][1] - fit["mu_ci"][0]) / (2 * z)
-    se_log_sigma = math.log(fit["sigma_ci"][1] / fit["sigma_ci"][0]) / (2 * z)
+    se_mu = (fit.mu_ci[1] - fit.mu_ci[0]) / (2 * z)
+    se_log_sigma = math.log(fit.sigma_ci[1] / fit.sigma_ci[0]) / (2 * z)
     se_ref = np.sqrt(np.diag(ref.variance_matrix_.to_numpy()))
-    assert fit["mu"] == pytest.approx(ref.mu_, rel=1e-4) and fit["sigma"] == pytest.approx(ref.sigma_, rel=1e-4)
+    assert fit.mu == pytest.approx(ref.mu_, rel=1e-4) and fit.sigma == pytest.approx(ref.sigma_, rel=1e-4)
     assert se_mu == pytest.approx(se_ref[0], rel=1e-4)
-    assert fit["sigma"] * se_log_sigma == pytest.approx(se_ref[1], rel=1e-4)
+    assert fit.sigma * se_log_sigma == pytest.approx(se_ref[1], rel=1e-4)
     row = ref.summary.loc["mu_"]
-    assert fit["mu_ci"] == pytest.approx([row["coef lower 95%"], row["coef upper 95%"]], rel=1e-4)
+    assert fit.mu_ci == pytest.approx([row["coef lower 95%"], row["coef upper 95%"]], rel=1e-4)
 
 
 @pytest.mark.parametrize("x", [np.random.default_rng(1).lognormal(size=13), np.r_[0.3, 0.3, 0.5, np.nan, 0.9]])
@@ -81,9 +82,9 @@ def test_the_median_ci_is_scipys_percentile_bootstrap_on_the_same_draws(x):
     ref = stats.bootstrap(
         (finite,), np.median, n_resamples=2000, method="percentile", confidence_level=0.9, rng=np.random.default_rng(5)
     )
-    assert got["median"] == np.median(finite) and got["n"] == finite.size
-    assert got["ci"] == pytest.approx([ref.confidence_interval.low, ref.confidence_interval.high], rel=1e-12)
-    assert th.median_ci([np.nan], 100, np.random.default_rng(0)) == {"median": None, "ci": [None, None], "n": 0}
+    assert got.median == np.median(finite) and got.n == finite.size
+    assert got.ci == pytest.approx([ref.confidence_interval.low, ref.confidence_interval.high], rel=1e-12)
+    assert th.median_ci([np.nan], 100, np.random.default_rng(0)) == th.MedianCI(None, [None, None], 0)
 
 
 def test_kaplan_meier_by_hand_and_median_not_reached():
@@ -91,12 +92,12 @@ def test_kaplan_meier_by_hand_and_median_not_reached():
     t_icl = np.array([100, 100, 200, 300, 300, 300, 400, -1, -1, -1])
     times, observed = sv.censored_times(t_icl, 500)
     km = sv.kaplan_meier(times, observed)
-    assert km["survival"] == pytest.approx([0.8, 0.7, 0.4, 0.3, 0.3])
-    assert km["median"] == 300.0
+    assert km.survival == pytest.approx([0.8, 0.7, 0.4, 0.3, 0.3])
+    assert km.median == 300.0
     # most seeds censored: the median is not reached and the report must say so, not invent one
     times, observed = sv.censored_times(np.array([100, 200, -1, -1, -1, -1]), 500)
     km = sv.kaplan_meier(times, observed)
-    assert km["median"] is None and math.isnan(sv.km_median(times, observed))
+    assert km.median is None and math.isnan(sv.km_median(times, observed))
 
 
 def test_power_law_tail_recovers_alpha_and_beats_lognormal_only_on_power_law_data():
@@ -105,14 +106,14 @@ def test_power_law_tail_recovers_alpha_and_beats_lognormal_only_on_power_law_dat
     x = xmin * (1 - rng.random(1500)) ** (-1 / (alpha - 1))
     times, observed = sv.censored_times(np.where(x <= budget, x, -1), budget)
     fit = sv.fit_tail(times, observed)
-    assert fit["ok"] and _inside(fit["power_law"]["alpha_ci"], alpha), fit
-    assert fit["xmin"] < 2 * xmin
-    assert fit["likelihood_ratio"]["favours"] != "lognormal"
+    assert isinstance(fit, sv.Tail) and _inside(fit.power_law.alpha_ci, alpha), fit
+    assert fit.xmin < 2 * xmin
+    assert fit.likelihood_ratio.favours != "lognormal"
 
     t = np.exp(rng.normal(9.0, 0.5, 1500))
     times, observed = sv.censored_times(t, 1e9)
     fit = sv.fit_tail(times, observed, xmin=float(np.quantile(t, 0.3)))
-    assert fit["likelihood_ratio"]["R"] < 0 and fit["likelihood_ratio"]["favours"] == "lognormal", fit
+    assert fit.likelihood_ratio.R < 0 and fit.likelihood_ratio.favours == "lognormal", fit
 
 
 # ---- bimodality ---------------------------------------------------------------------------------
@@ -123,33 +124,33 @@ def test_bimodal_mixture_detected_and_unimodal_sample_not():
     bimodal = np.log10(np.r_[np.exp(rng.normal(8.0, 0.35, 180)), np.exp(rng.normal(11.0, 0.35, 120))])
     unimodal = np.log10(np.exp(rng.normal(9.0, 0.8, 300)))
     b, u = bm.summarize(bimodal), bm.summarize(unimodal)
-    assert b["bimodal"] and b["dip_p"] < 0.01 and b["bc"] > bm.BC_UNIFORM and b["mixture"]["delta_bic"] > 10
-    assert b["mixture"]["two"]["weights"][0] == pytest.approx(0.6, abs=0.05)
-    assert not u["bimodal"] and u["dip_p"] > 0.05 and u["bc"] < bm.BC_UNIFORM and u["mixture"]["delta_bic"] < 0
+    assert b.bimodal and b.dip_p < 0.01 and b.bc > bm.BC_UNIFORM and b.mixture["delta_bic"] > 10
+    assert b.mixture["two"]["weights"][0] == pytest.approx(0.6, abs=0.05)
+    assert not u.bimodal and u.dip_p > 0.05 and u.bc < bm.BC_UNIFORM and u.mixture["delta_bic"] < 0
 
 
 def test_agreement_of_the_three_bimodality_statistics_and_power():
     rng = np.random.default_rng(11)
     two = np.r_[rng.normal(0, 0.3, 120), rng.normal(3, 0.3, 80)]
-    assert bm.summarize(two)["agreement"] == "bimodal" and not bm.summarize(two)["underpowered"]
-    assert bm.summarize(rng.normal(0, 1, 200))["agreement"] == "unimodal"
+    assert bm.summarize(two).agreement == "bimodal" and not bm.summarize(two).underpowered
+    assert bm.summarize(rng.normal(0, 1, 200)).agreement == "unimodal"
     # A mass at one end and a tail (a demo's final accuracies: most seeds near 1, a few at chance): the dip
     # test keeps unimodality on this many values while BC and Delta BIC favour two modes.
     skewed = np.r_[1 - rng.exponential(0.005, 26), rng.uniform(0.48, 0.62, 6)]
     st = bm.summarize(skewed)
-    assert st["dip_p"] > 0.05 and st["bc"] > bm.BC_UNIFORM and st["mixture"]["delta_bic"] > 0
-    assert st["agreement"] == "disagree" and not st["bimodal"]
+    assert st.dip_p > 0.05 and st.bc > bm.BC_UNIFORM and st.mixture["delta_bic"] > 0
+    assert st.agreement == "disagree" and not st.bimodal
     few = bm.summarize(two[::20])  # 10 values
-    assert few["n"] == 10 and few["underpowered"]
-    assert bm.summarize(two[:3])["agreement"] is None  # too few for any test
+    assert few.n == 10 and few.underpowered
+    assert bm.summarize(two[:3]).agreement is None  # too few for any test
 
 
 def test_grid_ties_do_not_fake_bimodality():
     # t_ICL lives on the evaluation grid; dequantizing spreads each value over its evaluation period
     rng = np.random.default_rng(3)
     t = np.ceil(np.exp(rng.normal(6.0, 0.5, 300)) / 50) * 50
-    assert bm.summarize(np.log10(t))["dip_p"] < 0.05  # the ties alone reject unimodality
-    assert not bm.summarize(np.log10(bm.dequantize(t, 50)))["bimodal"]
+    assert bm.summarize(np.log10(t)).dip_p < 0.05  # the ties alone reject unimodality
+    assert not bm.summarize(np.log10(bm.dequantize(t, 50))).bimodal
 
 
 # ---- thresholds ---------------------------------------------------------------------------------

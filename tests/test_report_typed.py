@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from test_report_golden import classification_run
 
+from icl_race.analysis.bimodality import Modality
+from icl_race.analysis.threshold import MedianCI
 from icl_race.report import classification_run as run_report
 from icl_race.report import regression_run
-from icl_race.report.cell import Above, Bimodality, CellStats, MedianCI, Modality, OutcomeStats, Record
+from icl_race.report.cell import Above, Bimodality, CellStats, OutcomeStats, Record
 from icl_race.report.claims import CLAIMS, Comparison, comparison_markdown, run_comparisons, sweep_comparisons
 from icl_race.report.draws import Draws
 from icl_race.report.format import OMIT_NONE, jsonable, key

@@ -24,12 +24,14 @@ uniformly over its grid cell (the true crossing time of an evaluation at step t 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 from scipy import stats
 
 from icl_race.analysis.draws import generator
+from icl_race.analysis.record import OMIT_NONE, Record
 
 BC_UNIFORM = 5.0 / 9.0
 MIN_N = 20  # below this a dip test has too little power for a verdict
@@ -121,7 +123,28 @@ def gaussian_mixture(x: np.ndarray, sd_floor_frac: float = 0.1, max_iter: int = 
     }
 
 
-def summarize(x: np.ndarray, alpha: float = 0.05) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Modality(Record):
+    """Dip test, bimodality coefficient and mixture BIC of one sample (`summarize`), or why it was not
+    measured."""
+
+    n: int
+    dip: float | None
+    dip_p: float | None
+    bc: float | None
+    bc_above_5_9: bool | None
+    mixture: dict  # gaussian_mixture: bic1, bic2, delta_bic, prefers, one, two
+    bimodal: bool | None
+    agreement: str | None  # "bimodal", "unimodal", "disagree"; None: too few values
+    underpowered: bool
+    not_measured: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+
+    @property
+    def delta_bic(self) -> float | None:
+        return self.mixture.get("delta_bic")
+
+
+def summarize(x: np.ndarray, alpha: float = 0.05) -> Modality:
     """Dip test, bimodality coefficient and mixture BIC of one sample, and the verdict."""
     x = np.asarray(x, float)
     x = x[np.isfinite(x)]
@@ -137,20 +160,14 @@ def summarize(x: np.ndarray, alpha: float = 0.05) -> dict:
         )
         if v is not None
     ]
-    return {
-        "n": int(x.size),
-        "dip": dip["dip"],
-        "dip_p": dip["p"],
-        "bc": bc,
-        "bc_above_5_9": None if bc is None else bool(bc > BC_UNIFORM),
-        "mixture": mix,
-        "bimodal": None if dip["p"] is None else bool(dip["p"] < alpha),
-        "agreement": None
-        if dip["p"] is None
-        else "bimodal"
-        if all(votes)
-        else "unimodal"
-        if not any(votes)
-        else "disagree",
-        "underpowered": bool(x.size < MIN_N),
-    }
+    return Modality(
+        int(x.size),
+        dip["dip"],
+        dip["p"],
+        bc,
+        None if bc is None else bool(bc > BC_UNIFORM),
+        mix,
+        None if dip["p"] is None else bool(dip["p"] < alpha),
+        None if dip["p"] is None else "bimodal" if all(votes) else "unimodal" if not any(votes) else "disagree",
+        bool(x.size < MIN_N),
+    )

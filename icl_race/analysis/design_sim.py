@@ -237,7 +237,7 @@ def _draw(rng, n: int, mu: float, sigma: float, budget: float) -> tuple[np.ndarr
 
 def _km(times, observed) -> tuple[float, float, float]:
     km = kaplan_meier(times, observed)
-    med, (lo, hi) = km["median"], km["median_ci"]
+    med, (lo, hi) = km.median, km.median_ci
     none = math.nan
     return (
         math.log(med) if med is not None else none,

@@ -60,7 +60,7 @@ def transition_stats(t_S: np.ndarray, censor_at: int, dt: float) -> dict:
     if t_S.size:
         km = kaplan_meier(*censored_times(t_S, censor_at))
         scale = lambda v: None if v is None else v * dt
-        out |= {"km_median_tau": scale(km["median"]), "km_median_ci_tau": [scale(v) for v in km["median_ci"]]}
+        out |= {"km_median_tau": scale(km.median), "km_median_ci_tau": [scale(v) for v in km.median_ci]}
     return out
 
 

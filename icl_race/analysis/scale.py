@@ -100,7 +100,7 @@ def _ci95(boot: np.ndarray) -> tuple[float | None, float | None]:
 def _median_ci(x: np.ndarray, n_boot: int, rng: np.random.Generator):
     """`threshold.median_ci` as (median, (lo, hi))."""
     m = median_ci(x, n_boot, rng)
-    return m["median"], tuple(m["ci"])
+    return m.median, tuple(m.ci)
 
 
 def lr_bridge(

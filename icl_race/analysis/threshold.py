@@ -28,6 +28,7 @@ convention for draws), so the results are reproducible and no estimator roots a 
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Sequence
 
@@ -37,6 +38,7 @@ from scipy import optimize
 from scipy.special import expit
 
 from icl_race.analysis.draws import Bootstrap
+from icl_race.analysis.record import Record
 from icl_race.analysis.survival import km_median, proportion_ci
 
 RIDGE = 1e-3
@@ -55,17 +57,26 @@ def percentile_ci(samples: ArrayLike, confidence: float) -> list[float | None]:
     return [float(lo), float(hi)]
 
 
-def median_ci(x, n_boot: int, rng: np.random.Generator, confidence: float = 0.95) -> dict:
+@dataclasses.dataclass(frozen=True)
+class MedianCI(Record):
+    """A median with its bootstrap interval over n values (`median_ci`)."""
+
+    median: float | None
+    ci: list
+    n: int
+
+
+def median_ci(x, n_boot: int, rng: np.random.Generator, confidence: float = 0.95) -> MedianCI:
     """The median of the finite values of x with a percentile-bootstrap CI over them (`percentile_ci` of
     the medians of n_boot resamples with replacement; scipy.stats.bootstrap's percentile interval with
-    the same generator, tests/test_analysis.py): {"median", "ci", "n"}, median None and no CI for none.
+    the same generator, tests/test_analysis.py), median None and no CI for none.
     The package's one bootstrap CI of a plain median (a censored time's median: `km_median_boot`)."""
     x = np.asarray(x, float)
     x = x[np.isfinite(x)]
     if x.size == 0:
-        return {"median": None, "ci": [None, None], "n": 0}
+        return MedianCI(None, [None, None], 0)
     boots = np.median(rng.choice(x, (n_boot, x.size)), axis=1)
-    return {"median": float(np.median(x)), "ci": percentile_ci(boots, confidence), "n": int(x.size)}
+    return MedianCI(float(np.median(x)), percentile_ci(boots, confidence), int(x.size))
 
 
 def logistic_fit(x: np.ndarray, k: np.ndarray, n: np.ndarray, ridge: float = RIDGE, iters: int = 100):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from icl_race.analysis import bimodality as bm
-from icl_race.analysis.outcome import CLASSES, KEPT, SHOWN
+from icl_race.analysis.bimodality import Modality
+from icl_race.analysis.outcome import CLASSES, KEPT, SHOWN, Count, Spread
 from icl_race.analysis.regime import RISE_BOUND
-from icl_race.report.cell import CellStats, Count, KaplanMeier, MedianCI, Modality, Spread, present
+from icl_race.analysis.survival import KaplanMeier, Lognormal, Tail
+from icl_race.analysis.threshold import MedianCI
+from icl_race.report.cell import CellStats, present
 from icl_race.report.format import ci_text, num, p_value, pct
 
 
@@ -71,14 +74,14 @@ def survival_table(c: CellStats) -> list[str]:
         f"| Kaplan-Meier median t_ICL (steps) | {median_text(c)} | Greenwood, log-log band inverted |",
     ]
     ln = c.lognormal
-    if ln is not None and ln.ok:
+    if isinstance(ln, Lognormal):
         lines.append(
             f"| lognormal fit (censored MLE): mu, sigma of ln t_ICL | {ln.mu:.3f} {ci_text(ln.mu_ci, '{:.3f}')}, "
             f"{ln.sigma:.3f} {ci_text(ln.sigma_ci, '{:.3f}')} | Wald |"
         )
     tail = c.tail
-    if tail is not None and tail.ok:
-        pl, lr = present(tail.power_law), present(tail.likelihood_ratio)
+    if isinstance(tail, Tail):
+        pl, lr = tail.power_law, tail.likelihood_ratio
         lines.append(
             f"| power-law tail above xmin = {tail.xmin:,.0f} ({tail.n_tail} seeds): alpha | "
             f"{pl.alpha:.2f} {ci_text(pl.alpha_ci, '{:.2f}')} | Wald |"

@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from icl_race.analysis.bimodality import MIN_N
+from icl_race.analysis.bimodality import MIN_N, Modality
 from icl_race.analysis.threshold import interval_verdict, sign_verdict
-from icl_race.report.cell import CellStats, Modality, present
+from icl_race.report.cell import CellStats, present
 from icl_race.report.format import ci_text, num, p_eq, pct
 from icl_race.report.paper import PAPER
 from icl_race.report.sweep_sections import Balanced, NearKstar, RegimeRow, Scaling, Slope, Threshold

@@ -17,10 +17,11 @@ import numpy as np
 from icl_race import rundir
 from icl_race.analysis import threshold as th
 from icl_race.analysis.draws import Bootstrap
+from icl_race.analysis.record import NotFitted
 from icl_race.analysis.survival import censored_times
 from icl_race.config import ConfigError, from_dict
 from icl_race.report import levers
-from icl_race.report.cell import CellStats, Lognormal, Unfinished, analyze, present
+from icl_race.report.cell import CellStats, Unfinished, analyze, present
 from icl_race.report.claims import Comparison, sweep_comparisons
 from icl_race.report.design import DesignSection
 from icl_race.report.design import section as design_section
@@ -30,6 +31,7 @@ from icl_race.report.sample import Sample, pool
 from icl_race.report.sweep_sections import (
     RETIREMENT_FIELDS,
     Balanced,
+    LognormalAtN,
     MedianVsN,
     RegimeRow,
     Scaling,
@@ -276,7 +278,6 @@ def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[C
     )
 
 
-def _lognormal_at(N: int, st: CellStats) -> Lognormal:
-    """A cell's lognormal fit with its N, first (every cell of a t_ICL(N) group has seeds, so has the fit)."""
-    fit = st.lognormal or Lognormal.of({"ok": False, "reason": "not fitted"})
-    return dataclasses.replace(fit, N=N, keys=("N", *fit.keys))
+def _lognormal_at(N: int, st: CellStats) -> LognormalAtN:
+    """A cell's lognormal fit with its N (every cell of a t_ICL(N) group has seeds, so has the fit)."""
+    return LognormalAtN(N, st.lognormal or NotFitted("not fitted"))

@@ -15,8 +15,10 @@ import numpy as np
 from icl_race.analysis import threshold as th
 from icl_race.analysis.compare import PairStats, pair_stats
 from icl_race.analysis.draws import Bootstrap
-from icl_race.analysis.survival import censored_times
-from icl_race.report.cell import Bimodality, CellStats, Fit, Lognormal, MedianCI, Record, present
+from icl_race.analysis.record import NotFitted
+from icl_race.analysis.survival import Lognormal, censored_times
+from icl_race.analysis.threshold import MedianCI
+from icl_race.report.cell import Bimodality, CellStats, Fit, Record, present
 from icl_race.report.draws import Draws
 from icl_race.report.format import OMIT_NONE, key
 from icl_race.report.sample import Sample
@@ -183,13 +185,24 @@ class ScalingInRegime(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class LognormalAtN(Record):
+    """One cell's lognormal fit of t_ICL (`analysis.survival.fit_lognormal`), its N written first."""
+
+    N: int
+    fit: Lognormal | NotFitted
+
+    def to_json(self) -> dict:
+        return {"N": self.N, **self.fit.to_json()}
+
+
+@dataclasses.dataclass(frozen=True)
 class Scaling(Record):
     """Median t_ICL vs N of one group of K = infinity cells (the fields in report.json's order)."""
 
     group: dict[str, object]
     label: str
     median_vs_N: MedianVsN  # KM median per N, linear and log-log fits
-    lognormal_per_N: list[Lognormal]  # per N (its N set)
+    lognormal_per_N: list[LognormalAtN]
     cell_index: list[int]
     in_regime: ScalingInRegime | None = None
 
