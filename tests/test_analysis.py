@@ -11,6 +11,7 @@ from icl_race.analysis import bimodality as bm
 from icl_race.analysis import survival as sv
 from icl_race.analysis import threshold as th
 from icl_race.analysis.draws import Bootstrap, generator
+from icl_race.analysis.record import NotFitted
 
 
 def _inside(ci, value):
@@ -163,17 +164,18 @@ def _acquisition_cells(rng, x, midpoint, steepness=5.0, seeds=40):
 def test_logistic_acquisition_curve_recovers_midpoint():
     rng = np.random.default_rng(5)
     x = np.round(np.arange(2.5, 4.51, 0.125), 3)
-    cur = th.acquisition_curve(x, _acquisition_cells(rng, x, 3.3), Bootstrap(1000, rng))
-    assert cur["ok"] and cur["bracketed"]
-    assert _inside(cur["log10_kstar_ci"], 3.3)
-    lo, hi = cur["log10_kstar_ci"]
-    assert hi - lo < 0.2 and cur["kstar"] == pytest.approx(10 ** cur["b"])
+    cur = th.acquisition_curve(x, _acquisition_cells(rng, x, 3.3), Bootstrap(1000, rng)).fit
+    assert isinstance(cur, th.Logistic) and cur.bracketed
+    assert _inside(cur.log10_kstar_ci, 3.3)
+    lo, hi = cur.log10_kstar_ci
+    assert hi - lo < 0.2 and cur.kstar == pytest.approx(10**cur.b)
 
 
 def test_separated_cells_bracket_kstar_between_grid_points():
     x = np.array([2.0, 2.5, 3.0, 3.5, 4.0])
-    cur = th.acquisition_curve(x, [np.full(20, xi > 2.9) for xi in x], Bootstrap(200, generator(0)))
-    assert cur["separated"] and cur["log10_kstar_ci"] == [2.5, 3.0] and 2.5 < cur["b"] < 3.0
+    cur = th.acquisition_curve(x, [np.full(20, xi > 2.9) for xi in x], Bootstrap(200, generator(0))).fit
+    assert isinstance(cur, th.Logistic)
+    assert cur.separated and cur.log10_kstar_ci == [2.5, 3.0] and 2.5 < cur.b < 3.0
 
 
 def test_paper_sigmoid_recovers_midpoint_on_final_accuracy():
@@ -181,18 +183,18 @@ def test_paper_sigmoid_recovers_midpoint_on_final_accuracy():
     x = np.round(np.arange(2.5, 4.51, 0.25), 3)
     acc = [np.where(o, 0.99, 0.5) + rng.normal(0, 0.01, o.size) for o in _acquisition_cells(rng, x, 3.6)]
     fit = th.paper_sigmoid(x, acc, Bootstrap(60, rng))
-    assert fit["ok"] and _inside(fit["log10_kstar_ci"], 3.6) and abs(fit["b"] - 3.6) < 0.1
+    assert isinstance(fit, th.Sigmoid) and _inside(fit.log10_kstar_ci, 3.6) and abs(fit.b - 3.6) < 0.1
 
 
 def test_paper_sigmoid_needs_five_K_spanning_the_transition():
     rng = np.random.default_rng(9)
     x = np.array([2.5, 3.0, 3.5, 4.0, 4.5])
     acc = [np.where(o, 0.99, 0.5) + rng.normal(0, 0.01, o.size) for o in _acquisition_cells(rng, x, 3.5)]
-    assert th.paper_sigmoid(x, acc, Bootstrap(20, rng))["ok"]
+    assert isinstance(th.paper_sigmoid(x, acc, Bootstrap(20, rng)), th.Sigmoid)
     four = th.paper_sigmoid(x[:4], acc[:4], Bootstrap(20, rng))
-    assert not four["ok"] and four["reason"] == "needs >= 5 values of K to fit 4 parameters (has 4)"
+    assert four == NotFitted("needs >= 5 values of K to fit 4 parameters (has 4)")
     above = th.paper_sigmoid(x, [a * 0 + 0.99 for a in acc], Bootstrap(20, rng))  # every cell past the rise
-    assert not above["ok"] and "do not span the transition" in above["reason"]
+    assert isinstance(above, NotFitted) and "do not span the transition" in str(above.reason)
 
 
 def test_logrank_of_equal_and_of_shifted_samples():
@@ -215,12 +217,14 @@ def test_kstar_power_law_slope_recovered():
     for N in Ns:
         cur = th.acquisition_curve(
             x, _acquisition_cells(rng, x, intercept + slope * math.log10(N), 6.0), Bootstrap(1000, rng)
-        )
-        b.append(cur["b"])
-        boot.append(cur["boot_log10_kstar"])
+        ).fit
+        assert isinstance(cur, th.Logistic)
+        b.append(cur.b)
+        boot.append(cur.boot_log10_kstar)
     fit = th.power_law_slope(np.log10(Ns), np.array(b), np.stack(boot))
-    assert _inside(fit["slope_ci"], slope) and not _inside(fit["slope_ci"], 1.0), fit
-    assert fit["slope_ci"][1] - fit["slope_ci"][0] < 0.3
+    assert isinstance(fit, th.Slope)
+    assert _inside(fit.slope_ci, slope) and not _inside(fit.slope_ci, 1.0), fit
+    assert fit.slope_ci[1] - fit.slope_ci[0] < 0.3
 
 
 @pytest.mark.parametrize("power", [1, 2])
@@ -234,11 +238,13 @@ def test_median_t_icl_vs_N_linear_and_curved(power):
         tt, o = sv.censored_times(np.where(t <= budget, t, -1), budget)
         times.append(tt)
         observed.append(o)
-    fit = th.median_vs_N(Ns, times, observed, Bootstrap(500, rng))
-    assert _inside(fit["loglog"]["slope_ci"], power), fit["loglog"]
-    q = fit["quadratic"]["c2_ci"]
+    fit = th.median_vs_N(Ns, times, observed, Bootstrap(500, rng)).fit
+    assert isinstance(fit, th.Lines) and isinstance(fit.loglog, th.Slope) and isinstance(fit.linear, th.Slope)
+    assert fit.quadratic is not None
+    assert _inside(fit.loglog.slope_ci, power), fit.loglog
+    q = fit.quadratic.c2_ci
     if power == 1:
-        assert _inside(fit["linear"]["slope_ci"], 200.0) and _inside(q, 0.0)
+        assert _inside(fit.linear.slope_ci, 200.0) and _inside(q, 0.0)
     else:
         assert q[0] > 0  # curvature detected: not a straight line
 
@@ -247,16 +253,17 @@ def test_median_vs_N_needs_two_distinct_N_not_two_cells():
     # Two cells of one N (its seeds split by ensemble.first_seed) made the report fail on a missing slope.
     t = [np.array([100.0, 120, 140]), np.array([110.0, 130, 150])]
     fit = th.median_vs_N(np.array([32, 32]), t, [np.ones(3, bool)] * 2, Bootstrap(50, generator(0)))
-    assert not fit["ok"] and "linear" not in fit and [p["median"] for p in fit["per_N"]] == [120.0, 130.0]
+    assert isinstance(fit.fit, NotFitted) and [p.median for p in fit.per_N] == [120.0, 130.0]
+    assert "linear" not in fit.to_json()
 
 
 def test_fraction_difference_and_verdicts():
     rng = np.random.default_rng(1)
     n = np.full(6, 200)
     d = th.fraction_difference(np.full(6, 150), n, np.full(6, 90), n, Bootstrap(500, rng))
-    assert d["mean_diff"] == pytest.approx(0.3) and _inside(d["mean_diff_ci"], 0.3) and d["mean_diff_ci"][0] > 0.2
-    assert th.sign_verdict(d["mean_diff_ci"], +1) == "agrees"
-    assert th.sign_verdict(d["mean_diff_ci"], -1) == "disagrees"
+    assert d.mean_diff == pytest.approx(0.3) and _inside(d.mean_diff_ci, 0.3) and d.mean_diff_ci[0] > 0.2
+    assert th.sign_verdict(d.mean_diff_ci, +1) == "agrees"
+    assert th.sign_verdict(d.mean_diff_ci, -1) == "disagrees"
     assert th.sign_verdict([-0.1, 0.2], +1).startswith("inconclusive")
     assert th.interval_verdict([1.3, 1.5], 1.41) == "agrees" and th.interval_verdict([1.0, 1.2], 1.41) == "disagrees"
 
@@ -283,7 +290,7 @@ def test_grid_periods_on_a_log_grid():
 
 
 def test_generator_streams_are_fixed_by_root_and_name_and_independent_across_names():
-    from icl_race.report.draws import Draws
+    from icl_race.analysis.draws import Draws
 
     def draw(rng):
         return rng.integers(0, 1000, 64).tolist()

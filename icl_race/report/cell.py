@@ -10,20 +10,16 @@ diverged seeds are excluded from every statistic but the outcome counts."""
 from __future__ import annotations
 
 import dataclasses
-import functools
-import types
-import typing
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 
 from icl_race.analysis import bimodality as bm
 from icl_race.analysis import outcome as oc
-from icl_race.analysis import record
 from icl_race.analysis import regime as rg
 from icl_race.analysis import survival as sv
-from icl_race.analysis.record import NotFitted
-from icl_race.report.format import OMIT_NONE, key, plain
+from icl_race.analysis.record import NotFitted, Record, record_json
+from icl_race.report.format import OMIT_NONE, key
 from icl_race.report.paper import PAPER
 from icl_race.report.sample import Sample
 
@@ -35,54 +31,6 @@ CI_METHODS = {
     "regime": "bootstrap percentile over seeds",
     "outcomes": "Wilson score",
 }
-
-
-class Record(record.Record):
-    @classmethod
-    def of(cls, d: dict) -> Self:
-        """The record of an analysis function's result, whose keys are its field names (`read_fields`: a
-        nested result becomes the record its field declares)."""
-        return cls(**read_fields(cls, d))
-
-
-def present[T](statistic: T | None) -> T:
-    """A statistic that its record's `ok` says is there (an ok CellStats carries every statistic, an ok fit
-    each of its results): how a reader says so to the type checker, and fails loudly where it is not."""
-    if statistic is None:
-        raise ValueError("a statistic read from a record without it: read its `ok` first")
-    return statistic
-
-
-@functools.cache
-def _field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _record_type(tp: Any) -> type[Record] | None:
-    return tp if isinstance(tp, type) and issubclass(tp, Record) else None
-
-
-def _read(tp: Any, v: Any) -> Any:
-    """`v` as a field of declared type `tp` holds it: a dict as the record `tp` names (its `of`), a list or
-    dict of such results item by item (a list of lists too); anything else, a record included, as it is."""
-    args = typing.get_args(tp)
-    if typing.get_origin(tp) is types.UnionType:  # `R | None`: a None stays None
-        kinds = [a for a in args if a is not type(None)]
-        return _read(kinds[0], v) if v is not None and len(kinds) == 1 else v
-    if (record := _record_type(tp)) is not None:
-        return record.of(v) if isinstance(v, dict) else v
-    if typing.get_origin(tp) is list and isinstance(v, list):
-        return [_read(args[0], x) for x in v]
-    if typing.get_origin(tp) is dict and isinstance(v, dict) and _record_type(args[1]) is not None:
-        return {k: _read(args[1], x) for k, x in v.items()}
-    return v
-
-
-def read_fields(cls: type, d: dict) -> dict:
-    """An analysis function's result (keys: `cls`'s field names) with each value read as its field declares
-    it (`_read`): the one rule by which results that nest results become records that nest records."""
-    declared = _field_types(cls)
-    return {k: _read(declared.get(k), v) for k, v in d.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,26 +79,6 @@ class Regime(rg.Regime):
 
 
 @dataclasses.dataclass(frozen=True)
-class Fit(Record):
-    """A fit's result as a typed record (`analysis.survival`'s lognormal and tail fits, `analysis.threshold`'s).
-    Its keys vary with the outcome (a fit that failed has ok = False and a reason; an optional statistic may be
-    absent): a field the result lacks is None, and `keys` keeps the result's keys in its order, which is the
-    order report.json writes."""
-
-    keys: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
-    ok: bool = False
-    reason: str | None = None  # why it failed, where ok is False
-    confidence: float | None = None  # of its CIs
-
-    @classmethod
-    def of(cls, d: dict) -> Self:
-        return cls(keys=tuple(d), **read_fields(cls, d))
-
-    def to_json(self) -> dict:
-        return {k: plain(getattr(self, k)) for k in self.keys}
-
-
-@dataclasses.dataclass(frozen=True)
 class Unfinished(Record):
     """A sweep's cell that the report skips: its directory name, its label where its config reads, and why."""
 
@@ -160,7 +88,25 @@ class Unfinished(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class Statistics(Record):
+    """The statistics of a cell with seeds to analyse."""
+
+    kaplan_meier: sv.KaplanMeier
+    never_acquired: sv.Proportion
+    acquired_fraction: float
+    lognormal: sv.Lognormal | NotFitted | None  # None: not fitted (`hist` does without)
+    tail: sv.Tail | NotFitted | None
+    bimodality: Bimodality
+    regime: Regime
+    final_icl_acc: Above
+    final_icl_ref_acc: Above | None
+
+
+@dataclasses.dataclass(frozen=True)
 class CellStats(Record):
+    """A cell's counts, its `Statistics` or why there are none, and every seed's outcome; report.json writes
+    the statistics in the cell's object after "ok" and "reason" (null where there are none)."""
+
     label: str
     cells: tuple[str, ...]
     variant: str
@@ -174,19 +120,27 @@ class CellStats(Record):
     steps_run: int
     censor_at: int
     acquired: int
-    ok: bool
-    reason: str | None = None
-    kaplan_meier: sv.KaplanMeier | None = None
-    never_acquired: sv.Proportion | None = None
-    acquired_fraction: float | None = None
-    lognormal: sv.Lognormal | NotFitted | None = None  # None: not fitted (`hist` does without)
-    tail: sv.Tail | NotFitted | None = None
-    bimodality: Bimodality | None = None
-    regime: Regime | None = None
-    final_icl_acc: Above | None = None
-    final_icl_ref_acc: Above | None = None
-    outcomes: OutcomeStats = dataclasses.field(kw_only=True)  # every cell's, even one without statistics
+    statistics: Statistics | NotFitted
+    outcomes: OutcomeStats  # every cell's, even one without statistics
     ci_methods: dict[str, str] = dataclasses.field(default_factory=lambda: dict(CI_METHODS))  # per statistic
+
+    def to_json(self) -> dict:
+        st = self.statistics
+        flat = (
+            {"ok": True, "reason": None} | st.to_json()
+            if isinstance(st, Statistics)
+            else {"ok": False, "reason": st.reason} | dict.fromkeys(f.name for f in dataclasses.fields(Statistics))
+        )
+        return {
+            k2: v2 for k, v in record_json(self).items() for k2, v2 in (flat if k == "statistics" else {k: v}).items()
+        }
+
+
+def analysed(c: CellStats) -> Statistics:
+    """The statistics of a cell that a sweep's section reads (its groups hold analysed cells alone)."""
+    if not isinstance(c.statistics, Statistics):
+        raise ValueError(f"{c.label}: {c.statistics.reason}")
+    return c.statistics
 
 
 def dequantized(s: Sample) -> tuple[np.ndarray, np.ndarray]:
@@ -266,21 +220,19 @@ def analyze(s: Sample, tails: bool = True) -> CellStats:
         acquired=int(np.sum(t >= 0)),
     )
     if t.size == 0:
-        return CellStats(**head, ok=False, reason="no seeds to analyse (all diverged)", outcomes=outcome_stats(s))
+        return CellStats(**head, statistics=NotFitted("no seeds to analyse (all diverged)"), outcomes=outcome_stats(s))
     times, observed = sv.censored_times(t, s.censor_at)
     never = sv.never_acquired(observed)
     ref = s.final_icl_ref_acc
-    return CellStats(
-        **head,
-        ok=True,
-        kaplan_meier=sv.kaplan_meier(times, observed),
-        never_acquired=never,
-        acquired_fraction=1 - never.fraction,
-        lognormal=sv.fit_lognormal(times, observed) if tails else None,
-        tail=sv.fit_tail(times, observed) if tails else None,
-        bimodality=_bimodality(s),
-        regime=_regime(s),
-        final_icl_acc=_above(s.final_icl),
-        final_icl_ref_acc=None if ref is None else _above(ref[s.kept]),
-        outcomes=outcome_stats(s),
+    statistics = Statistics(
+        sv.kaplan_meier(times, observed),
+        never,
+        1 - never.fraction,
+        sv.fit_lognormal(times, observed) if tails else None,
+        sv.fit_tail(times, observed) if tails else None,
+        _bimodality(s),
+        _regime(s),
+        _above(s.final_icl),
+        None if ref is None else _above(ref[s.kept]),
     )
+    return CellStats(**head, statistics=statistics, outcomes=outcome_stats(s))
