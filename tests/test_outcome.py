@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from icl_race.analysis import outcome as oc
+from icl_race.report.summary import counts_text, outcome_sentence
 
 STEPS = np.arange(1, 31) * 10  # 30 evaluations, steps 10 ... 300
 LEVEL, LASTING = oc.LEVEL, oc.LASTING  # 0.9, 10
@@ -102,11 +103,11 @@ def test_counts_have_wilson_cis_and_the_sentence_names_the_rule():
     assert [c[k].k for k in oc.CLASSES] == [3, 0, 1, 0, 1, 0]
     lo, hi = c["persistent"].ci
     assert lo < 3 / 5 < hi and c["persistent"].n == 5
-    assert o.counts_text() == "3 persistent, 1 falling, 0 transient, 1 censored"
-    assert o.sentence().startswith(
+    assert counts_text({k: o.count(k) for k in oc.CLASSES}) == "3 persistent, 1 falling, 0 transient, 1 censored"
+    assert outcome_sentence(o).startswith(
         "3 persistent, 1 falling, 0 transient, 1 censored of 5 seeds (ICL accuracy at the end >= 0.9:"
     )
-    assert f">= {LASTING} evaluations" in o.sentence()
+    assert f">= {LASTING} evaluations" in outcome_sentence(o)
 
 
 def test_fall_survival_censors_seeds_without_a_lasting_fall():

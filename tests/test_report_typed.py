@@ -15,12 +15,12 @@ from icl_race.analysis import survival as sv
 from icl_race.analysis import threshold as th
 from icl_race.analysis.bimodality import Modality
 from icl_race.analysis.draws import Draws
-from icl_race.analysis.record import NotFitted, Record
+from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key
 from icl_race.analysis.threshold import MedianCI
 from icl_race.report import classification_run as run_report
 from icl_race.report.cell import Above, Bimodality, CellStats, OutcomeStats, Statistics
 from icl_race.report.claims import CLAIMS, Comparison, comparison_markdown, run_comparisons, sweep_comparisons
-from icl_race.report.format import OMIT_NONE, jsonable, key
+from icl_race.report.format import jsonable
 from icl_race.report.sweep_sections import (
     Balanced,
     Counts,

@@ -37,7 +37,6 @@ KEPT = CLASSES[:-1]  # the classes of the seeds every statistic keeps (all but d
 ACQUIRED = CLASSES[:4]  # the classes of the seeds that acquired ICL
 LEVEL = 0.9
 LASTING = 10
-SHOWN = ("persistent", "transient", "censored")  # named in a count line even when empty
 
 
 def seed_counts(acquired_S: np.ndarray) -> dict:
@@ -130,19 +129,6 @@ class Outcomes:
             )
             for c in CLASSES
         }
-
-    def counts_text(self) -> str:
-        """'27 persistent, 2 falling, 2 transient, 1 censored': persistent, transient and censored always,
-        the other classes when they have seeds."""
-        return ", ".join(f"{self.count(c)} {c}" for c in CLASSES if self.count(c) or c in SHOWN)
-
-    def sentence(self) -> str:
-        """One line: what the seeds did, and the rule's parameters."""
-        return (
-            f"{self.counts_text()} of {self.classes_S.size} seeds (ICL accuracy at the end >= {self.level:g}: "
-            f"persistent, or recovered after a fall of >= {self.lasting} evaluations; below: falling for < "
-            f"{self.lasting}, transient for >= {self.lasting}; docs/outcomes.md)"
-        )
 
 
 def classify(

@@ -1,12 +1,5 @@
-"""Typed results: the frozen dataclasses that analysis functions return, and how report.json writes them.
-
-    record_json(rec)   a record's fields in their order, each under its JSON name (`key`), nested
-                       records through their own `to_json`: the one place a record becomes a dict
-    Fitted             a fit's estimates; written {"ok": true, ...its fields}
-    NotFitted(reason)  why a fit was not done; written {"ok": false, "reason": ...}
-
-A fit returns `Estimates | NotFitted`: a reader narrows it with isinstance, so the type checker follows
-which statistics are there."""
+"""Typed results, the frozen dataclasses analysis functions return, and how report.json writes them. A fit
+returns its estimates (a `Fitted`) or `NotFitted(reason)`: a reader narrows it with isinstance."""
 
 from __future__ import annotations
 

@@ -69,15 +69,8 @@ def transition_stats(t_S: np.ndarray, censor_at: int, dt: float) -> Transition:
         km = kaplan_meier(*censored_times(t_S, censor_at))
         scale = lambda v: None if v is None else v * dt
         median, ci = scale(km.median), [scale(v) for v in km.median_ci]
-    return Transition(
-        t_S.tolist(),
-        int(reached.size),
-        int(np.sum(t_S < 0)),
-        censor_at * dt,
-        median,
-        ci,
-        {q: (float(np.quantile(reached, q / 100)) if reached.size else None) for q in (10, 50, 90)},
-    )
+    quantiles = {q: (float(np.quantile(reached, q / 100)) if reached.size else None) for q in (10, 50, 90)}
+    return Transition(t_S.tolist(), int(reached.size), int(np.sum(t_S < 0)), censor_at * dt, median, ci, quantiles)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,25 +287,14 @@ def eq21_stats(matches: list[list[Eq21Match]], lam_D: np.ndarray, vstar_D: np.nd
     for m, rows in enumerate(matches):
         col = {k: np.array([getattr(r, k) for r in rows]) for k in ("u0", "cos_k", "cos_q", "rel_err", "grown_before")}
         ansatz = ~col["grown_before"].astype(bool) & (col["cos_k"] * col["cos_q"] >= ALIGNED)
-        summary = Eq21Transition(
-            m,
-            float(lam_D[m]),
-            float(vstar_D[m]),
-            len(rows),
-            int(np.sum(col["grown_before"])),
-            int(ansatz.sum()),
-            float(np.abs(col["rel_err"][ansatz]).max()) if ansatz.any() else None,
-        )
-        if rows:
-            summary = dataclasses.replace(
-                summary,
-                u0_median=float(np.median(col["u0"])),
-                cos_k_median=float(np.median(col["cos_k"])),
-                cos_q_median=float(np.median(col["cos_q"])),
-                rel_err=[float(np.quantile(col["rel_err"], q)) for q in (0.5, 0.1, 0.9)],
-                abs_rel_err_median=float(np.median(np.abs(col["rel_err"]))),
-            )
-        out.append(summary)
+        worst = float(np.abs(col["rel_err"][ansatz]).max()) if ansatz.any() else None
+        head = (m, float(lam_D[m]), float(vstar_D[m]), len(rows), int(np.sum(col["grown_before"])), int(ansatz.sum()))
+        if not rows:
+            out.append(Eq21Transition(*head, worst))
+            continue
+        u0, cos_k, cos_q = (float(np.median(col[k])) for k in ("u0", "cos_k", "cos_q"))
+        err = [float(np.quantile(col["rel_err"], q)) for q in (0.5, 0.1, 0.9)]
+        out.append(Eq21Transition(*head, worst, u0, cos_k, cos_q, err, float(np.median(np.abs(col["rel_err"])))))
     return out
 
 

@@ -114,18 +114,6 @@ def logistic_fit(x: np.ndarray, k: np.ndarray, n: np.ndarray, ridge: float = RID
     return a, b
 
 
-class KStar(Fitted):
-    """What every estimator of K* at one N gives: the midpoint b = log10 K* of a curve rising with log10 K,
-    its seed-bootstrap CI and the replicates (`boot_log10_kstar`, not in report.json) that a K* slope
-    across N pairs up."""
-
-    b: float
-    kstar: float
-    kstar_ci: list
-    log10_kstar_ci: list
-    boot_log10_kstar: np.ndarray
-
-
 @dataclasses.dataclass(frozen=True)
 class CellCount(Record):
     """k of n seeds acquired in one cell at log10 K, with the Wilson interval."""
@@ -138,8 +126,10 @@ class CellCount(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Logistic(KStar):
-    """The logistic fit of the acquired fraction on log10 K (`acquisition_curve`)."""
+class Logistic(Fitted):
+    """The logistic fit of the acquired fraction on log10 K (`acquisition_curve`). Both K* estimators give
+    the midpoint b = log10 K* of a curve rising with log10 K (slope a), its seed-bootstrap CI and the
+    replicates (`boot_log10_kstar`, not in report.json) that a K* slope across N pairs up."""
 
     a: float
     b: float
@@ -198,18 +188,13 @@ def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], bootstrap: Boot
         # Every cell is all-0 or all-1: resampling seeds changes nothing, so the bootstrap CI has zero
         # width. All that is known is that K* lies between the last all-0 and the first all-1 cell.
         ci = [float(xs[fs == 0].max()), float(xs[fs == 1].min())]
-    fit = Logistic(
-        a=float(a),
-        b=float(b),
-        kstar=float(10**b),
-        log10_kstar=float(b),
-        log10_kstar_ci=ci,
-        separated=separated,
-        kstar_ci=[None if v is None else 10**v for v in ci],
-        boot_failed=int(np.sum(~np.isfinite(bb))),
-        bracketed=bool(frac.min() < 0.5 < frac.max()),
-        boot_log10_kstar=bb,
+    a, b, kstar_ci, failed = (
+        float(a),
+        float(b),
+        [None if v is None else 10**v for v in ci],
+        int(np.sum(~np.isfinite(bb))),
     )
+    fit = Logistic(a, b, 10**b, b, ci, separated, kstar_ci, failed, bool(frac.min() < 0.5 < frac.max()), bb)
     return Acquisition(cells, confidence, n_boot, fit)
 
 
@@ -248,7 +233,7 @@ def _fit_sigmoid4(x, ybar, n, b_bounds, p0=None):
 
 
 @dataclasses.dataclass(frozen=True)
-class Sigmoid(KStar):
+class Sigmoid(Fitted):
     """The paper's 4-parameter sigmoid on final ICL accuracy at one N (`paper_sigmoid`)."""
 
     a: float
@@ -297,23 +282,9 @@ def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], bootstrap: Bootstr
             boots[i] = pb[1]
     ci = percentile_ci(boots, confidence)
     at_bound = bool(np.isclose(popt[1], b_bounds[0]) or np.isclose(popt[1], b_bounds[1]))
-    return Sigmoid(
-        a=float(popt[0]),
-        b=float(popt[1]),
-        c=float(popt[2]),
-        d=float(popt[3]),
-        kstar=float(10 ** popt[1]),
-        log10_kstar=float(popt[1]),
-        log10_kstar_ci=ci,
-        kstar_ci=[None if v is None else 10**v for v in ci],
-        b_bounds=list(b_bounds),
-        at_bound=at_bound,
-        n_boot=n_boot,
-        confidence=confidence,
-        n_K=n_K,
-        boot_failed=int(np.sum(~np.isfinite(boots))),
-        boot_log10_kstar=boots,
-    )
+    a, b, c, d = map(float, popt)
+    kstar_ci, failed = [None if v is None else 10**v for v in ci], int(np.sum(~np.isfinite(boots)))
+    return Sigmoid(a, b, c, d, 10**b, b, ci, kstar_ci, list(b_bounds), at_bound, n_boot, confidence, n_K, failed, boots)
 
 
 def _ols_slopes(u: np.ndarray, v: np.ndarray):

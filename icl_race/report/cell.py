@@ -18,8 +18,7 @@ from icl_race.analysis import bimodality as bm
 from icl_race.analysis import outcome as oc
 from icl_race.analysis import regime as rg
 from icl_race.analysis import survival as sv
-from icl_race.analysis.record import NotFitted, Record, record_json
-from icl_race.report.format import OMIT_NONE, key
+from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key, record_json
 from icl_race.report.paper import PAPER
 from icl_race.report.sample import Sample
 

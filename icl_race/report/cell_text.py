@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from icl_race.analysis import bimodality as bm
 from icl_race.analysis.bimodality import Modality
-from icl_race.analysis.outcome import CLASSES, KEPT, SHOWN, Count, Spread
+from icl_race.analysis.outcome import CLASSES, KEPT, Count, Spread
 from icl_race.analysis.regime import RISE_BOUND
 from icl_race.analysis.survival import KaplanMeier, Lognormal, Proportion, Tail
 from icl_race.analysis.threshold import MedianCI
 from icl_race.report.cell import CellStats, Statistics
 from icl_race.report.format import ci_text, num, p_value, pct
+from icl_race.report.summary import counts_text
 
 
 def ci_cell(st: MedianCI, fmt: str = "{:.3f}") -> str:
@@ -220,9 +221,7 @@ def outcome_table(c: CellStats) -> list[str]:
 
 
 def outcome_counts_text(c: CellStats) -> str:
-    """'27 persistent, 2 falling, 2 transient, 1 censored' (as `analysis.outcome.Outcomes.counts_text`)."""
-    counts = c.outcomes.counts
-    return ", ".join(f"{counts[n].k} {n}" for n in CLASSES if counts[n].k or n in SHOWN)
+    return counts_text({n: k.k for n, k in c.outcomes.counts.items()})
 
 
 def summary_line(c: CellStats) -> str:

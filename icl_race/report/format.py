@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 
-from icl_race.analysis.record import OMIT_NONE, key, plain, record_json  # noqa: F401  (the reports import them from here)
 from icl_race.analysis.text import ci_text, num  # noqa: F401  (the reports import them from here)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from icl_race import rundir
-from icl_race.analysis.record import Record
+from icl_race.analysis.record import OMIT_NONE, Record
 from icl_race.analysis.regression import (
     ALIGNED,
     HEAD_KEYS,
@@ -32,7 +32,6 @@ from icl_race.analysis.regression import (
 )
 from icl_race.config import ConfigError
 from icl_race.plots.regression import CURVES
-from icl_race.report.format import OMIT_NONE
 from icl_race.theory.linear_attention import staircase
 
 

@@ -14,11 +14,10 @@ import numpy as np
 from icl_race.analysis import threshold as th
 from icl_race.analysis.compare import PairStats, pair_stats
 from icl_race.analysis.draws import Draws
-from icl_race.analysis.record import NotFitted, Record
+from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key
 from icl_race.analysis.survival import Lognormal, censored_times
 from icl_race.analysis.threshold import MedianCI, Slope
 from icl_race.report.cell import Bimodality, CellStats, analysed
-from icl_race.report.format import OMIT_NONE, key
 from icl_race.report.sample import Sample
 
 N_BOOT_SIGMOID = 200
@@ -200,9 +199,9 @@ def t_icl_pair(reference: Sample, other: Sample, draws: Draws) -> PairStats:
     )
 
 
-def _slope(Ns: list, fits: Mapping[int, th.KStar | NotFitted], log_N) -> Slope | NotFitted:
+def _slope(Ns: list, fits: Mapping[int, th.Logistic | th.Sigmoid | NotFitted], log_N) -> Slope | NotFitted:
     """The slope of log10 K* on log_N(N) over the N whose K* was estimated (by either estimator)."""
-    fitted = {N: f for N in Ns if isinstance(f := fits[N], th.KStar)}
+    fitted = {N: f for N in Ns if isinstance(f := fits[N], (th.Logistic, th.Sigmoid))}
     return th.power_law_slope(
         log_N(np.array(list(fitted), float)),
         np.array([f.b for f in fitted.values()]),
