@@ -125,9 +125,9 @@ def test_bimodal_mixture_detected_and_unimodal_sample_not():
     bimodal = np.log10(np.r_[np.exp(rng.normal(8.0, 0.35, 180)), np.exp(rng.normal(11.0, 0.35, 120))])
     unimodal = np.log10(np.exp(rng.normal(9.0, 0.8, 300)))
     b, u = bm.summarize(bimodal), bm.summarize(unimodal)
-    assert b.bimodal and b.dip_p < 0.01 and b.bc > bm.BC_UNIFORM and b.mixture["delta_bic"] > 10
-    assert b.mixture["two"]["weights"][0] == pytest.approx(0.6, abs=0.05)
-    assert not u.bimodal and u.dip_p > 0.05 and u.bc < bm.BC_UNIFORM and u.mixture["delta_bic"] < 0
+    assert b.bimodal and b.dip_p < 0.01 and b.bc > bm.BC_UNIFORM and b.mixture.delta_bic > 10
+    assert b.mixture.two["weights"][0] == pytest.approx(0.6, abs=0.05)
+    assert not u.bimodal and u.dip_p > 0.05 and u.bc < bm.BC_UNIFORM and u.mixture.delta_bic < 0
 
 
 def test_agreement_of_the_three_bimodality_statistics_and_power():
@@ -139,7 +139,7 @@ def test_agreement_of_the_three_bimodality_statistics_and_power():
     # test keeps unimodality on this many values while BC and Delta BIC favour two modes.
     skewed = np.r_[1 - rng.exponential(0.005, 26), rng.uniform(0.48, 0.62, 6)]
     st = bm.summarize(skewed)
-    assert st.dip_p > 0.05 and st.bc > bm.BC_UNIFORM and st.mixture["delta_bic"] > 0
+    assert st.dip_p > 0.05 and st.bc > bm.BC_UNIFORM and st.mixture.delta_bic > 0
     assert st.agreement == "disagree" and not st.bimodal
     few = bm.summarize(two[::20])  # 10 values
     assert few.n == 10 and few.underpowered

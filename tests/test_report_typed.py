@@ -13,7 +13,7 @@ from test_report_golden import classification_run
 from icl_race.analysis import regression
 from icl_race.analysis import survival as sv
 from icl_race.analysis import threshold as th
-from icl_race.analysis.bimodality import Modality
+from icl_race.analysis.bimodality import Mixture, Modality
 from icl_race.analysis.draws import Draws
 from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key
 from icl_race.analysis.threshold import MedianCI
@@ -92,8 +92,7 @@ def test_a_run_reports_cell_is_its_records_in_the_field_order(tmp_path):
 
 
 def _modality(agreement="bimodal", n=40, dip_p=0.01, bc=0.7):
-    mixture = {"bic1": 1.0, "bic2": 0.0, "delta_bic": 1.0, "prefers": 2, "one": {}, "two": {}}
-    return Modality(n, 0.1, dip_p, bc, bc > 0.555, mixture, dip_p < 0.05, agreement, n < 30)
+    return Modality(n, 0.1, dip_p, bc, bc > 0.555, Mixture(1.0, 0.0, 1.0, 2, {}, {}), dip_p < 0.05, agreement, n < 30)
 
 
 def _bimodality(near=True, agreement="bimodal"):

@@ -149,7 +149,7 @@ def predict_k_star(
         for n, m, bm, ks, bk in zip(N, med, boot_med, k, boot_k)
     ]
     with np.errstate(invalid="ignore", divide="ignore"):
-        slope = power_law_slope(np.log10(N), np.log10(k), np.log10(boot_k), confidence)
+        slope = power_law_slope(np.log10(N), np.log10(k), np.log10(boot_k), confidence).to_json()
     return {"nu": nu, "C": float(np.exp(icpt)), "per_N": per_N, "k_star_slope": slope}
 
 
