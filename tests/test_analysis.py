@@ -10,6 +10,7 @@ from scipy.special import expit
 from icl_race.analysis import bimodality as bm
 from icl_race.analysis import survival as sv
 from icl_race.analysis import threshold as th
+from icl_race.analysis.compare import fraction_difference
 from icl_race.analysis.draws import Bootstrap, generator
 from icl_race.analysis.record import NotFitted
 
@@ -260,7 +261,7 @@ def test_median_vs_N_needs_two_distinct_N_not_two_cells():
 def test_fraction_difference_and_verdicts():
     rng = np.random.default_rng(1)
     n = np.full(6, 200)
-    d = th.fraction_difference(np.full(6, 150), n, np.full(6, 90), n, Bootstrap(500, rng))
+    d = fraction_difference(np.full(6, 150), n, np.full(6, 90), n, Bootstrap(500, rng))
     assert d.mean_diff == pytest.approx(0.3) and _inside(d.mean_diff_ci, 0.3) and d.mean_diff_ci[0] > 0.2
     assert th.sign_verdict(d.mean_diff_ci, +1) == "agrees"
     assert th.sign_verdict(d.mean_diff_ci, -1) == "disagrees"

@@ -14,6 +14,7 @@ from icl_race.analysis import regression
 from icl_race.analysis import survival as sv
 from icl_race.analysis import threshold as th
 from icl_race.analysis.bimodality import Mixture, Modality
+from icl_race.analysis.compare import CellDifference
 from icl_race.analysis.draws import Draws
 from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key
 from icl_race.analysis.threshold import MedianCI
@@ -182,7 +183,7 @@ def _scaling():
 
 def _balanced():
     counts = Counts(np.array([10]), np.array([20]))
-    diff = Difference([th.CellDifference(0.6, 0.4, 0.2, [0.1, 0.3])], 0.2, [0.1, 0.3], 0.95, 10, counts, counts)
+    diff = Difference([CellDifference(0.6, 0.4, 0.2, [0.1, 0.3])], 0.2, [0.1, 0.3], 0.95, 10, counts, counts)
     return Balanced({}, "all", [50], [1000], "-", [], diff, diff)
 
 

@@ -19,12 +19,9 @@ name give the same numbers in every process. Two statistics given the same gener
 purpose share their draws: `race.km_summary`'s replicates of conditions with equal seed counts resample
 the same seed positions, which pairs the race's median ratios by seed id.
 
-A command's draws are a `Draws`: its root (--seed) and replicate count (--boot). A statistic asks for its
-generator by its name and the cells it resamples (`draws.rng("acquisition", *cells)`: run directory names,
-which do not change when other cells are added), so a bootstrap does not depend on which other statistics
-exist or in what order they are computed. A bootstrap that an estimator runs for its caller
-(`analysis.threshold`) takes a `Bootstrap`: the replicates' count, the generator they draw from and the
-confidence of the percentile intervals (`Draws.bootstrap` gives one).
+A command's `Draws` are its root (--seed) and replicate count (--boot); a statistic draws from the child
+named by it and the cells it resamples (`draws.rng("acquisition", *cells)`). An estimator that bootstraps
+for its caller (`analysis.threshold`) takes a `Bootstrap` (`Draws.bootstrap`): count, generator, confidence.
 """
 
 from __future__ import annotations

@@ -20,8 +20,6 @@ Estimators (x = log10 K throughout):
   median_vs_N         Kaplan-Meier median t_ICL per N (censored seeds kept), least-squares line against
                       N, a quadratic term (linearity check, >= 3 values of N) and the log-log exponent;
                       CIs from a seed bootstrap of the KM medians.
-  fraction_difference difference of two acquisition fractions per K, and its mean over K (balanced vs
-                      standard contexts); CI from binomial resampling of each cell.
 Every bootstrap takes its count, numpy Generator and confidence from the caller (`analysis.draws.Bootstrap`: one
 convention for draws), so the results are reproducible and no estimator roots a stream of its own.
 """
@@ -428,47 +426,6 @@ def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarra
         c2b = (bt[good] @ pinv.T)[:, 2]
         quadratic = Quadratic(float(c2), percentile_ci(c2b, confidence), "steps per (sd of N)^2")
     return MedianVsN(*head, Lines(linear, loglog, quadratic))
-
-
-@dataclasses.dataclass(frozen=True)
-class CellDifference(Record):
-    p1: float
-    p2: float
-    diff: float
-    diff_ci: list
-
-
-@dataclasses.dataclass(frozen=True)
-class FractionDifference(Record):
-    """p1 - p2 per cell and over the cells, with bootstrap CIs (`fraction_difference`)."""
-
-    per_cell: list[CellDifference]
-    mean_diff: float
-    mean_diff_ci: list
-    confidence: float
-    n_boot: int
-
-
-def fraction_difference(
-    k1: np.ndarray, n1: np.ndarray, k2: np.ndarray, n2: np.ndarray, bootstrap: Bootstrap
-) -> FractionDifference:
-    """p1 - p2 per cell and averaged over cells (e.g. standard minus balanced, per K)."""
-    n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
-    k1, n1, k2, n2 = (np.asarray(v, int) for v in (k1, n1, k2, n2))
-    p1, p2 = k1 / n1, k2 / n2
-    b1 = rng.binomial(n1, p1, size=(n_boot, n1.size)) / n1
-    b2 = rng.binomial(n2, p2, size=(n_boot, n2.size)) / n2
-    diffs = b1 - b2
-    return FractionDifference(
-        [
-            CellDifference(float(a), float(b), float(a - b), percentile_ci(d, confidence))
-            for a, b, d in zip(p1, p2, diffs.T)
-        ],
-        float(np.mean(p1 - p2)),
-        percentile_ci(diffs.mean(1), confidence),
-        confidence,
-        n_boot,
-    )
 
 
 def interval_verdict(ci: Sequence[float | None] | None, value: float) -> str:

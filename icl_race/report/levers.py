@@ -24,13 +24,8 @@ def _order(value) -> tuple:
 def _kstars(a: Logistic | NotFitted, s: Sigmoid | NotFitted) -> dict:
     """One N's K* by both estimators, for the lever table (None where not fitted)."""
     fa, fs = (a if isinstance(a, Logistic) else None), (s if isinstance(s, Sigmoid) else None)
-    return {
-        "kstar": fa and fa.kstar,
-        "kstar_ci": fa and fa.kstar_ci,
-        "bracketed": fa and fa.bracketed,
-        "paper_sigmoid_kstar": fs and fs.kstar,
-        "paper_sigmoid_kstar_ci": fs and fs.kstar_ci,
-    }
+    values = (fa and fa.kstar, fa and fa.kstar_ci, fa and fa.bracketed, fs and fs.kstar, fs and fs.kstar_ci)
+    return dict(zip(("kstar", "kstar_ci", "bracketed", "paper_sigmoid_kstar", "paper_sigmoid_kstar_ci"), values))
 
 
 def by_lever(

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from icl_race.analysis import threshold as th
-from icl_race.analysis.compare import PairStats, pair_stats
+from icl_race.analysis.compare import FractionDifference, PairStats, fraction_difference, pair_stats
 from icl_race.analysis.draws import Draws
 from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key
 from icl_race.analysis.survival import Lognormal, censored_times
@@ -138,8 +138,8 @@ class Counts(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Difference(th.FractionDifference):
-    """Standard minus balanced for one metric (`threshold.fraction_difference`), and each side's counts."""
+class Difference(FractionDifference):
+    """Standard minus balanced for one metric (`analysis.compare.fraction_difference`), and each side's counts."""
 
     standard: Counts
     balanced: Counts
@@ -323,7 +323,7 @@ def balanced(
     for metric, _ in BALANCED_METRICS:
         ks, ns = _counts(stats, si, metric)
         kb, nb = _counts(stats, bi, metric)
-        diff = th.fraction_difference(
+        diff = fraction_difference(
             ks, ns, kb, nb, draws.bootstrap(metric, *(c for i in si + bi for c in samples[i].cells))
         )
         diffs[metric] = Difference(**vars(diff), standard=Counts(ks, ns), balanced=Counts(kb, nb))
