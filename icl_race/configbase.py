@@ -213,7 +213,7 @@ class System:
     model_kinds: tuple[str, ...] = ()
     needs_x64: Callable[[Config], bool] = never  # whether a run is built and trained under jax.enable_x64
     # A module with any of run_report(run, draws), sweep_report(sweep, draws) -> (report dict, markdown,
-    # {name: Figure}) (draws: report.draws.Draws, the bootstrap's seed and size), hist_text(run, bins),
+    # {name: Figure}) (draws: analysis.draws.Draws, the bootstrap's seed and size), hist_text(run, bins),
     # sweep_hist_text(sweep) -> str, hist_record(run, bins), sweep_hist_record(sweep) -> dict (`hist --json`);
     # or None with no_report.
     report: Any = None

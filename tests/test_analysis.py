@@ -10,7 +10,9 @@ from scipy.special import expit
 from icl_race.analysis import bimodality as bm
 from icl_race.analysis import survival as sv
 from icl_race.analysis import threshold as th
+from icl_race.analysis.compare import fraction_difference
 from icl_race.analysis.draws import Bootstrap, generator
+from icl_race.analysis.record import NotFitted
 
 
 def _inside(ci, value):
@@ -29,25 +31,25 @@ def test_censored_lognormal_recovers_parameters_and_dropping_censored_seeds_does
     assert 0.2 < (~observed).mean() < 0.4
 
     fit = sv.fit_lognormal(times, observed)
-    assert fit["ok"]
-    assert _inside(fit["mu_ci"], mu) and _inside(fit["sigma_ci"], sigma), fit
-    assert fit["mu_ci"][1] - fit["mu_ci"][0] < 0.25
+    assert isinstance(fit, sv.Lognormal)
+    assert _inside(fit.mu_ci, mu) and _inside(fit.sigma_ci, sigma), fit
+    assert fit.mu_ci[1] - fit.mu_ci[0] < 0.25
     # scipy's censored lognormal MLE agrees with ours
     s_ref, _, scale_ref = stats.lognorm.fit(
         stats.CensoredData(uncensored=times[observed], right=times[~observed]), floc=0
     )
-    assert fit["sigma"] == pytest.approx(s_ref, rel=1e-3) and fit["mu"] == pytest.approx(math.log(scale_ref), abs=1e-3)
+    assert fit.sigma == pytest.approx(s_ref, rel=1e-3) and fit.mu == pytest.approx(math.log(scale_ref), abs=1e-3)
     # dropping the censored seeds (what the reference's histogram-of-acquired amounts to) is biased
     naive = np.log(times[observed])
-    assert naive.mean() < fit["mu_ci"][0] and naive.std() < fit["sigma_ci"][0]
+    assert naive.mean() < fit.mu_ci[0] and naive.std() < fit.sigma_ci[0]
 
     km = sv.kaplan_meier(times, observed)
-    assert _inside(km["median_ci"], math.exp(mu))
-    assert km["median"] == sv.km_median(times, observed)
+    assert _inside(km.median_ci, math.exp(mu))
+    assert km.median == sv.km_median(times, observed)
     na = sv.never_acquired(observed)
-    assert _inside(na["ci"], stats.lognorm.sf(budget, sigma, scale=math.exp(mu)))
+    assert _inside(na.ci, stats.lognorm.sf(budget, sigma, scale=math.exp(mu)))
     # with administrative censoring the KM curve ends at the never-acquired fraction
-    assert km["survival"][-1] == pytest.approx(na["fraction"])
+    assert km.survival[-1] == pytest.approx(na.fraction)
 
 
 @pytest.mark.parametrize("n, budget", [(400, 12_000), (30, 6_000)])  # ~30% and ~65% censored
@@ -60,16 +62,17 @@ def test_censored_lognormal_wald_cis_match_lifelines(n, budget):
     t = np.exp(rng.normal(9.0, 0.8, n))
     times, observed = sv.censored_times(np.where(t <= budget, np.ceil(t), -1).astype(np.int64), budget)
     fit = sv.fit_lognormal(times, observed)
+    assert isinstance(fit, sv.Lognormal)
     ref = lifelines.LogNormalFitter().fit(times, observed)
     z = stats.norm.ppf(0.975)
-    se_mu = (fit["mu_ci"][1] - fit["mu_ci"][0]) / (2 * z)
-    se_log_sigma = math.log(fit["sigma_ci"][1] / fit["sigma_ci"][0]) / (2 * z)
+    se_mu = (fit.mu_ci[1] - fit.mu_ci[0]) / (2 * z)
+    se_log_sigma = math.log(fit.sigma_ci[1] / fit.sigma_ci[0]) / (2 * z)
     se_ref = np.sqrt(np.diag(ref.variance_matrix_.to_numpy()))
-    assert fit["mu"] == pytest.approx(ref.mu_, rel=1e-4) and fit["sigma"] == pytest.approx(ref.sigma_, rel=1e-4)
+    assert fit.mu == pytest.approx(ref.mu_, rel=1e-4) and fit.sigma == pytest.approx(ref.sigma_, rel=1e-4)
     assert se_mu == pytest.approx(se_ref[0], rel=1e-4)
-    assert fit["sigma"] * se_log_sigma == pytest.approx(se_ref[1], rel=1e-4)
+    assert fit.sigma * se_log_sigma == pytest.approx(se_ref[1], rel=1e-4)
     row = ref.summary.loc["mu_"]
-    assert fit["mu_ci"] == pytest.approx([row["coef lower 95%"], row["coef upper 95%"]], rel=1e-4)
+    assert fit.mu_ci == pytest.approx([row["coef lower 95%"], row["coef upper 95%"]], rel=1e-4)
 
 
 @pytest.mark.parametrize("x", [np.random.default_rng(1).lognormal(size=13), np.r_[0.3, 0.3, 0.5, np.nan, 0.9]])
@@ -81,9 +84,9 @@ def test_the_median_ci_is_scipys_percentile_bootstrap_on_the_same_draws(x):
     ref = stats.bootstrap(
         (finite,), np.median, n_resamples=2000, method="percentile", confidence_level=0.9, rng=np.random.default_rng(5)
     )
-    assert got["median"] == np.median(finite) and got["n"] == finite.size
-    assert got["ci"] == pytest.approx([ref.confidence_interval.low, ref.confidence_interval.high], rel=1e-12)
-    assert th.median_ci([np.nan], 100, np.random.default_rng(0)) == {"median": None, "ci": [None, None], "n": 0}
+    assert got.median == np.median(finite) and got.n == finite.size
+    assert got.ci == pytest.approx([ref.confidence_interval.low, ref.confidence_interval.high], rel=1e-12)
+    assert th.median_ci([np.nan], 100, np.random.default_rng(0)) == th.MedianCI(None, [None, None], 0)
 
 
 def test_kaplan_meier_by_hand_and_median_not_reached():
@@ -91,12 +94,12 @@ def test_kaplan_meier_by_hand_and_median_not_reached():
     t_icl = np.array([100, 100, 200, 300, 300, 300, 400, -1, -1, -1])
     times, observed = sv.censored_times(t_icl, 500)
     km = sv.kaplan_meier(times, observed)
-    assert km["survival"] == pytest.approx([0.8, 0.7, 0.4, 0.3, 0.3])
-    assert km["median"] == 300.0
+    assert km.survival == pytest.approx([0.8, 0.7, 0.4, 0.3, 0.3])
+    assert km.median == 300.0
     # most seeds censored: the median is not reached and the report must say so, not invent one
     times, observed = sv.censored_times(np.array([100, 200, -1, -1, -1, -1]), 500)
     km = sv.kaplan_meier(times, observed)
-    assert km["median"] is None and math.isnan(sv.km_median(times, observed))
+    assert km.median is None and math.isnan(sv.km_median(times, observed))
 
 
 def test_power_law_tail_recovers_alpha_and_beats_lognormal_only_on_power_law_data():
@@ -105,14 +108,14 @@ def test_power_law_tail_recovers_alpha_and_beats_lognormal_only_on_power_law_dat
     x = xmin * (1 - rng.random(1500)) ** (-1 / (alpha - 1))
     times, observed = sv.censored_times(np.where(x <= budget, x, -1), budget)
     fit = sv.fit_tail(times, observed)
-    assert fit["ok"] and _inside(fit["power_law"]["alpha_ci"], alpha), fit
-    assert fit["xmin"] < 2 * xmin
-    assert fit["likelihood_ratio"]["favours"] != "lognormal"
+    assert isinstance(fit, sv.Tail) and _inside(fit.power_law.alpha_ci, alpha), fit
+    assert fit.xmin < 2 * xmin
+    assert fit.likelihood_ratio.favours != "lognormal"
 
     t = np.exp(rng.normal(9.0, 0.5, 1500))
     times, observed = sv.censored_times(t, 1e9)
     fit = sv.fit_tail(times, observed, xmin=float(np.quantile(t, 0.3)))
-    assert fit["likelihood_ratio"]["R"] < 0 and fit["likelihood_ratio"]["favours"] == "lognormal", fit
+    assert fit.likelihood_ratio.R < 0 and fit.likelihood_ratio.favours == "lognormal", fit
 
 
 # ---- bimodality ---------------------------------------------------------------------------------
@@ -123,33 +126,33 @@ def test_bimodal_mixture_detected_and_unimodal_sample_not():
     bimodal = np.log10(np.r_[np.exp(rng.normal(8.0, 0.35, 180)), np.exp(rng.normal(11.0, 0.35, 120))])
     unimodal = np.log10(np.exp(rng.normal(9.0, 0.8, 300)))
     b, u = bm.summarize(bimodal), bm.summarize(unimodal)
-    assert b["bimodal"] and b["dip_p"] < 0.01 and b["bc"] > bm.BC_UNIFORM and b["mixture"]["delta_bic"] > 10
-    assert b["mixture"]["two"]["weights"][0] == pytest.approx(0.6, abs=0.05)
-    assert not u["bimodal"] and u["dip_p"] > 0.05 and u["bc"] < bm.BC_UNIFORM and u["mixture"]["delta_bic"] < 0
+    assert b.bimodal and b.dip_p < 0.01 and b.bc > bm.BC_UNIFORM and b.mixture.delta_bic > 10
+    assert b.mixture.two["weights"][0] == pytest.approx(0.6, abs=0.05)
+    assert not u.bimodal and u.dip_p > 0.05 and u.bc < bm.BC_UNIFORM and u.mixture.delta_bic < 0
 
 
 def test_agreement_of_the_three_bimodality_statistics_and_power():
     rng = np.random.default_rng(11)
     two = np.r_[rng.normal(0, 0.3, 120), rng.normal(3, 0.3, 80)]
-    assert bm.summarize(two)["agreement"] == "bimodal" and not bm.summarize(two)["underpowered"]
-    assert bm.summarize(rng.normal(0, 1, 200))["agreement"] == "unimodal"
+    assert bm.summarize(two).agreement == "bimodal" and not bm.summarize(two).underpowered
+    assert bm.summarize(rng.normal(0, 1, 200)).agreement == "unimodal"
     # A mass at one end and a tail (a demo's final accuracies: most seeds near 1, a few at chance): the dip
     # test keeps unimodality on this many values while BC and Delta BIC favour two modes.
     skewed = np.r_[1 - rng.exponential(0.005, 26), rng.uniform(0.48, 0.62, 6)]
     st = bm.summarize(skewed)
-    assert st["dip_p"] > 0.05 and st["bc"] > bm.BC_UNIFORM and st["mixture"]["delta_bic"] > 0
-    assert st["agreement"] == "disagree" and not st["bimodal"]
+    assert st.dip_p > 0.05 and st.bc > bm.BC_UNIFORM and st.mixture.delta_bic > 0
+    assert st.agreement == "disagree" and not st.bimodal
     few = bm.summarize(two[::20])  # 10 values
-    assert few["n"] == 10 and few["underpowered"]
-    assert bm.summarize(two[:3])["agreement"] is None  # too few for any test
+    assert few.n == 10 and few.underpowered
+    assert bm.summarize(two[:3]).agreement is None  # too few for any test
 
 
 def test_grid_ties_do_not_fake_bimodality():
     # t_ICL lives on the evaluation grid; dequantizing spreads each value over its evaluation period
     rng = np.random.default_rng(3)
     t = np.ceil(np.exp(rng.normal(6.0, 0.5, 300)) / 50) * 50
-    assert bm.summarize(np.log10(t))["dip_p"] < 0.05  # the ties alone reject unimodality
-    assert not bm.summarize(np.log10(bm.dequantize(t, 50)))["bimodal"]
+    assert bm.summarize(np.log10(t)).dip_p < 0.05  # the ties alone reject unimodality
+    assert not bm.summarize(np.log10(bm.dequantize(t, 50))).bimodal
 
 
 # ---- thresholds ---------------------------------------------------------------------------------
@@ -162,17 +165,18 @@ def _acquisition_cells(rng, x, midpoint, steepness=5.0, seeds=40):
 def test_logistic_acquisition_curve_recovers_midpoint():
     rng = np.random.default_rng(5)
     x = np.round(np.arange(2.5, 4.51, 0.125), 3)
-    cur = th.acquisition_curve(x, _acquisition_cells(rng, x, 3.3), Bootstrap(1000, rng))
-    assert cur["ok"] and cur["bracketed"]
-    assert _inside(cur["log10_kstar_ci"], 3.3)
-    lo, hi = cur["log10_kstar_ci"]
-    assert hi - lo < 0.2 and cur["kstar"] == pytest.approx(10 ** cur["b"])
+    cur = th.acquisition_curve(x, _acquisition_cells(rng, x, 3.3), Bootstrap(1000, rng)).fit
+    assert isinstance(cur, th.Logistic) and cur.bracketed
+    assert _inside(cur.log10_kstar_ci, 3.3)
+    lo, hi = cur.log10_kstar_ci
+    assert hi - lo < 0.2 and cur.kstar == pytest.approx(10**cur.b)
 
 
 def test_separated_cells_bracket_kstar_between_grid_points():
     x = np.array([2.0, 2.5, 3.0, 3.5, 4.0])
-    cur = th.acquisition_curve(x, [np.full(20, xi > 2.9) for xi in x], Bootstrap(200, generator(0)))
-    assert cur["separated"] and cur["log10_kstar_ci"] == [2.5, 3.0] and 2.5 < cur["b"] < 3.0
+    cur = th.acquisition_curve(x, [np.full(20, xi > 2.9) for xi in x], Bootstrap(200, generator(0))).fit
+    assert isinstance(cur, th.Logistic)
+    assert cur.separated and cur.log10_kstar_ci == [2.5, 3.0] and 2.5 < cur.b < 3.0
 
 
 def test_paper_sigmoid_recovers_midpoint_on_final_accuracy():
@@ -180,18 +184,18 @@ def test_paper_sigmoid_recovers_midpoint_on_final_accuracy():
     x = np.round(np.arange(2.5, 4.51, 0.25), 3)
     acc = [np.where(o, 0.99, 0.5) + rng.normal(0, 0.01, o.size) for o in _acquisition_cells(rng, x, 3.6)]
     fit = th.paper_sigmoid(x, acc, Bootstrap(60, rng))
-    assert fit["ok"] and _inside(fit["log10_kstar_ci"], 3.6) and abs(fit["b"] - 3.6) < 0.1
+    assert isinstance(fit, th.Sigmoid) and _inside(fit.log10_kstar_ci, 3.6) and abs(fit.b - 3.6) < 0.1
 
 
 def test_paper_sigmoid_needs_five_K_spanning_the_transition():
     rng = np.random.default_rng(9)
     x = np.array([2.5, 3.0, 3.5, 4.0, 4.5])
     acc = [np.where(o, 0.99, 0.5) + rng.normal(0, 0.01, o.size) for o in _acquisition_cells(rng, x, 3.5)]
-    assert th.paper_sigmoid(x, acc, Bootstrap(20, rng))["ok"]
+    assert isinstance(th.paper_sigmoid(x, acc, Bootstrap(20, rng)), th.Sigmoid)
     four = th.paper_sigmoid(x[:4], acc[:4], Bootstrap(20, rng))
-    assert not four["ok"] and four["reason"] == "needs >= 5 values of K to fit 4 parameters (has 4)"
+    assert four == NotFitted("needs >= 5 values of K to fit 4 parameters (has 4)")
     above = th.paper_sigmoid(x, [a * 0 + 0.99 for a in acc], Bootstrap(20, rng))  # every cell past the rise
-    assert not above["ok"] and "do not span the transition" in above["reason"]
+    assert isinstance(above, NotFitted) and "do not span the transition" in str(above.reason)
 
 
 def test_logrank_of_equal_and_of_shifted_samples():
@@ -214,12 +218,14 @@ def test_kstar_power_law_slope_recovered():
     for N in Ns:
         cur = th.acquisition_curve(
             x, _acquisition_cells(rng, x, intercept + slope * math.log10(N), 6.0), Bootstrap(1000, rng)
-        )
-        b.append(cur["b"])
-        boot.append(cur["boot_log10_kstar"])
+        ).fit
+        assert isinstance(cur, th.Logistic)
+        b.append(cur.b)
+        boot.append(cur.boot_log10_kstar)
     fit = th.power_law_slope(np.log10(Ns), np.array(b), np.stack(boot))
-    assert _inside(fit["slope_ci"], slope) and not _inside(fit["slope_ci"], 1.0), fit
-    assert fit["slope_ci"][1] - fit["slope_ci"][0] < 0.3
+    assert isinstance(fit, th.Slope)
+    assert _inside(fit.slope_ci, slope) and not _inside(fit.slope_ci, 1.0), fit
+    assert fit.slope_ci[1] - fit.slope_ci[0] < 0.3
 
 
 @pytest.mark.parametrize("power", [1, 2])
@@ -233,11 +239,13 @@ def test_median_t_icl_vs_N_linear_and_curved(power):
         tt, o = sv.censored_times(np.where(t <= budget, t, -1), budget)
         times.append(tt)
         observed.append(o)
-    fit = th.median_vs_N(Ns, times, observed, Bootstrap(500, rng))
-    assert _inside(fit["loglog"]["slope_ci"], power), fit["loglog"]
-    q = fit["quadratic"]["c2_ci"]
+    fit = th.median_vs_N(Ns, times, observed, Bootstrap(500, rng)).fit
+    assert isinstance(fit, th.Lines) and isinstance(fit.loglog, th.Slope) and isinstance(fit.linear, th.Slope)
+    assert fit.quadratic is not None
+    assert _inside(fit.loglog.slope_ci, power), fit.loglog
+    q = fit.quadratic.c2_ci
     if power == 1:
-        assert _inside(fit["linear"]["slope_ci"], 200.0) and _inside(q, 0.0)
+        assert _inside(fit.linear.slope_ci, 200.0) and _inside(q, 0.0)
     else:
         assert q[0] > 0  # curvature detected: not a straight line
 
@@ -246,16 +254,17 @@ def test_median_vs_N_needs_two_distinct_N_not_two_cells():
     # Two cells of one N (its seeds split by ensemble.first_seed) made the report fail on a missing slope.
     t = [np.array([100.0, 120, 140]), np.array([110.0, 130, 150])]
     fit = th.median_vs_N(np.array([32, 32]), t, [np.ones(3, bool)] * 2, Bootstrap(50, generator(0)))
-    assert not fit["ok"] and "linear" not in fit and [p["median"] for p in fit["per_N"]] == [120.0, 130.0]
+    assert isinstance(fit.fit, NotFitted) and [p.median for p in fit.per_N] == [120.0, 130.0]
+    assert "linear" not in fit.to_json()
 
 
 def test_fraction_difference_and_verdicts():
     rng = np.random.default_rng(1)
     n = np.full(6, 200)
-    d = th.fraction_difference(np.full(6, 150), n, np.full(6, 90), n, Bootstrap(500, rng))
-    assert d["mean_diff"] == pytest.approx(0.3) and _inside(d["mean_diff_ci"], 0.3) and d["mean_diff_ci"][0] > 0.2
-    assert th.sign_verdict(d["mean_diff_ci"], +1) == "agrees"
-    assert th.sign_verdict(d["mean_diff_ci"], -1) == "disagrees"
+    d = fraction_difference(np.full(6, 150), n, np.full(6, 90), n, Bootstrap(500, rng))
+    assert d.mean_diff == pytest.approx(0.3) and _inside(d.mean_diff_ci, 0.3) and d.mean_diff_ci[0] > 0.2
+    assert th.sign_verdict(d.mean_diff_ci, +1) == "agrees"
+    assert th.sign_verdict(d.mean_diff_ci, -1) == "disagrees"
     assert th.sign_verdict([-0.1, 0.2], +1).startswith("inconclusive")
     assert th.interval_verdict([1.3, 1.5], 1.41) == "agrees" and th.interval_verdict([1.0, 1.2], 1.41) == "disagrees"
 
@@ -282,7 +291,7 @@ def test_grid_periods_on_a_log_grid():
 
 
 def test_generator_streams_are_fixed_by_root_and_name_and_independent_across_names():
-    from icl_race.report.draws import Draws
+    from icl_race.analysis.draws import Draws
 
     def draw(rng):
         return rng.integers(0, 1000, 64).tolist()

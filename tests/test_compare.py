@@ -63,14 +63,14 @@ def test_the_groups_are_the_runs_in_order_with_their_own_counts(lr_runs, both):
         times, observed = run.censored(EVENT)
         assert (g.n, g.reached, g.diverged) == (times.size, int(observed.sum()), int(run.diverged.sum()))
         assert g.censor_at == run.censor_at(EVENT)
-        assert g.km["n"] == g.n and sum(g.outcomes.values()) == g.n + g.diverged
+        assert g.km.n == g.n and sum(g.outcomes.values()) == g.n + g.diverged
     assert (both.event, both.n_boot, both.seed) == (EVENT, 200, 3)
 
 
 def test_the_median_ratio_is_the_later_run_over_the_reference(lr_runs, both):
     """B / A, not A / B: swapping the runs inverts the ratio (the halved learning rate of b is slower)."""
     (pair,) = both.versus_first
-    a, b = (both.groups[i].km["median"] for i in (0, 1))
+    a, b = (both.groups[i].km.median for i in (0, 1))
     if a is None or b is None:
         pytest.skip(f"a median not reached in this run's 400 steps: A {a}, B {b}")
     assert pair.ratio.ratio == pytest.approx(b / a)

@@ -4,8 +4,25 @@
 import numpy as np
 from test_report_golden import _cell, _config, _on_grid
 
+from icl_race.analysis import threshold as th
+from icl_race.analysis.record import NotFitted
 from icl_race.report import levers, write_report
-from icl_race.report.sweep_sections import Acquisition, Heatmap, MedianVsN, Scaling, Sigmoid, Slope, Threshold
+from icl_race.report.sweep_sections import Heatmap, Scaling, Threshold
+
+
+def logistic(k: float, ci: list, bracketed: bool = True) -> th.Logistic:
+    """A hand-made logistic K* (what the report's readers use of one)."""
+    b, log_ci = np.log10(k), [None if v is None else float(np.log10(v)) for v in ci]
+    return th.Logistic(1.0, b, k, b, log_ci, False, ci, 0, bracketed, np.empty(0))
+
+
+def sigmoid(k: float) -> th.Sigmoid:
+    b = np.log10(k)
+    return th.Sigmoid(1.0, b, 0.5, 0.5, k, b, [None, None], [None, None], [2, 5], False, 0, 0.95, 5, 0, np.empty(0))
+
+
+def acquisition(fit: th.Logistic | NotFitted) -> th.Acquisition:
+    return th.Acquisition([], 0.95, 0, fit)
 
 
 def _threshold(group, kstars):  # what by_lever reads of a Threshold; the rest left empty
@@ -15,22 +32,19 @@ def _threshold(group, kstars):  # what by_lever reads of a Threshold; the rest l
         "standard",
         sorted(kstars),
         # A K* past the grid (here > 10,000) is an extrapolation: not bracketed by the cells.
-        {
-            N: Acquisition.of({"kstar": k, "kstar_ci": [k / 2, k * 2], "bracketed": k < 10000})
-            for N, k in kstars.items()
-        },
-        {N: Sigmoid.of({"kstar": k + 1, "kstar_ci": None}) for N, k in kstars.items()},
-        Slope(),
-        Slope(),
-        Slope(),
+        {N: acquisition(logistic(k, [k / 2, k * 2], k < 10000)) for N, k in kstars.items()},
+        {N: sigmoid(k + 1) for N, k in kstars.items()},
+        NotFitted(),
+        NotFitted(),
+        NotFitted(),
         [],
         Heatmap([], [], np.empty((0, 0))),
     )
 
 
 def _scaling(group, medians):  # what by_lever reads of a Scaling (no top-level N)
-    per_N = [{"N": N, "median": m, "median_ci": [m - 1, m + 1], "acquired": 16, "n": 16} for N, m in medians.items()]
-    return Scaling(group, "", MedianVsN.of({"per_N": per_N}), [], [])
+    per_N = [th.MedianAtN(N, m, [m - 1, m + 1], 16, 16) for N, m in medians.items()]
+    return Scaling(group, "", th.MedianVsN(per_N, 0.95, 0, [], NotFitted()), [], [])
 
 
 def test_kstar_per_lever_value_in_numeric_order_per_N():

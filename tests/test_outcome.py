@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from icl_race.analysis import outcome as oc
+from icl_race.report.summary import counts_text, outcome_sentence
 
 STEPS = np.arange(1, 31) * 10  # 30 evaluations, steps 10 ... 300
 LEVEL, LASTING = oc.LEVEL, oc.LASTING  # 0.9, 10
@@ -99,23 +100,24 @@ def test_lasting_counts_evaluations_into_the_nan_tail():
 def test_counts_have_wilson_cis_and_the_sentence_names_the_rule():
     o = _classify(_seed(), _seed(), _seed(below=(25, 30)), _seed(), _seed(), t=[60, 60, 60, -1, 60])
     c = o.counts()
-    assert [c[k]["k"] for k in oc.CLASSES] == [3, 0, 1, 0, 1, 0]
-    lo, hi = c["persistent"]["ci"]
-    assert lo < 3 / 5 < hi and c["persistent"]["n"] == 5
-    assert o.counts_text() == "3 persistent, 1 falling, 0 transient, 1 censored"
-    assert o.sentence().startswith(
+    assert [c[k].k for k in oc.CLASSES] == [3, 0, 1, 0, 1, 0]
+    lo, hi = c["persistent"].ci
+    assert lo < 3 / 5 < hi and c["persistent"].n == 5
+    assert counts_text({k: o.count(k) for k in oc.CLASSES}) == "3 persistent, 1 falling, 0 transient, 1 censored"
+    assert outcome_sentence(o).startswith(
         "3 persistent, 1 falling, 0 transient, 1 censored of 5 seeds (ICL accuracy at the end >= 0.9:"
     )
-    assert f">= {LASTING} evaluations" in o.sentence()
+    assert f">= {LASTING} evaluations" in outcome_sentence(o)
 
 
 def test_fall_survival_censors_seeds_without_a_lasting_fall():
     o = _classify(_seed(), _seed(below=(12, 30)), _seed(below=(25, 30)), _seed(below=(10, 20)), t=[60] * 4)
     assert list(o.classes_S) == ["persistent", "transient", "falling", "recovered"]
     km = oc.fall_survival(o, np.full(4, 60), 300)
-    assert km["n"] == 4 and km["acquired"] == 2  # two lasting falls, 70 and 50 steps after t_ICL
-    assert km["survival"][list(km["t"]).index(50.0)] == 0.75
+    assert km is not None and km.n == 4 and km.acquired == 2  # two lasting falls, 70 and 50 steps after t_ICL
+    assert km.survival[km.t.index(50.0)] == 0.75
     summary = oc.class_summary(o)
     assert list(summary) == list(oc.KEPT)
-    assert summary["falling"]["n"] == 1 and summary["falling"]["final_icl_acc"]["median"] == 0.5
-    assert summary["recovered"]["final_icl_acc"]["median"] == 0.99
+    falling, recovered = summary["falling"].final_icl_acc, summary["recovered"].final_icl_acc
+    assert summary["falling"].n == 1 and falling is not None and falling.median == 0.5
+    assert recovered is not None and recovered.median == 0.99

@@ -32,7 +32,7 @@ def _close_figures():
 
 def _km():
     t = np.where(T_S >= 0, T_S, BUDGET).astype(float)
-    return kaplan_meier(t, T_S >= 0)
+    return kaplan_meier(t, T_S >= 0).to_json()
 
 
 def _bars(ax):
@@ -136,7 +136,7 @@ def test_the_acquisition_heatmap_shows_the_fractions_with_empty_cells_blank():
 
 def test_the_compare_overlay_draws_each_groups_km_and_where_its_observation_ended():
     km_a = _km()
-    km_b = kaplan_meier(np.array([300.0, 500, 700, 800]), np.array([True, True, True, False]))
+    km_b = kaplan_meier(np.array([300.0, 500, 700, 800]), np.array([True, True, True, False])).to_json()
     fig = compare.km_overlay([km_a, km_b], ["A", "B: lr=0.05"], [BUDGET, 800], "icl")
     ax = fig.axes[0]
     steps = [ln for ln in ax.lines if "(n=" in ln.get_label()]

@@ -45,19 +45,16 @@ def test_rise_fraction_and_plateau_of_constructed_traces():
     np.testing.assert_allclose(h[[0, 2]], [0.99, 0.85])
     assert 0.8 < h[1] < 0.95 and np.isnan(h[3])  # the slow climb is still under way in the window
     s = regime.summarize(t_thr, t_start, acc, STEPS, threshold=0.95, n_boot=200)
-    assert s["acquired"] == 3 and s["seeds"] == 4
-    assert s["rise_fraction"]["median"] == pytest.approx(100 / 300)
-    assert s["plateau_reaches_threshold"] == pytest.approx(1 / 3)  # only the abrupt seed
-    assert s["final_icl_acc_acquired"]["median"] == pytest.approx(0.98)  # of 0.99, 0.98, 0.97
+    assert s.acquired == 3 and s.seeds == 4
+    assert s.rise_fraction.median == pytest.approx(100 / 300)
+    assert s.plateau_reaches_threshold == pytest.approx(1 / 3)  # only the abrupt seed
+    assert s.final_icl_acc_acquired.median == pytest.approx(0.98)  # of 0.99, 0.98, 0.97
+    assert s.abrupt is False  # the median rise fraction 1/3 is no jump
 
 
 def test_regime_verdict():
-    abrupt = {"rise_fraction": {"median": 0.05}, "plateau_reaches_threshold": 0.9}
-    climb = {"rise_fraction": {"median": 0.3}, "plateau_reaches_threshold": 0.9}
-    low = {"rise_fraction": {"median": 0.05}, "plateau_reaches_threshold": 0.2}
-    none = {"rise_fraction": {"median": None}, "plateau_reaches_threshold": None}
-    assert regime.is_abrupt(abrupt) and not regime.is_abrupt(climb) and not regime.is_abrupt(low)
-    assert regime.is_abrupt(none) is None
+    assert regime.is_abrupt(0.05, 0.9) and not regime.is_abrupt(0.3, 0.9) and not regime.is_abrupt(0.05, 0.2)
+    assert regime.is_abrupt(None, None) is None
 
 
 def test_effective_threshold_matches_monte_carlo():

@@ -113,13 +113,14 @@ def test_eq21_match_measures_a_known_time_stretch():
         v_TxH = np.stack([np.full_like(tau_T, 0.9), -v_T, np.full_like(tau_T, 0.02)], axis=1)
         assert escaping_head(v_TxH, 0, tau_T.size - 1) == 1  # |v| grows most; the sign is irrelevant
         match = match_eq21(tau_T, np.abs(v_TxH[:, 1]), 0, lam, c)
-        a = match["start"]
-        assert match["u0"] < START_FRAC <= v_T[a + 1] / vstar and not match["grown_before"]
-        assert match["predicted_tau"] == pytest.approx(scalar_ode_time(vstar / 2, v_T[a], lam, c), rel=1e-12)
-        assert match["rel_err"] == pytest.approx(k - 1, abs=1e-9)
+        assert match is not None
+        a = match.start
+        assert match.u0 < START_FRAC <= v_T[a + 1] / vstar and not match.grown_before
+        assert match.predicted_tau == pytest.approx(scalar_ode_time(vstar / 2, v_T[a], lam, c), rel=1e-12)
+        assert match.rel_err == pytest.approx(k - 1, abs=1e-9)
     late = int(np.argmax(v_T >= 0.2 * vstar))  # a window that opens after the head passed 0.1 v*
-    assert match_eq21(tau_T, v_T, late, lam, c)["start"] == late
-    assert match_eq21(tau_T, v_T, late, lam, c)["grown_before"]
+    escape = match_eq21(tau_T, v_T, late, lam, c)
+    assert escape is not None and escape.start == late and escape.grown_before
     assert match_eq21(tau_T, v_T, int(np.argmax(v_T >= vstar / 2)), lam, c) is None  # already escaped
 
 

@@ -10,10 +10,10 @@ import tiny
 from scipy.special import expit
 
 from icl_race import config, rundir
+from icl_race.analysis.draws import Draws
 from icl_race.cli import main
 from icl_race.report import hist_text, write_report
 from icl_race.report.classification import sweep_report
-from icl_race.report.draws import Draws
 from icl_race.rundir import load_sweep
 
 BUDGET, EVAL_EVERY = 4000, 50

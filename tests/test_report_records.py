@@ -7,9 +7,9 @@ import numpy as np
 from test_report_golden import BUDGET, EVAL_EVERY, _cell, _config, _on_grid
 
 from icl_race import config
+from icl_race.analysis.draws import Draws
 from icl_race.cli import main
 from icl_race.report import classification_sweep, write_report
-from icl_race.report.draws import Draws
 from icl_race.report.sample import Sample, pool
 from icl_race.rundir import load_run, load_sweep
 

@@ -7,30 +7,33 @@ import json
 
 import numpy as np
 import pytest
+from test_levers_report import acquisition, logistic
 from test_report_golden import classification_run
 
+from icl_race.analysis import regression
+from icl_race.analysis import survival as sv
+from icl_race.analysis import threshold as th
+from icl_race.analysis.bimodality import Mixture, Modality
+from icl_race.analysis.compare import CellDifference
+from icl_race.analysis.draws import Draws
+from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key
+from icl_race.analysis.threshold import MedianCI
 from icl_race.report import classification_run as run_report
-from icl_race.report import regression_run
-from icl_race.report.cell import Above, Bimodality, CellStats, MedianCI, Modality, OutcomeStats, Record
+from icl_race.report.cell import Above, Bimodality, CellStats, OutcomeStats, Statistics
 from icl_race.report.claims import CLAIMS, Comparison, comparison_markdown, run_comparisons, sweep_comparisons
-from icl_race.report.draws import Draws
-from icl_race.report.format import OMIT_NONE, jsonable, key
+from icl_race.report.format import jsonable
 from icl_race.report.sweep_sections import (
-    Acquisition,
     Balanced,
-    CellDifference,
     Counts,
     Difference,
     Heatmap,
-    MedianVsN,
     NearKstar,
     RegimeRow,
     Scaling,
     ScalingInRegime,
-    Sigmoid,
-    Slope,
     Threshold,
     ThresholdInRegime,
+    WithN,
 )
 from icl_race.rundir import load_run
 
@@ -62,7 +65,9 @@ def test_a_run_reports_cell_is_its_records_in_the_field_order(tmp_path):
     classification_run(tmp_path / "run")
     rep = run_report.compute(load_run(tmp_path / "run"), Draws(0, 20))
     cell = rep.cell.to_json()
-    assert list(cell) == [f.name for f in dataclasses.fields(CellStats)]
+    head = [f.name for f in dataclasses.fields(CellStats)]
+    stats = ["ok", "reason", *(f.name for f in dataclasses.fields(Statistics))]
+    assert list(cell) == head[: head.index("statistics")] + stats + ["outcomes", "ci_methods"]
     assert list(cell["final_icl_acc"]) == ["median", "above_0.75", "n"]
     assert list(cell["regime"])[:6] == [
         "rise_fraction",
@@ -81,14 +86,14 @@ def test_a_run_reports_cell_is_its_records_in_the_field_order(tmp_path):
         "censored",
         "diverged",
     ]
-    c = rep.cell
+    c = rep.cell.statistics
+    assert isinstance(c, Statistics) and cell["ok"] is True and cell["reason"] is None
     assert c.final_icl_acc.above == cell["final_icl_acc"]["above_0.75"] and c.never_acquired.k == 5
-    assert json.loads(json.dumps(jsonable(rep.to_json()), allow_nan=False))["cell"]["label"] == c.label
+    assert json.loads(json.dumps(jsonable(rep.to_json()), allow_nan=False))["cell"]["label"] == rep.cell.label
 
 
 def _modality(agreement="bimodal", n=40, dip_p=0.01, bc=0.7):
-    mixture = {"bic1": 1.0, "bic2": 0.0, "delta_bic": 1.0, "prefers": 2, "one": {}, "two": {}}
-    return Modality(n, 0.1, dip_p, bc, bc > 0.555, mixture, dip_p < 0.05, agreement, n < 30)
+    return Modality(n, 0.1, dip_p, bc, bc > 0.555, Mixture(1.0, 0.0, 1.0, 2, {}, {}), dip_p < 0.05, agreement, n < 30)
 
 
 def _bimodality(near=True, agreement="bimodal"):
@@ -111,14 +116,14 @@ def _cell(ok=True, variant="standard", near=True, agreement="bimodal"):
         steps_run=2000,
         censor_at=2000,
         acquired=20,
-        ok=ok,
         outcomes=OutcomeStats(0.9, 10, {}, {}, 0, None),
     )
     if not ok:
-        return CellStats(**head, reason="no seeds")
-    return CellStats(
-        **head, acquired_fraction=0.5, bimodality=_bimodality(near, agreement), final_icl_acc=Above(0.9, 20, 40)
-    )
+        return CellStats(**head, statistics=NotFitted("no seeds"))
+    observed = np.arange(40) < 20
+    km, never = sv.kaplan_meier(np.where(observed, 100.0, 2000.0), observed), sv.never_acquired(observed)
+    stats = Statistics(km, never, 0.5, None, None, _bimodality(near, agreement), None, Above(0.9, 20, 40), None)
+    return CellStats(**head, statistics=stats)
 
 
 def _texts(rows: list[Comparison]) -> set[tuple[str, str]]:
@@ -147,26 +152,23 @@ def test_a_runs_claims_render_from_its_cell(cell, verdict):
     assert all(set(r.to_json()) == {"claim", "paper", "icl_race", "verdict"} for r in rows)
 
 
-def _slope(v, ci):
-    return Slope.of({"ok": True, "slope": v, "slope_ci": ci, "n_points": 3})
+def _slope(v, ci, intercept=0.0, intercept_ci=None):
+    return th.Slope(v, intercept, 3, 0.95, slope_ci=ci, intercept_ci=intercept_ci)
 
 
 def _threshold(slope_ci=(1.2, 1.6)):
     near = NearKstar(100, 9000, "standard K=9000 N=100", _bimodality(), 0.5, 0)
-    acq = {
-        N: Acquisition.of({"ok": True, "kstar": 1e4, "kstar_ci": [8e3, 1.2e4], "log10_kstar_ci": [3.9, 4.1]})
-        for N in (50, 100)
-    }
+    acq = {N: acquisition(logistic(1e4, [8e3, 1.2e4])) for N in (50, 100)}
     return Threshold(
         {},
         "finite K",
         "standard",
         [50, 100],
         acq,
-        {N: Sigmoid.of({"ok": False, "reason": "-"}) for N in (50, 100)},
+        {N: NotFitted("-") for N in (50, 100)},
         _slope(1.4, list(slope_ci)),
-        Slope.of({"ok": False}),
-        Slope.of({"ok": False}),
+        NotFitted(),
+        NotFitted(),
         [near],
         Heatmap([9000], [50, 100], np.zeros((2, 1))),
         ThresholdInRegime([50, 100], _slope(1.4, list(slope_ci)), [], [near]),
@@ -174,15 +176,8 @@ def _threshold(slope_ci=(1.2, 1.6)):
 
 
 def _scaling():
-    at = {"median": 1.0, "median_ci": [0.5, 2.0], "n": 10, "acquired": 10}
-    fit = MedianVsN.of(
-        {
-            "per_N": [{"N": 50, **at}, {"N": 100, **at}],
-            "ok": True,
-            "linear": {"slope": 10.0, "slope_ci": [5.0, 15.0], "intercept": 100.0, "intercept_ci": [50.0, 150.0]},
-            "loglog": {"slope": 1.0, "slope_ci": [0.8, 1.2]},
-        }
-    )
+    lines = th.Lines(_slope(10.0, [5.0, 15.0], 100.0, [50.0, 150.0]), _slope(1.0, [0.8, 1.2]))
+    fit = th.MedianVsN([th.MedianAtN(N, 1.0, [0.5, 2.0], 10, 10) for N in (50, 100)], 0.95, 0, [], lines)
     return Scaling({}, "K = infinity", fit, [], [0, 1], ScalingInRegime([50, 100], fit))
 
 
@@ -246,14 +241,16 @@ def test_another_acquisition_rule_makes_the_regime_verdicts_not_comparable():
 
 
 def test_regression_records_write_todays_keys():
-    final = regression_run.Final.of(
-        {
-            "L_MD": 0.1,
-            "loss": dict.fromkeys(["final_median", "final_min", "final_max", "median_min", "median_argmin_tau"], 1.0),
-        }
-    )
+    final = regression.Final(0.1, {"loss": regression.FinalLoss(1.0, 1.0, 1.0, 1.0, 1.0)})
     assert list(final.to_json()) == ["L_MD", "loss"]
-    empty = regression_run.Eq21Transition(0, 1.0, 2.0, 0, 0, 0, None)
+    assert list(final.to_json()["loss"]) == [
+        "final_median",
+        "final_min",
+        "final_max",
+        "median_min",
+        "median_argmin_tau",
+    ]
+    empty = regression.Eq21Transition(0, 1.0, 2.0, 0, 0, 0, None)
     assert list(empty.to_json()) == ["m", "lam", "vstar", "n", "n_grown_before", "n_ansatz", "ansatz_abs_err_max"]
     full = dataclasses.replace(
         empty, n=1, u0_median=0.1, cos_k_median=1.0, cos_q_median=1.0, rel_err=[0.0] * 3, abs_rel_err_median=0.0
@@ -262,9 +259,11 @@ def test_regression_records_write_todays_keys():
 
 
 def test_a_fit_writes_the_keys_of_its_variant_in_their_order():
-    failed = Slope.of({"ok": False, "reason": "needs >= 2 values"})
-    assert failed.to_json() == {"ok": False, "reason": "needs >= 2 values"} and failed.slope is None
-    local = Slope.of({"N": [8, 16], "ok": True, "slope": 1.0, "intercept": 0.0, "n_points": 2, "confidence": 0.95})
+    failed = th.power_law_slope(np.array([1.0]), np.array([2.0]))
+    assert failed.to_json() == {"ok": False, "reason": "needs >= 2 values"}
+    local = WithN([8, 16], th.power_law_slope(np.array([1.0, 2.0]), np.array([0.0, 1.0])))
     assert list(local.to_json()) == ["N", "ok", "slope", "intercept", "n_points", "confidence"]
-    med = MedianVsN.of({"per_N": [], "confidence": 0.95, "n_boot": 10, "excluded_N": [], "ok": False, "reason": "-"})
-    assert list(med.to_json()) == ["per_N", "confidence", "n_boot", "excluded_N", "ok", "reason"] and med.linear is None
+    three = th.power_law_slope(np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0, 2.0]), np.zeros((3, 20)))
+    assert list(three.to_json())[5:] == ["r2", "slope_ci", "intercept_ci", "boot_used", "boot_dropped"]
+    med = th.MedianVsN([], 0.95, 10, [], NotFitted("-"))
+    assert list(med.to_json()) == ["per_N", "confidence", "n_boot", "excluded_N", "ok", "reason"]

@@ -11,7 +11,8 @@ outcome       each seed's class: persistent, recovered, falling, transient, cens
 compare       runs against a reference: KM median ratio with a seed-bootstrap CI, log-rank; the package's
               one median ratio (`median_ratio`, `ratio_of_boots`), which race's paired ratios use too, and
               the one verdict on two groups (`decide`: sooner only where the CI and log-rank agree)
-draws         the one convention for random draws: `generator(root, *names)` (bootstraps, jitter)
+draws         the one convention for random draws: `generator(root, *names)`; a command's `Draws` (--seed, --boot)
+record        how a result record is written as JSON; a fit's estimates or `NotFitted(reason)`
 runs          `FinishedRun`: what the summaries of the studies read of a `rundir.Run` (not imported)
 
 Convention everywhere: a first-passage time < 0 means "not reached while the run observed it", i.e.

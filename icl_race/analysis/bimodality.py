@@ -24,12 +24,14 @@ uniformly over its grid cell (the true crossing time of an evaluation at step t 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 from scipy import stats
 
 from icl_race.analysis.draws import generator
+from icl_race.analysis.record import OMIT_NONE, Record
 
 BC_UNIFORM = 5.0 / 9.0
 MIN_N = 20  # below this a dip test has too little power for a verdict
@@ -52,14 +54,15 @@ def grid_periods(t: np.ndarray, eval_steps: np.ndarray) -> np.ndarray:
     return grid[np.clip(i, 1, len(grid) - 1)] - grid[np.clip(i - 1, 0, len(grid) - 2)]
 
 
-def dip_test(x: np.ndarray) -> dict:
+def dip_test(x: np.ndarray) -> tuple[float | None, float | None]:
+    """The dip statistic and its p-value (None, None for fewer than 4 distinct values)."""
     x = np.asarray(x, float)
     if x.size < 4 or np.ptp(x) == 0:
-        return {"dip": None, "p": None}
+        return None, None
     import diptest
 
     dip, p = diptest.diptest(x)
-    return {"dip": float(dip), "p": float(p)}
+    return float(dip), float(p)
 
 
 def bimodality_coefficient(x: np.ndarray) -> float | None:
@@ -76,12 +79,24 @@ def _norm_logpdf(x, mu, sd):
     return -0.5 * ((x - mu) / sd) ** 2 - np.log(sd) - 0.5 * math.log(2 * math.pi)
 
 
-def gaussian_mixture(x: np.ndarray, sd_floor_frac: float = 0.1, max_iter: int = 500, tol: float = 1e-9) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Mixture(Record):
+    """One Gaussian against two by BIC (`gaussian_mixture`); None and no fits for fewer than 5 distinct values."""
+
+    bic1: float | None
+    bic2: float | None
+    delta_bic: float | None
+    prefers: int | None
+    one: dict | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # mean, sd
+    two: dict | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # weights, means, sds
+
+
+def gaussian_mixture(x: np.ndarray, sd_floor_frac: float = 0.1, max_iter: int = 500, tol: float = 1e-9) -> Mixture:
     """EM for a two-component 1-D Gaussian mixture (best of three starts) and BIC against one Gaussian."""
     x = np.asarray(x, float)
     n = x.size
     if n < 5 or np.ptp(x) == 0:
-        return {"bic1": None, "bic2": None, "delta_bic": None, "prefers": None}
+        return Mixture(None, None, None, None)
     sd_all = x.std()
     floor = sd_floor_frac * sd_all
     ll1 = float(_norm_logpdf(x, x.mean(), sd_all).sum())
@@ -111,46 +126,56 @@ def gaussian_mixture(x: np.ndarray, sd_floor_frac: float = 0.1, max_iter: int = 
     order = np.argsort(mu)
     bic1 = -2 * ll1 + 2 * math.log(n)
     bic2 = -2 * ll2 + 5 * math.log(n)
-    return {
-        "bic1": float(bic1),
-        "bic2": float(bic2),
-        "delta_bic": float(bic1 - bic2),
-        "prefers": 2 if bic2 < bic1 else 1,
-        "one": {"mean": float(x.mean()), "sd": float(sd_all)},
-        "two": {"weights": w[order].tolist(), "means": mu[order].tolist(), "sds": sd[order].tolist()},
-    }
+    one = {"mean": float(x.mean()), "sd": float(sd_all)}
+    two = {"weights": w[order].tolist(), "means": mu[order].tolist(), "sds": sd[order].tolist()}
+    return Mixture(float(bic1), float(bic2), float(bic1 - bic2), 2 if bic2 < bic1 else 1, one, two)
 
 
-def summarize(x: np.ndarray, alpha: float = 0.05) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Modality(Record):
+    """Dip test, bimodality coefficient and mixture BIC of one sample (`summarize`), or why it was not
+    measured."""
+
+    n: int
+    dip: float | None
+    dip_p: float | None
+    bc: float | None
+    bc_above_5_9: bool | None
+    mixture: Mixture
+    bimodal: bool | None
+    agreement: str | None  # "bimodal", "unimodal", "disagree"; None: too few values
+    underpowered: bool
+    not_measured: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+
+    @property
+    def delta_bic(self) -> float | None:
+        return self.mixture.delta_bic
+
+
+def summarize(x: np.ndarray, alpha: float = 0.05) -> Modality:
     """Dip test, bimodality coefficient and mixture BIC of one sample, and the verdict."""
     x = np.asarray(x, float)
     x = x[np.isfinite(x)]
-    dip = dip_test(x)
+    dip, p = dip_test(x)
     bc = bimodality_coefficient(x)
     mix = gaussian_mixture(x)
     votes = [
         v
         for v in (
-            None if dip["p"] is None else dip["p"] < alpha,
+            None if p is None else p < alpha,
             None if bc is None else bc > BC_UNIFORM,
-            None if mix["delta_bic"] is None else mix["delta_bic"] > 0,
+            None if mix.delta_bic is None else mix.delta_bic > 0,
         )
         if v is not None
     ]
-    return {
-        "n": int(x.size),
-        "dip": dip["dip"],
-        "dip_p": dip["p"],
-        "bc": bc,
-        "bc_above_5_9": None if bc is None else bool(bc > BC_UNIFORM),
-        "mixture": mix,
-        "bimodal": None if dip["p"] is None else bool(dip["p"] < alpha),
-        "agreement": None
-        if dip["p"] is None
-        else "bimodal"
-        if all(votes)
-        else "unimodal"
-        if not any(votes)
-        else "disagree",
-        "underpowered": bool(x.size < MIN_N),
-    }
+    return Modality(
+        int(x.size),
+        dip,
+        p,
+        bc,
+        None if bc is None else bool(bc > BC_UNIFORM),
+        mix,
+        None if p is None else bool(p < alpha),
+        None if p is None else "bimodal" if all(votes) else "unimodal" if not any(votes) else "disagree",
+        bool(x.size < MIN_N),
+    )

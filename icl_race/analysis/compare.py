@@ -15,6 +15,9 @@ resample each one's seeds independently (stratified), each group from its own ch
 comparison gives the same CI whatever other groups it is computed with. The conditions of one study
 (`race.summarize_independence`: cells of one sweep, the same seed ids) draw both sides from the same
 root, so a replicate resamples the same seed positions on both sides: the ratio is paired by seed id.
+
+`fraction_difference`: the difference of two acquisition fractions per cell and its mean over the cells
+(balanced vs standard contexts), with CIs from binomial resampling of each cell.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from typing import Literal
 
 import numpy as np
 
-from icl_race.analysis.draws import generator
+from icl_race.analysis.draws import Bootstrap, generator
+from icl_race.analysis.record import Record
 from icl_race.analysis.survival import LogRank, km_median, logrank
-from icl_race.analysis.threshold import km_median_boot
+from icl_race.analysis.threshold import km_median_boot, percentile_ci
 
 METHOD = (
     "stratified percentile bootstrap over seeds: each ensemble's seeds resampled with replacement, "
@@ -205,3 +209,44 @@ def compare_to_reference(
         rngs = (generator(seed, child=0), generator(seed, child=i))
         out.append(pair_stats(samples[0], s, n_boot, rngs, confidence))
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class CellDifference(Record):
+    p1: float
+    p2: float
+    diff: float
+    diff_ci: list
+
+
+@dataclasses.dataclass(frozen=True)
+class FractionDifference(Record):
+    """p1 - p2 per cell and over the cells, with bootstrap CIs (`fraction_difference`)."""
+
+    per_cell: list[CellDifference]
+    mean_diff: float
+    mean_diff_ci: list
+    confidence: float
+    n_boot: int
+
+
+def fraction_difference(
+    k1: np.ndarray, n1: np.ndarray, k2: np.ndarray, n2: np.ndarray, bootstrap: Bootstrap
+) -> FractionDifference:
+    """p1 - p2 per cell and averaged over cells (e.g. standard minus balanced, per K)."""
+    n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
+    k1, n1, k2, n2 = (np.asarray(v, int) for v in (k1, n1, k2, n2))
+    p1, p2 = k1 / n1, k2 / n2
+    b1 = rng.binomial(n1, p1, size=(n_boot, n1.size)) / n1
+    b2 = rng.binomial(n2, p2, size=(n_boot, n2.size)) / n2
+    diffs = b1 - b2
+    return FractionDifference(
+        [
+            CellDifference(float(a), float(b), float(a - b), percentile_ci(d, confidence))
+            for a, b, d in zip(p1, p2, diffs.T)
+        ],
+        float(np.mean(p1 - p2)),
+        percentile_ci(diffs.mean(1), confidence),
+        confidence,
+        n_boot,
+    )

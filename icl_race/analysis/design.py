@@ -276,7 +276,7 @@ def median_check(design: MedianDesign, times, observed) -> MedianCheck:
     if times.size == 0:  # no seed yet: nothing to stop on
         return MedianCheck(0, None, [None, None], None, None)
     km = kaplan_meier(times, observed, design.confidence)
-    med, (lo, hi) = km["median"], km["median_ci"]
+    med, (lo, hi) = km.median, km.median_ci
     rel = None if med is None or lo is None or hi is None else (hi - lo) / med
     stop = "precise" if rel is not None and rel <= design.rel_width else None
     if stop is None and times.size >= design.max_seeds:

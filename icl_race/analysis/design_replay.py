@@ -18,7 +18,7 @@ import numpy as np
 from icl_race.analysis import design as dz
 from icl_race.analysis.design_sim import ArmStats, _stats
 from icl_race.analysis.draws import Bootstrap, generator
-from icl_race.analysis.threshold import acquisition_curve
+from icl_race.analysis.threshold import Logistic, acquisition_curve
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +51,8 @@ class GridReplay:
 def grid_fit(grid: GridSeeds, n_boot: int, seed: int) -> tuple[float | None, list[float | None]]:
     fit = acquisition_curve(
         np.log10(np.asarray(grid.K, float)), grid.acquired, Bootstrap(n_boot, generator(seed, "replay/grid", grid.name))
-    )
-    return (fit["log10_kstar"], list(fit["log10_kstar_ci"])) if fit["ok"] else (None, [None, None])
+    ).fit
+    return (fit.log10_kstar, list(fit.log10_kstar_ci)) if isinstance(fit, Logistic) else (None, [None, None])
 
 
 def replay_once(design: dz.KStarDesign, grid: GridSeeds, rng, seed: int) -> tuple[dz.Posterior, float, str]:

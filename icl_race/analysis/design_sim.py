@@ -41,7 +41,7 @@ from icl_race.analysis import design as dz
 from icl_race.analysis.draws import Bootstrap, generator
 from icl_race.analysis.survival import kaplan_meier, proportion_ci
 from icl_race.analysis.text import num
-from icl_race.analysis.threshold import acquisition_curve
+from icl_race.analysis.threshold import Logistic, acquisition_curve
 
 KSTAR_RANGE = (2000.0, 20000.0)  # where the replays' true K* lie
 WIDE_K = 30  # the paper's grid: 30 log-spaced K over the prior range
@@ -146,10 +146,10 @@ def path(design: dz.KStarDesign, place, b: float, slope: float, rng, seed: int =
 def grid_fit(x: np.ndarray, per_k: int, b: float, slope: float, rng, n_boot: int) -> tuple[float, float, float]:
     """(log10 K*, CI low, CI high) of acquisition_curve on per_k seeds at each x; nan where it fails."""
     outcomes = [rng.random(per_k) < expit(slope * (xi - b)) for xi in x]
-    fit = acquisition_curve(x, outcomes, Bootstrap(n_boot, rng))
-    if not fit["ok"] or fit["log10_kstar_ci"][0] is None:
+    fit = acquisition_curve(x, outcomes, Bootstrap(n_boot, rng)).fit
+    if not isinstance(fit, Logistic) or fit.log10_kstar_ci[0] is None:
         return math.nan, math.nan, math.nan
-    return fit["log10_kstar"], *fit["log10_kstar_ci"]
+    return fit.log10_kstar, *fit.log10_kstar_ci
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,7 +237,7 @@ def _draw(rng, n: int, mu: float, sigma: float, budget: float) -> tuple[np.ndarr
 
 def _km(times, observed) -> tuple[float, float, float]:
     km = kaplan_meier(times, observed)
-    med, (lo, hi) = km["median"], km["median_ci"]
+    med, (lo, hi) = km.median, km.median_ci
     none = math.nan
     return (
         math.log(med) if med is not None else none,

@@ -5,7 +5,7 @@ names the statistic drawing from it.
     generator(root)               default_rng(root): a statistic that is the only one drawing from its
                                   root (a study's analysis, a function's own `seed=`)
     generator(root, *names)       the child named by `names` (joined by "/", its spawn key the CRC-32 of
-                                  that text): a report's sections (`report.draws.Draws.rng`) and the cells
+                                  that text): a report's sections (`Draws.rng`) and the cells
                                   each resamples, so adding, removing or reordering a section, or a cell
                                   of a sweep, changes no other section's numbers
     generator(root, child=i)      the i-th child, numpy's `SeedSequence(root).spawn(n)[i]`: `icl-race
@@ -19,8 +19,9 @@ name give the same numbers in every process. Two statistics given the same gener
 purpose share their draws: `race.km_summary`'s replicates of conditions with equal seed counts resample
 the same seed positions, which pairs the race's median ratios by seed id.
 
-A bootstrap that an estimator runs for its caller (`analysis.threshold`) takes a `Bootstrap`: the
-replicates' count, the generator they draw from and the confidence of the percentile intervals.
+A command's `Draws` are its root (--seed) and replicate count (--boot); a statistic draws from the child
+named by it and the cells it resamples (`draws.rng("acquisition", *cells)`). An estimator that bootstraps
+for its caller (`analysis.threshold`) takes a `Bootstrap` (`Draws.bootstrap`): count, generator, confidence.
 """
 
 from __future__ import annotations
@@ -55,3 +56,18 @@ class Bootstrap:
     n: int
     rng: np.random.Generator
     confidence: float = 0.95
+
+
+@dataclasses.dataclass(frozen=True)
+class Draws:
+    """A command's draws: the root of its generators (--seed) and its replicates per bootstrap (--boot)."""
+
+    seed: int
+    n_boot: int
+
+    def rng(self, *names: object) -> np.random.Generator:
+        return generator(self.seed, *names)
+
+    def bootstrap(self, *names: object, most: int | None = None) -> Bootstrap:
+        """n_boot replicates (at most `most`) from the generator named `names`."""
+        return Bootstrap(self.n_boot if most is None else min(self.n_boot, most), self.rng(*names))

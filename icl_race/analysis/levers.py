@@ -365,8 +365,7 @@ def kstar(field: str, N: int, cells, n_boot: int = 1000, seed: int = 0) -> KStar
             [np.arange(c["seeds"]) < c["acquired"] for c in mine],
             Bootstrap(n_boot, rng),
         )
-        fit.pop("boot_log10_kstar", None)
-        fits.append({"value": v, **fit})
+        fits.append({"value": v, **{k: x for k, x in fit.to_json().items() if k != "boot_log10_kstar"}})
     return KStar(field=field, N=N, cells=list(cells), kstar=fits)
 
 

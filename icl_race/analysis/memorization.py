@@ -149,7 +149,7 @@ def predict_k_star(
         for n, m, bm, ks, bk in zip(N, med, boot_med, k, boot_k)
     ]
     with np.errstate(invalid="ignore", divide="ignore"):
-        slope = power_law_slope(np.log10(N), np.log10(k), np.log10(boot_k), confidence)
+        slope = power_law_slope(np.log10(N), np.log10(k), np.log10(boot_k), confidence).to_json()
     return {"nu": nu, "C": float(np.exp(icpt)), "per_N": per_N, "k_star_slope": slope}
 
 
@@ -209,12 +209,12 @@ def minimal_scaling(N, beta0, t_icl, censor_at, n_boot: int = 1000, confidence: 
         fit = median_vs_N(
             N[sel], [cens[i][0] for i in sel], [cens[i][1] for i in sel], Bootstrap(n_boot, rng, confidence)
         )
-        by_beta0.append({"beta0": float(b), **fit})
+        by_beta0.append({"beta0": float(b), **fit.to_json()})
     by_N = []
     for n in np.unique(N):
         sel = np.nonzero(N == n)[0]
         med = np.array([km_median(*cens[i]) for i in sel])
         boot = np.stack([km_median_boot(cens[i][0], cens[i][1], n_boot, rng) for i in sel])
         with np.errstate(invalid="ignore", divide="ignore"):
-            by_N.append({"N": int(n), **power_law_slope(beta0[sel], np.log(med), np.log(boot), confidence)})
+            by_N.append({"N": int(n), **power_law_slope(beta0[sel], np.log(med), np.log(boot), confidence).to_json()})
     return {"by_beta0": by_beta0, "by_N": by_N}

@@ -30,13 +30,13 @@ import dataclasses
 import numpy as np
 
 from icl_race.analysis import survival as sv
+from icl_race.analysis.record import Record
 
 CLASSES = ("persistent", "recovered", "falling", "transient", "censored", "diverged")
 KEPT = CLASSES[:-1]  # the classes of the seeds every statistic keeps (all but diverged)
 ACQUIRED = CLASSES[:4]  # the classes of the seeds that acquired ICL
 LEVEL = 0.9
 LASTING = 10
-SHOWN = ("persistent", "transient", "censored")  # named in a count line even when empty
 
 
 def seed_counts(acquired_S: np.ndarray) -> dict:
@@ -78,6 +78,31 @@ def lasting_fall(
 
 
 @dataclasses.dataclass(frozen=True)
+class Count(sv.Proportion):
+    """One class's count among all seeds, with its interval (`Outcomes.counts`)."""
+
+    ci_method: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread(Record):
+    """Median and range of a class's final accuracies."""
+
+    median: float
+    min: float
+    max: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassSummary(Record):
+    """One class: its seeds and their final accuracies (`class_summary`)."""
+
+    n: int
+    final_icl_acc: Spread | None
+    final_iwl_acc: Spread | None
+
+
+@dataclasses.dataclass(frozen=True)
 class Outcomes:
     """Every seed's class (over all seeds, diverged included) and the per-class summaries."""
 
@@ -91,32 +116,19 @@ class Outcomes:
     def count(self, name: str) -> int:
         return int(np.sum(self.classes_S == name))
 
-    def counts(self) -> dict:
+    def counts(self) -> dict[str, Count]:
         """Each class's count with its Wilson 95% CI as a fraction of all seeds."""
         n = int(self.classes_S.size)
         return {
-            c: {
-                "k": self.count(c),
-                "n": n,
-                "fraction": self.count(c) / n if n else float("nan"),
-                "ci": list(sv.proportion_ci(self.count(c), n)),
-                "ci_method": "Wilson score 95%",
-            }
+            c: Count(
+                self.count(c),
+                n,
+                self.count(c) / n if n else float("nan"),
+                list(sv.proportion_ci(self.count(c), n)),
+                "Wilson score 95%",
+            )
             for c in CLASSES
         }
-
-    def counts_text(self) -> str:
-        """'27 persistent, 2 falling, 2 transient, 1 censored': persistent, transient and censored always,
-        the other classes when they have seeds."""
-        return ", ".join(f"{self.count(c)} {c}" for c in CLASSES if self.count(c) or c in SHOWN)
-
-    def sentence(self) -> str:
-        """One line: what the seeds did, and the rule's parameters."""
-        return (
-            f"{self.counts_text()} of {self.classes_S.size} seeds (ICL accuracy at the end >= {self.level:g}: "
-            f"persistent, or recovered after a fall of >= {self.lasting} evaluations; below: falling for < "
-            f"{self.lasting}, transient for >= {self.lasting}; docs/outcomes.md)"
-        )
 
 
 def classify(
@@ -149,7 +161,7 @@ def of_results(
     return classify(times["icl"], diverged_S, curves["icl_acc"], curves["iwl_acc"], steps_T)
 
 
-def fall_survival(o: Outcomes, t_icl_S: np.ndarray, censor_at: float) -> dict | None:
+def fall_survival(o: Outcomes, t_icl_S: np.ndarray, censor_at: float) -> sv.KaplanMeier | None:
     """Kaplan-Meier of the time from t_ICL to the lasting fall over the acquired seeds (those without one,
     persistent and falling, censored at `censor_at` - t_ICL); None without an acquired seed."""
     acq = np.isin(o.classes_S, ACQUIRED)
@@ -161,16 +173,14 @@ def fall_survival(o: Outcomes, t_icl_S: np.ndarray, censor_at: float) -> dict | 
     return sv.kaplan_meier(np.maximum(times, 1.0), fell)
 
 
-def class_summary(o: Outcomes) -> dict:
+def _spread(v: np.ndarray) -> Spread | None:
+    v = v[np.isfinite(v)]
+    return Spread(float(np.median(v)), float(v.min()), float(v.max())) if v.size else None
+
+
+def class_summary(o: Outcomes) -> dict[str, ClassSummary]:
     """Per class but diverged: n, median and range of the final ICL and IWL accuracies."""
-    out = {}
-    for c in KEPT:
-        m = o.classes_S == c
-        row: dict[str, object] = {"n": int(m.sum())}
-        for name, v in (("final_icl_acc", o.final_icl_S[m]), ("final_iwl_acc", o.final_iwl_S[m])):
-            v = v[np.isfinite(v)]
-            row[name] = (
-                {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())} if v.size else None
-            )
-        out[c] = row
-    return out
+    masks = {c: o.classes_S == c for c in KEPT}
+    return {
+        c: ClassSummary(int(m.sum()), _spread(o.final_icl_S[m]), _spread(o.final_iwl_S[m])) for c, m in masks.items()
+    }

@@ -216,7 +216,7 @@ def summarize_transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot
             log_wd,
             np.log10([rows[i]["fall"]["median"] for i in reached]),
             np.log10(np.stack([fall_boots[i] for i in reached])),
-        )
+        ).to_json()
         trends["fall"]["verdict"] = sign_verdict(trends["fall"].get("slope_ci"), -1)
         for k in AT_FALL:
             if all(k in rows[i]["at_fall_median"] for i in reached):
@@ -224,7 +224,7 @@ def summarize_transience(runs: Sequence[FinishedRun], level: float = 0.9, n_boot
                     log_wd,
                     np.log10([rows[i]["at_fall_median"][k] for i in reached]),
                     np.log10(np.stack([at_fall_boots[i][k] for i in reached])),
-                )
+                ).to_json()
                 trends[k]["verdict_slope_1"] = interval_verdict(trends[k].get("slope_ci"), 1.0)
     return {"level": level, "cells": rows, "vs_wd_loglog": trends}
 

@@ -22,6 +22,7 @@ look; `effective_threshold` gives the p at which a first passage within `looks` 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -29,7 +30,8 @@ from scipy import optimize, stats
 
 from icl_race.analysis.draws import generator
 from icl_race.analysis.outcome import last_finite
-from icl_race.analysis.threshold import median_ci
+from icl_race.analysis.record import Record
+from icl_race.analysis.threshold import MedianCI, median_ci
 
 # (a, b): the plateau is read over [t_start (1 + a), t_start (1 + b)]. With r <= RISE_BOUND the jump
 # ends by t_thr <= t_start / (1 - r) ~ 1.11 t_start, before the window opens; a second phase near K*
@@ -74,6 +76,22 @@ def plateau_height(acc_SxT, eval_steps_T, t_start_S, window=PLATEAU_WINDOW) -> n
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Regime(Record):
+    """Is ICL acquired abruptly: one cell's statistics (`summarize`)."""
+
+    rise_fraction: MedianCI
+    plateau: MedianCI
+    plateau_reaches_threshold: float | None
+    final_icl_acc_acquired: MedianCI
+    acquired: int
+    seeds: int
+
+    @property
+    def abrupt(self) -> bool | None:
+        return is_abrupt(self.rise_fraction.median, self.plateau_reaches_threshold)
+
+
 def summarize(
     t_thr_S,
     t_start_S,
@@ -83,7 +101,7 @@ def summarize(
     n_boot: int = 2000,
     confidence: float = 0.95,
     seed: int = 0,
-) -> dict:
+) -> Regime:
     """Per-cell regime statistics over the (non-diverged) seeds given: median rise fraction of the
     acquired seeds with a bootstrap CI, median plateau height (all seeds that started to rise) with a
     CI, the fraction of risers whose plateau reaches the threshold, and the final ICL accuracy of the
@@ -96,20 +114,19 @@ def summarize(
     acquired = t_thr >= 0
     final = last_finite(acc)  # a retired seed's curve ends in NaN: its last evaluation is its final accuracy
     risen = np.isfinite(h)
-    return {
-        "rise_fraction": median_ci(r, n_boot, rng, confidence),
-        "plateau": median_ci(h, n_boot, rng, confidence),
-        "plateau_reaches_threshold": float(np.mean(h[risen] > threshold)) if risen.any() else None,
-        "final_icl_acc_acquired": median_ci(final[acquired], n_boot, rng, confidence),
-        "acquired": int(acquired.sum()),
-        "seeds": int(acc.shape[0]),
-    }
+    return Regime(
+        median_ci(r, n_boot, rng, confidence),
+        median_ci(h, n_boot, rng, confidence),
+        float(np.mean(h[risen] > threshold)) if risen.any() else None,
+        median_ci(final[acquired], n_boot, rng, confidence),
+        int(acquired.sum()),
+        int(acc.shape[0]),
+    )
 
 
-def is_abrupt(summary: dict, bound: float = RISE_BOUND) -> bool | None:
-    """The regime test of a K = infinity cell: median r <= bound and the median plateau above the
-    threshold (`plateau_reaches_threshold` > 1/2). None when no seed was acquired."""
-    r, reach = summary["rise_fraction"]["median"], summary["plateau_reaches_threshold"]
+def is_abrupt(r: float | None, reach: float | None, bound: float = RISE_BOUND) -> bool | None:
+    """The regime test of a K = infinity cell: median rise fraction r <= bound and the median plateau above
+    the threshold (`plateau_reaches_threshold` reach > 1/2). None when no seed was acquired."""
     if r is None or reach is None:
         return None
     return bool(r <= bound and reach > 0.5)

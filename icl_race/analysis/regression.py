@@ -14,8 +14,11 @@ and the Eq. 19 levels.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from icl_race.analysis.record import OMIT_NONE, Record
 from icl_race.analysis.survival import censored_times, kaplan_meier
 from icl_race.theory.linear_attention import plateau_losses, scalar_ode_time, spectrum, staircase
 
@@ -44,29 +47,47 @@ def conspicuous(cfg: dict) -> list[int]:
     return list(range(0, D + 1, int(m["rank"]))) if m["kind"] == "attn_s" else [0, D]
 
 
-def transition_stats(t_S: np.ndarray, censor_at: int, dt: float) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Transition(Record):
+    """One event over seeds (`transition_stats`), in tau."""
+
+    t_steps: list[int]  # per seed, as recorded (-1: not reached)
+    reached: int
+    censored: int
+    censored_at_tau: float
+    km_median_tau: float | None
+    km_median_ci_tau: list  # [lo, hi]; hi None: beyond the budget
+    quantiles_tau: dict[int, float | None]  # percentile (10, 50, 90) -> of the reached seeds
+
+
+def transition_stats(t_S: np.ndarray, censor_at: int, dt: float) -> Transition:
     """One event over seeds: reached/censored counts, KM median and 95% CI, and quantiles of the reached
     seeds, in τ; the per-seed steps as recorded."""
     reached = t_S[t_S >= 0] * dt
-    out = {
-        "t_steps": t_S.tolist(),
-        "reached": int(reached.size),
-        "censored": int(np.sum(t_S < 0)),
-        "censored_at_tau": censor_at * dt,
-        "km_median_tau": None,
-        "km_median_ci_tau": [None, None],
-        "quantiles_tau": {q: (float(np.quantile(reached, q / 100)) if reached.size else None) for q in (10, 50, 90)},
-    }
+    median, ci = None, [None, None]
     if t_S.size:
         km = kaplan_meier(*censored_times(t_S, censor_at))
         scale = lambda v: None if v is None else v * dt
-        out |= {"km_median_tau": scale(km["median"]), "km_median_ci_tau": [scale(v) for v in km["median_ci"]]}
-    return out
+        median, ci = scale(km.median), [scale(v) for v in km.median_ci]
+    quantiles = {q: (float(np.quantile(reached, q / 100)) if reached.size else None) for q in (10, 50, 90)}
+    return Transition(t_S.tolist(), int(reached.size), int(np.sum(t_S < 0)), censor_at * dt, median, ci, quantiles)
+
+
+@dataclasses.dataclass(frozen=True)
+class Dwell(Record):
+    """The dwell on level m (`dwell_stats`)."""
+
+    m: int
+    level: float
+    n: int  # seeds that reached both ends
+    median_tau: float | None
+    median_log10_ratio: float | None
+    mid_loss: list[float] | None  # median, 10%, 90% of the loss at the log-midpoint
 
 
 def dwell_stats(
     t: dict, D: int, dt: float, level_L: np.ndarray, loss_SxT: np.ndarray, eval_steps_T: np.ndarray
-) -> list[dict]:
+) -> list[Dwell]:
     """Per level m = 0 … D−1: dwell t_m(m+1) − t_m(m) in τ (t_m0 = 0), for m ≥ 1 log10 t_m(m+1)/t_m(m)
     (the plateau's width on the log time axis), and the loss at the log-midpoint (median, 10% and 90%),
     over the seeds that reached both."""
@@ -80,35 +101,58 @@ def dwell_stats(
         mid = np.sqrt(np.maximum(before[both], eval_steps_T[0]) * after[both])
         mid_loss = loss_SxT[both, np.searchsorted(eval_steps_T, mid)]
         rows.append(
-            {
-                "m": m,
-                "level": float(level_L[m]),
-                "n": int(both.sum()),
-                "median_tau": float(np.median(dwell)) if dwell.size else None,
-                "median_log10_ratio": float(np.median(ratio)) if ratio.size else None,
-                "mid_loss": [float(np.quantile(mid_loss, q)) for q in (0.5, 0.1, 0.9)] if mid.size else None,
-            }
+            Dwell(
+                m,
+                float(level_L[m]),
+                int(both.sum()),
+                float(np.median(dwell)) if dwell.size else None,
+                float(np.median(ratio)) if ratio.size else None,
+                [float(np.quantile(mid_loss, q)) for q in (0.5, 0.1, 0.9)] if mid.size else None,
+            )
         )
     return rows
 
 
-def final_stats(level_L: np.ndarray, eval_steps_T: np.ndarray, dt: float, curves: dict[str, np.ndarray]) -> dict:
+@dataclasses.dataclass(frozen=True)
+class FinalLoss(Record):
+    """One recorded curve's final and lowest median (`final_stats`)."""
+
+    final_median: float
+    final_min: float
+    final_max: float
+    median_min: float
+    median_argmin_tau: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Final(Record):
+    """The last level L(M_D) and each recorded curve's final losses (written as one object, L_MD first)."""
+
+    L_MD: float
+    curves: dict[str, FinalLoss]  # curve name -> (plots.regression.CURVES)
+
+    def to_json(self) -> dict:
+        return {"L_MD": self.L_MD} | {k: v.to_json() for k, v in self.curves.items()}
+
+
+def final_stats(level_L: np.ndarray, eval_steps_T: np.ndarray, dt: float, curves: dict[str, np.ndarray]) -> Final:
     """The last level L(M_D), and per recorded curve ([S, T]) its final median and range over seeds and the
     lowest median with its time in tau."""
-    out: dict[str, object] = {"L_MD": float(level_L[-1])}
     tau_T = eval_steps_T * dt
-    for name, curve_SxT in curves.items():
-        if not curve_SxT.size:
-            continue
-        med_T = np.median(curve_SxT, axis=0)
-        out[name] = {
-            "final_median": float(med_T[-1]),
-            "final_min": float(curve_SxT[:, -1].min()),
-            "final_max": float(curve_SxT[:, -1].max()),
-            "median_min": float(med_T.min()),
-            "median_argmin_tau": float(tau_T[np.argmin(med_T)]),
-        }
-    return out
+    meds = {name: np.median(c, axis=0) for name, c in curves.items() if c.size}
+    return Final(
+        float(level_L[-1]),
+        {
+            name: FinalLoss(
+                float(med_T[-1]),
+                float(curves[name][:, -1].min()),
+                float(curves[name][:, -1].max()),
+                float(med_T.min()),
+                float(tau_T[np.argmin(med_T)]),
+            )
+            for name, med_T in meds.items()
+        },
+    )
 
 
 def escaping_head(v_TxH: np.ndarray, i0: int, i1: int) -> int:
@@ -116,9 +160,23 @@ def escaping_head(v_TxH: np.ndarray, i0: int, i1: int) -> int:
     return int(np.argmax(np.abs(v_TxH[i1]) - np.abs(v_TxH[i0])))
 
 
+@dataclasses.dataclass(frozen=True)
+class Escape(Record):
+    """One head's escape against Eq. 21 (`match_eq21`)."""
+
+    start: int
+    grown_before: bool
+    t0_tau: float
+    v0: float
+    u0: float
+    measured_tau: float
+    predicted_tau: float
+    rel_err: float
+
+
 def match_eq21(
     tau_T: np.ndarray, absv_T: np.ndarray, i0: int, lam: float, c: float, start_frac: float = START_FRAC
-) -> dict | None:
+) -> Escape | None:
     """One head's escape against Eq. 21 (λ = λ_(m+1), c = c_(m+1), v* = (λc)^(−1/3)), from evaluation i0 on.
 
     Start: the last evaluation a ≥ i0 before |v| first reaches start_frac · v*; the ODE's t = 0 is there and
@@ -140,21 +198,39 @@ def match_eq21(
     )
     t_half = tau_T[h - 1] + (tau_T[h] - tau_T[h - 1]) * (s_half - s_prev) / (s_next - s_prev)
     measured = float(t_half - tau_T[a])
-    return {
-        "start": int(a),
-        "grown_before": bool(above[0] == 0),
-        "t0_tau": float(tau_T[a]),
-        "v0": v0,
-        "u0": v0 / vstar,
-        "measured_tau": measured,
-        "predicted_tau": float(s_half),
-        "rel_err": measured / float(s_half) - 1.0,
-    }
+    return Escape(
+        int(a),
+        bool(above[0] == 0),
+        float(tau_T[a]),
+        v0,
+        v0 / vstar,
+        measured,
+        float(s_half),
+        measured / float(s_half) - 1,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Eq21Match(Record):
+    """One seed's escaping head across one transition against Eq. 21 (`eq21_matches`)."""
+
+    seed: int
+    head: int
+    start: int
+    grown_before: bool
+    t0_tau: float
+    v0: float
+    u0: float
+    measured_tau: float
+    predicted_tau: float
+    rel_err: float
+    cos_k: float
+    cos_q: float
 
 
 def eq21_matches(
     cfg: dict, t: dict[str, np.ndarray], heads: dict[str, np.ndarray], ev_T: np.ndarray, dt: float
-) -> list[list[dict]]:
+) -> list[list[Eq21Match]]:
     """Per transition M_m → M_(m+1) (m = 0 … D−1), over the seeds that reached t_m(m) and t_m(m+1): the
     escaping head, its `match_eq21`, and the cosines of its key and query with e_(m+1) at the ODE's start."""
     ref = staircase(lambdas(cfg), int(cfg["task"]["N"]))
@@ -170,51 +246,55 @@ def eq21_matches(
             match = match_eq21(ev_T * dt, np.abs(heads["v"][s, :, j]), i0, ref["lam"][m], ref["c"][m])
             if match is None:
                 continue
-            a = match["start"]
+            a = match.start
             rows.append(
-                {
-                    "seed": s,
-                    "head": j,
-                    **match,
-                    "cos_k": float(abs(heads["k_align"][s, a, j, 0, m]) / heads["k_norm"][s, a, j]),
-                    "cos_q": float(abs(heads["q_align"][s, a, j, 0, m]) / heads["q_norm"][s, a, j]),
-                }
+                Eq21Match(
+                    s,
+                    j,
+                    **vars(match),
+                    cos_k=float(abs(heads["k_align"][s, a, j, 0, m]) / heads["k_norm"][s, a, j]),
+                    cos_q=float(abs(heads["q_align"][s, a, j, 0, m]) / heads["q_norm"][s, a, j]),
+                )
             )
         out.append(rows)
     return out
 
 
-def eq21_stats(matches: list[list[dict]], lam_D: np.ndarray, vstar_D: np.ndarray) -> list[dict]:
+@dataclasses.dataclass(frozen=True)
+class Eq21Transition(Record):
+    """One transition's matches summarised (`eq21_stats`); the medians only with a match."""
+
+    m: int
+    lam: float
+    vstar: float
+    n: int
+    n_grown_before: int
+    n_ansatz: int
+    ansatz_abs_err_max: float | None
+    u0_median: float | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+    cos_k_median: float | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+    cos_q_median: float | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+    rel_err: list[float] | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # median, 10%, 90%
+    abs_rel_err_median: float | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+
+
+def eq21_stats(matches: list[list[Eq21Match]], lam_D: np.ndarray, vstar_D: np.ndarray) -> list[Eq21Transition]:
     """Per transition: seeds matched (and how many of them grown_before), medians of u0 = v0/v* and of the
     start cosines, the relative error measured/predicted − 1 of the time to v*/2 (median, 10%, 90%, median of
     its absolute value), and the largest |error| over the seeds in Eq. 20's ansatz at the start (not
     grown_before, cos_k · cos_q ≥ ALIGNED) with their number."""
     out = []
     for m, rows in enumerate(matches):
-        col = {k: np.array([r[k] for r in rows]) for k in ("u0", "cos_k", "cos_q", "rel_err", "grown_before")}
+        col = {k: np.array([getattr(r, k) for r in rows]) for k in ("u0", "cos_k", "cos_q", "rel_err", "grown_before")}
         ansatz = ~col["grown_before"].astype(bool) & (col["cos_k"] * col["cos_q"] >= ALIGNED)
-        out.append(
-            {
-                "m": m,
-                "lam": float(lam_D[m]),
-                "vstar": float(vstar_D[m]),
-                "n": len(rows),
-                "n_grown_before": int(np.sum(col["grown_before"])),
-                "n_ansatz": int(ansatz.sum()),
-                "ansatz_abs_err_max": float(np.abs(col["rel_err"][ansatz]).max()) if ansatz.any() else None,
-            }
-            | (
-                {
-                    "u0_median": float(np.median(col["u0"])),
-                    "cos_k_median": float(np.median(col["cos_k"])),
-                    "cos_q_median": float(np.median(col["cos_q"])),
-                    "rel_err": [float(np.quantile(col["rel_err"], q)) for q in (0.5, 0.1, 0.9)],
-                    "abs_rel_err_median": float(np.median(np.abs(col["rel_err"]))),
-                }
-                if rows
-                else {}
-            )
-        )
+        worst = float(np.abs(col["rel_err"][ansatz]).max()) if ansatz.any() else None
+        head = (m, float(lam_D[m]), float(vstar_D[m]), len(rows), int(np.sum(col["grown_before"])), int(ansatz.sum()))
+        if not rows:
+            out.append(Eq21Transition(*head, worst))
+            continue
+        u0, cos_k, cos_q = (float(np.median(col[k])) for k in ("u0", "cos_k", "cos_q"))
+        err = [float(np.quantile(col["rel_err"], q)) for q in (0.5, 0.1, 0.9)]
+        out.append(Eq21Transition(*head, worst, u0, cos_k, cos_q, err, float(np.median(np.abs(col["rel_err"])))))
     return out
 
 

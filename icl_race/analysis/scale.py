@@ -100,7 +100,7 @@ def _ci95(boot: np.ndarray) -> tuple[float | None, float | None]:
 def _median_ci(x: np.ndarray, n_boot: int, rng: np.random.Generator):
     """`threshold.median_ci` as (median, (lo, hi))."""
     m = median_ci(x, n_boot, rng)
-    return m["median"], tuple(m["ci"])
+    return m.median, tuple(m.ci)
 
 
 def lr_bridge(
@@ -245,7 +245,7 @@ def width_axis(
     first passage per seed, the censoring step (scalar or per seed), diverged flags. Each (width, lr)
     draws its bootstrap from `draws.generator((seed, width, lr in 1e-9))`, so other groups change none of
     its numbers."""
-    from icl_race.analysis.threshold import median_vs_N
+    from icl_race.analysis.threshold import Lines, Slope, median_vs_N
 
     groups: dict[tuple[int, float], list[int]] = {}
     for c, key in enumerate(zip(width_C, lr_C)):
@@ -267,15 +267,15 @@ def width_axis(
         )
         per_N = tuple(
             PerN(
-                N=p["N"],
-                seeds=p["n"],
-                acquired=p["acquired"],
-                t_icl=p["median"],
-                t_icl_ci=_pair(p["median_ci"]) if p["median"] is not None else (None, None),
+                N=p.N,
+                seeds=p.n,
+                acquired=p.acquired,
+                t_icl=p.median,
+                t_icl_ci=_pair(p.median_ci) if p.median is not None else (None, None),
                 rise=d[3],
                 rise_ci=d[4],
             )
-            for p, d in zip(mv["per_N"], data)
+            for p, d in zip(mv.per_N, data)
         )
         fit_idx = [i for i, p in enumerate(per_N) if p.abrupt and p.t_icl is not None]
         fitted = tuple(per_N[i].N for i in fit_idx)
@@ -290,21 +290,24 @@ def width_axis(
             [data[i][2] for i in fit_idx],
             Bootstrap(n_boot, rng),
         )
-        lin, log, quad = sub["linear"], sub["loglog"], sub.get("quadratic")
+        lines = sub.fit
+        assert isinstance(lines, Lines)  # >= 2 distinct N with a reached median: the lines are fitted
+        lin, log, quad = lines.linear, lines.loglog, lines.quadratic
+        assert isinstance(lin, Slope) and isinstance(log, Slope)
         fits.append(
             WidthFit(
                 width,
                 lr,
                 per_N,
                 fitted,
-                log["slope"],
-                _pair(log.get("slope_ci")),
-                lin["slope"],
-                _pair(lin.get("slope_ci")),
-                lin["intercept"],
-                _pair(lin.get("intercept_ci")),
-                None if quad is None else quad["c2"],
-                _pair(None if quad is None else quad["c2_ci"]),
+                log.slope,
+                _pair(log.slope_ci),
+                lin.slope,
+                _pair(lin.slope_ci),
+                lin.intercept,
+                _pair(lin.intercept_ci),
+                None if quad is None else quad.c2,
+                _pair(None if quad is None else quad.c2_ci),
             )
         )
     return WidthAxis(tuple(fits))

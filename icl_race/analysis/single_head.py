@@ -290,7 +290,7 @@ class GdVsFlow:
 def median_ci(x, rng: np.random.Generator, n_boot: int = 2000) -> list[float]:
     """[median, 2.5%, 97.5%] of the finite values (`threshold.median_ci`), nan where there is none."""
     m = bootstrap_median_ci(list(x), n_boot, rng)
-    return [float("nan") if v is None else v for v in (m["median"], *m["ci"])]
+    return [float("nan") if v is None else v for v in (m.median, *m.ci)]
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.special import log_ndtr
 
+from icl_race.analysis.record import Fitted, NotFitted, Record
+
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -83,14 +85,33 @@ def km_median(times: np.ndarray, observed: np.ndarray) -> float:
     return float(t[hit[0]]) if hit.size else float("nan")
 
 
-def kaplan_meier(times: np.ndarray, observed: np.ndarray, confidence: float = 0.95) -> dict:
+@dataclasses.dataclass(frozen=True)
+class KaplanMeier(Record):
+    """A Kaplan-Meier curve with its band and median (`kaplan_meier`)."""
+
+    n: int
+    acquired: int
+    t: list
+    survival: list
+    low: list
+    high: list
+    confidence: float
+    median: float | None
+    median_ci: list
+    last_time: float
+    at_risk: list  # seeds not yet past each time of `t`
+    censored_t: list
+    censored_n: list  # where the censored seeds leave
+
+
+def kaplan_meier(times: np.ndarray, observed: np.ndarray, confidence: float = 0.95) -> KaplanMeier:
     """Kaplan-Meier survival S(t) = P(t_ICL > t) with a pointwise band (scipy.stats.ecdf, Greenwood
     variance, log-log transform so the band stays inside [0, 1]), and the median with its CI.
 
     The median CI inverts the band (Brookmeyer-Crowley style, as lifelines does): its ends are the
     first times at which the lower and the upper band reach 1/2. Where the upper band never reaches
     1/2 the CI's upper end is `None` ("beyond the last observation"); likewise the median itself.
-    Returns plain lists so the result can go into JSON."""
+    Its arrays are plain lists so the result can go into JSON."""
     times = np.asarray(times, float)
     observed = np.asarray(observed, bool)
     n = int(times.size)
@@ -114,21 +135,21 @@ def kaplan_meier(times: np.ndarray, observed: np.ndarray, confidence: float = 0.
 
     cens_t, cens_n = np.unique(times[~observed], return_counts=True)
 
-    return {
-        "n": n,
-        "acquired": int(observed.sum()),
-        "t": q.tolist(),
-        "survival": s.tolist(),
-        "low": lo.tolist(),
-        "high": hi.tolist(),
-        "confidence": confidence,
-        "median": first_below(s),
-        "median_ci": [first_below(lo), first_below(hi)],
-        "last_time": float(times.max()),
-        "at_risk": [int(np.sum(times >= v)) for v in q],  # seeds not yet past each time of `t`
-        "censored_t": cens_t.tolist(),
-        "censored_n": cens_n.tolist(),  # where the censored seeds leave
-    }
+    return KaplanMeier(
+        n,
+        int(observed.sum()),
+        q.tolist(),
+        s.tolist(),
+        lo.tolist(),
+        hi.tolist(),
+        confidence,
+        first_below(s),
+        [first_below(lo), first_below(hi)],
+        float(times.max()),
+        [int(np.sum(times >= v)) for v in q],
+        cens_t.tolist(),
+        cens_n.tolist(),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,14 +180,24 @@ def proportion_ci(k: int, n: int, confidence: float = 0.95) -> tuple[float, floa
     return float(ci.low), float(ci.high)
 
 
-def never_acquired(observed: np.ndarray, confidence: float = 0.95) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Proportion(Record):
+    """k of n with its Wilson interval (`never_acquired`)."""
+
+    k: int
+    n: int
+    fraction: float
+    ci: list
+
+
+def never_acquired(observed: np.ndarray, confidence: float = 0.95) -> Proportion:
     """Fraction of seeds that did not acquire ICL within the budget, with its Wilson CI. With every
     seed censored at the same budget this equals the Kaplan-Meier S(budget); it is a within-budget
     fraction, not an estimate of a cure fraction (seeds that would never acquire ICL at all)."""
     observed = np.asarray(observed, bool)
     n, k = int(observed.size), int((~observed).sum())
     lo, hi = proportion_ci(k, n, confidence)
-    return {"k": k, "n": n, "fraction": k / n if n else float("nan"), "ci": [lo, hi]}
+    return Proportion(k, n, k / n if n else float("nan"), [lo, hi])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -206,14 +237,29 @@ def _lognormal_pointwise(theta, y_obs, y_cens, y_trunc=None):
     return lo, lc
 
 
-def fit_lognormal(times: np.ndarray, observed: np.ndarray, confidence: float = 0.95) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Lognormal(Fitted):
+    """Censored-MLE lognormal of t_ICL (`fit_lognormal`)."""
+
+    mu: float
+    sigma: float
+    mu_ci: list
+    sigma_ci: list
+    median: float
+    loglik: float
+    n: int
+    acquired: int
+    confidence: float
+
+
+def fit_lognormal(times: np.ndarray, observed: np.ndarray, confidence: float = 0.95) -> Lognormal | NotFitted:
     """Censored maximum likelihood lognormal on every seed: log t_ICL ~ Normal(mu, sigma), with Wald
     CIs from the observed information (mu directly, sigma on the log scale). Needs >= 3 acquired."""
     times = np.asarray(times, float)
     observed = np.asarray(observed, bool)
     d = int(observed.sum())
     if d < 3 or np.ptp(np.log(times[observed])) == 0:
-        return {"ok": False, "reason": f"needs >= 3 acquired seeds with distinct t_ICL (has {d})"}
+        return NotFitted(f"needs >= 3 acquired seeds with distinct t_ICL (has {d})")
     y_obs, y_cens = np.log(times[observed]), np.log(times[~observed])
 
     def nll(theta):
@@ -230,18 +276,17 @@ def fit_lognormal(times: np.ndarray, observed: np.ndarray, confidence: float = 0
         se_mu, se_ls = math.sqrt(cov[0, 0]), math.sqrt(cov[1, 1])
     except (np.linalg.LinAlgError, ValueError):
         se_mu = se_ls = float("nan")
-    return {
-        "ok": True,
-        "mu": float(mu),
-        "sigma": float(math.exp(log_s)),
-        "mu_ci": [float(mu - z * se_mu), float(mu + z * se_mu)],
-        "sigma_ci": [float(math.exp(log_s - z * se_ls)), float(math.exp(log_s + z * se_ls))],
-        "median": float(math.exp(mu)),
-        "loglik": float(-r.fun),
-        "n": int(times.size),
-        "acquired": d,
-        "confidence": confidence,
-    }
+    return Lognormal(
+        float(mu),
+        float(math.exp(log_s)),
+        [float(mu - z * se_mu), float(mu + z * se_mu)],
+        [float(math.exp(log_s - z * se_ls)), float(math.exp(log_s + z * se_ls))],
+        float(math.exp(mu)),
+        float(-r.fun),
+        int(times.size),
+        d,
+        confidence,
+    )
 
 
 def _pareto_alpha(log_ratio: np.ndarray, obs: np.ndarray) -> float:
@@ -282,9 +327,46 @@ def choose_xmin(times: np.ndarray, observed: np.ndarray, min_tail: int = 10, max
     return best
 
 
+@dataclasses.dataclass(frozen=True)
+class PowerLaw(Record):
+    alpha: float
+    alpha_ci: list
+    loglik: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TailLognormal(Record):
+    mu: float
+    sigma: float
+    loglik: float
+
+
+@dataclasses.dataclass(frozen=True)
+class LikelihoodRatio(Record):
+    """Vuong's test of the power law against the truncated lognormal: R > 0 favours the power law."""
+
+    R: float
+    z: float
+    p: float
+    favours: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Tail(Fitted):
+    """Power-law and truncated-lognormal fits of the tail above xmin (`fit_tail`)."""
+
+    xmin: float
+    n_tail: int
+    acquired_tail: int
+    power_law: PowerLaw
+    lognormal: TailLognormal
+    likelihood_ratio: LikelihoodRatio
+    confidence: float
+
+
 def fit_tail(
     times: np.ndarray, observed: np.ndarray, xmin: float | None = None, min_tail: int = 10, confidence: float = 0.95
-) -> dict:
+) -> Tail | NotFitted:
     """Power-law (Pareto above xmin) and truncated-lognormal fits of the tail t >= xmin, both by
     censored maximum likelihood on the same seeds, and Vuong's likelihood-ratio comparison."""
     times = np.asarray(times, float)
@@ -292,12 +374,12 @@ def fit_tail(
     if xmin is None:
         xmin = choose_xmin(times, observed, min_tail=min_tail)
     if not np.isfinite(xmin):
-        return {"ok": False, "reason": f"needs >= {min_tail} acquired seeds in the tail (has {int(observed.sum())})"}
+        return NotFitted(f"needs >= {min_tail} acquired seeds in the tail (has {int(observed.sum())})")
     tail = times >= xmin
     t, o = times[tail], observed[tail]
     d = int(o.sum())
     if d < 2:
-        return {"ok": False, "reason": f"only {d} acquired seeds above xmin = {xmin:g}"}
+        return NotFitted(f"only {d} acquired seeds above xmin = {xmin:g}")
     alpha = _pareto_alpha(np.log(t / xmin), o)
     z = _z(confidence)
     se_alpha = (alpha - 1) / math.sqrt(d)
@@ -337,24 +419,17 @@ def fit_tail(
     else:
         zstat, p = 0.0, 1.0
     favours = ("power law" if R > 0 else "lognormal") if p < 0.1 else "neither (p >= 0.1)"
-    return {
-        "ok": True,
-        "xmin": float(xmin),
-        "n_tail": int(t.size),
-        "acquired_tail": d,
-        "power_law": {
-            "alpha": float(alpha),
-            "alpha_ci": [float(alpha - z * se_alpha), float(alpha + z * se_alpha)],
-            "loglik": float(pl_o.sum() + pl_c.sum()),
-        },
-        "lognormal": {
-            "mu": float(best.x[0]),
-            "sigma": float(math.exp(best.x[1])),
-            "loglik": float(ln_o.sum() + ln_c.sum()),
-        },
-        "likelihood_ratio": {"R": R, "z": float(zstat), "p": p, "favours": favours},
-        "confidence": confidence,
-    }
+    return Tail(
+        float(xmin),
+        int(t.size),
+        d,
+        PowerLaw(
+            float(alpha), [float(alpha - z * se_alpha), float(alpha + z * se_alpha)], float(pl_o.sum() + pl_c.sum())
+        ),
+        TailLognormal(float(best.x[0]), float(math.exp(best.x[1])), float(ln_o.sum() + ln_c.sum())),
+        LikelihoodRatio(R, float(zstat), p, favours),
+        confidence,
+    )
 
 
 def lognormal_sf(t: np.ndarray, mu: float, sigma: float, xmin: float | None = None) -> np.ndarray:

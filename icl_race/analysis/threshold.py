@@ -20,14 +20,13 @@ Estimators (x = log10 K throughout):
   median_vs_N         Kaplan-Meier median t_ICL per N (censored seeds kept), least-squares line against
                       N, a quadratic term (linearity check, >= 3 values of N) and the log-log exponent;
                       CIs from a seed bootstrap of the KM medians.
-  fraction_difference difference of two acquisition fractions per K, and its mean over K (balanced vs
-                      standard contexts); CI from binomial resampling of each cell.
 Every bootstrap takes its count, numpy Generator and confidence from the caller (`analysis.draws.Bootstrap`: one
 convention for draws), so the results are reproducible and no estimator roots a stream of its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Sequence
 
@@ -37,6 +36,7 @@ from scipy import optimize
 from scipy.special import expit
 
 from icl_race.analysis.draws import Bootstrap
+from icl_race.analysis.record import OMIT_NONE, Fitted, NotFitted, Record
 from icl_race.analysis.survival import km_median, proportion_ci
 
 RIDGE = 1e-3
@@ -55,17 +55,26 @@ def percentile_ci(samples: ArrayLike, confidence: float) -> list[float | None]:
     return [float(lo), float(hi)]
 
 
-def median_ci(x, n_boot: int, rng: np.random.Generator, confidence: float = 0.95) -> dict:
+@dataclasses.dataclass(frozen=True)
+class MedianCI(Record):
+    """A median with its bootstrap interval over n values (`median_ci`)."""
+
+    median: float | None
+    ci: list
+    n: int
+
+
+def median_ci(x, n_boot: int, rng: np.random.Generator, confidence: float = 0.95) -> MedianCI:
     """The median of the finite values of x with a percentile-bootstrap CI over them (`percentile_ci` of
     the medians of n_boot resamples with replacement; scipy.stats.bootstrap's percentile interval with
-    the same generator, tests/test_analysis.py): {"median", "ci", "n"}, median None and no CI for none.
+    the same generator, tests/test_analysis.py), median None and no CI for none.
     The package's one bootstrap CI of a plain median (a censored time's median: `km_median_boot`)."""
     x = np.asarray(x, float)
     x = x[np.isfinite(x)]
     if x.size == 0:
-        return {"median": None, "ci": [None, None], "n": 0}
+        return MedianCI(None, [None, None], 0)
     boots = np.median(rng.choice(x, (n_boot, x.size)), axis=1)
-    return {"median": float(np.median(x)), "ci": percentile_ci(boots, confidence), "n": int(x.size)}
+    return MedianCI(float(np.median(x)), percentile_ci(boots, confidence), int(x.size))
 
 
 def logistic_fit(x: np.ndarray, k: np.ndarray, n: np.ndarray, ridge: float = RIDGE, iters: int = 100):
@@ -103,7 +112,51 @@ def logistic_fit(x: np.ndarray, k: np.ndarray, n: np.ndarray, ridge: float = RID
     return a, b
 
 
-def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], bootstrap: Bootstrap) -> dict:
+@dataclasses.dataclass(frozen=True)
+class CellCount(Record):
+    """k of n seeds acquired in one cell at log10 K, with the Wilson interval."""
+
+    log10_K: float
+    k: int
+    n: int
+    fraction: float
+    ci: list
+
+
+@dataclasses.dataclass(frozen=True)
+class Logistic(Fitted):
+    """The logistic fit of the acquired fraction on log10 K (`acquisition_curve`). Both K* estimators give
+    the midpoint b = log10 K* of a curve rising with log10 K (slope a), its seed-bootstrap CI and the
+    replicates (`boot_log10_kstar`, not in report.json) that a K* slope across N pairs up."""
+
+    a: float
+    b: float
+    kstar: float
+    log10_kstar: float
+    log10_kstar_ci: list
+    separated: bool
+    kstar_ci: list
+    boot_failed: int
+    bracketed: bool
+    boot_log10_kstar: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class Acquisition(Record):
+    """The cells' acquired fractions at one N and their logistic fit, or why it was not done."""
+
+    cells: list[CellCount]
+    confidence: float
+    n_boot: int
+    fit: Logistic | NotFitted
+    ci_method: str | None = None  # how the report's CI was drawn, written last where said
+
+    def to_json(self) -> dict:
+        head = {"cells": [c.to_json() for c in self.cells], "confidence": self.confidence, "n_boot": self.n_boot}
+        return head | self.fit.to_json() | ({} if self.ci_method is None else {"ci_method": self.ci_method})
+
+
+def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], bootstrap: Bootstrap) -> Acquisition:
     """Logistic fit of the fraction of seeds that acquired ICL against x = log10 K, and K* with its
     bootstrap CI. `outcomes[c]` holds one bool per seed of cell c (True = acquired)."""
     n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
@@ -113,25 +166,15 @@ def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], bootstrap: Boot
     keep = n > 0
     x, k, n = x[keep], k[keep], n[keep]
     cells = [
-        {
-            "log10_K": float(xi),
-            "k": int(ki),
-            "n": int(ni),
-            "fraction": ki / ni,
-            "ci": list(proportion_ci(ki, ni, confidence)),
-        }
+        CellCount(float(xi), int(ki), int(ni), ki / ni, list(proportion_ci(ki, ni, confidence)))
         for xi, ki, ni in zip(x, k, n)
     ]
-    out = {"cells": cells, "confidence": confidence, "n_boot": n_boot}
     if x.size < 2 or np.unique(x).size < 2:
-        return out | {"ok": False, "reason": "needs >= 2 values of K"}
+        return Acquisition(cells, confidence, n_boot, NotFitted("needs >= 2 values of K"))
     a, b = logistic_fit(x, k, n)
     if not np.isfinite(b):
-        return out | {
-            "ok": False,
-            "reason": "no increasing acquisition curve (every cell all-0 or all-1, "
-            "or acquisition does not rise with K)",
-        }
+        why = "no increasing acquisition curve (every cell all-0 or all-1, or acquisition does not rise with K)"
+        return Acquisition(cells, confidence, n_boot, NotFitted(why))
     kb = rng.binomial(n, k / n, size=(n_boot, x.size))
     _, bb = logistic_fit(x, kb, n)
     frac = k / n
@@ -143,19 +186,14 @@ def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], bootstrap: Boot
         # Every cell is all-0 or all-1: resampling seeds changes nothing, so the bootstrap CI has zero
         # width. All that is known is that K* lies between the last all-0 and the first all-1 cell.
         ci = [float(xs[fs == 0].max()), float(xs[fs == 1].min())]
-    return out | {
-        "ok": True,
-        "a": float(a),
-        "b": float(b),
-        "kstar": float(10**b),
-        "log10_kstar": float(b),
-        "log10_kstar_ci": ci,
-        "separated": separated,
-        "kstar_ci": [None if v is None else 10**v for v in ci],
-        "boot_failed": int(np.sum(~np.isfinite(bb))),
-        "bracketed": bool(frac.min() < 0.5 < frac.max()),
-        "boot_log10_kstar": bb,  # array: dropped before JSON
-    }
+    a, b, kstar_ci, failed = (
+        float(a),
+        float(b),
+        [None if v is None else 10**v for v in ci],
+        int(np.sum(~np.isfinite(bb))),
+    )
+    fit = Logistic(a, b, 10**b, b, ci, separated, kstar_ci, failed, bool(frac.min() < 0.5 < frac.max()), bb)
+    return Acquisition(cells, confidence, n_boot, fit)
 
 
 def _sigmoid4(x, a, b, c, d):
@@ -192,7 +230,28 @@ def _fit_sigmoid4(x, ybar, n, b_bounds, p0=None):
     return popt
 
 
-def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], bootstrap: Bootstrap) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Sigmoid(Fitted):
+    """The paper's 4-parameter sigmoid on final ICL accuracy at one N (`paper_sigmoid`)."""
+
+    a: float
+    b: float
+    c: float
+    d: float
+    kstar: float
+    log10_kstar: float
+    log10_kstar_ci: list
+    kstar_ci: list
+    b_bounds: list
+    at_bound: bool
+    n_boot: int
+    confidence: float
+    n_K: int
+    boot_failed: int
+    boot_log10_kstar: np.ndarray
+
+
+def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], bootstrap: Bootstrap) -> Sigmoid | NotFitted:
     """The reference's K* estimator on final ICL accuracy (`acc[c]`: one value per seed of cell c)."""
     n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
     x_cells = np.asarray(x_cells, float)
@@ -201,19 +260,17 @@ def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], bootstrap: Bootstr
     x_cells, acc = x_cells[keep], [a for a, k in zip(acc, keep) if k]
     n_K = int(np.unique(x_cells).size)
     if n_K < MIN_K_SIGMOID:
-        return {"ok": False, "reason": f"needs >= {MIN_K_SIGMOID} values of K to fit 4 parameters (has {n_K})"}
+        return NotFitted(f"needs >= {MIN_K_SIGMOID} values of K to fit 4 parameters (has {n_K})")
     means = np.array([a.mean() for a in acc])
     if not (means.min() < MID_ACCURACY < means.max()):
-        return {
-            "ok": False,
-            "reason": f"the cells do not span the transition (no K with mean final accuracy on "
-            f"each side of {MID_ACCURACY})",
-        }
+        return NotFitted(
+            f"the cells do not span the transition (no K with mean final accuracy on each side of {MID_ACCURACY})"
+        )
     b_bounds = (min(2.0, float(x_cells.min())), max(5.0, float(x_cells.max())))
     n = np.array([a.size for a in acc], float)
     popt = _fit_sigmoid4(x_cells, means, n, b_bounds)
     if popt is None:
-        return {"ok": False, "reason": "curve_fit did not converge"}
+        return NotFitted("curve_fit did not converge")
     # seed bootstrap within cells: the means of resampled cells
     boot_means = np.stack([a[rng.integers(0, a.size, (n_boot, a.size))].mean(1) for a in acc], 1)  # [B, C]
     boots = np.full(n_boot, np.nan)
@@ -223,24 +280,9 @@ def paper_sigmoid(x_cells: np.ndarray, acc: list[np.ndarray], bootstrap: Bootstr
             boots[i] = pb[1]
     ci = percentile_ci(boots, confidence)
     at_bound = bool(np.isclose(popt[1], b_bounds[0]) or np.isclose(popt[1], b_bounds[1]))
-    return {
-        "ok": True,
-        "a": float(popt[0]),
-        "b": float(popt[1]),
-        "c": float(popt[2]),
-        "d": float(popt[3]),
-        "kstar": float(10 ** popt[1]),
-        "log10_kstar": float(popt[1]),
-        "log10_kstar_ci": ci,
-        "kstar_ci": [None if v is None else 10**v for v in ci],
-        "b_bounds": list(b_bounds),
-        "at_bound": at_bound,
-        "n_boot": n_boot,
-        "confidence": confidence,
-        "n_K": n_K,
-        "boot_failed": int(np.sum(~np.isfinite(boots))),
-        "boot_log10_kstar": boots,
-    }
+    a, b, c, d = map(float, popt)
+    kstar_ci, failed = [None if v is None else 10**v for v in ci], int(np.sum(~np.isfinite(boots)))
+    return Sigmoid(a, b, c, d, 10**b, b, ci, kstar_ci, list(b_bounds), at_bound, n_boot, confidence, n_K, failed, boots)
 
 
 def _ols_slopes(u: np.ndarray, v: np.ndarray):
@@ -250,35 +292,52 @@ def _ols_slopes(u: np.ndarray, v: np.ndarray):
     return slope, v.mean(-1) - slope * u.mean()
 
 
-def power_law_slope(x: np.ndarray, y: np.ndarray, boot_y: np.ndarray | None = None, confidence: float = 0.95) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Slope(Fitted):
+    """A least-squares line with bootstrap CIs (`power_law_slope`)."""
+
+    slope: float
+    intercept: float
+    n_points: int
+    confidence: float
+    r2: float | None = None  # with > 2 points (None there: y constant)
+    slope_ci: list | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # the rest: with replicates
+    intercept_ci: list | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+    boot_used: int | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+    boot_dropped: int | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+
+    def to_json(self) -> dict:
+        d = super().to_json()
+        return d if self.n_points > 2 else {k: v for k, v in d.items() if k != "r2"}  # r2 beyond 2 points
+
+
+def power_law_slope(
+    x: np.ndarray, y: np.ndarray, boot_y: np.ndarray | None = None, confidence: float = 0.95
+) -> Slope | NotFitted:
     """Least-squares line y = intercept + slope x (e.g. log10 K* on log10 N), with a bootstrap CI from
     replicates boot_y[i, b] of y[i] (independent across i). Replicates with a non-finite value are
     dropped (counted in boot_dropped)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     if x.size < 2 or np.unique(x).size < 2:
-        return {"ok": False, "reason": "needs >= 2 values"}
+        return NotFitted("needs >= 2 values")
     slope, intercept = _ols_slopes(x, y[None])
-    out: dict[str, object] = {
-        "ok": True,
-        "slope": float(slope[0]),
-        "intercept": float(intercept[0]),
-        "n_points": int(x.size),
-        "confidence": confidence,
-    }
+    fit = Slope(float(slope[0]), float(intercept[0]), int(x.size), confidence)
     if x.size > 2:
         resid = y - (intercept[0] + slope[0] * x)
-        out["r2"] = float(1 - resid @ resid / ((y - y.mean()) @ (y - y.mean()))) if np.ptp(y) > 0 else None
-    if boot_y is not None:
-        by = np.asarray(boot_y, float).T  # [B, n_points]
-        good = np.all(np.isfinite(by), axis=1)
-        bs, bi = _ols_slopes(x, by[good]) if good.any() else (np.empty(0), np.empty(0))
-        out |= {
-            "slope_ci": percentile_ci(bs, confidence),
-            "intercept_ci": percentile_ci(bi, confidence),
-            "boot_used": int(good.sum()),
-            "boot_dropped": int((~good).sum()),
-        }
-    return out
+        r2 = float(1 - resid @ resid / ((y - y.mean()) @ (y - y.mean()))) if np.ptp(y) > 0 else None
+        fit = dataclasses.replace(fit, r2=r2)
+    if boot_y is None:
+        return fit
+    by = np.asarray(boot_y, float).T  # [B, n_points]
+    good = np.all(np.isfinite(by), axis=1)
+    bs, bi = _ols_slopes(x, by[good]) if good.any() else (np.empty(0), np.empty(0))
+    return dataclasses.replace(
+        fit,
+        slope_ci=percentile_ci(bs, confidence),
+        intercept_ci=percentile_ci(bi, confidence),
+        boot_used=int(good.sum()),
+        boot_dropped=int((~good).sum()),
+    )
 
 
 def km_median_boot(times: np.ndarray, observed: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -288,7 +347,47 @@ def km_median_boot(times: np.ndarray, observed: np.ndarray, n_boot: int, rng: np
     return np.array([km_median(times[i], observed[i]) for i in idx])
 
 
-def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarray], bootstrap: Bootstrap) -> dict:
+@dataclasses.dataclass(frozen=True)
+class MedianAtN(Record):
+    N: int
+    median: float | None
+    median_ci: list
+    n: int
+    acquired: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Quadratic(Record):
+    c2: float
+    c2_ci: list
+    units: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Lines(Fitted):
+    """Median t_ICL on N (linear), log10 median on log10 N (loglog) and, with >= 3 N, a quadratic term."""
+
+    linear: Slope | NotFitted
+    loglog: Slope | NotFitted
+    quadratic: Quadratic | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+
+
+@dataclasses.dataclass(frozen=True)
+class MedianVsN(Record):
+    """KM median t_ICL per N and its lines (`median_vs_N`), or why they were not fitted."""
+
+    per_N: list[MedianAtN]
+    confidence: float
+    n_boot: int
+    excluded_N: list[int]
+    fit: Lines | NotFitted
+
+    def to_json(self) -> dict:
+        head = {"per_N": [p.to_json() for p in self.per_N], "confidence": self.confidence, "n_boot": self.n_boot}
+        return head | {"excluded_N": self.excluded_N} | self.fit.to_json()
+
+
+def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarray], bootstrap: Bootstrap) -> MedianVsN:
     """KM median t_ICL per N and its scaling with N (see the module docstring)."""
     n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
     N = np.asarray(N, float)
@@ -301,24 +400,21 @@ def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarra
         else np.empty((0, n_boot))
     )
     per_n = [
-        {
-            "N": int(n_),
-            "median": None if not np.isfinite(m) else float(m),
-            "median_ci": percentile_ci(b, confidence),
-            "n": int(len(t)),
-            "acquired": int(np.sum(o)),
-        }
+        MedianAtN(
+            int(n_), None if not np.isfinite(m) else float(m), percentile_ci(b, confidence), int(len(t)), int(np.sum(o))
+        )
         for n_, m, b, t, o in zip(N, med, boot, times, observed)
     ]
     ok = np.isfinite(med)
-    out = {"per_N": per_n, "confidence": confidence, "n_boot": n_boot, "excluded_N": [int(v) for v in N[~ok]]}
+    head = (per_n, confidence, n_boot, [int(v) for v in N[~ok]])
     # Distinct values: cells that split one N's seeds (ensemble.first_seed) give no slope between them.
     if np.unique(N[ok]).size < 2:
-        return out | {"ok": False, "reason": "needs a reached median at >= 2 values of N"}
+        return MedianVsN(*head, NotFitted("needs a reached median at >= 2 values of N"))
     Nk, mk, bk = N[ok], med[ok], boot[ok]
-    out |= {"ok": True, "linear": power_law_slope(Nk, mk, bk, confidence)}
+    linear = power_law_slope(Nk, mk, bk, confidence)
     with np.errstate(all="ignore"):
-        out["loglog"] = power_law_slope(np.log10(Nk), np.log10(mk), np.log10(bk), confidence)
+        loglog = power_law_slope(np.log10(Nk), np.log10(mk), np.log10(bk), confidence)
+    quadratic = None
     if Nk.size >= 3:
         # Quadratic term in standardised N: a CI that contains 0 is consistent with a straight line.
         u = (Nk - Nk.mean()) / Nk.std()
@@ -328,28 +424,8 @@ def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarra
         bt = bk.T
         good = np.all(np.isfinite(bt), 1)
         c2b = (bt[good] @ pinv.T)[:, 2]
-        out["quadratic"] = {"c2": float(c2), "c2_ci": percentile_ci(c2b, confidence), "units": "steps per (sd of N)^2"}
-    return out
-
-
-def fraction_difference(k1: np.ndarray, n1: np.ndarray, k2: np.ndarray, n2: np.ndarray, bootstrap: Bootstrap) -> dict:
-    """p1 - p2 per cell and averaged over cells (e.g. standard minus balanced, per K)."""
-    n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
-    k1, n1, k2, n2 = (np.asarray(v, int) for v in (k1, n1, k2, n2))
-    p1, p2 = k1 / n1, k2 / n2
-    b1 = rng.binomial(n1, p1, size=(n_boot, n1.size)) / n1
-    b2 = rng.binomial(n2, p2, size=(n_boot, n2.size)) / n2
-    diffs = b1 - b2
-    return {
-        "per_cell": [
-            {"p1": float(a), "p2": float(b), "diff": float(a - b), "diff_ci": percentile_ci(d, confidence)}
-            for a, b, d in zip(p1, p2, diffs.T)
-        ],
-        "mean_diff": float(np.mean(p1 - p2)),
-        "mean_diff_ci": percentile_ci(diffs.mean(1), confidence),
-        "confidence": confidence,
-        "n_boot": n_boot,
-    }
+        quadratic = Quadratic(float(c2), percentile_ci(c2b, confidence), "steps per (sd of N)^2")
+    return MedianVsN(*head, Lines(linear, loglog, quadratic))
 
 
 def interval_verdict(ci: Sequence[float | None] | None, value: float) -> str:

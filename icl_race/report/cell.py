@@ -10,10 +10,7 @@ diverged seeds are excluded from every statistic but the outcome counts."""
 from __future__ import annotations
 
 import dataclasses
-import functools
-import types
-import typing
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +18,7 @@ from icl_race.analysis import bimodality as bm
 from icl_race.analysis import outcome as oc
 from icl_race.analysis import regime as rg
 from icl_race.analysis import survival as sv
-from icl_race.report.format import OMIT_NONE, key, plain, record_json
+from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key, record_json
 from icl_race.report.paper import PAPER
 from icl_race.report.sample import Sample
 
@@ -33,104 +30,6 @@ CI_METHODS = {
     "regime": "bootstrap percentile over seeds",
     "outcomes": "Wilson score",
 }
-
-
-class Record:
-    """A typed record of a report: report.json writes its fields in order (`format.record_json`)."""
-
-    def to_json(self) -> dict:
-        return record_json(self)
-
-    @classmethod
-    def of(cls, d: dict) -> Self:
-        """The record of an analysis function's result, whose keys are its field names (`read_fields`: a
-        nested result becomes the record its field declares)."""
-        return cls(**read_fields(cls, d))
-
-
-def present[T](statistic: T | None) -> T:
-    """A statistic that its record's `ok` says is there (an ok CellStats carries every statistic, an ok fit
-    each of its results): how a reader says so to the type checker, and fails loudly where it is not."""
-    if statistic is None:
-        raise ValueError("a statistic read from a record without it: read its `ok` first")
-    return statistic
-
-
-@functools.cache
-def _field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _record_type(tp: Any) -> type[Record] | None:
-    return tp if isinstance(tp, type) and issubclass(tp, Record) else None
-
-
-def _read(tp: Any, v: Any) -> Any:
-    """`v` as a field of declared type `tp` holds it: a dict as the record `tp` names (its `of`), a list or
-    dict of such results item by item (a list of lists too); anything else, a record included, as it is."""
-    args = typing.get_args(tp)
-    if typing.get_origin(tp) is types.UnionType:  # `R | None`: a None stays None
-        kinds = [a for a in args if a is not type(None)]
-        return _read(kinds[0], v) if v is not None and len(kinds) == 1 else v
-    if (record := _record_type(tp)) is not None:
-        return record.of(v) if isinstance(v, dict) else v
-    if typing.get_origin(tp) is list and isinstance(v, list):
-        return [_read(args[0], x) for x in v]
-    if typing.get_origin(tp) is dict and isinstance(v, dict) and _record_type(args[1]) is not None:
-        return {k: _read(args[1], x) for k, x in v.items()}
-    return v
-
-
-def read_fields(cls: type, d: dict) -> dict:
-    """An analysis function's result (keys: `cls`'s field names) with each value read as its field declares
-    it (`_read`): the one rule by which results that nest results become records that nest records."""
-    declared = _field_types(cls)
-    return {k: _read(declared.get(k), v) for k, v in d.items()}
-
-
-@dataclasses.dataclass(frozen=True)
-class Proportion(Record):
-    """k of n with its Wilson interval (`analysis.survival.never_acquired`)."""
-
-    k: int
-    n: int
-    fraction: float
-    ci: list
-
-
-@dataclasses.dataclass(frozen=True)
-class Count(Proportion):
-    """One outcome class's count among all seeds, with its interval (`analysis.outcome.Outcomes.counts`)."""
-
-    ci_method: str
-
-
-@dataclasses.dataclass(frozen=True)
-class KaplanMeier(Record):
-    """A Kaplan-Meier curve with its band and median (`analysis.survival.kaplan_meier`)."""
-
-    n: int
-    acquired: int
-    t: list
-    survival: list
-    low: list
-    high: list
-    confidence: float
-    median: float | None
-    median_ci: list
-    last_time: float
-    at_risk: list
-    censored_t: list
-    censored_n: list
-
-
-@dataclasses.dataclass(frozen=True)
-class MedianCI(Record):
-    """A median with its bootstrap interval over n values (`analysis.regime`)."""
-
-    median: float | None
-    ci: list
-    n: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,157 +46,35 @@ class Above(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Spread(Record):
-    """Median and range of a class's final accuracies."""
-
-    median: float
-    min: float
-    max: float
-
-
-@dataclasses.dataclass(frozen=True)
-class ClassSummary(Record):
-    """One outcome class: its seeds and their final accuracies (`analysis.outcome.class_summary`)."""
-
-    n: int
-    final_icl_acc: Spread | None
-    final_iwl_acc: Spread | None
-
-
-@dataclasses.dataclass(frozen=True)
 class OutcomeStats(Record):
     """What every seed did: counts per class, each class's final accuracies, the fall after t_ICL."""
 
     level: float
     lasting: int
-    counts: dict[str, Count]  # per outcome class (analysis.outcome.CLASSES)
-    by_class: dict[str, ClassSummary]  # per class but diverged
+    counts: dict[str, oc.Count]  # per outcome class (analysis.outcome.CLASSES)
+    by_class: dict[str, oc.ClassSummary]  # per class but diverged
     ended_below: int  # the falling class's count (report.json schema 1 keeps the key)
-    fall_after_t_icl: KaplanMeier | None  # None without an acquired seed
-
-
-@dataclasses.dataclass(frozen=True)
-class Modality(Record):
-    """Dip test, bimodality coefficient and mixture BIC of one sample (`analysis.bimodality.summarize`),
-    or why it was not measured."""
-
-    n: int
-    dip: float | None
-    dip_p: float | None
-    bc: float | None
-    bc_above_5_9: bool | None
-    mixture: dict  # analysis.bimodality.gaussian_mixture: bic1, bic2, delta_bic, prefers, one, two
-    bimodal: bool | None
-    agreement: str | None  # "bimodal", "unimodal", "disagree"; None: too few values
-    underpowered: bool
-    not_measured: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
-
-    @property
-    def delta_bic(self) -> float | None:
-        return (self.mixture or {}).get("delta_bic")
+    fall_after_t_icl: sv.KaplanMeier | None  # None without an acquired seed
 
 
 @dataclasses.dataclass(frozen=True)
 class Bimodality(Record):
-    log10_t_acquired: Modality
-    log10_t_censored_at_budget: Modality
-    final_icl_acc: Modality
+    log10_t_acquired: bm.Modality
+    log10_t_censored_at_budget: bm.Modality
+    final_icl_acc: bm.Modality
     near_threshold: bool
 
 
 @dataclasses.dataclass(frozen=True)
-class Regime(Record):
+class Regime(rg.Regime):
     """Is ICL acquired abruptly (`analysis.regime.summarize`), and the acquisition rule it was judged by."""
 
-    rise_fraction: MedianCI
-    plateau: MedianCI
-    plateau_reaches_threshold: float | None
-    final_icl_acc_acquired: MedianCI
-    acquired: int
-    seeds: int
     start_level: float
     threshold: float
     effective_threshold: float
     looks: int
     confirm: int
     paper_rule: bool
-
-    @property
-    def abrupt(self) -> bool | None:
-        return rg.is_abrupt(self.to_json())
-
-
-@dataclasses.dataclass(frozen=True)
-class Fit(Record):
-    """A fit's result as a typed record (`analysis.survival`'s lognormal and tail fits, `analysis.threshold`'s).
-    Its keys vary with the outcome (a fit that failed has ok = False and a reason; an optional statistic may be
-    absent): a field the result lacks is None, and `keys` keeps the result's keys in its order, which is the
-    order report.json writes."""
-
-    keys: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
-    ok: bool = False
-    reason: str | None = None  # why it failed, where ok is False
-    confidence: float | None = None  # of its CIs
-
-    @classmethod
-    def of(cls, d: dict) -> Self:
-        return cls(keys=tuple(d), **read_fields(cls, d))
-
-    def to_json(self) -> dict:
-        return {k: plain(getattr(self, k)) for k in self.keys}
-
-
-@dataclasses.dataclass(frozen=True)
-class Lognormal(Fit):
-    """Censored-MLE lognormal of t_ICL (`analysis.survival.fit_lognormal`), or why it was not fitted; N: the
-    N of the cell it was fitted to, where a sweep lists the fits per N."""
-
-    N: int | None = None
-    mu: float | None = None
-    sigma: float | None = None
-    mu_ci: list | None = None
-    sigma_ci: list | None = None
-    median: float | None = None
-    loglik: float | None = None
-    n: int | None = None
-    acquired: int | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class PowerLaw(Record):
-    alpha: float
-    alpha_ci: list
-    loglik: float
-
-
-@dataclasses.dataclass(frozen=True)
-class TailLognormal(Record):
-    mu: float
-    sigma: float
-    loglik: float
-
-
-@dataclasses.dataclass(frozen=True)
-class LikelihoodRatio(Record):
-    """Vuong's test of the power law against the truncated lognormal: R > 0 favours the power law."""
-
-    R: float
-    z: float
-    p: float
-    favours: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Tail(Fit):
-    """Power-law and truncated-lognormal fits of the tail above xmin (`analysis.survival.fit_tail`), or why
-    they were not done."""
-
-    xmin: float | None = None
-    n_tail: int | None = None
-    acquired_tail: int | None = None
-    power_law: PowerLaw | None = None
-    lognormal: TailLognormal | None = None
-    likelihood_ratio: LikelihoodRatio | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,7 +87,25 @@ class Unfinished(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class Statistics(Record):
+    """The statistics of a cell with seeds to analyse."""
+
+    kaplan_meier: sv.KaplanMeier
+    never_acquired: sv.Proportion
+    acquired_fraction: float
+    lognormal: sv.Lognormal | NotFitted | None  # None: not fitted (`hist` does without)
+    tail: sv.Tail | NotFitted | None
+    bimodality: Bimodality
+    regime: Regime
+    final_icl_acc: Above
+    final_icl_ref_acc: Above | None
+
+
+@dataclasses.dataclass(frozen=True)
 class CellStats(Record):
+    """A cell's counts, its `Statistics` or why there are none, and every seed's outcome; report.json writes
+    the statistics in the cell's object after "ok" and "reason" (null where there are none)."""
+
     label: str
     cells: tuple[str, ...]
     variant: str
@@ -324,19 +119,27 @@ class CellStats(Record):
     steps_run: int
     censor_at: int
     acquired: int
-    ok: bool
-    reason: str | None = None
-    kaplan_meier: KaplanMeier | None = None
-    never_acquired: Proportion | None = None
-    acquired_fraction: float | None = None
-    lognormal: Lognormal | None = None  # None: not fitted (`hist` does without)
-    tail: Tail | None = None
-    bimodality: Bimodality | None = None
-    regime: Regime | None = None
-    final_icl_acc: Above | None = None
-    final_icl_ref_acc: Above | None = None
-    outcomes: OutcomeStats = dataclasses.field(kw_only=True)  # every cell's, even one without statistics
+    statistics: Statistics | NotFitted
+    outcomes: OutcomeStats  # every cell's, even one without statistics
     ci_methods: dict[str, str] = dataclasses.field(default_factory=lambda: dict(CI_METHODS))  # per statistic
+
+    def to_json(self) -> dict:
+        st = self.statistics
+        flat = (
+            {"ok": True, "reason": None} | st.to_json()
+            if isinstance(st, Statistics)
+            else {"ok": False, "reason": st.reason} | dict.fromkeys(f.name for f in dataclasses.fields(Statistics))
+        )
+        return {
+            k2: v2 for k, v in record_json(self).items() for k2, v2 in (flat if k == "statistics" else {k: v}).items()
+        }
+
+
+def analysed(c: CellStats) -> Statistics:
+    """The statistics of a cell that a sweep's section reads (its groups hold analysed cells alone)."""
+    if not isinstance(c.statistics, Statistics):
+        raise ValueError(f"{c.label}: {c.statistics.reason}")
+    return c.statistics
 
 
 def dequantized(s: Sample) -> tuple[np.ndarray, np.ndarray]:
@@ -356,14 +159,13 @@ def outcome_stats(s: Sample) -> OutcomeStats:
     """What every seed did, with Wilson CIs, the Kaplan-Meier curve of the time from t_ICL to a lasting
     fall, and the final accuracies of each class."""
     o = s.outcomes
-    fall = oc.fall_survival(o, s.t_icl, s.censor_at)
     return OutcomeStats(
         o.level,
         o.lasting,
-        {c: Count.of(d) for c, d in o.counts().items()},
-        {c: ClassSummary.of(d) for c, d in oc.class_summary(o).items()},
+        o.counts(),
+        oc.class_summary(o),
         o.count("falling"),
-        None if fall is None else KaplanMeier.of(fall),
+        oc.fall_survival(o, s.t_icl, s.censor_at),
     )
 
 
@@ -375,25 +177,18 @@ def _bimodality(s: Sample) -> Bimodality:
     with_cens = np.concatenate([log_t, np.full(int((s.t < 0).sum()), np.log10(float(s.censor_at)))])
     frac = float(np.mean(s.t >= 0))
     final = (
-        Modality.of(bm.summarize(final_dq))
+        bm.summarize(final_dq)
         if s.reads_final_accuracy
-        else dataclasses.replace(Modality.of(bm.summarize(np.empty(0))), not_measured=SETTLED)
+        else dataclasses.replace(bm.summarize(np.empty(0)), not_measured=SETTLED)
     )
-    return Bimodality(
-        Modality.of(bm.summarize(log_t)), Modality.of(bm.summarize(with_cens)), final, bool(0.1 <= frac <= 0.9)
-    )
+    return Bimodality(bm.summarize(log_t), bm.summarize(with_cens), final, bool(0.1 <= frac <= 0.9))
 
 
 def _regime(s: Sample) -> Regime:
     tr = s.cfg.train
     g = rg.summarize(s.t, s.t_start[s.kept], s.icl_acc[s.kept], s.eval_steps, tr.icl_threshold)
     return Regime(
-        MedianCI.of(g["rise_fraction"]),
-        MedianCI.of(g["plateau"]),
-        g["plateau_reaches_threshold"],
-        MedianCI.of(g["final_icl_acc_acquired"]),
-        g["acquired"],
-        g["seeds"],
+        **vars(g),
         start_level=s.start_level,
         threshold=tr.icl_threshold,
         effective_threshold=rg.effective_threshold(
@@ -424,21 +219,19 @@ def analyze(s: Sample, tails: bool = True) -> CellStats:
         acquired=int(np.sum(t >= 0)),
     )
     if t.size == 0:
-        return CellStats(**head, ok=False, reason="no seeds to analyse (all diverged)", outcomes=outcome_stats(s))
+        return CellStats(**head, statistics=NotFitted("no seeds to analyse (all diverged)"), outcomes=outcome_stats(s))
     times, observed = sv.censored_times(t, s.censor_at)
-    never = Proportion.of(sv.never_acquired(observed))
+    never = sv.never_acquired(observed)
     ref = s.final_icl_ref_acc
-    return CellStats(
-        **head,
-        ok=True,
-        kaplan_meier=KaplanMeier.of(sv.kaplan_meier(times, observed)),
-        never_acquired=never,
-        acquired_fraction=1 - never.fraction,
-        lognormal=Lognormal.of(sv.fit_lognormal(times, observed)) if tails else None,
-        tail=Tail.of(sv.fit_tail(times, observed)) if tails else None,
-        bimodality=_bimodality(s),
-        regime=_regime(s),
-        final_icl_acc=_above(s.final_icl),
-        final_icl_ref_acc=None if ref is None else _above(ref[s.kept]),
-        outcomes=outcome_stats(s),
+    statistics = Statistics(
+        sv.kaplan_meier(times, observed),
+        never,
+        1 - never.fraction,
+        sv.fit_lognormal(times, observed) if tails else None,
+        sv.fit_tail(times, observed) if tails else None,
+        _bimodality(s),
+        _regime(s),
+        _above(s.final_icl),
+        None if ref is None else _above(ref[s.kept]),
     )
+    return CellStats(**head, statistics=statistics, outcomes=outcome_stats(s))

@@ -3,26 +3,28 @@
 from __future__ import annotations
 
 from icl_race.analysis import bimodality as bm
-from icl_race.analysis.outcome import CLASSES, KEPT, SHOWN
+from icl_race.analysis.bimodality import Modality
+from icl_race.analysis.outcome import CLASSES, KEPT, Count, Spread
 from icl_race.analysis.regime import RISE_BOUND
-from icl_race.report.cell import CellStats, Count, KaplanMeier, MedianCI, Modality, Spread, present
+from icl_race.analysis.survival import KaplanMeier, Lognormal, Proportion, Tail
+from icl_race.analysis.threshold import MedianCI
+from icl_race.report.cell import CellStats, Statistics
 from icl_race.report.format import ci_text, num, p_value, pct
+from icl_race.report.summary import counts_text
 
 
 def ci_cell(st: MedianCI, fmt: str = "{:.3f}") -> str:
     return "-" if st.median is None else f"{fmt.format(st.median)} {ci_text(st.ci, fmt)} (n = {st.n})"
 
 
-def median_text(c: CellStats) -> str:
-    km = present(c.kaplan_meier)
+def median_text(km: KaplanMeier, censor_at: int) -> str:
     if km.median is None:
         lo = km.median_ci[0]
-        return f"not reached by {c.censor_at:,}" + (f" (CI from {lo:,.0f})" if lo is not None else "")
+        return f"not reached by {censor_at:,}" + (f" (CI from {lo:,.0f})" if lo is not None else "")
     return f"{num(km.median)} {ci_text(km.median_ci)}"
 
 
-def never_text(c: CellStats) -> str:
-    na = present(c.never_acquired)
+def never_text(na: Proportion) -> str:
     return f"{pct(na.fraction)} [{pct(na.ci[0])}, {pct(na.ci[1])}] ({na.k}/{na.n})"
 
 
@@ -61,24 +63,25 @@ BIMODALITY_HEADER = [
 ]
 
 
-def survival_table(c: CellStats) -> list[str]:
+def survival_table(c: CellStats, st: Statistics) -> list[str]:
     lines = [
         "| statistic | estimate (95% CI) | interval |",
         "|---|---|---|",
         f"| seeds analysed | {c.n_seeds} ({c.n_diverged} diverged, excluded) | |",
         f"| acquired ICL within {c.censor_at:,} steps | {c.acquired} | |",
-        f"| never acquired (right-censored at {c.censor_at:,}) | {never_text(c)} | Wilson score |",
-        f"| Kaplan-Meier median t_ICL (steps) | {median_text(c)} | Greenwood, log-log band inverted |",
+        f"| never acquired (right-censored at {c.censor_at:,}) | {never_text(st.never_acquired)} | Wilson score |",
+        f"| Kaplan-Meier median t_ICL (steps) | {median_text(st.kaplan_meier, c.censor_at)} | Greenwood, log-log band "
+        "inverted |",
     ]
-    ln = c.lognormal
-    if ln is not None and ln.ok:
+    ln = st.lognormal
+    if isinstance(ln, Lognormal):
         lines.append(
             f"| lognormal fit (censored MLE): mu, sigma of ln t_ICL | {ln.mu:.3f} {ci_text(ln.mu_ci, '{:.3f}')}, "
             f"{ln.sigma:.3f} {ci_text(ln.sigma_ci, '{:.3f}')} | Wald |"
         )
-    tail = c.tail
-    if tail is not None and tail.ok:
-        pl, lr = present(tail.power_law), present(tail.likelihood_ratio)
+    tail = st.tail
+    if isinstance(tail, Tail):
+        pl, lr = tail.power_law, tail.likelihood_ratio
         lines.append(
             f"| power-law tail above xmin = {tail.xmin:,.0f} ({tail.n_tail} seeds): alpha | "
             f"{pl.alpha:.2f} {ci_text(pl.alpha_ci, '{:.2f}')} | Wald |"
@@ -89,8 +92,8 @@ def survival_table(c: CellStats) -> list[str]:
     return lines + [""]
 
 
-def bimodality_table(c: CellStats) -> list[str]:
-    b = present(c.bimodality)
+def bimodality_table(st: Statistics) -> list[str]:
+    b = st.bimodality
     return (
         [
             f"Bimodality (dip test p < 0.05 rejects unimodality; BC > 0.555 and Delta BIC > 0 favour two modes; "
@@ -104,14 +107,14 @@ def bimodality_table(c: CellStats) -> list[str]:
             bimod_row("final ICL accuracy", b.final_icl_acc),
             "",
             f"This cell is {'near' if b.near_threshold else 'not near'} the threshold "
-            f"(acquired fraction {pct(c.acquired_fraction)}; near = 10-90%).",
+            f"(acquired fraction {pct(st.acquired_fraction)}; near = 10-90%).",
             "",
         ]
     )
 
 
-def regime_table(c: CellStats) -> list[str]:
-    g = present(c.regime)
+def regime_table(c: CellStats, st: Statistics) -> list[str]:
+    g = st.regime
     lv = f"{g.start_level:g}"
     reach = g.plateau_reaches_threshold
     return [
@@ -218,17 +221,16 @@ def outcome_table(c: CellStats) -> list[str]:
 
 
 def outcome_counts_text(c: CellStats) -> str:
-    """'27 persistent, 2 falling, 2 transient, 1 censored' (as `analysis.outcome.Outcomes.counts_text`)."""
-    counts = c.outcomes.counts
-    return ", ".join(f"{counts[n].k} {n}" for n in CLASSES if counts[n].k or n in SHOWN)
+    return counts_text({n: k.k for n, k in c.outcomes.counts.items()})
 
 
 def summary_line(c: CellStats, verdict: bool = True) -> str:
     """One line of a cell's numbers; with `verdict`, the regime's when it is outside the abrupt one (not of
     an unfinished run's results so far: report/warnings.py's `of_run`)."""
-    if not c.ok:
-        return f"{c.label}: {c.reason}"
-    rise = c.regime.rise_fraction.median if c.regime and verdict else None
+    st = c.statistics
+    if not isinstance(st, Statistics):
+        return f"{c.label}: {st.reason}"
+    rise = st.regime.rise_fraction.median if verdict else None
     outside = (
         f"; outside the abrupt regime (median rise fraction {rise:.2f} > {RISE_BOUND:.2f})"
         if rise is not None and rise > RISE_BOUND
@@ -236,6 +238,7 @@ def summary_line(c: CellStats, verdict: bool = True) -> str:
     )
     return (
         f"{c.label}: n={c.n_seeds} seeds ({c.n_diverged} diverged excluded), acquired "
-        f"{c.acquired}, KM median t_ICL {median_text(c)} steps, never acquired {never_text(c)}; "
+        f"{c.acquired}, KM median t_ICL {median_text(st.kaplan_meier, c.censor_at)} steps, never acquired "
+        f"{never_text(st.never_acquired)}; "
         f"{outcome_counts_text(c)}{outside}"
     )

@@ -13,12 +13,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from icl_race.analysis.bimodality import MIN_N
-from icl_race.analysis.threshold import interval_verdict, sign_verdict
-from icl_race.report.cell import CellStats, Modality, present
+from icl_race.analysis.bimodality import MIN_N, Modality
+from icl_race.analysis.threshold import Lines, Logistic, MedianVsN, Slope, interval_verdict, sign_verdict
+from icl_race.report.cell import CellStats, Statistics
 from icl_race.report.format import ci_text, num, p_eq, pct
 from icl_race.report.paper import PAPER
-from icl_race.report.sweep_sections import Balanced, NearKstar, RegimeRow, Scaling, Slope, Threshold
+from icl_race.report.sweep_sections import Balanced, NearKstar, RegimeRow, Scaling, Threshold
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,14 +135,15 @@ def bimodality_verdict(samples: list[Modality]) -> str:
 
 def _run_bimodality(cell: CellStats) -> Comparison:
     claim = CLAIMS["bimodal"]
-    if not cell.ok or cell.variant == "infinite":
+    stats = cell.statistics
+    if not isinstance(stats, Statistics) or cell.variant == "infinite":
         return Comparison.of(claim, "not a finite-K cell", NOT_MEASURED)
-    b = present(cell.bimodality)
+    b = stats.bimodality
     st = b.final_icl_acc
     txt = (
         f"final ICL accuracy: dip p {p_eq(st.dip_p)}, BC = {num(st.bc, '{:.2f}')}, Delta BIC = "
         f"{num(st.delta_bic, '{:.1f}')}; log10 t_ICL of acquired seeds: dip p "
-        f"{p_eq(b.log10_t_acquired.dip_p)}; acquired {pct(cell.acquired_fraction)}"
+        f"{p_eq(b.log10_t_acquired.dip_p)}; acquired {pct(stats.acquired_fraction)}"
     )
     verdict = (
         f"{NOT_MEASURED} (this cell is not near the threshold)" if not b.near_threshold else bimodality_verdict([st])
@@ -174,20 +175,21 @@ def _rule_verdict(regime: list[RegimeRow]) -> str | None:
     return "not comparable (acquisition rule differs from the paper's: the first evaluation above 0.95)"
 
 
-def _slope_text(t: Threshold) -> tuple[str, Slope]:
-    """Our K* slope of one group as text (in the regime first, where it is measured), and the in-regime
-    slope its verdict reads."""
-    s, s1, ss = t.kstar_slope, t.kstar_slope_N_minus_1, t.kstar_slope_paper_sigmoid
-    extra = f"; against log(N-1): {s1.slope:.2f} {ci_text(s1.slope_ci, '{:.2f}')}" if s1.ok else ""
-    extra += f"; paper's sigmoid estimator: {ss.slope:.2f} {ci_text(ss.slope_ci, '{:.2f}')}" if ss.ok else ""
+def _slope_text(s: Slope, t: Threshold) -> tuple[str, Slope | None]:
+    """Our K* slope `s` of one group `t` as text (in the regime first, where it is measured), and the
+    in-regime slope its verdict reads (None: not measured there)."""
+    s1, ss = t.kstar_slope_N_minus_1, t.kstar_slope_paper_sigmoid
+    extra = f"; against log(N-1): {s1.slope:.2f} {ci_text(s1.slope_ci, '{:.2f}')}" if isinstance(s1, Slope) else ""
+    if isinstance(ss, Slope):
+        extra += f"; paper's sigmoid estimator: {ss.slope:.2f} {ci_text(ss.slope_ci, '{:.2f}')}"
     txt = f"{s.slope:.2f} {ci_text(s.slope_ci, '{:.2f}')} from {s.n_points} values of N{extra} ({t.label})"
     reg = t.in_regime
-    rs = reg.kstar_slope if reg is not None else Slope(ok=False)
-    if reg is not None and rs.ok:
+    rs = reg.kstar_slope if reg is not None and isinstance(reg.kstar_slope, Slope) else None
+    if reg is not None and rs is not None:
         local = "; ".join(
-            f"N = {ls.N[0]}-{ls.N[1]}: {ls.slope:.2f} {ci_text(ls.slope_ci, '{:.2f}')}"
+            f"N = {ls.N[0]}-{ls.N[1]}: {ls.fit.slope:.2f} {ci_text(ls.fit.slope_ci, '{:.2f}')}"
             for ls in reg.local_slopes
-            if ls.ok and ls.N is not None
+            if isinstance(ls.fit, Slope) and isinstance(ls.N, list)
         )
         txt = (
             f"in the regime (N = {', '.join(map(str, reg.N))}): {rs.slope:.2f} "
@@ -197,25 +199,26 @@ def _slope_text(t: Threshold) -> tuple[str, Slope]:
 
 
 def _kstar_slopes(standard: list[Threshold], regime: list[RegimeRow]) -> list[Comparison]:
-    slopes = [t for t in standard if t.kstar_slope.ok]
+    slopes = [(s, t) for t in standard if isinstance(s := t.kstar_slope, Slope)]
     if not slopes:
         return [
             Comparison.missing(CLAIMS["kstar_slope_measured_missing"]),
             Comparison.missing(CLAIMS["kstar_slope_predicted_missing"]),
         ]
     rows = []
-    for t in slopes:
-        txt, rs = _slope_text(t)
+    for s, t in slopes:
+        txt, rs = _slope_text(s, t)
         for name, ref in (
             ("kstar_slope_measured", PAPER.kstar_slope_measured),
             ("kstar_slope_predicted", PAPER.kstar_slope_predicted),
         ):
             verdict = (
                 _rule_verdict(regime) or interval_verdict(rs.slope_ci, ref)
-                if rs.ok
+                if rs is not None
                 else f"not measured in the regime (N in the abrupt regime: {_regime_Ns(regime)})"
             )
-            rows.append(Comparison.of(CLAIMS[name], txt, verdict, estimate=rs.slope, ci=rs.slope_ci))
+            estimate, ci = (rs.slope, rs.slope_ci) if rs is not None else (None, None)
+            rows.append(Comparison.of(CLAIMS[name], txt, verdict, estimate=estimate, ci=ci))
     return rows
 
 
@@ -223,10 +226,10 @@ def _kstar_N100(standard: list[Threshold]) -> list[Comparison]:
     rows = []
     order = math.log10(PAPER.kstar_N100_order)
     for t in standard:
-        a = t.acquisition.get(100)
-        if a is None or not a.ok:
+        a = t.acquisition[100].fit if 100 in t.acquisition else None
+        if not isinstance(a, Logistic):
             continue
-        ci = present(a.log10_kstar_ci)
+        ci = a.log10_kstar_ci
         v = (
             "not measured (no CI)"
             if ci[0] is None
@@ -243,22 +246,24 @@ def _kstar_N100(standard: list[Threshold]) -> list[Comparison]:
 
 
 def _t_icl_vs_N(scalings: list[Scaling], regime: list[RegimeRow]) -> list[Comparison]:
-    meds = [s for s in scalings if s.median_vs_N.ok]
+    meds = [(s, lines) for s in scalings if isinstance(lines := s.median_vs_N.fit, Lines)]
     if not meds:
         return [Comparison.missing(CLAIMS["t_icl_linear"])]
     rows = []
     no_regime = f"not measured in the regime (N in the abrupt regime: {_regime_Ns(regime)})"
-    for s in meds:
-        m = s.median_vs_N
+    for s, every_N in meds:
         reg = s.in_regime
-        used = reg.median_vs_N if reg is not None and reg.median_vs_N.ok else None
+        in_regime = reg.median_vs_N if reg is not None else None
+        used = in_regime.fit if isinstance(in_regime, MedianVsN) and isinstance(in_regime.fit, Lines) else None
         where = (
             f"in the regime (N = {', '.join(map(str, reg.N))})"
             if used is not None and reg is not None
-            else f"all N: {', '.join(str(p.N) for p in m.per_N)}"
+            else f"all N: {', '.join(str(p.N) for p in s.median_vs_N.per_N)}"
         )
-        fit = used or m
-        lin = present(fit.linear)
+        fit = used or every_N
+        lin, ll = fit.linear, fit.loglog
+        if not (isinstance(lin, Slope) and isinstance(ll, Slope)):  # >= 2 N with a median: both are fitted
+            continue
         txt = (
             f"{where}: slope {lin.slope:,.1f} {ci_text(lin.slope_ci, '{:,.1f}')} steps per token, intercept "
             f"{lin.intercept:,.0f} {ci_text(lin.intercept_ci, '{:,.0f}')}"
@@ -276,7 +281,6 @@ def _t_icl_vs_N(scalings: list[Scaling], regime: list[RegimeRow]) -> list[Compar
                 CLAIMS["t_icl_linear"], txt + f" ({s.label})", (_rule_verdict(regime) or verdict) if used else no_regime
             )
         )
-        ll = present(fit.loglog)
         rows.append(
             Comparison.of(
                 CLAIMS["t_icl_proportional"],

@@ -5,9 +5,9 @@ and rendered by `sweep_markdown`."""
 from __future__ import annotations
 
 from icl_race import rundir
+from icl_race.analysis.draws import Draws
 from icl_race.report import cell_text, classification_run, classification_sweep, sweep_markdown
 from icl_race.report.cell import analyze
-from icl_race.report.draws import Draws
 
 # What `hist --json` gives of each cell of a sweep, beside its summary line.
 HIST_FIELDS = (
@@ -44,7 +44,7 @@ def sweep_hist_record(sweep: rundir.SweepDir) -> dict:
         "dir": str(sweep.dir),
         "n_cells_finished": len(samples),
         "unfinished": [u.to_json() for u in unfinished],
-        "cells": [{"summary": cell_text.summary_line(c), **{k: getattr(c, k) for k in HIST_FIELDS}} for c in cells],
+        "cells": [{"summary": cell_text.summary_line(c), **{k: c.to_json()[k] for k in HIST_FIELDS}} for c in cells],
     }
 
 

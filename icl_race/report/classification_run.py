@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from icl_race import rundir
+from icl_race.analysis.draws import Draws
 from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
-from icl_race.report.cell import CellStats, analyze, dequantized, present
+from icl_race.report.cell import CellStats, Statistics, analyze, dequantized
 from icl_race.report.claims import Comparison, comparison_markdown, run_comparisons
-from icl_race.report.draws import Draws
 from icl_race.report.paper import methods_markdown, paper_differences, scale_text
 from icl_race.report.sample import Sample
 from icl_race.report.warnings import of_run
@@ -56,7 +56,7 @@ def compute(run: rundir.Run, draws: Draws) -> RunReport:
     bootstrap has its own fixed generator per cell)."""
     s = Sample.of(run)
     cell = analyze(s)
-    rise = cell.regime.rise_fraction.median if cell.regime else None
+    rise = cell.statistics.regime.rise_fraction.median if isinstance(cell.statistics, Statistics) else None
     return RunReport(run.dir, s, cell, run_comparisons(cell), paper_differences(s.config), of_run(run, rise))
 
 
@@ -72,7 +72,7 @@ def _header(rep: RunReport) -> list[str]:
         f"every {tr.eval_every} steps on {tr.eval_size} sequences, ICL threshold {tr.icl_threshold}.",
         "",
     ]
-    if c.ok:
+    if isinstance(c.statistics, Statistics):
         md += [f"Outcome: {T.outcome_counts_text(c)} of {s.seed_ids.size} seeds (table *Outcomes*).", ""]
     if rep.warnings:
         md += [f"- **{w.replace('warning: ', 'Warning: ', 1)}**" for w in rep.warnings] + [""]
@@ -86,17 +86,18 @@ def _header(rep: RunReport) -> list[str]:
 
 
 def _t_icl(rep: RunReport) -> list[str]:
-    if not rep.cell.ok:
-        return [f"No statistics: {rep.cell.reason}.", ""]
+    st = rep.cell.statistics
+    if not isinstance(st, Statistics):
+        return [f"No statistics: {st.reason}.", ""]
     return (
         ["## t_ICL", ""]
-        + T.survival_table(rep.cell)
+        + T.survival_table(rep.cell, st)
         + ["![t_ICL histogram](figures/t_icl_hist.png)", "", "![Kaplan-Meier](figures/survival.png)", ""]
     )
 
 
 def _outcomes(rep: RunReport) -> list[str]:
-    if not rep.cell.ok:
+    if not isinstance(rep.cell.statistics, Statistics):
         return []
     fall = rep.cell.outcomes.fall_after_t_icl
     return (
@@ -108,12 +109,13 @@ def _outcomes(rep: RunReport) -> list[str]:
 
 
 def _bimodality(rep: RunReport) -> list[str]:
-    if not rep.cell.ok:
+    st = rep.cell.statistics
+    if not isinstance(st, Statistics):
         return []
     return (
         ["## Bimodality and regime", ""]
-        + T.bimodality_table(rep.cell)
-        + T.regime_table(rep.cell)
+        + T.bimodality_table(st)
+        + T.regime_table(rep.cell, st)
         + ["![bimodality](figures/bimodality.png)", ""]
     )
 
@@ -151,15 +153,15 @@ def figures(rep: RunReport) -> dict:
     s, c = rep.sample, rep.cell
     curves = s.curves
     figs = {}
-    if c.ok:
-        km = present(c.kaplan_meier)
+    if isinstance(st := c.statistics, Statistics):
+        km = st.kaplan_meier
         figs["t_icl_hist"] = F.t_icl_histogram(
             s.t, s.censor_at, km.median, km.median_ci, title=f"t_ICL, {c.label}, {c.n_seeds} seeds"
         )
         figs["survival"] = F.survival_curve(
             km.to_json(),
-            c.lognormal.to_json() if c.lognormal else None,
-            c.tail.to_json() if c.tail else None,
+            st.lognormal.to_json() if st.lognormal else None,
+            st.tail.to_json() if st.tail else None,
             title=f"Kaplan-Meier, {c.label}",
         )
         fall = c.outcomes.fall_after_t_icl
@@ -171,7 +173,7 @@ def figures(rep: RunReport) -> dict:
                 ylabel="P(ICL not yet lost)",
             )
         log_t, final_dq = dequantized(s)
-        b = present(c.bimodality)
+        b = st.bimodality
         figs["bimodality"] = F.bimodality(
             log_t,
             b.log10_t_acquired.to_json(),

@@ -16,27 +16,27 @@ import numpy as np
 
 from icl_race import rundir
 from icl_race.analysis import threshold as th
-from icl_race.analysis.draws import Bootstrap
+from icl_race.analysis.draws import Draws
+from icl_race.analysis.record import NotFitted
 from icl_race.analysis.survival import censored_times
+from icl_race.analysis.threshold import Slope
 from icl_race.config import ConfigError, from_dict
 from icl_race.report import levers
-from icl_race.report.cell import CellStats, Lognormal, Unfinished, analyze, present
+from icl_race.report.cell import CellStats, Statistics, Unfinished, analysed, analyze
 from icl_race.report.claims import Comparison, sweep_comparisons
 from icl_race.report.design import DesignSection
 from icl_race.report.design import section as design_section
-from icl_race.report.draws import Draws
 from icl_race.report.paper import paper_differences, scale_text
 from icl_race.report.sample import Sample, pool
 from icl_race.report.sweep_sections import (
     RETIREMENT_FIELDS,
     Balanced,
-    MedianVsN,
     RegimeRow,
     Scaling,
     ScalingInRegime,
-    Slope,
     Threshold,
     ThresholdInRegime,
+    WithN,
     balanced,
     best_observed,
     group_label,
@@ -126,7 +126,7 @@ def _groups(conds, stats, varying, variants, drop) -> list[tuple[dict, list[int]
     [(group fields, cell indices)], in a fixed order."""
     out: dict[str, list[int]] = {}
     for i, (c, s) in enumerate(zip(conds, stats)):
-        if c.get("task.variant") in variants and s.ok:
+        if c.get("task.variant") in variants and isinstance(s.statistics, Statistics):
             g = {k: c.get(k) for k in varying if k not in drop | MEASUREMENT_FIELDS | RETIREMENT_FIELDS}
             out.setdefault(json.dumps(g, sort_keys=True, default=str), []).append(i)
     return [(json.loads(k), idx) for k, idx in sorted(out.items())]
@@ -197,14 +197,15 @@ def _regime_by_N(conds, stats: list[CellStats]) -> list[RegimeRow]:
     contexts), else, as a proxy, its largest-K cell (near K* the t_ICL at the threshold times a second
     phase, not the jump, so finite K near K* says little about the jump)."""
     out = []
-    for N in sorted({c.get("task.N") for c, s in zip(conds, stats) if s.ok}):
-        ok = [i for i, (c, s) in enumerate(zip(conds, stats)) if s.ok and c.get("task.N") == N]
+    done = [isinstance(s.statistics, Statistics) for s in stats]
+    for N in sorted({c.get("task.N") for c, d in zip(conds, done) if d}):
+        ok = [i for i, (c, d) in enumerate(zip(conds, done)) if d and c.get("task.N") == N]
         kinf = [i for i in ok if conds[i].get("task.variant") == "infinite"]
         std = sorted((i for i in ok if conds[i].get("task.variant") == "standard"), key=lambda i: conds[i]["task.K"])
         src = kinf or std[-1:]
         if not src:
             continue
-        g = present(stats[src[0]].regime)
+        g = analysed(stats[src[0]]).regime
         out.append(
             RegimeRow(
                 N,
@@ -214,7 +215,7 @@ def _regime_by_N(conds, stats: list[CellStats]) -> list[RegimeRow]:
                 g.plateau,
                 g.plateau_reaches_threshold,
                 g.abrupt,
-                all(present(stats[i].regime).paper_rule for i in ok),
+                all(analysed(stats[i]).regime.paper_rule for i in ok),
             )
         )
     return out
@@ -223,33 +224,31 @@ def _regime_by_N(conds, stats: list[CellStats]) -> list[RegimeRow]:
 def _in_regime_threshold(t: Threshold, abrupt: set) -> ThresholdInRegime:
     """The K* slope over the N of this group that are in the abrupt regime (no new bootstrap draws:
     the per-N replicates are reused)."""
-    acq = t.acquisition
-    Ns = [N for N in t.N if N in abrupt and acq[N].ok]
+    acq = {N: f for N in t.N if N in abrupt and isinstance(f := t.acquisition[N].fit, th.Logistic)}
+    Ns = list(acq)
 
-    def fit(ns) -> dict:
+    def fit(ns) -> Slope | NotFitted:
         return th.power_law_slope(
             np.log10(np.array(ns, float)),
             np.array([acq[N].b for N in ns]),
-            np.stack([present(acq[N].boot_log10_kstar) for N in ns]) if ns else None,
+            np.stack([acq[N].boot_log10_kstar for N in ns]) if ns else None,
         )
 
     return ThresholdInRegime(
         Ns,
-        Slope.of(fit(Ns)),
-        [Slope.of({"N": [a, b], **fit([a, b])}) for a, b in zip(Ns, Ns[1:])],
+        fit(Ns),
+        [WithN([a, b], fit([a, b])) for a, b in zip(Ns, Ns[1:])],
         [n for n in t.near_kstar if n.N in abrupt],
     )
 
 
-def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> MedianVsN:
+def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> th.MedianVsN:
     tt = [censored_times(samples[i].t, samples[i].censor_at) for i in idx]
-    return MedianVsN.of(
-        th.median_vs_N(
-            np.array([samples[i].N for i in idx]),
-            [a for a, _ in tt],
-            [b for _, b in tt],
-            Bootstrap(draws.n_boot, draws.rng("t_icl_vs_N", *(c for i in idx for c in samples[i].cells))),
-        )
+    return th.median_vs_N(
+        np.array([samples[i].N for i in idx]),
+        [a for a, _ in tt],
+        [b for _, b in tt],
+        draws.bootstrap("t_icl_vs_N", *(c for i in idx for c in samples[i].cells)),
     )
 
 
@@ -260,7 +259,7 @@ def _in_regime_scaling(scaling: Scaling, idx, samples, abrupt: set, draws: Draws
     Ns = [samples[i].N for i in sub]
     if len(sub) == len(idx):
         return ScalingInRegime(Ns, scaling.median_vs_N)
-    return ScalingInRegime(Ns, _median_vs_N(sub, samples, draws) if len(Ns) >= 2 else MedianVsN.of({"ok": False}))
+    return ScalingInRegime(Ns, _median_vs_N(sub, samples, draws) if len(Ns) >= 2 else NotFitted())
 
 
 def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[CellStats], draws: Draws) -> Scaling:
@@ -276,7 +275,6 @@ def _scaling(gfields: dict, idx: list[int], samples: list[Sample], stats: list[C
     )
 
 
-def _lognormal_at(N: int, st: CellStats) -> Lognormal:
-    """A cell's lognormal fit with its N, first (every cell of a t_ICL(N) group has seeds, so has the fit)."""
-    fit = st.lognormal or Lognormal.of({"ok": False, "reason": "not fitted"})
-    return dataclasses.replace(fit, N=N, keys=("N", *fit.keys))
+def _lognormal_at(N: int, st: CellStats) -> WithN:
+    """A cell's lognormal fit with its N (every cell of a t_ICL(N) group has seeds, so has the fit)."""
+    return WithN(N, analysed(st).lognormal or NotFitted("not fitted"))

@@ -23,7 +23,7 @@ from pathlib import Path
 from icl_race import rundir
 from icl_race.analysis.compare import PairStats, compare_to_reference
 from icl_race.analysis.outcome import CLASSES, of_results
-from icl_race.analysis.survival import kaplan_meier, proportion_ci
+from icl_race.analysis.survival import KaplanMeier, kaplan_meier, proportion_ci
 from icl_race.config import ConfigError, check_bootstrap
 from icl_race.report.format import ci_text, figure_files, jsonable, num, p_value
 from icl_race.report.verdict import RULE, cell, ci, logrank_text, reaches, sentence
@@ -45,7 +45,7 @@ class Group:
     acquired_ci: tuple[float, float]  # Wilson score CI of reached / n at the km's confidence
     censor_at: int  # when the unreached seeds stopped being observed (`Run.censor_at`)
     first_eval: int  # the run's first evaluation step: the earliest an event can be seen (the figure's left end)
-    km: dict  # `analysis.survival.kaplan_meier`
+    km: KaplanMeier
     outcomes: dict[str, int] | None  # `analysis.outcome` classes (about ICL); None for other systems
     state: str = "finished"  # rundir/state.py: finished, or training / stopped (its results so far)
     partial: str | None = None  # an unfinished run's line (`Run.partial_note`: as of which step of its budget)
@@ -73,7 +73,7 @@ def _group(name: str, run: rundir.Run, event: str) -> Group:
         int(times.size),
         int(run.diverged.sum()),
         int(observed.sum()),
-        proportion_ci(int(observed.sum()), int(times.size), km["confidence"]),
+        proportion_ci(int(observed.sum()), int(times.size), km.confidence),
         run.censor_at(event),
         int(run.eval_steps[0]),
         km,
@@ -175,7 +175,7 @@ def verdict(c: Comparison, i: int) -> str:
 
 
 def markdown(c: Comparison) -> str:
-    conf = f"{c.groups[0].km['confidence']:.0%}"
+    conf = f"{c.groups[0].km.confidence:.0%}"
     ref = c.groups[0].name
     out = [
         f"# Comparison of t_{c.event} over {len(c.groups)} runs",
@@ -192,7 +192,7 @@ def markdown(c: Comparison) -> str:
     ]
     for g in c.groups:
         outcomes = ", ".join(f"{k} {v}" for k, v in g.outcomes.items()) if g.outcomes is not None else "n/a"
-        median = "not reached" if g.km["median"] is None else f"{num(g.km['median'])} {ci_text(g.km['median_ci'])}"
+        median = "not reached" if g.km.median is None else f"{num(g.km.median)} {ci_text(g.km.median_ci)}"
         lo, hi = g.acquired_ci
         out.append(
             f"| {g.name} | `{g.dir}` | {g.n} | {g.reached} ({g.reached / g.n:.0%} [{lo:.0%}, {hi:.0%}]) "
@@ -250,7 +250,7 @@ def figure(c: Comparison):
     from icl_race.plots.compare import km_overlay
 
     return km_overlay(
-        [g.km for g in c.groups],
+        [g.km.to_json() for g in c.groups],
         [label(c, i) for i in range(len(c.groups))],
         [g.censor_at for g in c.groups],
         c.event,

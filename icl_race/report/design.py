@@ -13,6 +13,7 @@ import numpy as np
 
 from icl_race.analysis import design as dz
 from icl_race.analysis.survival import censored_times
+from icl_race.analysis.threshold import Logistic
 from icl_race.config import ConfigError
 from icl_race.report.sample import Sample
 from icl_race.report.sweep_sections import Threshold
@@ -60,8 +61,8 @@ def section(doc: dict | None, samples: list[Sample], thresholds: list[Threshold]
         answer = dataclasses.asdict(post.summary())
         curve = next((c for t in thresholds for c in t.acquisition.values()), None)
         fit = (
-            {"log10_kstar": curve.log10_kstar, "ci": curve.log10_kstar_ci, "ci_method": curve.ci_method}
-            if curve is not None and curve.ok
+            {"log10_kstar": curve.fit.log10_kstar, "ci": curve.fit.log10_kstar_ci, "ci_method": curve.ci_method}
+            if curve is not None and isinstance(curve.fit, Logistic)
             else None
         )
         n, distinct = int(K.size), len({s.K for s in samples})

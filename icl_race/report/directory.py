@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from icl_race import rundir, systems
+from icl_race.analysis.draws import Draws
 from icl_race.config import ConfigError
 from icl_race.configbase import System, resolve
-from icl_race.report.draws import Draws
 from icl_race.report.format import figure_files, jsonable
 from icl_race.rundir import owner
 

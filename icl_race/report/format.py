@@ -30,40 +30,6 @@ def pct(v) -> str:
     return "n/a" if v is None or not math.isfinite(v) else f"{100 * v:.1f}%"
 
 
-def key(name: str) -> dict:
-    """A record field's JSON name where it is not a Python name (`"above_0.75"`): its `metadata`."""
-    return {"json": name}
-
-
-OMIT_NONE = {"omit_none": True}  # a field's metadata: left out of the JSON while it is None
-
-
-def record_json(rec) -> dict:
-    """A typed record (a frozen dataclass) as report.json writes it: its fields in their order, each under
-    its JSON name (`key`), nested records through their own `to_json`. The one place a record becomes a
-    dict: the records' field order is report.json's key order."""
-    return {
-        f.metadata.get("json", f.name): plain(getattr(rec, f.name))
-        for f in dataclasses.fields(rec)
-        if not (f.metadata.get("omit_none") and getattr(rec, f.name) is None)
-    }
-
-
-def plain(v):
-    """A value of a record as JSON-ready Python: nested records through their `to_json`."""
-    if hasattr(v, "to_json") and not isinstance(v, type):
-        return v.to_json()
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return record_json(v)
-    if isinstance(v, dict):
-        return {k: plain(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [plain(x) for x in v]
-    if isinstance(v, tuple):
-        return tuple(plain(x) for x in v)
-    return v
-
-
 def jsonable(obj):
     if hasattr(obj, "to_json") and not isinstance(obj, type):
         return jsonable(obj.to_json())

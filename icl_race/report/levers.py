@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 
 from icl_race.analysis.compare import pair_stats
+from icl_race.analysis.draws import Draws
+from icl_race.analysis.record import NotFitted
+from icl_race.analysis.threshold import Logistic, Sigmoid
 from icl_race.report import verdict as V
-from icl_race.report.draws import Draws
 from icl_race.report.format import ci_text, num, p_value
 from icl_race.report.sweep_sections import Scaling, Threshold
 
@@ -17,6 +19,13 @@ def _order(value) -> tuple:
     """Numbers in numeric order, before anything else (in text order)."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     return (0, value, "") if number else (1, 0, str(value))
+
+
+def _kstars(a: Logistic | NotFitted, s: Sigmoid | NotFitted) -> dict:
+    """One N's K* by both estimators, for the lever table (None where not fitted)."""
+    fa, fs = (a if isinstance(a, Logistic) else None), (s if isinstance(s, Sigmoid) else None)
+    values = (fa and fa.kstar, fa and fa.kstar_ci, fa and fa.bracketed, fs and fs.kstar, fs and fs.kstar_ci)
+    return dict(zip(("kstar", "kstar_ci", "bracketed", "paper_sigmoid_kstar", "paper_sigmoid_kstar_ci"), values))
 
 
 def by_lever(
@@ -41,13 +50,7 @@ def by_lever(
         out["kstar"] = rows(
             thresholds,
             lambda t: t.N,
-            lambda t, N: {
-                "kstar": t.acquisition[N].kstar,
-                "kstar_ci": t.acquisition[N].kstar_ci,
-                "bracketed": t.acquisition[N].bracketed,
-                "paper_sigmoid_kstar": t.paper_sigmoid[N].kstar,
-                "paper_sigmoid_kstar_ci": t.paper_sigmoid[N].kstar_ci,
-            },
+            lambda t, N: _kstars(t.acquisition[N].fit, t.paper_sigmoid[N]),
         )
     if len(scalings) > 1:
 

@@ -10,10 +10,16 @@ from pathlib import Path
 import numpy as np
 
 from icl_race import rundir
+from icl_race.analysis.record import OMIT_NONE, Record
 from icl_race.analysis.regression import (
     ALIGNED,
     HEAD_KEYS,
     START_FRAC,
+    Dwell,
+    Eq21Match,
+    Eq21Transition,
+    Final,
+    Transition,
     conspicuous,
     dwell_stats,
     eq21_matches,
@@ -26,8 +32,6 @@ from icl_race.analysis.regression import (
 )
 from icl_race.config import ConfigError
 from icl_race.plots.regression import CURVES
-from icl_race.report.cell import Record
-from icl_race.report.format import OMIT_NONE
 from icl_race.theory.linear_attention import staircase
 
 
@@ -93,93 +97,6 @@ class RegressionSample:
 
 
 @dataclasses.dataclass(frozen=True)
-class Transition(Record):
-    """One event over seeds (`analysis.regression.transition_stats`), in tau."""
-
-    t_steps: list[int]  # per seed, as recorded (-1: not reached)
-    reached: int
-    censored: int
-    censored_at_tau: float
-    km_median_tau: float | None
-    km_median_ci_tau: list  # [lo, hi]; hi None: beyond the budget
-    quantiles_tau: dict[int, float | None]  # percentile (10, 50, 90) -> of the reached seeds
-
-
-@dataclasses.dataclass(frozen=True)
-class Dwell(Record):
-    """The dwell on level m (`analysis.regression.dwell_stats`)."""
-
-    m: int
-    level: float
-    n: int  # seeds that reached both ends
-    median_tau: float | None
-    median_log10_ratio: float | None
-    mid_loss: list[float] | None  # median, 10%, 90% of the loss at the log-midpoint
-
-
-@dataclasses.dataclass(frozen=True)
-class FinalLoss(Record):
-    """One recorded curve's final and lowest median (`analysis.regression.final_stats`)."""
-
-    final_median: float
-    final_min: float
-    final_max: float
-    median_min: float
-    median_argmin_tau: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Final(Record):
-    """The last level L(M_D) and each recorded curve's final losses (report.json: one object, L_MD first)."""
-
-    L_MD: float
-    curves: dict[str, FinalLoss]  # curve name -> (plots.regression.CURVES)
-
-    @classmethod
-    def of(cls, d: dict) -> Final:
-        return cls(d["L_MD"], {k: FinalLoss(**v) for k, v in d.items() if k != "L_MD"})
-
-    def to_json(self) -> dict:
-        return {"L_MD": self.L_MD} | {k: v.to_json() for k, v in self.curves.items()}
-
-
-@dataclasses.dataclass(frozen=True)
-class Eq21Match(Record):
-    """One seed's escaping head across one transition against Eq. 21 (`analysis.regression.eq21_matches`)."""
-
-    seed: int
-    head: int
-    start: int
-    grown_before: bool
-    t0_tau: float
-    v0: float
-    u0: float
-    measured_tau: float
-    predicted_tau: float
-    rel_err: float
-    cos_k: float
-    cos_q: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Eq21Transition(Record):
-    """One transition's matches summarised (`analysis.regression.eq21_stats`); the medians only with a match."""
-
-    m: int
-    lam: float
-    vstar: float
-    n: int
-    n_grown_before: int
-    n_ansatz: int
-    ansatz_abs_err_max: float | None
-    u0_median: float | None = dataclasses.field(default=None, metadata=OMIT_NONE)
-    cos_k_median: float | None = dataclasses.field(default=None, metadata=OMIT_NONE)
-    cos_q_median: float | None = dataclasses.field(default=None, metadata=OMIT_NONE)
-    rel_err: list[float] | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # median, 10%, 90%
-    abs_rel_err_median: float | None = dataclasses.field(default=None, metadata=OMIT_NONE)
-
-
-@dataclasses.dataclass(frozen=True)
 class Eq21(Record):
     start_frac: float
     transitions: list[Eq21Transition]
@@ -212,9 +129,7 @@ def analyze(s: RegressionSample) -> RegressionStats:
     if has_heads(cfg, s.heads):
         ref = staircase(lambdas(cfg), int(cfg["task"]["N"]))
         matches = eq21_matches(cfg, s.t, s.heads, s.eval_steps, dt)
-        eq21 = Eq21.of(
-            {"start_frac": START_FRAC, "transitions": eq21_stats(matches, ref["lam"], ref["vstar"]), "matches": matches}
-        )
+        eq21 = Eq21(START_FRAC, eq21_stats(matches, ref["lam"], ref["vstar"]), matches)
     return RegressionStats(
         str(s.dir),
         describe(cfg),
@@ -226,9 +141,9 @@ def analyze(s: RegressionSample) -> RegressionStats:
         s.censor_at,
         s.levels.tolist(),
         conspicuous(cfg),
-        {e: Transition.of(transition_stats(s.t[e], s.censor_at, dt)) for e in s.events},
-        [Dwell.of(d) for d in dwell_stats(s.t, s.D, dt, s.levels, s.curves["loss"], s.eval_steps)],
-        Final.of(final_stats(s.levels, s.eval_steps, dt, s.curves)),
+        {e: transition_stats(s.t[e], s.censor_at, dt) for e in s.events},
+        dwell_stats(s.t, s.D, dt, s.levels, s.curves["loss"], s.eval_steps),
+        final_stats(s.levels, s.eval_steps, dt, s.curves),
         eq21,
     )
 

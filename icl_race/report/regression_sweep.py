@@ -10,9 +10,10 @@ import dataclasses
 from pathlib import Path
 
 from icl_race import rundir
+from icl_race.analysis.record import Record
 from icl_race.config import ConfigError
 from icl_race.plots.regression import medians_figure, panels_figure
-from icl_race.report.cell import Record, Unfinished
+from icl_race.report.cell import Unfinished
 from icl_race.report.regression_run import RegressionSample, RegressionStats, analyze, fmt_tau, run_markdown
 
 

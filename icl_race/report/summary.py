@@ -17,6 +17,23 @@ from icl_race.report import warnings
 
 SCHEMA = "icl-race/run-summary/1"
 
+SHOWN = ("persistent", "transient", "censored")  # outcome classes named in a count line even when empty
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """'27 persistent, 2 falling, 2 transient, 1 censored': persistent, transient and censored always, the
+    other classes (analysis.outcome.CLASSES) when they have seeds."""
+    return ", ".join(f"{counts[c]} {c}" for c in CLASSES if counts[c] or c in SHOWN)
+
+
+def outcome_sentence(o: Outcomes) -> str:
+    """One line: what the seeds did, and the rule's parameters."""
+    return (
+        f"{counts_text({c: o.count(c) for c in CLASSES})} of {o.classes_S.size} seeds (ICL accuracy at the end >= "
+        f"{o.level:g}: persistent, or recovered after a fall of >= {o.lasting} evaluations; below: falling for < "
+        f"{o.lasting}, transient for >= {o.lasting}; docs/outcomes.md)"
+    )
+
 
 @dataclasses.dataclass(frozen=True)
 class RunSummary:
@@ -87,7 +104,7 @@ def run_summary(run: rundir.Run) -> RunSummary:
         rise_level=start if rise is not None else None,
         rise_fraction=rise,
         outcomes={c: o.count(c) for c in CLASSES} if o else None,
-        outcome_sentence=o.sentence() if o else None,
+        outcome_sentence=outcome_sentence(o) if o else None,
         histogram=str(h) if (h := d / f"t_{stop}_hist.png").is_file() else None,
         warnings=warnings.of_run(run, rise),
     )

@@ -7,19 +7,21 @@ from collections.abc import KeysView
 
 from icl_race.analysis import regime as rg
 from icl_race.analysis.outcome import KEPT
+from icl_race.analysis.record import NotFitted
 from icl_race.analysis.survival import proportion_ci
+from icl_race.analysis.threshold import Lines, Logistic, Sigmoid, Slope
 from icl_race.plots import cells as P
 from icl_race.plots import classification as F
 from icl_race.report import cell_text as T
 from icl_race.report import levers
 from icl_race.report import verdict as V
-from icl_race.report.cell import present
+from icl_race.report.cell import Statistics
 from icl_race.report.claims import comparison_markdown
 from icl_race.report.classification_sweep import SweepReport
 from icl_race.report.design import markdown as design_markdown
 from icl_race.report.format import ci_text, num, p_value, pct, slug
 from icl_race.report.paper import PAPER, methods_markdown
-from icl_race.report.sweep_sections import BALANCED_METRICS, Balanced, Scaling, Sigmoid, Threshold
+from icl_race.report.sweep_sections import BALANCED_METRICS, Balanced, Scaling, Threshold
 
 
 def _header(rep: SweepReport) -> list[str]:
@@ -62,8 +64,8 @@ def _regime(rep: SweepReport) -> list[str]:
     return md + [""]
 
 
-def _sigmoid_cells(s: Sigmoid) -> list[str]:
-    return [num(s.kstar), ci_text(s.kstar_ci)] if s.ok else ["-", f"not fitted: {s.reason}"]
+def _sigmoid_cells(s: Sigmoid | NotFitted) -> list[str]:
+    return [num(s.kstar), ci_text(s.kstar_ci)] if isinstance(s, Sigmoid) else ["-", f"not fitted: {s.reason}"]
 
 
 def _threshold(t: Threshold, figures: KeysView[str]) -> list[str]:
@@ -77,14 +79,14 @@ def _threshold(t: Threshold, figures: KeysView[str]) -> list[str]:
     ]
     for N in t.N:
         a = t.acquisition[N]
+        f = a.fit if isinstance(a.fit, Logistic) else None
         md.append(
-            f"| {N} | {num(a.kstar)} | {ci_text(a.kstar_ci)} | "
+            f"| {N} | {num(f and f.kstar)} | {ci_text(f and f.kstar_ci)} | "
             f"{' | '.join(_sigmoid_cells(t.paper_sigmoid[N]))} | {len(a.cells)} | "
-            f"{a.bracketed if 'bracketed' in a.keys else 'n/a'} |"
+            f"{f.bracketed if f else 'n/a'} |"
         )
-    sl = t.kstar_slope
-    if sl.ok:
-        m1 = t.kstar_slope_N_minus_1
+    sl, m1 = t.kstar_slope, t.kstar_slope_N_minus_1
+    if isinstance(sl, Slope) and isinstance(m1, Slope):
         md += [
             "",
             f"Slope of log10 K* on log10 N: **{sl.slope:.3f}** {ci_text(sl.slope_ci, '{:.3f}')} "
@@ -122,8 +124,8 @@ def _scaling(s: Scaling) -> list[str]:
         "|---|---|---|---|---|",
     ]
     md += [f"| {p.N} | {p.n} | {p.acquired} | {num(p.median)} | {ci_text(p.median_ci)} |" for p in m.per_N]
-    if m.ok:
-        lin, ll = present(m.linear), present(m.loglog)
+    lin, ll = (m.fit.linear, m.fit.loglog) if isinstance(m.fit, Lines) else (None, None)
+    if isinstance(lin, Slope) and isinstance(ll, Slope):
         md += [
             "",
             f"Linear fit: median = {lin.intercept:,.0f} {ci_text(lin.intercept_ci)} + "
@@ -171,12 +173,14 @@ def _cells(rep: SweepReport) -> list[str]:
     ]
     for c in sorted(rep.cells, key=lambda c: (c.variant, c.N or 0, c.K or 0)):
         counts = " | ".join(str(c.outcomes.counts[k].k) for k in KEPT)
-        if not c.ok:
+        st = c.statistics
+        if not isinstance(st, Statistics):
             md.append(f"| {c.label} | {c.n_seeds} | {c.n_diverged} | - | - | - | {counts} | - | - | - | - |")
             continue
-        b, g = present(c.bimodality), present(c.regime)
+        b, g = st.bimodality, st.regime
         md.append(
-            f"| {c.label} | {c.n_seeds} | {c.n_diverged} | {c.acquired} | {T.never_text(c)} | {T.median_text(c)} | "
+            f"| {c.label} | {c.n_seeds} | {c.n_diverged} | {c.acquired} | {T.never_text(st.never_acquired)} | "
+            f"{T.median_text(st.kaplan_meier, c.censor_at)} | "
             f"{counts} | {p_value(b.final_icl_acc.dip_p)} | {p_value(b.log10_t_acquired.dip_p)} | "
             f"{num(g.rise_fraction.median, '{:.2f}')} | {num(g.plateau.median, '{:.2f}')} |"
         )
@@ -189,7 +193,7 @@ def _cells(rep: SweepReport) -> list[str]:
 def _ordered(rep: SweepReport) -> list[int]:
     """The analysable cells' indices in the order of the cell tables (variant, N, K)."""
     return sorted(
-        (i for i, c in enumerate(rep.cells) if c.ok),
+        (i for i, c in enumerate(rep.cells) if isinstance(c.statistics, Statistics)),
         key=lambda i: (rep.cells[i].variant, rep.cells[i].N, rep.cells[i].K or 0),
     )
 
@@ -254,12 +258,12 @@ def figures(rep: SweepReport) -> dict:
         figs[f"acquisition_vs_K__{tag}"] = F.acquisition_vs_K(
             {N: a.to_json() for N, a in t.acquisition.items()}, title=f"Acquisition vs K ({label})"
         )
-        ok_N = [N for N in t.N if t.acquisition[N].ok]
-        if len(ok_N) >= 2:
+        fits = {N: f for N in t.N if isinstance(f := t.acquisition[N].fit, Logistic)}
+        if len(fits) >= 2:
             figs[f"kstar_vs_N__{tag}"] = F.kstar_vs_N(
-                ok_N,
-                [present(t.acquisition[N].b) for N in ok_N],
-                [t.acquisition[N].log10_kstar_ci for N in ok_N],
+                list(fits),
+                [f.b for f in fits.values()],
+                [f.log10_kstar_ci for f in fits.values()],
                 t.kstar_slope.to_json(),
                 ref_slope=PAPER.kstar_slope_predicted,
                 title=f"K*(N) ({label})",

@@ -1,9 +1,8 @@
 """Sections of a classification sweep's report, computed: the threshold K* of a group of finite-K cells
 (a `Threshold`), balanced minus standard contexts, and the record of median t_ICL vs N at K = infinity
 (a `Scaling`, computed in `classification_sweep`). Each draws from its own named child of the report's
-SeedSequence. The records are typed; an `analysis.threshold` result (a fit, a slope: {"ok": False,
-"reason"} or the estimates) is a `cell.Fit` (both K* estimators a `KStar`). Indices (`cell_index`) point
-into the report's cells."""
+SeedSequence. The records are typed: a fit is its estimates or `NotFitted` (`analysis.record`), both K*
+estimators an `analysis.threshold.KStar`. Indices (`cell_index`) point into the report's cells."""
 
 from __future__ import annotations
 
@@ -13,12 +12,12 @@ from collections.abc import Mapping
 import numpy as np
 
 from icl_race.analysis import threshold as th
-from icl_race.analysis.compare import PairStats, pair_stats
-from icl_race.analysis.draws import Bootstrap
-from icl_race.analysis.survival import censored_times
-from icl_race.report.cell import Bimodality, CellStats, Fit, Lognormal, MedianCI, Record, present
-from icl_race.report.draws import Draws
-from icl_race.report.format import OMIT_NONE, key
+from icl_race.analysis.compare import FractionDifference, PairStats, fraction_difference, pair_stats
+from icl_race.analysis.draws import Draws
+from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key
+from icl_race.analysis.survival import Lognormal, censored_times
+from icl_race.analysis.threshold import MedianCI, Slope
+from icl_race.report.cell import Bimodality, CellStats, analysed
 from icl_race.report.sample import Sample
 
 N_BOOT_SIGMOID = 200
@@ -34,95 +33,6 @@ OBSERVATION_FIELDS = {"train.eval_every", "train.early_stop", "train.stop_when_a
 # names them. They do change a seed's final accuracy (read when it retired), so the paper's sigmoid,
 # which is fitted to final accuracy, gets no slope across N that retired seeds differently.
 RETIREMENT_FIELDS = {"train.stop_threshold", "train.settle_iwl", "train.retire_at_fall"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Slope(Fit):
-    """A least-squares line with bootstrap CIs (`threshold.power_law_slope`); N: the pair of N of a local slope."""
-
-    N: list[int] | None = None
-    slope: float | None = None
-    intercept: float | None = None
-    n_points: int | None = None
-    r2: float | None = None
-    slope_ci: list | None = None
-    intercept_ci: list | None = None
-    boot_used: int | None = None
-    boot_dropped: int | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class AcquisitionCell(Record):
-    log10_K: float
-    k: int
-    n: int
-    fraction: float
-    ci: list
-
-
-@dataclasses.dataclass(frozen=True)
-class KStar(Fit):
-    """What every estimator of K* at one N gives: the midpoint b = log10 K* of a curve rising with
-    log10 K (slope a), with its seed-bootstrap CI and the replicates the K* slope across N pairs up."""
-
-    n_boot: int | None = None
-    a: float | None = None
-    b: float | None = None  # log10 K*
-    kstar: float | None = None
-    log10_kstar: float | None = None
-    log10_kstar_ci: list | None = None
-    kstar_ci: list | None = None
-    boot_failed: int | None = None
-    boot_log10_kstar: np.ndarray | None = None  # the replicates (not in report.json)
-
-
-@dataclasses.dataclass(frozen=True)
-class Acquisition(KStar):
-    """The logistic fit of the acquired fraction on log10 K at one N and its K* (`threshold.acquisition_curve`)."""
-
-    cells: list[AcquisitionCell] = dataclasses.field(default_factory=list)
-    separated: bool | None = None
-    bracketed: bool | None = None
-    ci_method: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Sigmoid(KStar):
-    """The paper's 4-parameter sigmoid on final ICL accuracy at one N (`threshold.paper_sigmoid`)."""
-
-    c: float | None = None
-    d: float | None = None
-    b_bounds: list | None = None
-    at_bound: bool | None = None
-    n_K: int | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class MedianAtN(Record):
-    N: int
-    median: float | None
-    median_ci: list
-    n: int
-    acquired: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Quadratic(Record):
-    c2: float
-    c2_ci: list
-    units: str
-
-
-@dataclasses.dataclass(frozen=True)
-class MedianVsN(Fit):
-    """KM median t_ICL per N and its linear, log-log and quadratic fits (`threshold.median_vs_N`)."""
-
-    per_N: list[MedianAtN] = dataclasses.field(default_factory=list)
-    n_boot: int | None = None
-    excluded_N: list[int] | None = None
-    linear: Slope | None = None
-    loglog: Slope | None = None
-    quadratic: Quadratic | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,8 +61,8 @@ class ThresholdInRegime(Record):
     """A group's K* slope over the N in the abrupt regime, and its cells nearest K* there."""
 
     N: list[int]
-    kstar_slope: Slope
-    local_slopes: list[Slope]  # per pair of neighbouring N (its N: the pair)
+    kstar_slope: Slope | NotFitted
+    local_slopes: list[WithN]  # per pair of neighbouring N (its N: the pair)
     near_kstar: list[NearKstar]
 
 
@@ -164,11 +74,11 @@ class Threshold(Record):
     label: str
     variant: str  # "standard", "balanced" or "mixed"
     N: list[int]
-    acquisition: dict[int, Acquisition]  # N -> the logistic midpoint K*, its bootstrap CI
-    paper_sigmoid: dict[int, Sigmoid]  # N -> the paper's 4-parameter sigmoid K*
-    kstar_slope: Slope  # log10 K* on log10 N
-    kstar_slope_N_minus_1: Slope
-    kstar_slope_paper_sigmoid: Slope
+    acquisition: dict[int, th.Acquisition]  # N -> the logistic midpoint K*, its bootstrap CI
+    paper_sigmoid: dict[int, th.Sigmoid | NotFitted]  # N -> the paper's 4-parameter sigmoid K*
+    kstar_slope: Slope | NotFitted  # log10 K* on log10 N
+    kstar_slope_N_minus_1: Slope | NotFitted
+    kstar_slope_paper_sigmoid: Slope | NotFitted
     near_kstar: list[NearKstar]  # per N
     heatmap: Heatmap
     in_regime: ThresholdInRegime | None = None
@@ -179,7 +89,18 @@ class ScalingInRegime(Record):
     """Median t_ICL vs N over the N of a group in the abrupt regime."""
 
     N: list[int]
-    median_vs_N: MedianVsN  # ok = False alone with fewer than 2 N
+    median_vs_N: th.MedianVsN | NotFitted  # NotFitted, without a reason, with fewer than 2 N
+
+
+@dataclasses.dataclass(frozen=True)
+class WithN(Record):
+    """A fit with the N it was made at (one N, or the pair of a local slope), N written first."""
+
+    N: int | list[int]
+    fit: Slope | Lognormal | NotFitted
+
+    def to_json(self) -> dict:
+        return {"N": self.N, **self.fit.to_json()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,8 +109,8 @@ class Scaling(Record):
 
     group: dict[str, object]
     label: str
-    median_vs_N: MedianVsN  # KM median per N, linear and log-log fits
-    lognormal_per_N: list[Lognormal]  # per N (its N set)
+    median_vs_N: th.MedianVsN  # KM median per N, linear and log-log fits
+    lognormal_per_N: list[WithN]  # per N, a cell's lognormal fit (`analysis.survival.fit_lognormal`)
     cell_index: list[int]
     in_regime: ScalingInRegime | None = None
 
@@ -209,14 +130,6 @@ class RegimeRow(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class CellDifference(Record):
-    p1: float  # standard
-    p2: float  # balanced
-    diff: float
-    diff_ci: list
-
-
-@dataclasses.dataclass(frozen=True)
 class Counts(Record):
     """Per (N, K) cell of one side: k of n seeds."""
 
@@ -225,14 +138,9 @@ class Counts(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Difference(Record):
-    """Standard minus balanced for one metric (`threshold.fraction_difference`), and each side's counts."""
+class Difference(FractionDifference):
+    """Standard minus balanced for one metric (`analysis.compare.fraction_difference`), and each side's counts."""
 
-    per_cell: list[CellDifference]
-    mean_diff: float
-    mean_diff_ci: list
-    confidence: float
-    n_boot: int
     standard: Counts
     balanced: Counts
 
@@ -291,16 +199,13 @@ def t_icl_pair(reference: Sample, other: Sample, draws: Draws) -> PairStats:
     )
 
 
-def _slope(Ns: list, fits: Mapping[int, KStar], log_N) -> Slope:
+def _slope(Ns: list, fits: Mapping[int, th.Logistic | th.Sigmoid | NotFitted], log_N) -> Slope | NotFitted:
     """The slope of log10 K* on log_N(N) over the N whose K* was estimated (by either estimator)."""
-    # N -> the bootstrap replicates of log10 K*, which every fit that succeeded has
-    boots = {N: f.boot_log10_kstar for N in Ns if (f := fits[N]).ok and f.boot_log10_kstar is not None}
-    return Slope.of(
-        th.power_law_slope(
-            log_N(np.array(list(boots), float)),
-            np.array([fits[N].b for N in boots]),
-            np.stack(list(boots.values())) if boots else None,
-        )
+    fitted = {N: f for N in Ns if isinstance(f := fits[N], (th.Logistic, th.Sigmoid))}
+    return th.power_law_slope(
+        log_N(np.array(list(fitted), float)),
+        np.array([f.b for f in fitted.values()]),
+        np.stack([f.boot_log10_kstar for f in fitted.values()]) if fitted else None,
     )
 
 
@@ -331,36 +236,28 @@ def threshold(
         x = np.log10(sorted(by_K))
         cells = [c for at_K in sub for i in at_K for c in samples[i].cells]
         acquired, final = zip(*(_each_seed_once(at_K, samples) for at_K in sub))
-        curves[N] = Acquisition.of(
-            th.acquisition_curve(x, list(acquired), Bootstrap(draws.n_boot, draws.rng("acquisition", *cells)))
-            | {"ci_method": "bootstrap percentile, seeds resampled within cells"}
-        )
-        sigmoids[N] = Sigmoid.of(
-            th.paper_sigmoid(
-                x, list(final), Bootstrap(min(draws.n_boot, N_BOOT_SIGMOID), draws.rng("paper_sigmoid", *cells))
-            )
+        curve = th.acquisition_curve(x, list(acquired), draws.bootstrap("acquisition", *cells))
+        curves[N] = dataclasses.replace(curve, ci_method="bootstrap percentile, seeds resampled within cells")
+        sigmoids[N] = (
+            th.paper_sigmoid(x, list(final), draws.bootstrap("paper_sigmoid", *cells, most=N_BOOT_SIGMOID))
             if all(samples[i].reads_final_accuracy for at_K in sub for i in at_K)
-            else {
-                "ok": False,
-                "reason": "final accuracy is read at retirement (train.settle_iwl, train.retire_at_fall)",
-            }
+            else NotFitted("final accuracy is read at retirement (train.settle_iwl, train.retire_at_fall)")
         )
         for K, a in zip(sorted(by_K), acquired):
             grid[Ns.index(N), Ks.index(K)] = a.mean() if a.size else np.nan
-        if curves[N].ok:
-            j = best(sub[int(np.argmin(np.abs(x - curves[N].b)))][0])
-            near.append(NearKstar(N, samples[j].K, stats[j].label, stats[j].bimodality, stats[j].acquired_fraction, j))
+        if isinstance(fit := curves[N].fit, th.Logistic):
+            j = best(sub[int(np.argmin(np.abs(x - fit.b)))][0])
+            st = analysed(stats[j])
+            near.append(NearKstar(N, samples[j].K, stats[j].label, st.bimodality, st.acquired_fraction, j))
     variants = {samples[i].variant for i in idx}
+    logistic = {N: a.fit for N, a in curves.items()}
     retirements = {tuple(samples[i].condition().get(k) for k in sorted(RETIREMENT_FIELDS)) for i in idx}
     sigmoid_slope = (
         _slope(Ns, sigmoids, np.log10)
         if len(retirements) == 1
-        else Slope.of(
-            {
-                "ok": False,
-                "reason": "the cells retire seeds differently (train.stop_threshold, "
-                "train.settle_iwl, train.retire_at_fall), which changes final accuracy",
-            }
+        else NotFitted(
+            "the cells retire seeds differently (train.stop_threshold, train.settle_iwl, train.retire_at_fall), "
+            "which changes final accuracy"
         )
     )
     return Threshold(
@@ -370,8 +267,8 @@ def threshold(
         Ns,
         curves,
         sigmoids,
-        _slope(Ns, curves, np.log10),
-        _slope(Ns, curves, lambda n: np.log10(n - 1)),
+        _slope(Ns, logistic, np.log10),
+        _slope(Ns, logistic, lambda n: np.log10(n - 1)),
         sigmoid_slope,
         near,
         Heatmap(Ks, Ns, grid),
@@ -404,8 +301,8 @@ def _counts(stats: list[CellStats], ids: list[int], metric: str) -> tuple[np.nda
     if metric == "acquired":
         return np.array([stats[i].acquired for i in ids]), np.array([stats[i].n_seeds for i in ids])
     return (
-        np.array([present(stats[i].final_icl_acc).above for i in ids]),
-        np.array([present(stats[i].final_icl_acc).n for i in ids]),
+        np.array([analysed(stats[i]).final_icl_acc.above for i in ids]),
+        np.array([analysed(stats[i]).final_icl_acc.n for i in ids]),
     )
 
 
@@ -427,11 +324,11 @@ def balanced(
     for metric, _ in BALANCED_METRICS:
         ks, ns = _counts(stats, si, metric)
         kb, nb = _counts(stats, bi, metric)
-        diff = th.fraction_difference(
-            ks, ns, kb, nb, Bootstrap(draws.n_boot, draws.rng(metric, *(c for i in si + bi for c in samples[i].cells)))
+        diff = fraction_difference(
+            ks, ns, kb, nb, draws.bootstrap(metric, *(c for i in si + bi for c in samples[i].cells))
         )
-        diffs[metric] = Difference.of(diff | {"standard": Counts(ks, ns), "balanced": Counts(kb, nb)})
-    ref = [stats[i].final_icl_ref_acc for i in bi]
+        diffs[metric] = Difference(**vars(diff), standard=Counts(ks, ns), balanced=Counts(kb, nb))
+    ref = [analysed(stats[i]).final_icl_ref_acc for i in bi]
     return Balanced(
         gfields,
         label,

@@ -1,0 +1,64 @@
+"""Typed results, the frozen dataclasses analysis functions return, and how report.json writes them. A fit
+returns its estimates (a `Fitted`) or `NotFitted(reason)`: a reader narrows it with isinstance."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+def key(name: str) -> dict:
+    """A record field's JSON name where it is not a Python name (`"above_0.75"`): its `metadata`."""
+    return {"json": name}
+
+
+OMIT_NONE = {"omit_none": True}  # a field's metadata: left out of the JSON while it is None
+
+
+def record_json(rec) -> dict:
+    """A typed record (a frozen dataclass) as report.json writes it: its fields in their order, each under
+    its JSON name (`key`), nested records through their own `to_json`. The records' field order is
+    report.json's key order."""
+    return {
+        f.metadata.get("json", f.name): plain(getattr(rec, f.name))
+        for f in dataclasses.fields(rec)
+        if not (f.metadata.get("omit_none") and getattr(rec, f.name) is None)
+    }
+
+
+def plain(v):
+    """A value of a record as JSON-ready Python: nested records through their `to_json`."""
+    if hasattr(v, "to_json") and not isinstance(v, type):
+        return v.to_json()
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return record_json(v)
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(plain(x) for x in v)
+    return v
+
+
+class Record:
+    """A typed record: report.json writes its fields in order (`record_json`)."""
+
+    def to_json(self) -> dict:
+        return record_json(self)
+
+
+class Fitted(Record):
+    """A fit's estimates (a frozen dataclass that derives from it): written after {"ok": true}."""
+
+    def to_json(self) -> dict:
+        return {"ok": True, **record_json(self)}
+
+
+@dataclasses.dataclass(frozen=True)
+class NotFitted(Record):
+    """Why a fit was not done (None: not said)."""
+
+    reason: str | None = None
+
+    def to_json(self) -> dict:
+        return {"ok": False} | ({} if self.reason is None else {"reason": self.reason})
