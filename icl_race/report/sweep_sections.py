@@ -28,10 +28,11 @@ N_BOOT_SIGMOID = 200
 OBSERVATION_FIELDS = {"train.eval_every", "train.early_stop", "train.stop_when_all_acquired"}
 # When a seed stops training once its outcome is decided (frozen past stop_threshold after acquiring;
 # settled by settle_iwl after memorizing first, a bet `icl-race analyze race settle` checks on runs
-# without it; retired at its lasting fall by retire_at_fall) changes no seed's t_ICL within the budget: these do not split a K*(N) or t_ICL(N) group
-# (e.g. K* at N = 32 without the levers and at N = 64 with them, one slope); each cell's label still
-# names them. They do change a seed's final accuracy (read when it retired), so the paper's sigmoid,
-# which is fitted to final accuracy, gets no slope across N that retired seeds differently.
+# without it; retired at its lasting fall by retire_at_fall) changes no seed's t_ICL within the budget:
+# these do not split a K*(N) or t_ICL(N) group (e.g. K* at N = 32 without the levers and at N = 64 with
+# them, one slope); each cell's label still names them. They do change a seed's final accuracy (read when
+# it retired), so the paper's sigmoid, which is fitted to final accuracy, gets no slope across N that
+# retired seeds differently.
 RETIREMENT_FIELDS = {"train.stop_threshold", "train.settle_iwl", "train.retire_at_fall"}
 
 
