@@ -96,6 +96,7 @@ def test_bench_of_a_config_times_its_own_run_and_projects_its_budget(tmp_path, c
         "wall",
     ]
     assert lines[2].split()[:3] == ["1", "3", "1"] and lines[2].split()[-2] == "<="
+    assert lines[3].startswith("projected wall: an upper bound") and "not counted" in lines[3]  # what it leaves out
 
 
 @pytest.mark.parametrize("option", [["--seeds", "8"], ["--steps", "2"], ["--repeats", "2"]])

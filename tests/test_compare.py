@@ -13,7 +13,7 @@ from refusal import one_line_exit_2
 from icl_race import rundir
 from icl_race.analysis.survival import km_median, logrank, proportion_ci
 from icl_race.cli import main
-from icl_race.report import compare
+from icl_race.report import compare, compare_input
 from icl_race.report.format import p_value
 
 EVENT = tiny.LR_RUN_EVENT
@@ -165,10 +165,10 @@ def test_labels_name_the_runs_everywhere(lr_runs, tmp_path, capsys):
 
 def test_default_names_are_the_folders_with_parents_where_they_clash(tmp_path):
     a, b = tmp_path / "sgd" / "cells" / "K=8", tmp_path / "adam" / "cells" / "K=8"
-    assert compare.names([tmp_path / "sgd", tmp_path / "adam"]) == ["sgd", "adam"]
-    assert compare.names([a, b]) == ["sgd/cells/K=8", "adam/cells/K=8"]
-    assert compare.names([a, a, b]) == ["sgd/cells/K=8", "sgd/cells/K=8 (2)", "adam/cells/K=8"]
-    assert compare.names([a, b], ["x", "y"]) == ["x", "y"]
+    assert compare_input.names([tmp_path / "sgd", tmp_path / "adam"]) == ["sgd", "adam"]
+    assert compare_input.names([a, b]) == ["sgd/cells/K=8", "adam/cells/K=8"]
+    assert compare_input.names([a, a, b]) == ["sgd/cells/K=8", "sgd/cells/K=8 (2)", "adam/cells/K=8"]
+    assert compare_input.names([a, b], ["x", "y"]) == ["x", "y"]
 
 
 def test_a_run_that_never_acquires_is_compared_by_fractions_with_wilson_cis(lr_runs, tmp_path, capsys):

@@ -1,13 +1,16 @@
 """The classification race's report (the `report` of systems/classification_spec.py and minimal_spec.py):
 a run's report and `hist` view from `classification_run`, a sweep's computed by `classification_sweep`
-and rendered by `sweep_markdown`."""
+and rendered by `sweep_markdown`. Those are imported by the function that needs them (scipy and
+matplotlib, seconds): `report` and `hist` find this module's parts and read their input first, then say
+what they do."""
 
 from __future__ import annotations
 
-from icl_race import rundir
-from icl_race.analysis.draws import Draws
-from icl_race.report import cell_text, classification_run, classification_sweep, sweep_markdown
-from icl_race.report.cell import analyze
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from icl_race import rundir
+    from icl_race.analysis.draws import Draws
 
 # What `hist --json` gives of each cell of a sweep, beside its summary line.
 HIST_FIELDS = (
@@ -24,12 +27,28 @@ HIST_FIELDS = (
     "outcomes",
 )
 
-run_report = classification_run.run_report
-hist_text = classification_run.hist_text
-hist_record = classification_run.hist_record
+
+def run_report(found: rundir.Run, draws: Draws) -> tuple[dict, str, dict]:
+    from icl_race.report import classification_run
+
+    return classification_run.run_report(found, draws)
+
+
+def hist_text(found: rundir.Run, bins: int) -> str:
+    from icl_race.report import classification_run
+
+    return classification_run.hist_text(found, bins)
+
+
+def hist_record(found: rundir.Run, bins: int) -> dict:
+    from icl_race.report import classification_run
+
+    return classification_run.hist_record(found, bins)
 
 
 def sweep_report(sweep: rundir.SweepDir, draws: Draws) -> tuple[dict, str, dict]:
+    from icl_race.report import classification_sweep, sweep_markdown
+
     rep = classification_sweep.compute(sweep, draws)
     figs = sweep_markdown.figures(rep)
     return rep.to_json(), sweep_markdown.markdown(rep, figs), figs
@@ -37,6 +56,9 @@ def sweep_report(sweep: rundir.SweepDir, draws: Draws) -> tuple[dict, str, dict]
 
 def sweep_hist_record(sweep: rundir.SweepDir) -> dict:
     """One summary per finished condition of a sweep."""
+    from icl_race.report import cell_text, classification_sweep
+    from icl_race.report.cell import analyze
+
     samples, unfinished = classification_sweep.discover(sweep)
     cells = sorted((analyze(s, tails=False) for s in samples), key=lambda c: (c.variant, c.N or 0, c.K or 0))
     return {

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from icl_race.config import ConfigError
@@ -31,9 +32,8 @@ def plural(n: int, word: str) -> str:
 def report(args: argparse.Namespace) -> int:
     from icl_race.report.directory import write_report
 
-    say = lambda line: print(f"report: {line}", file=sys.stderr, flush=True)
     warn = lambda line: print(line, file=sys.stderr)  # the warnings of the reading the files are of
-    written = write_report(args.dir, n_boot=args.boot, seed=args.seed, force=args.force, say=say, warn=warn)
+    written = write_report(args.dir, n_boot=args.boot, seed=args.seed, force=args.force, say=_say("report"), warn=warn)
     if args.json:
         print((Path(args.dir) / "report.json").read_text(), end="")
         return 0
@@ -45,15 +45,21 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _say(command: str) -> Callable[[str], None]:
+    """What a command does, said on stderr as `COMMAND: LINE` once its input is checked (its statistics,
+    scipy's and matplotlib's imports included, take seconds)."""
+    return lambda line: print(f"{command}: {line}", file=sys.stderr, flush=True)
+
+
 def hist(args: argparse.Namespace) -> int:
     if args.json:
         from icl_race.report.directory import hist_json
 
-        print(json.dumps(hist_json(args.dir, bins=args.bins), indent=1, allow_nan=False))
+        print(json.dumps(hist_json(args.dir, bins=args.bins, say=_say("hist")), indent=1, allow_nan=False))
         return 0
     from icl_race.report.directory import hist_text
 
-    print(hist_text(args.dir, bins=args.bins))
+    print(hist_text(args.dir, bins=args.bins, say=_say("hist")))
     return 0
 
 
@@ -61,7 +67,7 @@ def export(args: argparse.Namespace) -> int:
     from icl_race.report.export import export
 
     out = out_dir(args.out)
-    done = export(args.dirs, args.format, out, force=args.force, censored=args.censored)
+    done = export(args.dirs, args.format, out, force=args.force, censored=args.censored, say=_say("export"))
     for why in done.skipped:
         print(f"icl-race: skipped {why}", file=sys.stderr)
     for d in done.repeated:
@@ -78,12 +84,18 @@ def export(args: argparse.Namespace) -> int:
 
 
 def compare(args: argparse.Namespace) -> int:
-    from icl_race.report.compare import NAMES, compare, summary, write
+    from icl_race.report.compare_input import NAMES, read
     from icl_race.rundir import owner
 
     out = out_dir(args.out)
     owner.check(out, "compare", NAMES, force=args.force)  # before any work; `write` checks again
-    c = compare(args.dirs, event=args.event, n_boot=args.boot, seed=args.seed, labels=args.label)
+    named, runs, event = read(args.dirs, args.event, args.label)
+    _say("compare")(
+        f"read {plural(len(runs), 'run')}; their {event} times compared ({args.boot:,} bootstrap replicates)"
+    )
+    from icl_race.report.compare import of_runs, summary, write  # scipy, matplotlib: after the first line
+
+    c = of_runs(named, runs, event, n_boot=args.boot, seed=args.seed)
     written = write(c, out, force=args.force)
     print(f"{summary(c)}\n{out / written[0]} (and {', '.join(written[1:])})")
     return 0

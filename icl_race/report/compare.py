@@ -25,6 +25,7 @@ from icl_race.analysis.compare import PairStats, compare_to_reference
 from icl_race.analysis.outcome import CLASSES, of_results
 from icl_race.analysis.survival import KaplanMeier, kaplan_meier, proportion_ci
 from icl_race.config import ConfigError, check_bootstrap
+from icl_race.report.compare_input import read
 from icl_race.report.format import ci_text, figure_files, jsonable, num, p_value
 from icl_race.report.verdict import RULE, cell, ci, logrank_text, reaches, sentence
 from icl_race.rundir import owner, runset
@@ -83,32 +84,6 @@ def _group(name: str, run: rundir.Run, event: str) -> Group:
     )
 
 
-def names(dirs: list[str | Path], labels: list[str] | None = None) -> list[str]:
-    """The groups' names: `labels` (one per directory, distinct), else each folder's name with as many
-    parent folders as tell two different folders apart; a directory given twice gets ' (2)', ' (3)', ..."""
-    if labels:
-        if len(labels) != len(dirs):
-            raise ConfigError(
-                f"--label: {len(labels)} given for {len(dirs)} directories (one per directory, in their order)"
-            )
-        for x in labels:
-            if not x.strip() or labels.count(x) > 1:
-                raise ConfigError(f"--label {x!r}: expected a distinct, non-empty name for each directory")
-        return list(labels)
-    parts = [Path(d).resolve().parts for d in dirs]
-    distinct, short = len(set(parts)), [p[-1] for p in parts]
-    for k in range(1, max(map(len, parts)) + 1):
-        short = ["/".join(p[-k:]) for p in parts]
-        if len(set(short)) == distinct:
-            break
-    seen: dict[str, int] = {}
-    out = []
-    for x in short:
-        seen[x] = seen.get(x, 0) + 1
-        out.append(x if seen[x] == 1 else f"{x} ({seen[x]})")
-    return out
-
-
 def compare(
     dirs: list[str | Path],
     event: str | None = None,
@@ -120,14 +95,11 @@ def compare(
     directory) or their folders; `event` defaults to the first run's headline. Every refusal is a
     one-line ConfigError, before anything is computed."""
     check_bootstrap(n_boot, seed)
-    if len(dirs) < 2:
-        raise ConfigError("compare needs at least two run directories")
-    named = names(dirs, labels)
-    runs = runset.load(list(dirs), sweeps=False).runs
-    event = event or runs[0].headline
-    for r in runs:
-        if event not in r.times:
-            raise ConfigError(f"{r.dir}: no event {event!r} (its events: {', '.join(r.times)})")
+    return of_runs(*read(dirs, event, labels), n_boot, seed)
+
+
+def of_runs(named: list[str], runs: list[rundir.Run], event: str, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
+    """The comparison of runs `read` (compare_input.py) has read and checked."""
     groups = [_group(name, r, event) for name, r in zip(named, runs)]
     pairs = compare_to_reference([r.censored(event) for r in runs], n_boot, seed)
     fields = [f for f in runset.differing([r.config for r in runs]) if f not in SIZES]
@@ -256,9 +228,6 @@ def figure(c: Comparison):
         c.event,
         start=min(g.first_eval for g in c.groups),
     )
-
-
-NAMES = ("compare.md", "compare.json", "figures/km.png", "figures/km.pdf")  # what `write` writes
 
 
 def write(c: Comparison, out: str | Path, force: bool = False) -> list[str]:

@@ -38,9 +38,10 @@ the extra. `tables(DIR...)` gives both objects in memory for a notebook.
 from __future__ import annotations
 
 import dataclasses
-import importlib
+import importlib.util
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +65,13 @@ class MissingExtra(ConfigError):
 
 
 def require(*modules: str) -> None:
+    # Found, not imported: pandas and xarray take seconds, paid after the input is read and said.
     for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError:
+        if importlib.util.find_spec(name) is None:
             raise MissingExtra(
                 f"export needs {name}, which is not installed: it is in the optional extra "
                 f"[{EXTRA}] (pip install 'icl-race[{EXTRA}]')"
-            ) from None
+            )
 
 
 def _scalar_column(values: list) -> list:
@@ -335,11 +335,19 @@ def _encode(t: Tables, fmt: str) -> dict[str, bytes]:
     return {seeds_name: _parquet(t.seeds, prov_json), curves_name: _parquet(long, prov_json)}
 
 
-def export(dirs: list[str | Path], fmt: str, out: str | Path, force: bool = False, censored: str = "nan") -> Exported:
+def export(
+    dirs: list[str | Path],
+    fmt: str,
+    out: str | Path,
+    force: bool = False,
+    censored: str = "nan",
+    say: Callable[[str], None] = lambda line: None,
+) -> Exported:
     """Write the seed table and the curves of `dirs` to OUT/seeds.<ext> and OUT/curves.<ext>, as one
     (rundir/owner.py: a folder the export owns, no file it did not write replaced unless `force`). Every
     input is read, its size checked and the files encoded before anything is written: a refusal or a
-    failure writes nothing."""
+    failure writes nothing. `say` hears what it does once the input is read and checked (the tables'
+    libraries, pandas and xarray, take seconds to import)."""
     from icl_race.rundir import owner
 
     if fmt not in FORMATS:
@@ -365,6 +373,7 @@ def export(dirs: list[str | Path], fmt: str, out: str | Path, force: bool = Fals
             if c.ndim > 2
         }
     )
+    say(f"read {len(rs.runs):,} run{'' if len(rs.runs) == 1 else 's'}; writing their tables as {fmt} to {out}")
     try:
         t = _tables(rs, repeated, censored, scalar_only=fmt != "netcdf")
         files = _encode(t, fmt)

@@ -25,19 +25,23 @@ that escapes (the one whose |v_i| grows most from t_m(m) to t_m(m+1)) against th
 the ODE starts (t = 0, v0 = |v_i|) at the last evaluation before |v_i| first reaches START_FRAC · v*, and
 the measured time from there to v*/2 is compared with the ODE's (`match_eq21`). Figure heads_eq21: (b)
 |v_i(t)| of a few seeds with their ODE solutions, (c) the cosines of k_i and q_i with e_(m+1).
-Imports no jax.
+Imports no jax; its statistics and figures (scipy, matplotlib: seconds) are imported by the function that
+needs them, so that `report` reads its input and says what it does first.
 """
 
 from __future__ import annotations
 
-from icl_race import rundir
-from icl_race.plots.regression import heads_figure, loss_figure, transitions_figure
-from icl_race.report.regression_run import RegressionSample, analyze, run_markdown
-from icl_race.report.regression_sweep import compute_sweep, sweep_figures, sweep_markdown
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from icl_race import rundir
 
 
 def run_report(found: rundir.Run, draws) -> tuple[dict, str, dict]:
     """The report of one run (no resampled statistics here: the draws are not used)."""
+    from icl_race.plots.regression import heads_figure, loss_figure, transitions_figure
+    from icl_race.report.regression_run import RegressionSample, analyze, run_markdown
+
     s = RegressionSample.of(found)
     st = analyze(s)
     md = [f"# Linear-regression report: {s.dir}", "", st.setup, ""] + run_markdown(st)
@@ -53,5 +57,7 @@ def sweep_report(sweep: rundir.SweepDir, draws) -> tuple[dict, str, dict]:
     """Every finished cell as in run_report, a table of the cells side by side, one panel of loss
     curves per cell and the cells' median losses overlaid. Cells are labelled by the grid's fields
     (sweep.toml) and ordered by their values."""
+    from icl_race.report.regression_sweep import compute_sweep, sweep_figures, sweep_markdown
+
     rep = compute_sweep(sweep)
     return rep.to_json(), sweep_markdown(rep), sweep_figures(rep)

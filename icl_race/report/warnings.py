@@ -22,7 +22,6 @@ import math
 import numpy as np
 
 from icl_race import rundir
-from icl_race.analysis.regime import RISE_BOUND
 from icl_race.configbase import Config
 
 PREFIX = "warning: "
@@ -142,8 +141,12 @@ def diverged(cfg: Config, k: int, seeds: int, where: str = "") -> str:
     )
 
 
-def outside_regime(rise: float | None, bound: float = RISE_BOUND) -> str | None:
+def outside_regime(rise: float | None) -> str | None:
     """The median rise fraction above the abrupt-regime bound: ICL climbs to the threshold, not a jump."""
+    # Imported here: analysis.regime needs scipy (~1-2 s), which run's and sweep's budget warning, said
+    # before their first line, must not pay.
+    from icl_race.analysis.regime import RISE_BOUND as bound
+
     if rise is None or not rise > bound:
         return None
     return (

@@ -68,7 +68,12 @@ class ConfigBench:
         )
         widths = [max(len(c), len(v)) for c, v in zip(cols, row)]
         line = lambda vals: "  ".join(v.rjust(w) for v, w in zip(vals, widths))
-        return "\n".join([head, line(cols), line(row)])
+        bound = (
+            "projected wall: an upper bound on an uninterrupted run on this machine (setup, every chunk with its "
+            "evaluations, the checkpoints and the finish, as measured; early stops and retirement only shorten "
+            "it; another process's load on this machine is not counted)"
+        )
+        return "\n".join([head, line(cols), line(row), bound])
 
 
 def of_config(

@@ -36,7 +36,6 @@ def _run(
 ) -> int:
     """One run: the config parsed once (with --seeds and --set), trained into `out` (its curves logged to
     TensorBoard and W&B as asked: run/tracking.py), its summary printed."""
-    from icl_race.report.summary import run_summary
     from icl_race.report.warnings import budget
     from icl_race.run import tracking
     from icl_race.run.runner import execute_run
@@ -54,6 +53,8 @@ def _run(
     finally:
         if track:
             track.close()
+    from icl_race.report.summary import run_summary  # scipy: after the run's first line, not before
+
     summary = run_summary(run)  # the committed run in memory: nothing read back
     print(json.dumps(dataclasses.asdict(summary), indent=1) if as_json else summary.text())
     return 0
@@ -81,13 +82,12 @@ def demo(args: argparse.Namespace) -> int:
 def sweep(args: argparse.Namespace) -> int:
     """The sweep file expanded (spec), then either its plan printed (--dry-run) or its cells run (execute);
     the warnings (report/warnings.py) of its budgets before, of its finished cells after."""
-    from icl_race.report.summary import dir_warnings
     from icl_race.report.warnings import budget
     from icl_race.run import sweep
 
     spec = sweep.load(args.sweep, args.overrides)
     out = out_dir(args.out)
-    if isinstance(spec, sweep.Design):
+    if not isinstance(spec, sweep.Sweep):  # a [design] (sweep.Design, whose module needs scipy)
         return _design(args, spec, out)
     sweep.refuse_links(out, spec)
     for cell in spec.cells:
@@ -134,6 +134,8 @@ def sweep(args: argparse.Namespace) -> int:
             redo=args.redo,
         )
     )
+    from icl_race.report.summary import dir_warnings  # scipy: after the sweep, not before its first line
+
     for w in dir_warnings(out):
         _log(w)
     return 0
@@ -141,7 +143,6 @@ def sweep(args: argparse.Namespace) -> int:
 
 def _design(args: argparse.Namespace, design, out) -> int:
     """A sweep file with a [design]: its rounds in this process (each depends on the last), or its projection."""
-    from icl_race.report.summary import dir_warnings
     from icl_race.report.warnings import budget
     from icl_race.run import sweep
     from icl_race.rundir import SWEEP_NAMES, refuse_links
@@ -159,6 +160,8 @@ def _design(args: argparse.Namespace, design, out) -> int:
         print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else plan.text())
         return 0
     print(sweep.run_design(out, design, _log, not args.quiet, force=args.force, redo=args.redo))
+    from icl_race.report.summary import dir_warnings
+
     for w in dir_warnings(out):
         _log(w)
     return 0

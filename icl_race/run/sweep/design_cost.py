@@ -46,20 +46,24 @@ class DesignDryRun:
             )
         else:
             lines.append(
-                f"at most {self.seeds[0]:,.0f} seeds, {self.budgets:,.0f} budgets of seed-steps ({self.assumption})"
+                f"<= {self.seeds[0]:,.0f} seeds, <= {self.budgets:,.0f} budgets of seed-steps ({self.assumption})"
             )
         if self.seconds is None:
             lines.append("no wall-time projection (not measured: --no-measure)")
         else:
+            # A round measured here is a bound ("<="), a GPU's an estimate ("~"); a K* design's expected
+            # rounds make its total an estimate either way, a median design's most rounds keep it a bound.
             bound = "~" if self.device else "<="
+            total = "~" if self.device or self.kind == "kstar" else "<="
             where = (
-                f"one {self.device.upper()} (an estimate at its measured rate, compilation not counted)"
+                f"one {self.device.upper()} (an estimate at its measured rate; compilation, evaluation and checkpoints not counted)"
                 if self.device
-                else "this machine (measured)"
+                else "this machine (measured with compilation, evaluation and checkpoints; early stops only shorten it)"
             )
+            rounds = "expected rounds" if self.kind == "kstar" else "rounds at most"
             lines.append(
-                f"wall {bound} {hms(self.seconds)} on {where}: {self.rounds:.1f} rounds x {bound} {hms(self.round_seconds or 0)} "
-                f"a round{f', {self.seconds / 3600:,.2f} GPU hours' if self.device else ''}"
+                f"wall {total} {hms(self.seconds)} on {where}: {self.rounds:.1f} {rounds} x {bound} "
+                f"{hms(self.round_seconds or 0)} a round{f', {self.seconds / 3600:,.2f} GPU hours' if self.device else ''}"
             )
         return "\n".join(lines)
 
