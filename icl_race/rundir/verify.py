@@ -86,8 +86,8 @@ def check_provenance(d: Path, cfg: dict, meta: dict | None) -> None:
     """The results were computed from this config.json: meta.json, written in the same commit, holds
     the config they came from. An edited config.json would relabel them: a DamagedFileError naming the
     fields that differ."""
-    if not meta or not isinstance(meta.get("config"), dict):
-        return  # hand-made or old directories without one: nothing to compare
+    if not meta or not isinstance(meta.get("config"), dict) or meta["config"] == cfg:
+        return  # hand-made or old directories without one: nothing to compare; the same dict: nothing to parse
     made = with_defaults(meta["config"])
     if made != cfg:
         changed = differing_fields(made, cfg)
