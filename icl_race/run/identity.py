@@ -11,7 +11,7 @@ share the identity; nothing names them here.
 
 Packing asks one thing more: an array constant (an item pool, a Zipf law's cdf) is one input of the
 packed ensemble, not one per member, so runs pack only when those hold equal values (`arrays`: their
-digest, the one concrete build, made only for a program with array constants).
+digest, from a concrete build, made only when packs are formed).
 """
 
 from __future__ import annotations
@@ -38,16 +38,17 @@ class Identity:
 
 
 def of(run: RunPlan, pack: bool = True) -> Identity:
-    """`run`'s identity (the module's docstring): one abstract build; with `pack` (runs to group into
-    packs), a concrete one too when the program has array constants, for their values."""
+    """`run`'s identity (the module's docstring), from one build: abstract (`jax.eval_shape`), or with
+    `pack` (runs to group into packs) concrete, for the array constants' values."""
     import jax
 
     from icl_race import systems
     from icl_race.engine.memory import abstract_build
 
     cfg, tr = run.cfg, run.cfg.train
-    with systems.precision(cfg):
-        program, shapes = abstract_build(lambda: systems.build(cfg))
+    with systems.precision(cfg):  # one build: concrete when its values are asked for, else its shapes only
+        program, consts = systems.build(cfg) if pack else abstract_build(lambda: systems.build(cfg))
+        shapes = jax.eval_shape(lambda: consts) if pack else consts
     leaves = jax.tree_util.tree_leaves_with_path(shapes)
     parts = [
         repr(program),
@@ -62,8 +63,6 @@ def of(run: RunPlan, pack: bool = True) -> Identity:
     ]
     arrays = ""
     if pack and any(isinstance(v, dict) or np.ndim(v) for v in shapes.values()):
-        with systems.precision(cfg):
-            _, consts = systems.build(cfg)
         digest = hashlib.sha256()
         for name, value in sorted(jax.device_get(consts).items()):
             if isinstance(value, dict) or np.ndim(value):
