@@ -49,7 +49,7 @@ def child(args) -> None:
             {
                 "wall_s": round(time.perf_counter() - tic, 2),
                 "cpu_s": round(now.ru_utime + now.ru_stime - cpu.ru_utime - cpu.ru_stime, 2),
-                "packs": len(sweep.packs(Path(args.dir) / "none", s)),
+                "packs": len(sweep.packs(sweep.planned(Path(args.dir) / "none", s), s.pack)),
             }
         )
     )

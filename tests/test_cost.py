@@ -7,7 +7,7 @@ import pytest
 import tiny
 
 from icl_race import config
-from icl_race.run import cost
+from icl_race.run import cost, identity
 from icl_race.run.records import RunPlan
 
 # Made-up costs in round numbers, so that every projection below is arithmetic to check by hand.
@@ -21,6 +21,10 @@ def _cfg(**train) -> config.Config:
 
 def _plan(**train) -> RunPlan:
     return RunPlan.of(_cfg(**train))
+
+
+def _measured(run: RunPlan, **kw) -> cost.Cost:
+    return cost.measured(run, identity.of(run, pack=False), **kw)
 
 
 def test_a_linear_plan_costs_setup_plus_each_period_and_checkpoint_plus_the_finish():
@@ -81,29 +85,29 @@ def test_a_measured_cost_is_kept_and_measured_again_for_another_program_host_or_
     from icl_race.run import compile_cache
 
     calls = _keep_costs_in(monkeypatch, tmp_path)
-    assert cost.measured(_plan()) == COST and cost.measured(_plan()) == COST and len(calls) == 1
+    assert _measured(_plan()) == COST and _measured(_plan()) == COST and len(calls) == 1
     assert len(list(tmp_path.glob(f"*/{cost.COSTS_FILE}"))) == 1
-    cost.measured(_plan(lr=0.05))  # a traced value: the same program, the same cost
+    _measured(_plan(lr=0.05))  # a traced value: the same program, the same cost
     assert len(calls) == 1
-    cost.measured(_plan(eval_every=25))  # another chunk program
+    _measured(_plan(eval_every=25))  # another chunk program
     assert len(calls) == 2
-    cost.measured(_plan(), remeasure=True)
+    _measured(_plan(), remeasure=True)
     assert len(calls) == 3
     monkeypatch.setattr(jax, "__version__", "0.0.1")
-    cost.measured(_plan())
+    _measured(_plan())
     assert len(calls) == 4
     monkeypatch.setattr(compile_cache, "host_tag", lambda: "jax-another-host")
-    cost.measured(_plan())
+    _measured(_plan())
     assert len(calls) == 5
-    cost.measured(_plan())
+    _measured(_plan())
     assert len(calls) == 5
 
 
 def test_nothing_is_kept_with_the_compile_cache_off_and_a_damaged_file_is_measured_over(monkeypatch, tmp_path):
     calls = _keep_costs_in(monkeypatch, tmp_path)
     monkeypatch.setenv("ICL_RACE_COMPILE_CACHE", "off")
-    cost.measured(_plan())
-    cost.measured(_plan())
+    _measured(_plan())
+    _measured(_plan())
     assert len(calls) == 2 and not any(tmp_path.iterdir())
     monkeypatch.setenv("ICL_RACE_COMPILE_CACHE", str(tmp_path))
     from icl_race.run import compile_cache
@@ -111,8 +115,8 @@ def test_nothing_is_kept_with_the_compile_cache_off_and_a_damaged_file_is_measur
     path = compile_cache.directory() / cost.COSTS_FILE
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
-    assert cost.measured(_plan()) == COST and len(calls) == 3
-    assert cost.measured(_plan()) == COST and len(calls) == 3  # written over, then read
+    assert _measured(_plan()) == COST and len(calls) == 3
+    assert _measured(_plan()) == COST and len(calls) == 3  # written over, then read
 
 
 def _entry(**fields) -> str:
@@ -144,11 +148,11 @@ def test_a_damaged_cost_cache_is_set_aside_in_one_line_and_measured_again(monkey
     path = compile_cache.directory() / cost.COSTS_FILE
     path.parent.mkdir(parents=True)
     make(path)
-    assert cost.measured(_plan()) == COST and len(calls) == 1, name
+    assert _measured(_plan()) == COST and len(calls) == 1, name
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and f"{path}: damaged" in err and "measured again" in err, (name, err)
     assert len(list(path.parent.glob("costs.damaged-*.json"))) == 1, name  # set aside, not deleted
-    assert cost.measured(_plan()) == COST and len(calls) == 1, name  # the new file is read back
+    assert _measured(_plan()) == COST and len(calls) == 1, name  # the new file is read back
     assert capsys.readouterr().err == ""
 
 

@@ -14,8 +14,7 @@ from refusal import one_line_exit_2
 from seeds import train_seeds
 
 from icl_race import config, rundir, systems
-from icl_race.run import host, runner
-from icl_race.run.pack import pack_key
+from icl_race.run import host, identity, runner
 from icl_race.run.records import RunPlan
 from icl_race.run.signals import Interrupted
 
@@ -97,8 +96,9 @@ def test_a_run_that_keeps_nothing_writes_what_it_always_did(tmp_path, kept):
 def test_packed_members_keep_their_own_seeds_parameters(tmp_path, kept):
     outs = [tmp_path / "0", tmp_path / "1"]
     cfgs = [_cfg(c) for c in CELLS]
-    assert pack_key(RunPlan.of(cfgs[0])) == pack_key(RunPlan.of(cfgs[1]))
-    assert runner.execute_pack(list(zip(cfgs, outs)), **quiet) == outs
+    plans = [RunPlan.of(c) for c in cfgs]
+    assert identity.of(plans[0]).pack == identity.of(plans[1]).pack
+    assert runner.execute_pack(list(zip(plans, outs)), **quiet) == outs
     first, second = rundir.load(outs[0]), rundir.load(outs[1])
     assert first.meta["packed_with"] == 1
     for at in ("final", "at_t_icl"):

@@ -10,7 +10,7 @@ import pytest
 import tiny
 
 from icl_race import config, rundir
-from icl_race.run import pack, runner
+from icl_race.run import identity, runner
 from icl_race.run.records import RunPlan
 from icl_race.run.signals import Interrupted
 
@@ -34,6 +34,10 @@ def _cfgs():
     return [config.from_dict(c) for c in CELLS]
 
 
+def _plans():
+    return [RunPlan.of(c) for c in _cfgs()]
+
+
 @pytest.fixture(scope="module")
 def alone(tmp_path_factory) -> list[Path]:
     d = tmp_path_factory.mktemp("alone")
@@ -52,7 +56,7 @@ def _same_results(a: Path, b: Path) -> None:
 
 def test_a_packed_grid_writes_each_cell_as_it_trains_alone(tmp_path, alone):
     outs = [tmp_path / str(i) for i in range(len(CELLS))]
-    assert runner.execute_pack(list(zip(_cfgs(), outs)), progress=False, log=lambda m: None) == outs
+    assert runner.execute_pack(list(zip(_plans(), outs)), progress=False, log=lambda m: None) == outs
     for a, b in zip(outs, alone):
         _same_results(a, b)
     first, second = rundir.load_run(outs[0]), rundir.load_run(outs[1])
@@ -72,21 +76,21 @@ def test_a_packed_grid_interrupted_resumes_each_cell_from_its_own_checkpoint(tmp
 
     monkeypatch.setattr(runner, "ProgressBar", interrupt_after_first_chunk)
     with pytest.raises(Interrupted, match="step 100"):
-        runner.execute_pack(list(zip(_cfgs(), outs)), progress=True, log=lambda m: None)
+        runner.execute_pack(list(zip(_plans(), outs)), progress=True, log=lambda m: None)
     assert [rundir.cell_status(o) for o in outs] == ["partial", "partial"]
     monkeypatch.undo()
     logged = []
-    runner.execute_pack(list(zip(_cfgs(), outs)), progress=False, log=logged.append)
+    runner.execute_pack(list(zip(_plans(), outs)), progress=False, log=logged.append)
     assert sum("resuming from the checkpoint at step 100" in m for m in logged) == 2
     for a, b in zip(outs, alone):
         _same_results(a, b)
 
 
 def test_runs_of_one_program_share_a_pack_key_and_other_shapes_do_not():
-    a, b = (RunPlan.of(c) for c in _cfgs())
-    assert pack.pack_key(a) == pack.pack_key(b)
+    a, b = _plans()
+    assert identity.of(a).pack == identity.of(b).pack
     wider = config.from_dict(tiny.small(**{**CELLS[0], "model": {"width": 8}}))
-    assert pack.pack_key(RunPlan.of(wider)) != pack.pack_key(a)
+    assert identity.of(RunPlan.of(wider)).pack != identity.of(a).pack
 
 
 def test_a_run_records_what_decides_its_kernels(tmp_path, monkeypatch):

@@ -234,7 +234,7 @@ def test_a_sweep_toml_of_the_old_writer_is_the_same_spec_and_left_alone(tmp_path
 
 def test_the_plan_groups_cells_by_program_and_reads_their_state(tmp_path):
     s = sweep.expand(BASE, {"task.K": [200, 400], "model.width": [16, 32]})
-    programs = [sweep.program(c.cfg) for c in s.cells]
+    programs = [p.program for p in sweep.planned(tmp_path, s)]
     # K is traced (one program per width); the width is a shape
     assert programs[0] == programs[2] and programs[1] == programs[3] and programs[0] != programs[1]
     assert [sweep.status(tmp_path, c) for c in s.cells] == ["pending"] * 4
@@ -378,10 +378,10 @@ def test_workers_started_together_keep_each_others_record_of_the_sweep_file(tmp_
     out = tmp_path / "out"
     check_sizes = execute.check_sizes
 
-    def another_worker_starts_meanwhile(o, spec):
-        check_sizes(o, spec)
+    def another_worker_starts_meanwhile(o, todo):
+        check_sizes(o, todo)
         owner.write(owner.check(o, "sweep", ["sweep.toml", "summary.csv"]), {})
-        execute.store_spec(o, spec, log=pytest.fail)
+        execute.store_spec(o, s, log=pytest.fail)
 
     monkeypatch.setattr(execute, "check_sizes", another_worker_starts_meanwhile)
     slurm = {"minutes": 10, "partition": None, "gpus": 0, "parallelism": None}

@@ -92,11 +92,11 @@ def of_config(
 
     cfg = config.load(path, [*overrides, *([] if block is None else [f"ensemble.block={block}"])])
     say(f"{path}: {of(cfg).describe(cfg)}, {cfg.ensemble.seeds} seeds: timing its programs")
-    from icl_race.run import cost
+    from icl_race.run import cost, identity
     from icl_race.run.records import RunPlan
 
     run = RunPlan.of(cfg)
-    c = cost.measured(run, remeasure, say=lambda line: say(f"{path}: {line}"))
+    c = cost.measured(run, identity.of(run, pack=False), remeasure, say=lambda line: say(f"{path}: {line}"))
     e, tr = cfg.ensemble, cfg.train
     rate = e.block * c.first_period / max(c.period_s, 1e-9)
     return ConfigBench(

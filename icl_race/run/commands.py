@@ -109,10 +109,13 @@ def sweep(args: argparse.Namespace) -> int:
         say(f"{len(spec.cells)} cells of {args.sweep} in {out}: their state on disk, {how}")
         # At once: a dry run writes nothing but the costs it measured, each whole (run/cost.py).
         with exit_on_signals("the dry run (nothing is lost: it trains nothing, and a cost measured is kept whole)"):
+            # Its text line by line as it is made (a large grid's rows as its cells are planned); JSON at the end.
+            show = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
             plan = sweep.dry_run(
-                out, spec, not args.no_measure, args.executor, remeasure=args.remeasure, device=args.device, say=say
+                out, spec, not args.no_measure, args.executor, args.remeasure, args.device, say=say, show=show
             )
-        print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else plan.text())
+        if args.json:
+            print(json.dumps(dataclasses.asdict(plan), indent=2))
         return 0
     slurm = {
         "minutes": args.time,

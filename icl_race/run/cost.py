@@ -16,7 +16,7 @@ a local sweep's cells of one program share it, a submitit or Slurm cell is a pro
 
 A measurement trains, so it is kept (`measured`): in costs.json beside the compile cache
 (`compile_cache.directory()`; nothing is kept when the cache is off), keyed by what decides it (`key`:
-the program, the device, jax's and icl-race's versions). A second dry run of programs already measured
+the program's identity, run/identity.py, the device, jax's and icl-race's versions). A second dry run of programs already measured
 reads them and trains nothing. The file is a cache, never trusted: one that is not a regular file of at
 most 1 MiB, not JSON, or holds an entry out of range is set aside (`costs.damaged-<time>.json`, one line
 on stderr) and its programs are measured again.
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from icl_race.config import Config
+    from icl_race.run.identity import Identity
     from icl_race.run.records import RunPlan
 
 
@@ -115,43 +115,21 @@ def measure(run: RunPlan) -> Cost:
     )
 
 
-def _shape(cfg: Config) -> str:
-    """What decides the speed of a step: the static shape of the program."""
-    d = cfg.to_dict()
-    task = {k: v for k, v in d["task"].items() if k != "K"}  # K is traced: it does not change the step
-    return json.dumps(
-        [task, d["model"], d["train"]["batch_size"], d["train"]["optimizer"], d["ensemble"]["block"]], sort_keys=True
-    )
-
-
-def program(cfg: Config) -> tuple:
-    """What decides which programs a cell compiles: its step's shape and the static sizes of its chunks
-    and evaluations (the values the engine traces, K, lr, decays..., are left out). Cells of one key
-    share their compilations: the local executor keeps them between such cells (sweep.execute.run_local)."""
-    tr = cfg.train
-    return _shape(cfg), tr.steps, tr.eval_every, tr.evals_per_chunk, tr.eval_size, tr.eval_batch, tr.eval_spacing
-
-
 COSTS_FILE = "costs.json"
 
 
-def key(run: RunPlan) -> str:
-    """What decides a cell's measured Cost: its program (`program`: the step's shapes, the chunk
-    and evaluation sizes), what `measure` runs beside it (retirement, checkpoints, precision), and where:
-    the host (compile_cache.host_tag), the device kind, jax's and icl-race's versions."""
+def key(run: RunPlan, program: Identity) -> str:
+    """What decides a cell's measured Cost: its program (`program`, run/identity.py: the static fields,
+    the constants' shapes, the chunk plan, retirement, the precision...), the checkpoints `measure` times
+    beside it, and where: the host (compile_cache.host_tag), the device kind, jax's and icl-race's versions."""
     import jax
 
     import icl_race
-    from icl_race import systems
     from icl_race.run import compile_cache
 
-    cfg = run.cfg
     parts = [
-        program(cfg),
-        cfg.ensemble.retire,
-        cfg.train.checkpoint_every,
-        cfg.train.matmul_precision,
-        systems.of(cfg).needs_x64(cfg),
+        program.program,
+        run.cfg.train.checkpoint_every,
         compile_cache.host_tag(),
         jax.devices()[0].device_kind,
         jax.__version__,
@@ -160,8 +138,10 @@ def key(run: RunPlan) -> str:
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
 
-def measured(run: RunPlan, remeasure: bool = False, say: Callable[[str], None] | None = None) -> Cost:
-    """`measure`, or the cost kept for the run's `key` by an earlier measurement (`remeasure`: measure
+def measured(
+    run: RunPlan, program: Identity, remeasure: bool = False, say: Callable[[str], None] | None = None
+) -> Cost:
+    """`measure`, or the cost kept for the run's `key` (of its `program`) by an earlier measurement (`remeasure`: measure
     again, and keep the new one). Kept in costs.json beside the compile cache, none when it is off; a
     damaged file is set aside and measured over (`_read`), never an error. `say` hears which, before
     a measurement (which compiles and trains: seconds to minutes)."""
@@ -169,7 +149,7 @@ def measured(run: RunPlan, remeasure: bool = False, say: Callable[[str], None] |
 
     folder = compile_cache.directory()
     path = None if folder is None else folder / COSTS_FILE
-    k, known = key(run), _read(path)
+    k, known = key(run, program), _read(path)
     if not remeasure and k in known:
         if say:
             say(f"its cost kept from an earlier measurement ({path})")

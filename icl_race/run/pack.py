@@ -1,4 +1,4 @@
-"""The training phase, of one run or of a pack: runs of one program (`pack_key`: the same shapes and chunk
+"""The training phase, of one run or of a pack: runs of one program (run/identity.py: the same shapes and chunk
 plan, differing only in traced values: K, lr, decays, thresholds, seeds), each prepared in its own
 directory at the same step, trained as the members of one ensemble (`train_pack`). A lone run is a pack
 of one (`train_phase`), trained on its own carry."""
@@ -6,50 +6,12 @@ of one (`train_phase`), trained on its own carry."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from icl_race.run.records import Prepared, RunPlan, Trained
 from icl_race.run.signals import Stop
-
-
-def pack_key(run: RunPlan) -> tuple:
-    """What runs must share to train as one ensemble (`train_pack`): the program (its static fields,
-    the shapes), every array constant (item pools, a Zipf law's cdf...), the names and types of the
-    scalar ones (which may differ: K, lr, decays, thresholds, traced per seed), the device layout,
-    the chunk plan, retirement, the early stop, the precision and whether the carry keeps parameters at
-    t_icl (train.keep_params: engine/kept.py). Builds the system (its pools)."""
-    import jax
-
-    from icl_race import systems
-
-    cfg = run.cfg
-    with systems.precision(cfg):
-        program, consts = systems.build(cfg)
-    arrays, scalars = hashlib.sha256(), []
-    for name, value in sorted(jax.device_get(consts).items()):
-        leaves = jax.tree.leaves(value)
-        if isinstance(value, dict) or np.ndim(value):
-            for a in map(np.asarray, leaves):
-                arrays.update(f"{name}:{a.dtype}:{a.shape}".encode())
-                arrays.update(np.ascontiguousarray(a))  # its buffer, not a copy (a pool is up to 100 MB)
-        else:
-            scalars.append((name, str(np.asarray(value).dtype)))
-    tr = cfg.train
-    precision = (tr.matmul_precision, systems.of(cfg).needs_x64(cfg))
-    return (
-        program,
-        arrays.hexdigest(),
-        tuple(scalars),
-        run.layout,
-        run.chunks,
-        cfg.ensemble.retire,
-        tr.stop_when_all_acquired,
-        precision,
-        "at_t_icl" in tr.kept,
-    )
 
 
 def pack_plan(runs: Sequence[RunPlan]) -> RunPlan:
@@ -189,7 +151,7 @@ def _packed(cells: Sequence[Prepared]):
     """(consts, carry, history) of a pack: the constants the runs share, and their seeds one after
     another (each run's padding dropped; the pack padded to a whole number of its layout's units with
     copies of its last seed, discarded like any padding), each seed carrying the constants in which the
-    runs differ. Only scalars may differ (`pack_key`): an array constant is one program's input."""
+    runs differ. Only scalars may differ (identity.Identity.pack): an array constant is one program's input."""
     import jax
 
     from icl_race.engine.ensemble import MEMBER

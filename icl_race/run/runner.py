@@ -123,8 +123,8 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool, on_chunk=N
             raise RunError(f"cannot write {e.filename or out}: {e.strerror or e}; {kept}") from e
 
 
-def execute_pack(runs: Sequence[tuple[Config, Path]], progress: bool = True, log=print) -> list[Path]:
-    """Train runs of one program (`pack_key`) as the members of one ensemble (`train_pack`), each into
+def execute_pack(runs: Sequence[tuple[RunPlan, Path]], progress: bool = True, log=print) -> list[Path]:
+    """Train runs of one program (run/identity.py) as the members of one ensemble (`train_pack`), each into
     its own directory exactly as `execute` writes it: a run already done is skipped, one locked by
     another process is left to it, each resumes from its own newest checkpoint (runs standing at
     different steps train as separate packs). Returns the directories this call committed."""
@@ -132,13 +132,13 @@ def execute_pack(runs: Sequence[tuple[Config, Path]], progress: bool = True, log
     from icl_race.systems import precision
 
     todo = []
-    for cfg, out in runs:
+    for run, out in runs:
         rundir.refuse_links(out)
-        if rundir.check(cfg, out):
+        if rundir.check(run.cfg, out):
             _finished(out, False, log)  # damaged results raise, naming --redo
             log(f"{out}: results for this config already exist; nothing to do")
         else:
-            todo.append((RunPlan.of(cfg), Path(out)))
+            todo.append((run, Path(out)))
     if not todo:
         return []
     check_memory(pack_plan([run for run, _ in todo]), todo[0][1])

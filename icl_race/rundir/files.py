@@ -59,10 +59,16 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
 def with_defaults(cfg: dict) -> dict:
     """A stored config with the fields added since it was written at their defaults, so old and new
     cells pool; one written by a version with fields this one lacks is returned as it is."""
+    return _parsed(cfg)[0]
+
+
+def _parsed(cfg: dict) -> tuple[dict, Config | None]:
+    """`with_defaults`, and the typed Config it parsed (None: one this version cannot parse)."""
     try:
-        return config.from_dict(cfg).to_dict()
+        typed = config.from_dict(cfg)
     except ConfigError:
-        return cfg
+        return cfg, None
+    return typed.to_dict(), typed
 
 
 def differing_fields(a: dict, b: dict) -> list[str]:
@@ -95,6 +101,12 @@ def stored_config(d: Path) -> Config | None:
 def read_config(d: Path) -> dict:
     """The run's config as a dict, every field present (`with_defaults`): config.json, or the copy in
     meta.json when a directory has no config.json."""
+    return read_config_parsed(d)[0]
+
+
+def read_config_parsed(d: Path) -> tuple[dict, Config | None]:
+    """`read_config`, and the typed Config its one parse made (None: one this version cannot parse), which
+    a reader of the run carries (`Run.cfg`, a cell's digest) instead of parsing the dict again."""
     d = Path(d)
     raw: object  # meta.json's copy may be anything
     try:
@@ -105,10 +117,10 @@ def read_config(d: Path) -> dict:
             raise ConfigError(f"{d}: no config.json (not an icl-race run directory)") from None
     except OSError as e:
         raise ConfigError(f"{d}/config.json: unreadable ({e})") from None
-    cfg = with_defaults(raw) if isinstance(raw, dict) else raw
+    cfg, typed = _parsed(raw) if isinstance(raw, dict) else (raw, None)
     if not isinstance(cfg, dict) or not all(isinstance(cfg.get(s), dict) for s in ("task", "train")):
         raise ConfigError(f"{d}/config.json: expected sections task and train")
-    return cfg
+    return cfg, typed
 
 
 def read_meta(d: Path) -> dict | None:

@@ -9,7 +9,6 @@ from pathlib import Path
 from icl_race.config import ConfigError
 from icl_race.rundir.layout import CONFIG, LIVE, RESULTS
 from icl_race.rundir.read import Run, load_live, load_run
-from icl_race.rundir.state import state
 from icl_race.rundir.sweepdir import SweepDir, is_sweep, load_sweep
 
 
@@ -40,5 +39,5 @@ def load(d: str | Path | Run) -> Run | SweepDir:
     if (d / RESULTS).exists():
         return load_run(d)
     if (d / CONFIG).exists() or (d / LIVE).exists():
-        return load_live(d, state(d))  # its results so far, or a line saying where it stands
+        return load_live(d)  # its results so far, or a line saying where it stands
     raise ConfigError(f"{d}: neither a run directory (config.json, results.npz) nor a sweep directory (cells/)")

@@ -14,7 +14,7 @@ import numpy as np
 
 from icl_race import config
 from icl_race.config import Config, ConfigError
-from icl_race.rundir.files import read_config, read_meta, read_npz, read_params, read_results
+from icl_race.rundir.files import read_config_parsed, read_meta, read_npz, read_params, read_results
 from icl_race.rundir.layout import LIVE, LIVE_HEADLINE, SCALARS, DamagedFileError
 from icl_race.rundir.state import FINISHED, RunState, state
 from icl_race.rundir.verify import check_provenance, check_results
@@ -128,11 +128,12 @@ def load_run(d: Path) -> Run:
     return load_run_results(d)[0]
 
 
-def load_run_results(d: Path) -> tuple[Run, dict[str, np.ndarray]]:
+def load_run_results(d: Path, config: tuple[dict, Config | None] | None = None) -> tuple[Run, dict[str, np.ndarray]]:
     """`load_run`, and results.npz's arrays as read: one read of the file serves both (the runner's
-    rerun of a finished run returns them)."""
+    rerun of a finished run returns them). `config`: its config.json as a reader already read it
+    (`read_config_parsed`: a sweep's cell), not read nor parsed again."""
     d = Path(d)
-    cfg = read_config(d)
+    cfg, typed = config or read_config_parsed(d)
     res = read_results(d)
     meta = read_meta(d)
     # against the config the runner recorded with them, every field (meta.json's, which config.json must
@@ -140,7 +141,7 @@ def load_run_results(d: Path) -> tuple[Run, dict[str, np.ndarray]]:
     made = meta.get("config") if isinstance(meta, dict) and isinstance(meta.get("config"), dict) else None
     check_results(d, res, made)
     check_provenance(d, cfg, meta)
-    return run_of(d, cfg, res, meta), res
+    return run_of(d, cfg, res, meta, typed), res
 
 
 def load_live(d: Path, st: RunState | None = None) -> Run:
@@ -149,8 +150,8 @@ def load_live(d: Path, st: RunState | None = None) -> Run:
     layout too: a `Run` whose state says it is partial, as of the step live.npz holds. No live.npz is a
     ConfigError saying where the run stands."""
     d = Path(d)
-    st = st or state(d)
-    cfg = read_config(d)
+    cfg, typed = read_config_parsed(d)
+    st = st or state(d, cfg)
     try:
         res = read_npz(d / LIVE)
     except FileNotFoundError:
@@ -162,7 +163,7 @@ def load_live(d: Path, st: RunState | None = None) -> Run:
         raise DamagedFileError(f"{d / LIVE}: array {LIVE_HEADLINE}: expected the headline event's name")
     check_results(d, res, cfg, LIVE)  # no meta.json yet: config.json, which the runner wrote first
     meta = None if headline is None else {"stop_event": str(headline)}
-    run = run_of(d, cfg, res, meta)
+    run = run_of(d, cfg, res, meta, typed)
     # the step of the arrays just read, not of an earlier look at the file: the runner may have replaced it since
     st = dataclasses.replace(st, step=run.steps_run, budget=run.budget)
     return dataclasses.replace(run, meta=None, state=st)

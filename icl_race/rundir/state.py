@@ -116,26 +116,27 @@ def _live_steps(d: Path) -> tuple[int, int] | None:
     return None
 
 
-def _budget(d: Path) -> int | None:
-    """train.steps of DIR/config.json, None when it cannot be read (the reader that needs it says why)."""
+def _budget(d: Path, cfg: dict | None) -> int | None:
+    """train.steps of DIR/config.json (`cfg`, when the caller read it), None when it cannot be read (the
+    reader that needs it says why)."""
     from icl_race.config import ConfigError
     from icl_race.rundir.files import read_config
 
     with contextlib.suppress(ConfigError, OSError):
-        steps = read_config(d)["train"].get("steps")
+        steps = (cfg or read_config(d))["train"].get("steps")
         return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
     return None
 
 
-def state(d: str | Path) -> RunState:
+def state(d: str | Path, cfg: dict | None = None) -> RunState:
     """Where the run in `d` stands (the module's docstring): reads the lock, live.npz's two scalars and the
-    checkpoints' names, nothing else."""
+    checkpoints' names, nothing else (config.json's budget too, unless the caller read it: `cfg`)."""
     d = Path(d)
     if (d / RESULTS).exists():
         return FINISHED
     pid = lock_holder(d)
     live = _live_steps(d)
     ckpts = checkpoint_steps(d)
-    step, budget = live if live else (ckpts[-1] if ckpts else None, _budget(d))
+    step, budget = live if live else (ckpts[-1] if ckpts else None, _budget(d, cfg))
     kind = "training" if pid is not None else "stopped" if step is not None else "empty"
     return RunState(kind, step, budget, pid)

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from icl_race import config
-from icl_race.config import ConfigError
-from icl_race.rundir.files import read_config
+from icl_race.config import Config, ConfigError
+from icl_race.rundir.files import read_config_parsed
 from icl_race.rundir.layout import checkpoint_steps, is_done
-from icl_race.rundir.read import Run, load_run
+from icl_race.rundir.read import Run, load_run_results
 from icl_race.rundir.state import state
 
 
@@ -141,15 +141,13 @@ def _plain(value):
     return [_plain(v) for v in value] if isinstance(value, tuple | list) else value
 
 
-def _not_a_cell(name: str, cfg: dict, spec: dict | None) -> str:
-    """Why the folder cells/<name> holding `cfg` is not a cell of the sweep `spec` (sweep.toml parsed),
-    "" when it is: a folder named by a config digest (as `icl-race sweep` names them) that holds another
-    config (a swapped or copied cell), or a config off the grid (a cell of an earlier grid, or of
-    another sweep). A hand-made sweep's own names (no digest) are taken as they are."""
-    try:
-        digest = config.from_dict(cfg).digest()
-    except ConfigError:
-        digest = None
+def _not_a_cell(name: str, cfg: dict, typed: Config | None, spec: dict | None) -> str:
+    """Why the folder cells/<name> holding `cfg` (`typed`: as parsed, None when it could not be) is not a
+    cell of the sweep `spec` (sweep.toml parsed), "" when it is: a folder named by a config digest (as
+    `icl-race sweep` names them) that holds another config (a swapped or copied cell), or a config off the
+    grid (a cell of an earlier grid, or of another sweep). A hand-made sweep's own names (no digest) are
+    taken as they are."""
+    digest = typed.digest() if typed is not None else None
     if digest and len(name) == len(digest) and all(ch in "0123456789abcdef" for ch in name) and name != digest:
         return f"foreign: holds the run of another config (digest {digest}), not the cell its name says"
     if not isinstance(spec, dict):
@@ -186,19 +184,19 @@ def load_sweep(d: Path) -> SweepDir:
         spec = None
     for c in sorted(p for p in (d / "cells").iterdir() if p.is_dir()):
         try:
-            cfg = read_config(c)
+            cfg, typed = read_config_parsed(c)  # its one parse: the cell's digest, its Run.cfg
         except ConfigError as e:
             entries.append((c, None, "unreadable", None, str(e)))
             continue
-        if why := _not_a_cell(c.name, cfg, spec):
+        if why := _not_a_cell(c.name, cfg, typed, spec):
             entries.append((c, cfg, "foreign" if why.startswith("foreign") else "outside", None, why))
             continue
-        st = state(c)  # every reader's answer: finished, training or stopped as of a step, or empty
+        st = state(c, cfg)  # every reader's answer: finished, training or stopped as of a step, or empty
         if not st.finished:
             entries.append((c, cfg, "pending" if st.step is None else "partial", None, st.text()))
             continue
         try:
-            entries.append((c, cfg, "done", load_run(c), ""))
+            entries.append((c, cfg, "done", load_run_results(c, (cfg, typed))[0], ""))
         except ConfigError as e:
             entries.append((c, cfg, "unreadable", None, str(e)))
     fields = _grid_fields(spec_text, [cfg for _, cfg, *_ in entries if cfg is not None])

@@ -5,6 +5,7 @@ statistic; `icl-race run --redo` sets a finished run's damaged final files aside
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +89,8 @@ def check_provenance(d: Path, cfg: dict, meta: dict | None) -> None:
     fields that differ."""
     if not meta or not isinstance(meta.get("config"), dict):
         return  # hand-made or old directories without one: nothing to compare
+    if meta["config"] == json.loads(json.dumps(cfg)):  # the same config as JSON holds it: nothing to parse
+        return
     made = with_defaults(meta["config"])
     if made != cfg:
         changed = differing_fields(made, cfg)

@@ -28,7 +28,7 @@ from icl_race.analysis import design as dz
 from icl_race.config import ConfigError, short
 from icl_race.run.sweep.design_spec import Design, first_difference, spec_text
 from icl_race.run.sweep.execute import run_local, write_summary
-from icl_race.run.sweep.plan import cell_dir, check_sizes, status
+from icl_race.run.sweep.plan import cell_dir, check_sizes, planned, status
 from icl_race.run.sweep.spec import Cell, Sweep, expand
 from icl_race.rundir import owner
 from icl_race.rundir.sweepdir import DESIGN_JSON, read_design
@@ -250,7 +250,7 @@ def run_design(out: Path, design: Design, log, progress: bool, force: bool = Fal
     out = Path(out)
     owned = owner.check(out, "sweep", NAMES, force=force)
     check_spec(out, design, force, log)
-    check_sizes(out, sweep_of(design, largest_round(design)))
+    check_sizes(out, planned(out, sweep_of(design, largest_round(design))))
     owner.write(owner.check(out, "sweep", NAMES, force=force) if force else owned, {})
     if not (out / "sweep.toml").exists():
         owner.write_files(out, "sweep", {"sweep.toml": spec_text(design).encode()})

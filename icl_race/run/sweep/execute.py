@@ -9,13 +9,14 @@ import io
 import itertools
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from icl_race import config, rundir
 from icl_race.config import ConfigError
-from icl_race.run.sweep.plan import cell_dir, check_sizes, foreign_reason, packs, program, status, where
+from icl_race.run.sweep.plan import Planned, cell_dir, check_sizes, foreign_reason, packs, planned, status, where
 from icl_race.run.sweep.spec import Cell, Sweep, same_spec, spec_toml
 from icl_race.rundir import owner
 
@@ -136,12 +137,19 @@ def _check_cells(out: Path, sweep: Sweep, log, redo: bool) -> list[str]:
 
 
 def run_local(
-    out: Path, sweep: Sweep, log=print, progress: bool = True, redo: bool = False, listed: Sweep | None = None
+    out: Path,
+    sweep: Sweep,
+    log=print,
+    progress: bool = True,
+    redo: bool = False,
+    listed: Sweep | None = None,
+    known: Mapping[str, Planned] | None = None,
 ) -> list[str]:
     """The unfinished cells in this process, pack after pack (plan.packs: the cells of one program as
-    one ensemble; one cell at a time with [sweep] pack = false); summary.csv rewritten after each pack,
-    also after a failed one, listing `listed`'s cells (default: the sweep's; a design's round lists every
-    round's). Returns the cells it could not count (`_check_cells`)."""
+    one ensemble; one cell at a time with [sweep] pack = false), each with its plan (`known`: the plans
+    run_sweep made for its checks, carried here; plan.planned makes the others); summary.csv rewritten
+    after each pack, also after a failed one, listing `listed`'s cells (default: the sweep's; a design's
+    round lists every round's). Returns the cells it could not count (`_check_cells`)."""
     import jax
 
     from icl_race.run.runner import execute_pack
@@ -149,21 +157,21 @@ def run_local(
     problems = _check_cells(out, sweep, log, redo)
     index = {c.name: i for i, c in enumerate(sweep.cells, 1)}
     last_program = None
-    for pack in packs(out, sweep):
-        for cell in pack:
-            named = where(cell) or "(single cell)"
-            how = "resuming" if status(out, cell) == "partial" else "running"
+    for pack in packs(planned(out, sweep, known), sweep.pack):
+        for p in pack:
+            named = where(p.cell) or "(single cell)"
+            how = "resuming" if status(out, p.cell) == "partial" else "running"
             with_ = f" (packed: {len(pack)} cells of one program as one ensemble)" if len(pack) > 1 else ""
-            log(f"[{index[cell.name]}/{len(sweep.cells)}] {named}: {how} -> {cell_dir(out, cell)}{with_}")
+            log(f"[{index[p.cell.name]}/{len(sweep.cells)}] {named}: {how} -> {cell_dir(out, p.cell)}{with_}")
         # jit keeps every compiled program for the life of the process: ~44 MB per cell of a new shape,
-        # never released (benchmarks/compile_memory.py). A pack of another program drops the last one's,
-        # so the worker's memory stays flat over any number of shapes; packs of one program (the same
-        # shapes at another resume step) still share its compilation.
-        if last_program is not None and program(pack[0].cfg) != last_program:
+        # never released (benchmarks/compile_memory.py). A pack of another program (run/identity.py) drops
+        # the last one's, so the worker's memory stays flat over any number of shapes; packs of one
+        # program (the same shapes at another resume step) still share its compilation.
+        if last_program is not None and pack[0].program.program != last_program:
             jax.clear_caches()
-        last_program = program(pack[0].cfg)
+        last_program = pack[0].program.program
         try:
-            execute_pack([(c.cfg, cell_dir(out, c)) for c in pack], progress=progress, log=log)
+            execute_pack([(p.run, cell_dir(out, p.cell)) for p in pack], progress=progress, log=log)
         finally:
             write_summary(out, listed or sweep)
     return problems
@@ -298,7 +306,8 @@ def run_sweep(
     submit = submitit_params(executor, **slurm)
     names = ["sweep.toml", "summary.csv"]
     owner.check(out, "sweep", names, force=force)
-    check_sizes(out, spec)
+    todo = {p.cell.name: p for p in planned(out, spec)}  # each cell planned once, here, for all that follows
+    check_sizes(out, todo.values())
     # The folder and its marker: nothing is written before every check passed. The marker's record is read
     # again here, not kept from before check_sizes (seconds): workers started together on one DIR (one per
     # GPU, docs/gpu.md) would write back a record that lacks the sweep.toml another one wrote meanwhile.
@@ -312,7 +321,7 @@ def run_sweep(
         from icl_race.run.signals import stop_on_signals
 
         with stop_on_signals():  # a signal between two cells stops the sweep too
-            problems = run_local(out, spec, log=log, progress=progress, redo=redo)
+            problems = run_local(out, spec, log=log, progress=progress, redo=redo, known=todo)
     else:
         problems = _check_cells(out, spec, lambda m: None, redo)
         run_submitit(out, spec, *submit, wait=wait, log=log)

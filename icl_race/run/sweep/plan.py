@@ -7,14 +7,16 @@ directory; the dry run's measurements are kept in costs.json beside the compile 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from icl_race import rundir
 from icl_race.config import ConfigError
-from icl_race.run.cost import program
+from icl_race.run import identity
 from icl_race.run.progress import hms
+from icl_race.run.records import RunPlan
 from icl_race.run.sweep.spec import Cell, Sweep
 from icl_race.rundir import runset
 
@@ -59,34 +61,54 @@ def where(cell: Cell) -> str:
     return ", ".join(f"{k}={v}" for k, v in cell.values.items())
 
 
-def check_sizes(out: Path, sweep: Sweep) -> None:
+@dataclasses.dataclass(frozen=True, eq=False)
+class Planned:
+    """A cell left to train, planned once (`plan_cell`) and carried from the plan (its size, its pack, the dry
+    run) to the execution (runner.execute_pack): its RunPlan, and its program's identity, derived on first
+    use (run/identity.py; `pack`: with its array constants' values, which packing compares)."""
+
+    cell: Cell
+    run: RunPlan
+    pack: bool
+
+    @functools.cached_property
+    def program(self) -> identity.Identity:
+        return identity.of(self.run, self.pack)
+
+
+def plan_cell(cell: Cell, pack: bool) -> Planned:
+    """The cell's one derivation of its RunPlan."""
+    return Planned(cell, RunPlan.of(cell.cfg), pack)
+
+
+def planned(out: Path, sweep: Sweep, known: Mapping[str, Planned] | None = None) -> Iterator[Planned]:
+    """The cells left to train (partial or pending), in order, each planned as it comes (`plan_cell`; `known`:
+    cells planned before, taken as they are)."""
+    for cell in sweep.cells:
+        if status(out, cell) in ("partial", "pending"):
+            yield (known or {}).get(cell.name) or plan_cell(cell, sweep.pack)
+
+
+def check_sizes(out: Path, todo: Iterable[Planned]) -> None:
     """Every unfinished cell's memory estimate (host.check_memory), before the first cell starts: a
     cell too large for the device is one line naming it, not a failure hours into the sweep."""
     from icl_race.run.host import check_memory
-    from icl_race.run.records import RunPlan
 
-    for cell in sweep.cells:
-        if status(out, cell) in ("partial", "pending"):
-            try:
-                check_memory(RunPlan.of(cell.cfg), out)
-            except ConfigError as e:
-                raise ConfigError(f"cell {where(cell)}: {e}") from None
+    for p in todo:
+        try:
+            check_memory(p.run, out)
+        except ConfigError as e:
+            raise ConfigError(f"cell {where(p.cell)}: {e}") from None
 
 
-def packs(out: Path, sweep: Sweep) -> list[tuple[Cell, ...]]:
-    """The cells left to train (not done, not foreign), grouped into packs: with sweep.pack, the cells
-    of one program (pack.pack_key: the same shapes and chunk plan, differing only in traced values
-    such as K, lr, decays, thresholds and seeds) train as the members of one ensemble; without, or for
-    a cell of a program of its own, a pack is one cell. In the order of their first cells."""
-    from icl_race.run.pack import pack_key
-    from icl_race.run.records import RunPlan
-
-    groups: dict[Any, list[Cell]] = {}
-    for i, cell in enumerate(sweep.cells):
-        if status(out, cell) in ("done", "foreign"):
-            continue
-        key = pack_key(RunPlan.of(cell.cfg)) if sweep.pack else i
-        groups.setdefault(key, []).append(cell)
+def packs(todo: Iterable[Planned], pack: bool) -> list[tuple[Planned, ...]]:
+    """The cells left to train grouped into packs: with `pack` ([sweep] pack), the cells of one program
+    (identity.Identity.pack: the same shapes and chunk plan, differing only in traced values such as K,
+    lr, decays, thresholds and seeds) train as the members of one ensemble; without, or for a cell of a
+    program of its own, a pack is one cell. In the order of their first cells."""
+    groups: dict[Any, list[Planned]] = {}
+    for i, p in enumerate(todo):
+        groups.setdefault(p.program.pack if pack else i, []).append(p)
     return [tuple(g) for g in groups.values()]
 
 
@@ -122,33 +144,28 @@ class DryRun:
     packs: list[PackPlan] = dataclasses.field(default_factory=list)
     device: str | None = None  # projected for this GPU at its measured rate (cost.project_device), not measured
     estimate: bool = False  # with device: a rate scaled from another GPU or shape (cost.device_rate)
+    packed: bool = False  # the cells of one program train as one ensemble (local executor, [sweep] pack)
 
     def text(self) -> str:
-        # A measured projection is an upper bound ("<="); a GPU's, from a rate measured elsewhere and
-        # without compilation and evaluation, is an estimate ("~").
-        bound = "~" if self.device is not None else "<="
-        lines = [f"{len(self.cells)} cells in {self.out}"]
-        for c in self.cells:
-            eta = (
-                "" if c.status == "done" else ("  not measured" if c.seconds is None else f"  {bound} {hms(c.seconds)}")
+        rows = [row(c, self.device, self.packed) for c in self.cells]
+        return "\n".join([f"{len(self.cells)} cells in {self.out}", *rows, *self.totals()])
+
+    def totals(self) -> list[str]:
+        """The lines after the cells' rows: the packs, then the projection of the rest."""
+        bound, lines = _bound(self.device), []
+        for i, p in enumerate(self.packs if self.packed else []):
+            eta = "not measured" if p.seconds is None else f"{bound} {hms(p.seconds)}"
+            what = (
+                "1 cell, an ensemble" if len(p.cells) == 1 else f"{len(p.cells)} cells of one program as one ensemble"
             )
-            if c.pack is not None and len(self.packs[c.pack].cells) > 1:
-                eta = f"  pack {c.pack + 1}"
-            lines.append(f"  {c.name}  {c.status:8s} {', '.join(f'{k}={v}' for k, v in c.values.items())}{eta}")
-        for i, p in enumerate(self.packs):
-            if len(p.cells) > 1:
-                eta = "not measured" if p.seconds is None else f"{bound} {hms(p.seconds)}"
-                lines.append(
-                    f"pack {i + 1}: {len(p.cells)} cells of one program as one ensemble of {p.seeds} seeds, "
-                    f"{p.vmaps} vmaps of block {p.block}; {eta}"
-                )
+            lines.append(f"pack {i + 1}: {what} of {p.seeds} seeds, {p.vmaps} vmaps of block {p.block}; {eta}")
         done = sum(c.status == "done" for c in self.cells)
         foreign = sum(c.status == "foreign" for c in self.cells)
         if foreign:
             lines.append(f"{foreign} foreign cells (their folders hold other runs): never run nor counted")
         if self.unmeasured == len(self.cells) - done - foreign:
             lines.append(f"{done}/{len(self.cells)} done; no projection (not measured)")
-            return "\n".join(lines)
+            return lines
         note = f" (+{self.unmeasured} cells not measured)" if self.unmeasured else ""
         if self.device is not None:
             rate = "an estimate scaled from the H200's measured rate" if self.estimate else "the measured rate"
@@ -158,7 +175,7 @@ class DryRun:
                 "of the paper model, benchmarks/RESULTS.md; compilation and evaluation not counted; early "
                 "stops and retirement make it shorter)"
             )
-            return "\n".join(lines)
+            return lines
         how = (
             "packs one after another in one process, each program compiled once"
             if self.executor == "local"
@@ -169,7 +186,24 @@ class DryRun:
             f"({how}; compilation, evaluation and checkpoints measured on this machine's programs; "
             "early stops and retirement make it shorter)"
         )
-        return "\n".join(lines)
+        return lines
+
+
+def _bound(device: str | None) -> str:
+    """A measured projection is an upper bound ("<="); a GPU's, from a rate measured elsewhere and without
+    compilation and evaluation, is an estimate ("~")."""
+    return "~" if device is not None else "<="
+
+
+def row(c: CellPlan, device: str | None, packed: bool) -> str:
+    """A cell's line of the dry run: its name, state and swept values, then its pack (`packed`: the
+    pack's line has the projection) or the bound on its own run."""
+    eta = (
+        "" if c.status == "done" else "  not measured" if c.seconds is None else f"  {_bound(device)} {hms(c.seconds)}"
+    )
+    if packed and c.pack is not None:
+        eta = f"  pack {c.pack + 1}"
+    return f"  {c.name}  {c.status:8s} {', '.join(f'{k}={v}' for k, v in c.values.items())}{eta}"
 
 
 def dry_run(
@@ -180,6 +214,7 @@ def dry_run(
     remeasure: bool = False,
     device: str | None = None,
     say: Callable[[str], None] = lambda line: None,
+    show: Callable[[str], None] = lambda line: None,
 ) -> DryRun:
     """The cells with their state, their packs (`packs`: the local executor's; another executor runs
     each cell as a process of its own) and an upper bound on the rest's wall time, writing nothing.
@@ -190,54 +225,66 @@ def dry_run(
     at that GPU's measured rate instead (`cost.project_device`), nothing measured. With the local
     executor a pack of the program the previous pack ran pays no compilation (the sweep keeps it; see
     execute.run_local); with the others every cell is a fresh process and pays it. `say` hears each
-    measurement as it starts and ends (a line each: one may take minutes)."""
+    measurement as it starts and ends (a line each: one may take minutes); `show` hears `DryRun.text`
+    line by line as it is made: each cell's row once the cell is planned (`plan_cell`) and its program
+    measured, so a large grid's rows stream, then the packs (whose members are known only at the end)
+    and the totals."""
     from icl_race.run import cost
     from icl_race.run.pack import pack_plan
-    from icl_race.run.records import RunPlan
 
-    grouped = (
-        packs(out, sweep)
-        if executor == "local"
-        else [(c,) for c in sweep.cells if status(out, c) in ("partial", "pending")]
-    )
-    costs: dict[tuple, cost.Cost] = {}
-    pack_of: dict[str, int] = {}
-    plans, total, unmeasured, last_program, estimate = [], 0.0, 0, None, False
-    for i, pack in enumerate(grouped):
-        key, run, seconds = program(pack[0].cfg), pack_plan([RunPlan.of(c.cfg) for c in pack]), None
+    packed, measuring = executor == "local" and sweep.pack, measure and device is None
+    costs: dict[str, cost.Cost] = {}
+    index: dict[Any, int] = {}  # a pack's key -> its index, in the order of their first cells
+    groups: list[list[Planned]] = []
+    rows: list[CellPlan] = []
+    plans: list[PackPlan] = []
+    estimate, last = False, None  # last: the previous pack's program, which a local pack of the same reuses
+
+    def project(members: list[Planned]) -> PackPlan:
+        nonlocal estimate, last
+        run, seconds = pack_plan([m.run for m in members]), None
+        start, program = checkpoint_step(out, members[0].cell), members[0].program.program if measuring else None
         if device is not None:
-            seconds = cost.project_device(run, device, checkpoint_step(out, pack[0]))
+            seconds = cost.project_device(run, device, start)
             estimate |= cost.device_rate(run, device).estimate
-            total += seconds
-        elif key not in costs and measure:
-            name = f"program {len(costs) + 1} ({where(pack[0])}{f' and {len(pack) - 1} more cells' if len(pack) > 1 else ''})"
-            costs[key] = c = cost.measured(run, remeasure, say=lambda line: say(f"{name}: {line}"))
-            say(
-                f"{name}: setup {c.setup_s:.1f} s ({c.compile_s:.1f} s compiling), {c.period_s:.2f} s per "
-                f"{c.first_period:,}-step period of one block"
-            )
-        if device is None and key in costs:
-            start = checkpoint_step(out, pack[0])
-            seconds = cost.project(run, costs[key], start, compiled=executor == "local" and key == last_program)
-            total += seconds
-        elif device is None:
-            unmeasured += len(pack)
-        last_program = key
+        elif program in costs:
+            seconds = cost.project(run, costs[program], start, compiled=executor == "local" and program == last)
+        last = program
         e, unit = run.cfg.ensemble, run.layout.unit
         vmaps = -(-e.seeds // unit) * unit // e.block // run.layout.shards
-        plans.append(PackPlan([c.name for c in pack], e.seeds, e.block, vmaps, seconds))
-        pack_of |= {c.name: i for c in pack}
-    cells = [
-        CellPlan(
-            c.name,
-            status(out, c),
-            dict(c.values),
-            plans[pack_of[c.name]].seconds if c.name in pack_of else None,
-            pack_of.get(c.name),
-        )
-        for c in sweep.cells
-    ]
-    return DryRun(str(out), executor, cells, total, unmeasured, plans, device, estimate)
+        return PackPlan([m.cell.name for m in members], e.seeds, e.block, vmaps, seconds)
+
+    show(f"{len(sweep.cells)} cells in {out}")
+    for i, cell in enumerate(sweep.cells):
+        st = status(out, cell)
+        if st in ("partial", "pending"):
+            p = plan_cell(cell, packed)
+            if measuring and (program := p.program.program) not in costs:
+                name = f"program {len(costs) + 1} ({where(cell)})"
+                costs[program] = c = cost.measured(p.run, p.program, remeasure, say=lambda line: say(f"{name}: {line}"))
+                say(
+                    f"{name}: setup {c.setup_s:.1f} s ({c.compile_s:.1f} s compiling), {c.period_s:.2f} s per "
+                    f"{c.first_period:,}-step period of one block"
+                )
+            n = index.setdefault(p.program.pack if packed else i, len(index))
+            if n == len(groups):
+                groups.append([])
+            groups[n].append(p)
+            if not packed:  # a pack of one, whole now: projected at once
+                plans.append(project(groups[n]))
+            rows.append(CellPlan(cell.name, st, dict(cell.values), None if packed else plans[n].seconds, n))
+        else:
+            rows.append(CellPlan(cell.name, st, dict(cell.values), None))
+        show(row(rows[-1], device, packed))
+    if packed:  # a pack's members are known at the end
+        plans = [project(g) for g in groups]
+        rows = [c if c.pack is None else dataclasses.replace(c, seconds=plans[c.pack].seconds) for c in rows]
+    seconds = sum(p.seconds for p in plans if p.seconds is not None)
+    unmeasured = 0 if device is not None else sum(len(p.cells) for p in plans if p.seconds is None)
+    result = DryRun(str(out), executor, rows, seconds, unmeasured, plans, device, estimate, packed)
+    for line in result.totals():
+        show(line)
+    return result
 
 
 def unreusable(out: Path, sweep: Sweep) -> str | None:
