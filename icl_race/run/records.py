@@ -98,10 +98,6 @@ class Prepared:
     def cfg(self) -> Config:
         return self.run.cfg
 
-    @property
-    def layout(self) -> Layout:
-        return self.run.layout
-
 
 @dataclasses.dataclass(frozen=True)
 class Trained:
@@ -119,3 +115,7 @@ class Trained:
     # train.keep_params: "final" and/or "at_t_icl" -> every seed's parameters (host arrays, leading axis S)
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
 
+    @property
+    def steps_run(self) -> int:
+        """The step of the last evaluation: the budget, or where the early stop ended the training."""
+        return int(self.eval_steps[-1]) if self.eval_steps.size else 0
