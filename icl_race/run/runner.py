@@ -104,7 +104,7 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool, on_chunk=N
                         hook(p)
 
                 trained = train_phase(prepared, stop, each_chunk)
-            return commit(out, prepared, trained)
+                return commit(out, prepared, trained)
         except CheckpointError as e:
             raise RunError(
                 f"{e}: rerun the same command to resume from it"
