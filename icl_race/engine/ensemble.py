@@ -184,13 +184,6 @@ def chunk_on_device(program: Program, block: int, eval_every: int, capacity: int
     return _over_seeds(one_seed, block, consts, carry, t0, n)
 
 
-def _dispatch(program: Program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, capacity: int | None):
-    """Dispatch n_evals periods in the program of `capacity` (default n_evals) periods, without waiting:
-    metrics stay on the device, `capacity` columns, of which the first n_evals are the chunk's."""
-    fn = functools.partial(chunk_on_device, program, layout.block, eval_every, capacity or n_evals)
-    return on_each_device(fn, carry, consts, t0, jax.device_put(np.int32(n_evals)))
-
-
 @jax.jit
 def _take(carry, idx_U):
     """The seeds idx_U of a carry (an index past the end reads the last seed: a filler, never written back)."""
@@ -250,8 +243,11 @@ def run_chunk(
     runs the one-block program (one compilation whatever the number of live seeds), and its seeds are
     written back into the full carry; a seed that did not run has NaN metrics (`train` holds its last
     evaluated value there)."""
+    # Dispatched, not waited for: the metrics stay on the device, `capacity` columns, the first n_evals the chunk's.
+    chunk = functools.partial(chunk_on_device, program, layout.block, eval_every, capacity or n_evals)
+    n = jax.device_put(np.int32(n_evals))
     if live_L is None:
-        carry, metrics = _dispatch(program, layout, eval_every, n_evals, carry, consts, t0, capacity)
+        carry, metrics = on_each_device(chunk, carry, consts, t0, n)
         return carry, {k: v[:, :n_evals] for k, v in jax.device_get(metrics).items()}
     S = jax.tree.leaves(carry)[0].shape[0]
     sharding = jax.tree.leaves(carry)[0].sharding
@@ -260,8 +256,7 @@ def run_chunk(
         block = _take(carry, idx_U)
         if len(sharding.device_set) > 1:  # each device takes one block of the `unit` seeds
             block = jax.device_put(block, sharding)
-        # Dispatched, not fetched: the blocks queue on the device, the metrics are read after the last.
-        block, metrics = _dispatch(program, layout, eval_every, n_evals, block, consts, t0, capacity)
+        block, metrics = on_each_device(chunk, block, consts, t0, n)  # the blocks queue; metrics read after the last
         carry = _put(carry, idx_U, block)
         parts.append((idx_U, metrics))
     full: dict[str, np.ndarray] = {}
