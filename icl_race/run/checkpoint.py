@@ -38,7 +38,6 @@ from icl_race.configbase import short
 if TYPE_CHECKING:
     from icl_race.config import Config
     from icl_race.engine.program import Carry, Consts, Program
-    from icl_race.run.records import RunPlan
 
 
 def tree_digest(tree) -> str:
@@ -238,9 +237,10 @@ class Checkpointer:
             return tree, meta
         return None
 
-    def resume(self, out: Path, run: RunPlan, program: Program, consts: Consts, log) -> tuple[dict, int] | None:
-        """(tree, step) of the newest intact checkpoint that continues this run (`check_resume`), repadded
-        to this process's devices; None when there is none: the run starts fresh."""
+    def resume(self, out: Path, run, program: Program, consts: Consts, log) -> tuple[dict, int] | None:
+        """(tree, step) of the newest intact checkpoint that continues `run` (a records.RunPlan, untyped here:
+        records imports this module) (`check_resume`), repadded to this process's devices; None when there
+        is none: the run starts fresh."""
         restored = self.restore_latest(report=lambda m: log(f"{out}: {m}"), plan=run.chunks)
         if not restored:
             return None
