@@ -227,9 +227,9 @@ def op_profile(program, consts, steps=20, calls=5, top=12):
     import re
     import tempfile
 
-    from icl_race.engine.ensemble import Layout, init_ensemble, steps_on_device
+    from icl_race.engine.ensemble import Layout, start, steps_on_device
 
-    carry = init_ensemble(program, Layout(block=1), seed_keys(0, np.arange(1)), consts)
+    carry, consts = start(program, Layout(block=1), 0, np.arange(1), consts)
     run = lambda c, t: steps_on_device(program, 1, steps, c, consts, jnp.int32(t))
     carry, loss = run(carry, 0)
     jax.block_until_ready(loss)

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 
 from icl_race.engine.chunks import chunk_plan
-from icl_race.engine.ensemble import Layout, init_ensemble, padded_seed_ids, seed_keys, train
+from icl_race.engine.ensemble import Layout, start, train
 
 
 def train_seeds(program, consts, cfg, seed_ids, block: int, evals_per_chunk: int | None = None, **kw):
@@ -15,7 +15,7 @@ def train_seeds(program, consts, cfg, seed_ids, block: int, evals_per_chunk: int
     (stop_event, live_seeds, retire, ...). Returns train's (carry, curves, eval_steps): per-seed arrays
     hold the padding seeds after `seed_ids`."""
     layout = Layout(block)
-    carry = init_ensemble(program, layout, seed_keys(0, padded_seed_ids(np.asarray(seed_ids), layout)), consts)
+    carry, consts = start(program, layout, 0, np.asarray(seed_ids), consts)
     tr = cfg.train
     plan = chunk_plan(tr.steps, tr.eval_every, evals_per_chunk or tr.evals_per_chunk)
     return train(program, consts, carry, layout=layout, plan=plan, **kw)

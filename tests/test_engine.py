@@ -11,7 +11,7 @@ from seeds import first_seeds, train_seeds
 
 from icl_race import config
 from icl_race.engine.chunks import chunk_plan
-from icl_race.engine.ensemble import Layout, init_ensemble, padded_seed_ids, run_chunk, seed_keys, train
+from icl_race.engine.ensemble import Layout, run_chunk, start, train
 from icl_race.engine.program import Program
 from icl_race.run import compile_stats
 from icl_race.systems import build
@@ -44,7 +44,7 @@ class Scripted(Program):
 def _run_scripted(trace, steps, freeze_event=None, stop_event=None, evals_per_chunk=2, confirm=()):
     program = Scripted(freeze_event, confirm)
     consts = {"trace": jnp.asarray(trace, jnp.float32)}
-    carry = init_ensemble(program, Layout(3), seed_keys(0, np.arange(3)), consts)
+    carry, _ = start(program, Layout(3), 0, np.arange(3), consts)
     return train(
         program,
         consts,
@@ -98,7 +98,7 @@ def test_run_ends_once_every_seed_fired_the_stop_event():
 def test_chunk_donates_the_ensemble_state():
     program = Scripted()
     consts = {"trace": jnp.ones(4)}
-    carry = init_ensemble(program, Layout(2), seed_keys(0, np.arange(2)), consts)
+    carry, _ = start(program, Layout(2), 0, np.arange(2), consts)
     leaf = carry["state"]["updates"]
     run_chunk(program, Layout(2), EVAL_EVERY, 1, carry, consts, jnp.int32(0))
     assert leaf.is_deleted()
@@ -111,8 +111,7 @@ def _tiny(tiny_raw, **train):
 
 def _ensemble(cfg, seed_ids, block=8):
     program, consts = build(cfg)
-    ids = padded_seed_ids(np.asarray(seed_ids), Layout(block))
-    carry = init_ensemble(program, Layout(block), seed_keys(cfg.ensemble.root_seed, ids), consts)
+    carry, _ = start(program, Layout(block), cfg.ensemble.root_seed, np.asarray(seed_ids), consts)
     tr = cfg.train
     carry, curves, _ = train(
         program,
@@ -171,7 +170,7 @@ def test_log_spaced_run_resumed_at_a_chunk_boundary_equals_an_uninterrupted_one(
     program = Scripted()
     consts = {"trace": jnp.linspace(0.0, 1.0, 200)}
     kw = dict(layout=Layout(3), plan=chunk_plan(600, EVAL_EVERY, 3, "log"))
-    fresh = lambda: init_ensemble(program, Layout(3), seed_keys(0, np.arange(3)), consts)
+    fresh = lambda: start(program, Layout(3), 0, np.arange(3), consts)[0]
     _, curves, steps = train(program, consts, fresh(), **kw)
     np.testing.assert_array_equal(steps, [10, 20, 30, 50, 70, 90, 130, 170, 210, 290, 370, 450, 600])
     # The probe reads the trace at updates // 10 - 1: a log grid samples it at the grid's own times.
@@ -214,7 +213,7 @@ def test_padding_seeds_never_count_in_the_stop_test():
 
     def steps_run(live):
         layout = Layout(4)
-        carry = init_ensemble(Dud(), layout, seed_keys(0, padded_seed_ids(np.arange(3), layout)), consts)
+        carry, _ = start(Dud(), layout, 0, np.arange(3), consts)
         carry["state"]["dud"] = carry["state"]["dud"].at[3].set(True)  # the padding seed never fires
         _, _, eval_steps = train(
             Dud(),
@@ -234,7 +233,7 @@ def test_padding_seeds_never_count_in_the_stop_test():
 def test_nothing_crosses_between_device_and_host_inside_a_chunk(tiny_raw):
     program, consts = build(_tiny(tiny_raw, steps=20, eval_every=10))
     layout = Layout(2)
-    carry = init_ensemble(program, layout, seed_keys(0, np.arange(2)), consts)
+    carry, _ = start(program, layout, 0, np.arange(2), consts)
     carry, _ = run_chunk(program, layout, 10, 2, carry, consts, jnp.int32(0))  # compiles outside the guard
     t0 = jnp.int32(20)
     with jax.transfer_guard("disallow"):
@@ -292,7 +291,7 @@ def test_a_shorter_last_chunk_compiles_no_program_of_its_own(tiny_raw):
         cfg = _tiny(tiny_raw, steps=steps, eval_every=10, evals_per_chunk=2)
         program, consts = build(cfg)
         layout = Layout(2)
-        carry = init_ensemble(program, layout, seed_keys(0, np.arange(2)), consts)
+        carry, _ = start(program, layout, 0, np.arange(2), consts)
         jax.clear_caches()
         before = compile_stats.snapshot()[0]
         _, curves, steps_seen = train(program, consts, carry, layout=layout, plan=chunk_plan(steps, 10, 2))

@@ -11,7 +11,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from icl_race.engine.chunks import chunk_plan
-from icl_race.engine.ensemble import Layout, init_ensemble, padded_seed_ids, seed_keys, train
+from icl_race.engine.ensemble import Layout, start, train
 from icl_race.models.linear_attention import LinearAttention, code_units, optimal_gamma
 from icl_race.systems.linear_attention import LinearAttentionRegression, gradient_flow, log_subsample
 from icl_race.tasks import regression as task
@@ -36,8 +36,7 @@ def _max_abs(a, b):
 
 def _run(program, consts, *, seeds, steps, eval_every, block=4):
     layout = Layout(block)
-    ids = padded_seed_ids(np.arange(seeds), layout)
-    carry = init_ensemble(program, layout, seed_keys(0, ids), consts)
+    carry, _ = start(program, layout, 0, np.arange(seeds), consts)
     carry, curves, eval_steps = train(
         program,
         consts,

@@ -8,7 +8,7 @@ import tiny
 
 from icl_race import config
 from icl_race.engine import memory
-from icl_race.engine.ensemble import chunk_on_device, init_on_device
+from icl_race.engine.ensemble import Layout, chunk_on_device, init_on_device
 from icl_race.systems import build, precision
 
 CASES = {
@@ -42,10 +42,8 @@ def test_estimate_bounds_what_xla_allocates_for_the_chunk(name):
         est = memory.estimate(
             program,
             consts,
-            seeds_per_device=block,
-            shards=1,
-            block=block,
-            total_seeds=block,
+            layout=Layout(block),
+            seeds=block,
             evals=10,
             checkpoints=False,
             on_cpu=False,

@@ -14,11 +14,10 @@ from icl_race.engine.ensemble import (
     DIVERGED,
     Layout,
     blocks_of,
-    init_ensemble,
-    padded_seed_ids,
     retired,
     retirement_steps,
     seed_keys,
+    start,
     train,
 )
 from icl_race.engine.program import Program
@@ -100,7 +99,7 @@ PLAN = chunk_plan(200, EVAL_EVERY, 2)
 
 def _staggered(seeds=10, block=4, retire=True, program=Staggered(), **kw):
     layout = Layout(block)
-    carry = init_ensemble(program, layout, seed_keys(0, padded_seed_ids(np.arange(seeds), layout)), TRACE)
+    carry, _ = start(program, layout, 0, np.arange(seeds), TRACE)
     live = []
     carry, curves, steps = train(
         program,
@@ -166,7 +165,7 @@ def test_once_every_seed_retired_the_run_goes_on_to_its_budget_computing_nothing
 
 def test_resumed_after_retirements_equals_uninterrupted():
     layout, seeds = Layout(4), 10
-    fresh = lambda: init_ensemble(Staggered(), layout, seed_keys(0, padded_seed_ids(np.arange(seeds), layout)), TRACE)
+    fresh = lambda: start(Staggered(), layout, 0, np.arange(seeds), TRACE)[0]
     kw = dict(layout=layout, live_seeds=seeds, retire=True, plan=PLAN)
     saved = {}
     _, curves, steps = train(

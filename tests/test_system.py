@@ -7,7 +7,7 @@ import pytest
 from seeds import train_seeds
 
 from icl_race import config
-from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys
+from icl_race.engine.ensemble import Layout, start
 from icl_race.systems import build
 
 
@@ -47,7 +47,7 @@ def test_two_layer_with_frozen_readout_trains_everything_else():
         "train": {"batch_size": 16, "steps": 20, "eval_every": 10, "eval_size": 50},
     }
     program, consts, carry, _, _ = _run(raw)
-    init = init_ensemble(program, Layout(2), seed_keys(0, np.arange(2)), consts)
+    init, _ = start(program, Layout(2), 0, np.arange(2), consts)
     same = jax.tree.map(lambda a, b: bool(jnp.all(a == b)), carry["state"]["params"], init["state"]["params"])
     assert all(jax.tree.leaves(same["readout"]))
     assert not any(jax.tree.leaves(same["attn1"])) and not any(jax.tree.leaves(same["mlp1"]))
@@ -71,7 +71,7 @@ def test_frozen_group_stays_bit_identical_to_init(freeze, frozen, trained):
         },
     }
     program, consts, carry, _, _ = _run(raw)
-    init = init_ensemble(program, Layout(2), seed_keys(0, np.arange(2)), consts)
+    init, _ = start(program, Layout(2), 0, np.arange(2), consts)
     same = jax.tree.map(lambda a, b: bool(jnp.all(a == b)), carry["state"]["params"], init["state"]["params"])
     assert all(v for m in frozen for v in jax.tree.leaves(same[m]))
     assert not any(v for m in trained for v in jax.tree.leaves(same[m]))

@@ -23,7 +23,7 @@ import numpy as np
 from icl_race.engine.chunks import Chunk, ChunkPlan
 from icl_race.engine.kept import KEPT, capture
 from icl_race.engine.program import Carry, Consts, Program
-from icl_race.engine.sharding import on_each_device
+from icl_race.engine.sharding import on_each_device, place
 
 INIT_STREAM, TRAIN_STREAM, PROBE_STREAM = 0, 1, 2
 
@@ -46,14 +46,6 @@ class Layout:
         return self.block * self.shards
 
 
-def padded_seed_ids(seed_ids: np.ndarray, layout: Layout) -> np.ndarray:
-    """Seed ids extended with the next ids up to a multiple of layout.unit: the extra seeds are
-    trained and discarded, so that every seed is computed in a vmap of exactly `block` seeds."""
-    seed_ids = np.asarray(seed_ids, np.int64)
-    extra = -len(seed_ids) % layout.unit
-    return np.concatenate([seed_ids, seed_ids.max() + 1 + np.arange(extra)])
-
-
 def seed_keys(root_seed: int, seed_ids: np.ndarray) -> jax.Array:
     root = jax.random.key(root_seed)
     return jax.vmap(lambda s: jax.random.fold_in(root, s))(jnp.asarray(seed_ids, jnp.uint32))
@@ -65,7 +57,7 @@ def _over_seeds(one_seed, block: int, consts, carry, *args):
     batched = jax.vmap(one_seed, in_axes=(None, 0) + (None,) * len(args))
     S = jax.tree.leaves(carry)[0].shape[0]
     if S % block:
-        raise ValueError(f"{S} seeds on a device is not a multiple of block {block}; use padded_seed_ids")
+        raise ValueError(f"{S} seeds on a device is not a multiple of block {block}; pad with `start`")
     if S == block:
         return batched(consts, carry, *args)
     out = jax.lax.map(
@@ -105,10 +97,16 @@ def init_on_device(program: Program, block: int, keys_S: jax.Array, consts: Cons
     return _over_seeds(functools.partial(_init_seed, program), block, consts, keys_S)
 
 
-def init_ensemble(program: Program, layout: Layout, keys_S: jax.Array, consts: Consts) -> Carry:
-    """The ensemble carry: every leaf has a leading seed axis S (a multiple of layout.unit), split
-    over devices as keys_S is."""
-    return on_each_device(functools.partial(init_on_device, program, layout.block), keys_S, consts)
+def start(program: Program, layout: Layout, root: int, seed_ids: np.ndarray, consts: Consts) -> tuple[Carry, Consts]:
+    """The ensemble carry at step 0 and its constants, laid out over layout's devices. `seed_ids` are
+    extended with the next ids up to whole units (layout.unit): the extra seeds are trained and then
+    discarded, so that every seed is computed in a vmap of exactly `block` seeds. Seed s's key is
+    fold_in(key(root), s); the keys are split along the seed axis, the constants put on every
+    device (engine/sharding.py), and each device initialises its seeds with the single-device program."""
+    ids = np.asarray(seed_ids, np.int64)
+    keys_S = seed_keys(root, np.concatenate([ids, ids.max() + 1 + np.arange(-len(ids) % layout.unit)]))
+    keys_S, consts = place(keys_S, consts, layout.shards)
+    return on_each_device(functools.partial(init_on_device, program, layout.block), keys_S, consts), consts
 
 
 def _tree_where(cond, on_true, on_false):
@@ -191,13 +189,6 @@ def chunk_on_device(program: Program, block: int, eval_every: int, capacity: int
     return _over_seeds(one_seed, block, consts, carry, t0, n)
 
 
-def _dispatch(program: Program, layout: Layout, eval_every: int, n_evals: int, carry, consts, t0, capacity: int | None):
-    """Dispatch n_evals periods in the program of `capacity` (default n_evals) periods, without waiting:
-    metrics stay on the device, `capacity` columns, of which the first n_evals are the chunk's."""
-    fn = functools.partial(chunk_on_device, program, layout.block, eval_every, capacity or n_evals)
-    return on_each_device(fn, carry, consts, t0, jax.device_put(np.int32(n_evals)))
-
-
 @jax.jit
 def _take(carry, idx_U):
     """The seeds idx_U of a carry (an index past the end reads the last seed: a filler, never written back)."""
@@ -262,8 +253,11 @@ def run_chunk(
     runs the one-block program (one compilation whatever the number of live seeds), and its seeds are
     written back into the full carry; a seed that did not run has NaN metrics (`train` holds its last
     evaluated value there)."""
+    # Dispatched, not waited for: the metrics stay on the device, `capacity` columns, the first n_evals the chunk's.
+    chunk = functools.partial(chunk_on_device, program, layout.block, eval_every, capacity or n_evals)
+    n = jax.device_put(np.int32(n_evals))
     if live_L is None:
-        carry, metrics = _dispatch(program, layout, eval_every, n_evals, carry, consts, t0, capacity)
+        carry, metrics = on_each_device(chunk, carry, consts, t0, n)
         return carry, {k: v[:, :n_evals] for k, v in jax.device_get(metrics).items()}
     S = jax.tree.leaves(carry)[0].shape[0]
     sharding = jax.tree.leaves(carry)[0].sharding
@@ -272,8 +266,7 @@ def run_chunk(
         block = _take(carry, idx_U)
         if len(sharding.device_set) > 1:  # each device takes one block of the `unit` seeds
             block = jax.device_put(block, sharding)
-        # Dispatched, not fetched: the blocks queue on the device, the metrics are read after the last.
-        block, metrics = _dispatch(program, layout, eval_every, n_evals, block, consts, t0, capacity)
+        block, metrics = on_each_device(chunk, block, consts, t0, n)  # the blocks queue; metrics read after the last
         carry = _put(carry, idx_U, block)
         parts.append((idx_U, metrics))
     full: dict[str, np.ndarray] = {}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from icl_race.engine.ensemble import _init_seed
+from icl_race.engine.ensemble import Layout, _init_seed
 from icl_race.engine.kept import copies
 from icl_race.engine.program import Consts, Program
 
@@ -75,18 +75,17 @@ def estimate(
     program: Program,
     consts: Consts,
     *,
-    seeds_per_device: int,
-    shards: int,
-    block: int,
-    total_seeds: int,
+    layout: Layout,
+    seeds: int,
     evals: int,
     checkpoints: bool,
     on_cpu: bool,
     kept: tuple[str, ...] = (),
 ) -> Estimate:
-    """The memory of a run of `program` (call inside the system's precision context) with abstract
-    `consts` (from `abstract_build`); `kept`: the parameters train.keep_params keeps ("at_t_icl" rides
-    in the carry, engine/kept.py)."""
+    """The memory of `seeds` seeds of `program` laid out by `layout`, evaluated `evals` times (call inside
+    the system's precision context), with abstract `consts` (from `abstract_build`); `kept`: the parameters
+    train.keep_params keeps ("at_t_icl" rides in the carry, engine/kept.py)."""
+    seeds_per_device = -(-seeds // layout.unit) * layout.block
     key = jax.eval_shape(lambda: jax.random.key(0))
     seed = jax.eval_shape(lambda k, c: _init_seed(program, c, k), key, consts)  # the state, key, first passages
     probes = jax.eval_shape(program.probe, seed["state"], consts, key)
@@ -97,13 +96,13 @@ def estimate(
     per_eval = tree_bytes(probes) + jnp.dtype(jnp.float32).itemsize  # + train_loss
     return Estimate(
         seeds=seeds_per_device,
-        shards=shards,
+        shards=layout.shards,
         state=state_b,
         consts=tree_bytes(consts),
-        work=block * (work + 2 * state_b),
-        history=total_seeds * evals * per_eval,
-        copies=2 * seeds_per_device * shards * state_b if checkpoints else 0,
+        work=layout.block * (work + 2 * state_b),
+        history=seeds * evals * per_eval,
+        copies=2 * seeds_per_device * layout.shards * state_b if checkpoints else 0,
         on_cpu=on_cpu,
         params=params_b,
-        kept=total_seeds * len(kept) * params_b,
+        kept=seeds * len(kept) * params_b,
     )

@@ -237,6 +237,18 @@ class Checkpointer:
             return tree, meta
         return None
 
+    def resume(self, out: Path, run, program: Program, consts: Consts, log) -> tuple[dict, int] | None:
+        """(tree, step) of the newest intact checkpoint that continues `run` (a records.RunPlan, untyped here:
+        records imports this module) (`check_resume`), repadded to this process's devices; None when there
+        is none: the run starts fresh."""
+        restored = self.restore_latest(report=lambda m: log(f"{out}: {m}"), plan=run.chunks)
+        if not restored:
+            return None
+        tree, meta = restored
+        check_resume(out, tree, meta, run.cfg, run.digest, program, consts)
+        log(f"{out}: resuming from the checkpoint at step {meta['step']:,}")
+        return repad(tree, run.layout.unit, run.cfg.ensemble.seeds), meta["step"]
+
     def _move_aside(self, step: int) -> None:
         root = Path(self.manager.directory)
         aside = root.with_name(root.name + ".damaged")
@@ -293,9 +305,10 @@ def check_resume(out: Path, tree: dict, meta: dict, cfg: Config, digest: str, pr
         )
 
 
-def repad(tree: dict, padded: int, live: int) -> dict:
+def repad(tree: dict, unit: int, live: int) -> dict:
     """A checkpoint saved with another padding (another device count): keep the live seeds and pad
-    with copies of the first one, which are discarded like any padding seed."""
+    to whole units of this layout with copies of the first one, discarded like any padding seed."""
+    padded = -(-live // unit) * unit
 
     def fix(a):
         a = np.asarray(a)

@@ -28,8 +28,7 @@ def results_arrays(prepared: Prepared, trained: Trained) -> dict[str, np.ndarray
     """results.npz's arrays (rundir/layout.py) of what was trained."""
     from icl_race.engine.ensemble import DIVERGED, retirement_steps
 
-    program, tr, t_first = prepared.program, prepared.cfg.train, trained.t_first
-    steps_run = int(trained.eval_steps[-1]) if trained.eval_steps.size else 0
+    program, tr, t_first, steps_run = prepared.program, prepared.cfg.train, trained.t_first, trained.steps_run
     results: dict[str, Any] = {  # arrays, and two int64 scalars
         "seed_ids": prepared.seed_ids,
         **{f"t_{ev}": t_first[ev].astype(np.int64) for ev in program.event_names},
@@ -44,14 +43,15 @@ def results_arrays(prepared: Prepared, trained: Trained) -> dict[str, np.ndarray
     return results
 
 
-def meta(prepared: Prepared, trained: Trained, results: dict[str, np.ndarray]) -> dict:
+def meta(prepared: Prepared, trained: Trained) -> dict:
     """meta.json's record: the config and its digest, the versions and the machine (rundir/provenance.py),
     the compiled programs' provenance and counts, the training's time and throughput, and the headline
     counts of the results."""
+    from icl_race.engine.ensemble import DIVERGED
     from icl_race.run import compile_cache
     from icl_race.rundir.provenance import provenance
 
-    cfg, stop = prepared.cfg, prepared.program.stop_event
+    cfg, stop, t_first = prepared.cfg, prepared.program.stop_event, trained.t_first
     trained_s = max(trained.run_seconds - trained.compile_seconds, 1e-9)
     # packed: the pack's seed-steps over its time, the machine's throughput as for a lone run
     pack_cells, seed_steps = trained.pack or (1, trained.seed_steps_computed)
@@ -69,11 +69,11 @@ def meta(prepared: Prepared, trained: Trained, results: dict[str, np.ndarray]) -
         "seed_steps_per_s": round(seed_steps / trained_s, 1),
         "seed_steps_computed": trained.seed_steps_computed,
         **({"packed_with": pack_cells - 1} if trained.pack else {}),  # runs trained in one ensemble with it
-        "steps_run": int(results["steps_run"]),
+        "steps_run": trained.steps_run,
         "seeds": cfg.ensemble.seeds,
         "stop_event": stop,
-        "acquired": int(np.sum(results[f"t_{stop}"] >= 0)),
-        "diverged": int(np.sum(results["diverged"])),
+        "acquired": int(np.sum(t_first[stop] >= 0)),
+        "diverged": int(np.sum(t_first[DIVERGED] >= 0)),
     }
 
 
@@ -85,10 +85,10 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> Finished:
     from icl_race.plots import histogram, png_bytes
 
     cfg, stop = prepared.cfg, prepared.program.stop_event
+    record = meta(prepared, trained)
     results = results_arrays(prepared, trained)
-    record = meta(prepared, trained, results)
     t_kept = results[f"t_{stop}"][~results["diverged"]]
-    censored_at = censor_time(cfg.train.steps, int(results["steps_run"]), bool(np.any(t_kept < 0)))
+    censored_at = censor_time(cfg.train.steps, trained.steps_run, bool(np.any(t_kept < 0)))
     title = f"t_{stop}, {systems.of(cfg).describe(cfg)}, {cfg.ensemble.seeds} seeds"
     hist = png_bytes(histogram(t_kept, censored_at, title=title, xlabel=f"t_{stop} (steps)"), dpi=120)
     from icl_race.report.partial import retire

@@ -66,7 +66,7 @@ def measure(run: RunPlan) -> Cost:
 
     from icl_race import systems
     from icl_race.engine.chunks import ChunkPlan
-    from icl_race.engine.ensemble import Layout, init_ensemble, seed_keys, train
+    from icl_race.engine.ensemble import Layout, start, train
     from icl_race.plots import histogram, png_bytes
     from icl_race.run import compile_cache, compile_stats
 
@@ -83,7 +83,7 @@ def measure(run: RunPlan) -> Cost:
     with systems.precision(cfg):
         tic = time.perf_counter()
         program, consts = systems.build(cfg)
-        carry = init_ensemble(program, layout, seed_keys(e.root_seed, np.arange(e.block)), consts)
+        carry, consts = start(program, layout, e.root_seed, np.arange(e.block), consts)
         carry, curves, steps = train(program, consts, carry, **one_period)
         first = time.perf_counter() - tic
         compile_s = compile_stats.snapshot()[1] - compiled0

@@ -62,28 +62,9 @@ def check_memory(run: RunPlan, out: Path | None = None) -> None:
     (train.keep_params) cannot fit on the disk of `out`, the run's directory."""
     import jax
 
-    from icl_race.engine import memory
-    from icl_race.systems import build, precision
-
-    cfg, lay = run.cfg, run.layout
+    cfg, est = run.cfg, run.estimate
     e, tr = cfg.ensemble, cfg.train
-    padded = -(-e.seeds // lay.unit) * lay.unit
-    evals = tr.steps // tr.eval_every if tr.eval_spacing == "linear" else sum(n for _, _, n in run.chunks)
     device = jax.local_devices()[0]
-    with precision(cfg):
-        program, consts = memory.abstract_build(lambda: build(cfg))
-        est = memory.estimate(
-            program,
-            consts,
-            seeds_per_device=padded // lay.shards,
-            shards=lay.shards,
-            block=e.block,
-            total_seeds=e.seeds,
-            evals=evals,
-            checkpoints=tr.checkpoint_every > 0,
-            on_cpu=device.platform == "cpu",
-            kept=tr.kept,
-        )
     checks = [(est.parts(), *device_limit(device))]
     if device.platform != "cpu":
         checks.append((est.host_parts(), host_available(), "available host memory"))

@@ -5,6 +5,7 @@ of one (`train_phase`), trained on its own carry."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 
@@ -85,12 +86,15 @@ def train_pack(cells: Sequence[Prepared], stop: Stop, on_chunk: Callable | None 
             stop.check(p.step, min(saved))
 
     stop.check(first.start, first.start)  # a signal that arrived before training (or between a sweep's cells)
-    try:
+    with contextlib.ExitStack() as closing:  # each checkpointer's last save waited for, then closed, even if one fails
+        for ckpt in (p.checkpointer for p in cells if p.checkpointer):
+            closing.callback(ckpt.close)
+            closing.callback(ckpt.wait)
         carry, curves, eval_steps = train(
             first.program,
             consts,
             carry,
-            layout=first.layout,
+            layout=first.run.layout,
             plan=first.run.chunks,
             live_seeds=seeds,
             start_step=first.start,
@@ -100,13 +104,6 @@ def train_pack(cells: Sequence[Prepared], stop: Stop, on_chunk: Callable | None 
             on_chunk=each_chunk,
             members=members,
         )
-    finally:
-        for prep in cells:
-            if prep.checkpointer:
-                try:
-                    prep.checkpointer.wait()
-                finally:
-                    prep.checkpointer.close()
     spent = Counters.now().since(first.since)
     t_first = jax.device_get(carry["t_first"])
     kept = _kept_params(first.program, carry, {k for p in cells for k in p.cfg.train.kept})
@@ -160,7 +157,7 @@ def _packed(cells: Sequence[Prepared]):
 
     first = cells[0]
     sizes = [len(p.seed_ids) for p in cells]
-    padded = -(-sum(sizes) // first.layout.unit) * first.layout.unit
+    padded = -(-sum(sizes) // first.run.layout.unit) * first.run.layout.unit
     fill = lambda a: np.concatenate([a, np.repeat(a[-1:], padded - len(a), axis=0)])
     values = [jax.device_get(p.consts) for p in cells]
     differ = [k for k in values[0] if any(not np.array_equal(v[k], values[0][k]) for v in values[1:])]
@@ -170,7 +167,7 @@ def _packed(cells: Sequence[Prepared]):
     member = {k: fill(np.concatenate([np.full(n, v[k]) for v, n in zip(values, sizes)])) for k in differ}
     hosts = [host_carry(p.carry) for p in cells]
     carry = jax.tree.map(lambda *a: fill(np.concatenate([x[:n] for x, n in zip(a, sizes)])), *hosts)
-    carry, consts = place(device_carry({**carry, MEMBER: member}), consts, first.layout.shards)
+    carry, consts = place(device_carry({**carry, MEMBER: member}), consts, first.run.layout.shards)
     history = None
     if first.history is not None:  # all or none: the runs stand at one step
         curves = jax.tree.map(

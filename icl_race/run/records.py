@@ -4,6 +4,7 @@ run/commit.py turns into results. Frozen, typed, built by keyword; importing the
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,6 +14,7 @@ from icl_race.config import Config, ConfigError
 if TYPE_CHECKING:
     from icl_race.engine.chunks import ChunkPlan
     from icl_race.engine.ensemble import Layout
+    from icl_race.engine.memory import Estimate
     from icl_race.engine.program import Carry, Consts, Program
     from icl_race.run.checkpoint import Checkpointer
     from icl_race.run.compile_stats import Counters
@@ -34,6 +36,29 @@ class RunPlan:
     def of(cls, cfg: Config) -> RunPlan:
         """cfg's plan: the one derivation of its layout and chunks, which every phase then takes."""
         return cls(cfg=cfg, layout=layout(cfg), chunks=chunks(cfg), digest=cfg.digest())
+
+    @functools.cached_property
+    def estimate(self) -> Estimate:
+        """The memory this run needs (engine/memory.py), on first use: from the shapes of the system built
+        abstractly, nothing computed or allocated however absurd the sizes (host.check_memory's refusal)."""
+        import jax
+
+        from icl_race import systems
+        from icl_race.engine import memory
+
+        cfg, tr = self.cfg, self.cfg.train
+        with systems.precision(cfg):
+            program, consts = memory.abstract_build(lambda: systems.build(cfg))
+            return memory.estimate(
+                program,
+                consts,
+                layout=self.layout,
+                seeds=cfg.ensemble.seeds,
+                evals=sum(n for _, _, n in self.chunks),
+                checkpoints=tr.checkpoint_every > 0,
+                on_cpu=jax.local_devices()[0].platform == "cpu",
+                kept=tr.kept,
+            )
 
 
 def layout(cfg: Config) -> Layout:
@@ -73,10 +98,6 @@ class Prepared:
     def cfg(self) -> Config:
         return self.run.cfg
 
-    @property
-    def layout(self) -> Layout:
-        return self.run.layout
-
 
 @dataclasses.dataclass(frozen=True)
 class Trained:
@@ -93,3 +114,8 @@ class Trained:
     pack: tuple[int, int] | None = None  # trained packed: (runs in the pack, seed-steps the pack computed)
     # train.keep_params: "final" and/or "at_t_icl" -> every seed's parameters (host arrays, leading axis S)
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def steps_run(self) -> int:
+        """The step of the last evaluation: the budget, or where the early stop ended the training."""
+        return int(self.eval_steps[-1]) if self.eval_steps.size else 0

@@ -4,7 +4,7 @@ keeps only as curves and first passages. Nothing is written.
     retrain(DIR, [3], on_chunk=hook)   seed 3 of the run in DIR, from its config.json
     train_seeds(cfg, [0, 1])           seeds of any config, without a run directory
 
-Both go through the runner's own phases (`runner.start_fresh`, `pack.train_phase`), so a seed's key is
+Both go through the runner's own phases (`runner.laid_out`, `pack.train_phase`), so a seed's key is
 fold_in(root_seed, its id) and it trains in a vmap of the config's block width (padded with seeds that
 are discarded): its trajectory is bit-identical to the one it had in its run, whatever seeds are asked
 for beside it. `on_chunk` sees the engine's `Progress` after each chunk; its carry holds the seeds in
@@ -58,12 +58,12 @@ def train_seeds(
     from icl_race.run.commit import results_arrays
     from icl_race.run.pack import train_phase
     from icl_race.run.records import RunPlan
-    from icl_race.run.runner import start_fresh
+    from icl_race.run.runner import laid_out
 
     ids = np.asarray(seed_ids, np.int64)
     if ids.ndim != 1 or ids.size == 0 or np.unique(ids).size != ids.size or np.any(ids < 0):
         raise ConfigError(f"seed ids {config.short(list(seed_ids))}: expected distinct integers >= 0, at least one")
     with systems.precision(cfg):
         program, consts = systems.build(cfg)
-        prepared = start_fresh(RunPlan.of(cfg), program, consts, ids)
+        prepared = laid_out(RunPlan.of(cfg), program, consts, ids)
         return results_arrays(prepared, train_phase(prepared, Stop(), on_chunk))  # a stop no signal reaches

@@ -2,10 +2,10 @@
 in three phases under each directory's lock, handing typed records (run/records.py) from one to the next:
 
     RunPlan.of(cfg)                -> RunPlan   the config and what derives from it (the device layout,
-                                                the chunk plan, the digest), computed once and carried
+                                                the chunk plan, the digest, the memory estimate), once
     host.check_memory(run)                      the refusal of a run that cannot fit, before any write
-    prepare(run, out)              -> Prepared  the program, and the ensemble's carry: fresh, or restored
-                                                from the newest intact checkpoint (a rerun resumes)
+    prepare(run, out)              -> Prepared  the program, and the carry (`laid_out`): fresh (engine.ensemble
+                                                .start), or the newest intact checkpoint's (a rerun resumes)
     pack.train_phase(prepared,...) -> Trained   the chunks, with the progress line, the checkpoints and
                                                 the stop test between them (pack.train_pack for a pack)
     commit.commit(out, prepared, trained) -> Finished  the results arrays, meta.json and the histogram,
@@ -13,7 +13,7 @@ in three phases under each directory's lock, handing typed records (run/records.
 
 A rerun of the same config does nothing when the run is done. `execute` returns the results arrays,
 `execute_run` the `rundir.Run` (the run's summary is made from it: the process that committed the
-results does not read them back). `start_fresh`, `train_phase` and `results_arrays` are also what
+results does not read them back). `laid_out`, `train_phase` and `results_arrays` are also what
 icl_race/run/retrain.py trains chosen seeds with, writing nothing.
 """
 
@@ -80,8 +80,7 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool, on_chunk=N
         # Finished by another process between the check and the lock, or a --redo of intact results.
         if rundir.check(cfg, out) and (finished := _finished(out, redo, log)) is not None:
             return finished
-        notice = rundir.repair_notice(out)
-        if notice:
+        if notice := rundir.repair_notice(out):
             log(notice)
         from icl_race.run.checkpoint import CheckpointError
         from icl_race.systems import of, precision
@@ -98,15 +97,14 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool, on_chunk=N
                 prepared = prepare(run, out, log)
                 bar = ProgressBar(prepared.program.stop_event, plan=run.chunks) if progress else None
                 live = LiveResults(out, prepared)  # DIR/live.npz: the results so far, for a reader
+                hooks = [h for h in (bar, live, on_chunk) if h]
 
                 def each_chunk(p):
-                    if bar:
-                        bar(p)
-                    live(p)
-                    if on_chunk:
-                        on_chunk(p)
+                    for hook in hooks:
+                        hook(p)
 
-                return commit(out, prepared, train_phase(prepared, stop, each_chunk))
+                trained = train_phase(prepared, stop, each_chunk)
+                return commit(out, prepared, trained)
         except CheckpointError as e:
             raise RunError(
                 f"{e}: rerun the same command to resume from it"
@@ -201,68 +199,54 @@ def prepare(run: RunPlan, out: Path, log) -> Prepared:
     """config.json (first), the program, and the carry: restored from the newest intact checkpoint of
     this config (run/checkpoint.py refuses one of another config or version), else fresh."""
     from icl_race import systems
-    from icl_race.engine.ensemble import padded_seed_ids
-    from icl_race.engine.sharding import place
     from icl_race.run import checkpoint, compile_cache, compile_stats
 
-    cfg, lay = run.cfg, run.layout
+    cfg, e = run.cfg, run.cfg.ensemble
     compile_cache.setup()
     rundir.write_config(out, cfg)
     since = compile_stats.Counters.now()
     program, consts = systems.build(cfg)
-    e = cfg.ensemble
-    seed_ids = np.arange(e.first_seed, e.first_seed + e.seeds, dtype=np.int64)
     ckpt = checkpoint.Checkpointer(out / rundir.CHECKPOINTS, keep=2) if cfg.train.checkpoint_every else None
-    restored = ckpt.restore_latest(report=lambda m: log(f"{out}: {m}"), plan=run.chunks) if ckpt else None
-    if not restored:
-        return start_fresh(run, program, consts, seed_ids, since, ckpt)
-    tree, meta = restored
-    checkpoint.check_resume(out, tree, meta, cfg, run.digest, program, consts)
-    tree = checkpoint.repad(tree, len(padded_seed_ids(seed_ids, lay)), e.seeds)
-    carry, consts = place(checkpoint.device_carry(tree["carry"]), consts, lay.shards)
-    log(f"{out}: resuming from the checkpoint at step {meta['step']:,}")
-    return Prepared(
-        run=run,
-        program=program,
-        consts=consts,
-        seed_ids=seed_ids,
-        carry=carry,
-        start=meta["step"],
-        history=(tree["curves"], tree["eval_steps"]),
-        checkpointer=ckpt,
-        since=since,
-    )
+    restored = ckpt.resume(out, run, program, consts, log) if ckpt else None
+    seed_ids = np.arange(e.first_seed, e.first_seed + e.seeds, dtype=np.int64)
+    return laid_out(run, program, consts, seed_ids, since, ckpt, restored)
 
 
-def start_fresh(
+def laid_out(
     run: RunPlan,
     program: Program,
     consts: Consts,
     seed_ids: np.ndarray,
     since: Counters | None = None,
     checkpointer: Checkpointer | None = None,
+    restored: tuple[dict, int] | None = None,
 ) -> Prepared:
-    """The carry at step 0 of `seed_ids`, padded to cfg's layout (engine.ensemble.padded_seed_ids): each
-    seed's key is fold_in(root_seed, its id) and its vmap is cfg's block wide, so each seed trains
-    bit-identically to its run, whatever seeds are trained beside it."""
-    from icl_race.engine.ensemble import init_ensemble, padded_seed_ids, seed_keys
+    """The carry of `seed_ids` over the run's devices: at the step of `restored` (Checkpointer.resume's), else
+    at step 0 (engine.ensemble.start: a seed's key is fold_in(root_seed, its id), its vmap cfg's block wide,
+    so each seed trains bit-identically to its run, whatever seeds are trained beside it)."""
+    from icl_race.engine.ensemble import start
     from icl_race.engine.kept import with_kept
     from icl_race.engine.sharding import place
     from icl_race.run import compile_stats
+    from icl_race.run.checkpoint import device_carry
 
-    lay = run.layout
-    keys, consts = place(seed_keys(run.cfg.ensemble.root_seed, padded_seed_ids(seed_ids, lay)), consts, lay.shards)
-    carry = init_ensemble(program, lay, keys, consts)
-    if "at_t_icl" in run.cfg.train.kept:  # captured on the device at each seed's first passage
-        carry = with_kept(program, carry)
+    if not restored:
+        carry, consts = start(program, run.layout, run.cfg.ensemble.root_seed, seed_ids, consts)
+        step, history = 0, None
+        if "at_t_icl" in run.cfg.train.kept:  # captured on the device at each seed's first passage
+            carry = with_kept(program, carry)
+    else:
+        tree, step = restored
+        carry, consts = place(device_carry(tree["carry"]), consts, run.layout.shards)
+        history = (tree["curves"], tree["eval_steps"])
     return Prepared(
         run=run,
         program=program,
         consts=consts,
         seed_ids=seed_ids,
         carry=carry,
-        start=0,
-        history=None,
+        start=step,
+        history=history,
         checkpointer=checkpointer,
         since=since or compile_stats.Counters.now(),
     )
