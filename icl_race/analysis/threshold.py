@@ -58,7 +58,7 @@ def percentile_ci(samples: ArrayLike, confidence: float) -> list[float | None]:
 def median_ci(x, n_boot: int, rng: np.random.Generator, confidence: float = 0.95) -> dict:
     """The median of the finite values of x with a percentile-bootstrap CI over them (`percentile_ci` of
     the medians of n_boot resamples with replacement; scipy.stats.bootstrap's percentile interval with
-    the same generator, tests/test_analysis.py): {"median", "ci", "n"}, median None and no CI for none.
+    the same generator, tests/analysis/test_analysis.py): {"median", "ci", "n"}, median None and no CI for none.
     The package's one bootstrap CI of a plain median (a censored time's median: `km_median_boot`)."""
     x = np.asarray(x, float)
     x = x[np.isfinite(x)]

@@ -6,7 +6,7 @@ re-exports every name below). No jax at import: `build` and `precision` import t
 they are called.
 
     SYSTEMS            the built-in systems, in the order their kinds are listed in error messages
-    register(system)   add one (e.g. a system defined in a notebook or a test: tests/test_registry.py)
+    register(system)   add one (e.g. a system defined in a notebook or a test: tests/systems/test_registry.py)
     lookup(task_kind, model_kind), of(cfg), build(cfg), precision(cfg)
 """
 

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-from test_report_golden import classification_run
 
 from icl_race.report import classification_run as run_report
 from icl_race.report import regression_run
@@ -33,6 +32,8 @@ from icl_race.report.sweep_sections import (
     ThresholdInRegime,
 )
 from icl_race.rundir import load_run
+
+from .test_report_golden import classification_run
 
 
 @dataclasses.dataclass(frozen=True)

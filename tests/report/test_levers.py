@@ -2,10 +2,11 @@
 (and of the K = infinity median t_ICL) per value of that field."""
 
 import numpy as np
-from test_report_golden import _cell, _config, _on_grid
 
 from icl_race.report import levers, write_report
 from icl_race.report.sweep_sections import Acquisition, Heatmap, MedianVsN, Scaling, Sigmoid, Slope, Threshold
+
+from .test_report_golden import _cell, _config, _on_grid
 
 
 def _threshold(group, kstars):  # what by_lever reads of a Threshold; the rest left empty
