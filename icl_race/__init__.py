@@ -11,5 +11,3 @@ from importlib import metadata
 from icl_race.run.train_api import IN_MEMORY, load, train
 
 __version__ = metadata.version("icl-race")
-
-__all__ = ["IN_MEMORY", "__version__", "load", "train"]

@@ -13,15 +13,3 @@ from icl_race.systems.registry import (
     system_class,
     task_kinds,
 )
-
-__all__ = [
-    "SYSTEMS",
-    "build",
-    "lookup",
-    "model_kinds",
-    "of",
-    "precision",
-    "register",
-    "system_class",
-    "task_kinds",
-]
