@@ -34,13 +34,13 @@ test: $(BIN)/icl-race
 # load), once more with each stored float moved by one ulp: none may depend on the last bit, as none can
 # on another CPU (issue 53). CI runs it after the suite.
 test-stored-ulp: $(BIN)/icl-race
-	ICL_RACE_STORED_ULP=1 $(BIN)/python -m pytest -n 2 --dist loadfile $(shell grep -l "stored\.load" tests/test_*.py)
+	ICL_RACE_STORED_ULP=1 $(BIN)/python -m pytest -n 2 --dist loadfile $(shell grep -rl --include="test_*.py" "stored\.load" tests)
 
-# A sweep through `--executor slurm` against a real single-node Slurm (tests/test_slurm.py, ~1-1.5 min on 2
+# A sweep through `--executor slurm` against a real single-node Slurm (tests/run/sweep/test_slurm.py, ~1-1.5 min on 2
 # cores): as root on Debian 12, .ci/slurm/install.sh and .ci/slurm/start.sh first, .ci/slurm/stop.sh after.
 # The test skips, saying why, where no Slurm controller answers; CI runs it after the suite (.ci/run).
 test-slurm: $(BIN)/icl-race
-	$(BIN)/python -m pytest -rs --durations=5 tests/test_slurm.py
+	$(BIN)/python -m pytest -rs --durations=5 tests/run/sweep/test_slurm.py
 
 # The formatter and the linter (ruff) clean on the whole tree, and the type checker (mypy, checking the
 # bodies of unannotated functions too) at zero errors over the package; all configured in pyproject.toml.

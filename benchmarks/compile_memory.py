@@ -31,7 +31,7 @@ def rss_mb() -> float:
 
 def cell(width: int) -> dict:
     """One cell's config: a seed of a small classification race, 20 steps, no checkpoint. Distinct widths
-    make distinct programs (a new compilation of init, chunk, probe); tests/test_sweep.py bounds a sweep's
+    make distinct programs (a new compilation of init, chunk, probe); tests/run/sweep/test_sweep.py bounds a sweep's
     growth over such cells."""
     return {
         "task": {"K": 64, "N": 4, "D": 8},

@@ -20,7 +20,7 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # compilations see every one. The processes the tests start store every program (the signal and
 # durability tests: 1m53s -> 1m11s, side by side); this one only those that took as long to compile as the product stores (0.5 s):
 # most of its hundreds of small programs serve one module, and storing one costs about what compiling it
-# does (tests/test_model.py alone: 39 CPU s without the cache, 58 storing every program, 12 loading
+# does (tests/models/test_transformer.py alone: 39 CPU s without the cache, 58 storing every program, 12 loading
 # them). Entries are written and read under a file lock (a cache size bound, far above what the suite
 # writes, is what turns JAX's lock on): without it, one process could read an entry that another is
 # still writing.

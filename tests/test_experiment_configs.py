@@ -9,6 +9,8 @@ import pytest
 
 from icl_race import config
 from icl_race.run import sweep
+from icl_race.run.sweep.design_cost import design_dry_run
+from icl_race.run.sweep.design_spec import Design
 
 ROOT = Path(__file__).parents[1]
 TOMLS = sorted(p.relative_to(ROOT) for p in (ROOT / "experiments").rglob("*.toml"))
@@ -39,8 +41,8 @@ def test_an_experiment_config_loads_and_its_sweep_expands(rel, tmp_path):
         assert cfg.train.steps > 0, rel
         return
     spec = sweep.load(path)
-    if isinstance(spec, sweep.Design):  # a question, not cells: its first round's cells and its projection
-        assert sweep.design_dry_run(tmp_path / "out", spec, False, False, "h200", log=lambda m: None).seconds
+    if isinstance(spec, Design):  # a question, not cells: its first round's cells and its projection
+        assert design_dry_run(tmp_path / "out", spec, False, False, "h200", log=lambda m: None).seconds
         assert not (tmp_path / "out").exists(), "a dry run writes nothing"
         return
     assert spec.cells, f"{rel}: a sweep of no cells"

@@ -196,7 +196,7 @@ def outside(tmp_path):
     o = tmp_path / "outside"
     (o / "folder" / "7").mkdir(parents=True)
     (o / "file").write_text("precious\n")
-    (o / "folder" / "7" / "data").write_text("foreign\n")
+    (o / "folder" / "7" / "data").write_text("not a run's\n")
     return o
 
 

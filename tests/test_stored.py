@@ -10,8 +10,8 @@ import pytest
 import stored
 
 ROOT = Path(__file__).parents[1]
-# (stored document, the tolerance its test compares at), as tests/test_report_golden.py and
-# tests/test_studies.py use them.
+# (stored document, the tolerance its test compares at), as tests/report/test_report_golden.py and
+# tests/studies/test_studies.py use them.
 DOCUMENTS = [
     *((f"tests/golden/{case}/report.json", stored.FITTED) for case in ("classification_run", "classification_sweep")),
     *((f"tests/golden/{case}/report.json", stored.FITTED) for case in ("regression_run", "regression_sweep")),

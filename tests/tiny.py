@@ -1,8 +1,9 @@
 """The one tiny config of the tests, and the variants a test needs as overrides of it.
 
 `raw(**sections)` is the conftest fixture `tiny_raw`'s dict with each named section's keys replaced or
-added (`regression(**sections)` the same for the linear-regression system's one tiny config); a plain function (not only a fixture) because several modules need their config at import time,
-in a sweep file or in the arguments of a child process. `toml(raw)` writes such a dict as a config file.
+added; `regression`, `memorization` and `minimal` the same for the other systems' one tiny config each. Plain
+functions (not only a fixture) because several modules need their config at import time, in a sweep file or
+in the arguments of a child process. `toml(raw)` writes such a dict as a config file.
 """
 
 import json
@@ -54,6 +55,39 @@ _REGRESSION = {
 # Undoes the custom spectrum, for a variant with another task.D: the default, linear one.
 LINEAR_SPECTRUM = {"spectrum": "linear", "lambdas": []}
 
+# Memorization (the MLP alone): 64 items, memorized by every seed within its 1500 steps, each step trained
+# (test_memorization reads the whole c1 curve).
+_MEMORIZATION = {
+    "task": {"kind": "memorization", "K": 64, "D": 16},
+    "model": {"kind": "mlp", "width": 32},
+    "train": {
+        "lr": 0.1,
+        "batch_size": 16,
+        "steps": 1500,
+        "eval_every": 50,
+        "checkpoint_every": 0,
+        "stop_when_all_acquired": False,
+    },
+    "ensemble": {"seeds": 4, "block": 4},
+}
+
+# The minimal model on infinite data: every seed acquires ICL (at 0.9) within its 2000 steps at beta0 = 1,
+# and at beta0 = -1 too, later (test_memorization's t_ICL against beta0).
+_MINIMAL = {
+    "task": {"variant": "infinite", "N": 8, "D": 32},
+    "model": {"kind": "minimal", "width": 16, "beta0": 1.0},
+    "train": {
+        "lr": 0.1,
+        "batch_size": 32,
+        "steps": 2000,
+        "eval_every": 20,
+        "eval_size": 256,
+        "checkpoint_every": 0,
+        "icl_threshold": 0.9,
+    },
+    "ensemble": {"seeds": 4, "block": 4},
+}
+
 
 def raw(**sections: dict) -> dict:
     """A fresh copy of the tiny config, each keyword a section whose keys override (or add to) the base's:
@@ -70,6 +104,16 @@ def small(**sections: dict) -> dict:
 def regression(**sections: dict) -> dict:
     """A fresh copy of the tiny linear-regression config, keywords as `raw`'s."""
     return _merge(_REGRESSION, sections)
+
+
+def memorization(**sections: dict) -> dict:
+    """A fresh copy of the tiny memorization config (the MLP alone), keywords as `raw`'s."""
+    return _merge(_MEMORIZATION, sections)
+
+
+def minimal(**sections: dict) -> dict:
+    """A fresh copy of the tiny minimal-model config, keywords as `raw`'s."""
+    return _merge(_MINIMAL, sections)
 
 
 def _merge(base: dict, sections: dict) -> dict:

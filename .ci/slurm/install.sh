@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs a single-node Slurm's packages (Debian 12: slurm-wlm 22.05, munge, slurmdbd, MariaDB) for
-# tests/test_slurm.py. Needs root and apt. Recommends are left out: they would add 34 packages (hdf5,
+# tests/run/sweep/test_slurm.py. Needs root and apt. Recommends are left out: they would add 34 packages (hdf5,
 # rocm-smi, ipmi...) that a one-node Slurm never uses. dpkg says "invoke-rc.d: policy-rc.d denied
 # execution of start" without systemd: harmless, start.sh starts the daemons itself.
 # Exit 0 when installed (or already there); otherwise one line on stderr saying why, exit 1.

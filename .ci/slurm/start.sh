@@ -1,5 +1,5 @@
 #!/bin/sh
-# Starts a single-node Slurm on this machine without systemd, for tests/test_slurm.py:
+# Starts a single-node Slurm on this machine without systemd, for tests/run/sweep/test_slurm.py:
 #   munged, mariadbd + slurmdbd (accounting), slurmctld, slurmd; then waits until the node is idle.
 # Needs root and the packages of install.sh. stop.sh stops it all again.
 # Accounting is on by default: submitit learns from `sacct` that a cancelled or failed job has ended;

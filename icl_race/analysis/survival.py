@@ -211,7 +211,7 @@ def _lognormal_information(theta, y_obs: np.ndarray, y_cens: np.ndarray) -> np.n
     [[1, 2z], [2z, 2z^2]] and a censored one, through its inverse Mills ratio h = phi(z)/(1 - Phi(z)) and
     g = h (h - z) (minus the second derivative of log(1 - Phi) in z), [[g, gz + h], [gz + h, z (gz + h)]];
     the mu row and column divided by sigma. Analysis stays free of jax (the reports start without it), so
-    this is the closed form, not `jax.hessian`; tests/test_analysis.py checks it against lifelines."""
+    this is the closed form, not `jax.hessian`; tests/analysis/test_analysis.py checks it against lifelines."""
     mu, log_s = theta
     s = math.exp(log_s)
     zo, zc = (y_obs - mu) / s, (y_cens - mu) / s

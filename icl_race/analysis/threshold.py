@@ -67,7 +67,7 @@ class MedianCI(Record):
 def median_ci(x, n_boot: int, rng: np.random.Generator, confidence: float = 0.95) -> MedianCI:
     """The median of the finite values of x with a percentile-bootstrap CI over them (`percentile_ci` of
     the medians of n_boot resamples with replacement; scipy.stats.bootstrap's percentile interval with
-    the same generator, tests/test_analysis.py), median None and no CI for none.
+    the same generator, tests/analysis/test_analysis.py), median None and no CI for none.
     The package's one bootstrap CI of a plain median (a censored time's median: `km_median_boot`)."""
     x = np.asarray(x, float)
     x = x[np.isfinite(x)]

@@ -39,7 +39,7 @@ masked lanes hold (Triton leaves them undefined; interpret mode fills them with 
 Rows of 65 floats are not 128-byte aligned; a pool stored with its rows padded once at set-up
 (tasks.classification.token_table) would align them, at the cost of a wider materialised batch, which is
 why it is not done for this version. NOT RUN ON A GPU: no GPU was lent while it was written. On the CPU,
-tests/test_pallas.py lowers the kernels for CUDA (jax.export) through Pallas' Triton lowering rules to Triton IR,
+tests/models/test_attention_kernel.py lowers the kernels for CUDA (jax.export) through Pallas' Triton lowering rules to Triton IR,
 and `make roofline-gpu` compiles them with the whole step for an H100 and an H200 (deviceless); their results on
 a chip are checked only by benchmarks/gpu_fill.py's "pallas" section (against the XLA path, and timed). XLA's own
 GPU compile of the step gathers the tokens inside its reductions and never stores the batch, which these kernels

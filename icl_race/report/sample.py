@@ -64,7 +64,7 @@ class Sample:
         level = min(cfg.train.icl_levels) if cfg.train.icl_levels else 0.6
         start = rg.level_event(level)
         # Runs written before the levels were recorded: the same first passage read off the stored curve
-        # (equal to the device's, tests/test_regime.py).
+        # (equal to the device's, tests/analysis/test_regime.py).
         t_start = run.times[start] if start in run.times else first_passage(icl, run.eval_steps, level)
         ref = run.curves.get("icl_ref_acc")
         return cls(
@@ -171,7 +171,7 @@ def condition(cfg: dict, platform: str = "") -> dict:
     """The fields that say what a cell measures (not its seeds or blocking): equal conditions pool.
 
     A CPU computes every float32 matmul in full whatever train.matmul_precision says (runs at "default",
-    "highest" and "bfloat16" are bit-identical there: tests/test_system.py), so a CPU run measures what a
+    "highest" and "bfloat16" are bit-identical there: tests/systems/test_classification.py), so a CPU run measures what a
     GPU run at "highest" measures and pools with it; a GPU run at "default" (TF32 on recent NVIDIA chips)
     stays apart. A run resumed on another platform is read as its last one's: resume across platforms
     at "highest" only."""

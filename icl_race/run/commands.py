@@ -147,7 +147,8 @@ def sweep(args: argparse.Namespace) -> int:
 def _design(args: argparse.Namespace, design, out) -> int:
     """A sweep file with a [design]: its rounds in this process (each depends on the last), or its projection."""
     from icl_race.report.warnings import budget
-    from icl_race.run import sweep
+    from icl_race.run.sweep.design_cost import design_dry_run
+    from icl_race.run.sweep.design_run import run_design
     from icl_race.rundir import SWEEP_NAMES, refuse_links
 
     if args.executor != "local":
@@ -159,10 +160,10 @@ def _design(args: argparse.Namespace, design, out) -> int:
     if short := budget(design.cfg):
         _log(short)
     if args.dry_run:
-        plan = sweep.design_dry_run(out, design, not args.no_measure, args.remeasure, args.device, log=_log)
+        plan = design_dry_run(out, design, not args.no_measure, args.remeasure, args.device, log=_log)
         print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else plan.text())
         return 0
-    print(sweep.run_design(out, design, _log, not args.quiet, force=args.force, redo=args.redo))
+    print(run_design(out, design, _log, not args.quiet, force=args.force, redo=args.redo))
     from icl_race.report.summary import dir_warnings
 
     for w in dir_warnings(out):

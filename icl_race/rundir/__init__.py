@@ -43,8 +43,8 @@ from icl_race.rundir.layout import (
     Locked,
     RunDirError,
     checkpoint_steps,
-    foreign,
     half_finished,
+    holds_others,
     is_done,
 )
 from icl_race.rundir.loading import load, load_runs

@@ -65,7 +65,7 @@ def temporary_of(name: str) -> str | None:
     return m[1] if m else None
 
 
-def foreign(d: Path, names: tuple[str, ...] = RUN_NAMES) -> bool:
+def holds_others(d: Path, names: tuple[str, ...] = RUN_NAMES) -> bool:
     """`d` exists and holds something a writer of `names` did not put there: a folder it did not create,
     which it may write into only when it is its own (rundir/owner.py; a run's: `write.check`). Its lock
     and the temporaries of its names are its own: a kill during the first staged write leaves one."""

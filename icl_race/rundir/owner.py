@@ -1,5 +1,6 @@
 """Who may write where: the one rule of every command that writes files (sweep, report, export, compare,
-analyze; a run's own directory is held by `write.check`, on the same test of a foreign folder).
+analyze; a run's own directory is held by `write.check`, on the same test of a folder holding files it
+did not write: `layout.holds_others`).
 
 A writer of kind K (its name: "export", "report", ...)
   - writes only into a folder it creates, or one whose marker `.icl-race-K` says it is its own (a folder
@@ -36,7 +37,7 @@ from icl_race.rundir.layout import (
     SWEEP_NAMES,
     DamagedFileError,
     RunDirError,
-    foreign,
+    holds_others,
     temporary_of,
 )
 from icl_race.rundir.write import _fsync_dir, _tmp_name, _write_synced, refuse_links
@@ -190,7 +191,7 @@ def check(
         ours = _read_marker(mark, kind, force)
     elif adopted is not None:
         ours = {n: [_digest(d / n)] for n in adopted if (d / n).is_file()}
-    elif foreign(d, (marker(kind), lock_name(kind), *names)) and not force:
+    elif holds_others(d, (marker(kind), lock_name(kind), *names)) and not force:
         # A run directory is named as such: the user most likely gave a run's folder for another's --out.
         held = (
             f"an icl-race run, not icl-race {kind}'s files" if _holds_run(d) else f"files icl-race {kind} did not write"

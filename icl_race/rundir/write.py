@@ -31,7 +31,7 @@ import numpy as np
 from icl_race.config import Config
 from icl_race.rundir import layout  # the file names, as layout.RESULTS
 from icl_race.rundir.files import differing_fields, stored_config
-from icl_race.rundir.layout import Locked, RunDirError, checkpoint_steps, foreign, half_finished, is_done
+from icl_race.rundir.layout import Locked, RunDirError, checkpoint_steps, half_finished, holds_others, is_done
 
 # Called with the name of each step of `finish` right after it: a test kills the run there.
 fault_hook: Callable[[str], None] | None = None
@@ -201,7 +201,7 @@ def check(cfg: Config, d: Path) -> bool:
     d = Path(d)
     stored = stored_config(d)
     if stored is None:
-        if foreign(d):
+        if holds_others(d):
             raise RunDirError(f"--out {d}: directory is not empty and holds no icl-race run; choose another")
         return False
     if stored != cfg:

@@ -176,7 +176,7 @@ class ClassificationRace(Program):
         evaluation sub-batch of sequences (tokens N x E, and with two layers the per-token MLP and the
         N x N scores) a few times over for the backward pass and the sampler (more for fresh K = inf
         items), and the margins an evaluation keeps for every one of its eval_size sequences. Checked
-        against XLA's memory_analysis of the compiled chunk in tests/test_memory.py."""
+        against XLA's memory_analysis of the compiled chunk in tests/engine/test_memory.py."""
         E, N, W = self.D + 2, self.N, self.model.width
         two_layers = isinstance(self.model, Transformer) and self.model.layers == 2  # the minimal model has one
         per_sequence = N * E + W + (N * (W + N) if two_layers else 0)

@@ -33,9 +33,6 @@ Three jobs, one module each, data flowing one way:
   execute.py  sweep.toml stored, the executors (local, submitit), summary.csv
 """
 
-import importlib
-from typing import TYPE_CHECKING
-
 from icl_race.run.sweep.execute import (
     SUMMARY_FIELDS,
     refuse_links,
@@ -66,33 +63,10 @@ from icl_race.run.sweep.plan import (
 )
 from icl_race.run.sweep.spec import Cell, Sweep, expand, load, same_spec, spec_toml
 
-if TYPE_CHECKING:
-    from icl_race.run.sweep.design_cost import DesignDryRun, design_dry_run
-    from icl_race.run.sweep.design_run import run_design
-    from icl_race.run.sweep.design_spec import Design
-
-# A design's modules import analysis/design.py (scipy, 1-2 s), which a grid sweep need not wait for before
-# its first line: they are imported when first named (PEP 562).
-_DESIGN = {
-    "DesignDryRun": "design_cost",
-    "design_dry_run": "design_cost",
-    "run_design": "design_run",
-    "Design": "design_spec",
-}
-
-
-def __getattr__(name: str):
-    if name in _DESIGN:
-        return getattr(importlib.import_module(f"icl_race.run.sweep.{_DESIGN[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "SUMMARY_FIELDS",
     "Cell",
     "CellPlan",
-    "Design",
-    "DesignDryRun",
     "DryRun",
     "PackPlan",
     "Planned",
@@ -100,7 +74,6 @@ __all__ = [
     "cell_dir",
     "check_sizes",
     "checkpoint_step",
-    "design_dry_run",
     "dry_run",
     "expand",
     "foreign_reason",
@@ -110,7 +83,6 @@ __all__ = [
     "planned",
     "refuse_links",
     "run_cell",
-    "run_design",
     "run_local",
     "run_submitit",
     "row",

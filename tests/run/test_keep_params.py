@@ -114,7 +114,7 @@ def test_packed_members_keep_their_own_seeds_parameters(tmp_path, kept):
 def test_a_resumed_run_keeps_the_parameters_of_an_uninterrupted_one(tmp_path, kept, monkeypatch):
     out = tmp_path / "resumed"
 
-    def interrupt_after_first_chunk(*args, **kwargs):  # as tests/test_pack.py: a SIGINT after chunk 1
+    def interrupt_after_first_chunk(*args, **kwargs):  # as tests/run/test_pack.py: a SIGINT after chunk 1
         return lambda p: signal.getsignal(signal.SIGINT).stop.received.append(signal.SIGINT)
 
     monkeypatch.setattr(runner, "ProgressBar", interrupt_after_first_chunk)
@@ -130,7 +130,7 @@ def test_a_resumed_run_keeps_the_parameters_of_an_uninterrupted_one(tmp_path, ke
 
 
 class Killed(BaseException):
-    """Stands for a SIGKILL (as in tests/test_rundir.py): nothing in the package catches it."""
+    """Stands for a SIGKILL (as in tests/rundir/test_rundir.py): nothing in the package catches it."""
 
 
 @pytest.mark.parametrize("step", ["staged params", "renamed params"])

@@ -19,7 +19,7 @@ from icl_race.run.runner import execute
 from icl_race.systems import build
 from icl_race.systems.classification import ClassificationRace
 
-DEMO = Path(__file__).parents[1] / "experiments" / "demo.toml"
+DEMO = Path(__file__).parents[2] / "experiments" / "demo.toml"
 TINY = {
     "task": {"K": 200, "N": 8},
     "model": {"width": 16},

@@ -243,16 +243,12 @@ def test_nothing_crosses_between_device_and_host_inside_a_chunk(tiny_raw):
 
 
 RAWS = {
-    "memorization": {
-        "task": {"kind": "memorization", "K": 64, "D": 8},
-        "model": {"kind": "mlp", "width": 16},
-        "train": {"lr": 0.5, "batch_size": 16, "steps": 200, "eval_every": 50, "eval_size": 32},
-    },
-    "minimal": {
-        "task": {"K": 200, "N": 8},
-        "model": {"kind": "minimal", "width": 16, "beta0": 1.0},
-        "train": {"lr": 0.5, "batch_size": 32, "steps": 200, "eval_every": 50, "eval_size": 64},
-    },
+    "memorization": tiny.memorization(
+        task={"D": 8}, model={"width": 16}, train={"lr": 0.5, "steps": 200, "eval_size": 32}
+    ),
+    "minimal": tiny.minimal(
+        task={"variant": "standard", "K": 200}, train={"lr": 0.5, "steps": 200, "eval_every": 50, "eval_size": 64}
+    ),
     "linear_attention": tiny.regression(
         task={"N": 7, "P": 32, "per_seed_data": True, **tiny.LINEAR_SPECTRUM},
         model={"init_scale": 0.3},

@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tiny
 
 from icl_race import config, rundir
 from icl_race.analysis import memorization as mem
@@ -160,19 +161,7 @@ def test_attention_term_equals_numpy():
     assert float(model.init(jax.random.key(0))["attn"]["w"]) == 0.0
 
 
-MEM_RAW = {
-    "task": {"kind": "memorization", "K": 64, "D": 16},
-    "model": {"kind": "mlp", "width": 32},
-    "train": {
-        "lr": 0.1,
-        "batch_size": 16,
-        "steps": 1500,
-        "eval_every": 50,
-        "checkpoint_every": 0,
-        "stop_when_all_acquired": False,
-    },
-    "ensemble": {"seeds": 4, "block": 4},
-}
+MEM_RAW = tiny.memorization()
 
 
 def test_mlp_only_memorizes_a_tiny_K(tmp_path):
@@ -255,20 +244,7 @@ def test_float64_mlp_trains_in_float64(tmp_path):
 
 def test_minimal_model_t_icl_grows_as_beta0_falls(tmp_path):
     def raw(beta0):
-        return {
-            "task": {"variant": "infinite", "N": 8, "D": 32},
-            "model": {"kind": "minimal", "width": 16, "beta0": beta0},
-            "train": {
-                "lr": 0.1,
-                "batch_size": 32,
-                "steps": 2000,
-                "eval_every": 20,
-                "eval_size": 256,
-                "checkpoint_every": 0,
-                "icl_threshold": 0.9,
-            },
-            "ensemble": {"seeds": 4, "block": 4},
-        }
+        return tiny.minimal(model={"beta0": beta0})
 
     hi = execute(config.from_dict(raw(1.0)), tmp_path / "hi", progress=False)
     lo = execute(config.from_dict(raw(-1.0)), tmp_path / "lo", progress=False)

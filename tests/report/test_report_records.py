@@ -4,7 +4,6 @@ is added, every seed's outcome is reported with its Wilson interval, statistics 
 import json
 
 import numpy as np
-from test_report_golden import BUDGET, EVAL_EVERY, _cell, _config, _on_grid
 
 from icl_race import config
 from icl_race.analysis.draws import Draws
@@ -12,6 +11,8 @@ from icl_race.cli import main
 from icl_race.report import classification_sweep, write_report
 from icl_race.report.sample import Sample, pool
 from icl_race.rundir import load_run, load_sweep
+
+from .test_report_golden import BUDGET, EVAL_EVERY, _cell, _config, _on_grid
 
 
 def _standard_cells(d, rng, Ks=(200, 500, 1000, 2000, 5000), Ns=(8, 16)):
@@ -140,7 +141,7 @@ def test_pooling_keeps_one_copy_of_a_seed_run_twice(tmp_path):
 
 
 def test_a_cpu_run_pools_with_a_gpu_run_at_full_float32_and_not_with_one_at_tf32(tmp_path):
-    # A CPU computes float32 matmuls in full whatever the setting (tests/test_system.py): its "default" is
+    # A CPU computes float32 matmuls in full whatever the setting (tests/systems/test_classification.py): its "default" is
     # a GPU's "highest". A GPU's "default" (TF32) is another condition.
     _run_with_known_outcomes(tmp_path / "cpu", "default", "1 x cpu:cpu")
     _run_with_known_outcomes(tmp_path / "gpu_f32", "highest", "1 x gpu:NVIDIA H200", first_seed=5)

@@ -10,7 +10,7 @@ commit 10e4dca) returned on the stored runs. Stored results whose inputs are in 
 options, kstar's counts) are recomputed exactly.
 
 To store the runs again (a change to results.npz's layout): `python -c "import sys; sys.path.insert(0,
-'tests'); import test_studies as t; t.train(t.INPUTS)"` on an empty INPUTS, then delete the PNGs."""
+'tests'); from studies import test_studies as t; t.train(t.INPUTS)"` on an empty INPUTS, then delete the PNGs."""
 
 import dataclasses
 import json
@@ -28,10 +28,10 @@ from icl_race.run import runner
 from icl_race.rundir import load_runs
 from icl_race.studies import command, registry
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 LEVERS = ROOT / "experiments" / "levers" / "results"
-GOLDEN = Path(__file__).parent / "golden" / "studies" / "levers_legacy.json"
-INPUTS = Path(__file__).parent / "golden" / "inputs" / "studies"
+GOLDEN = Path(__file__).parents[1] / "golden" / "studies" / "levers_legacy.json"
+INPUTS = Path(__file__).parents[1] / "golden" / "inputs" / "studies"
 
 _TRAIN = {
     "lr": 0.1,
@@ -322,7 +322,7 @@ def test_a_studys_bootstraps_are_rooted_at_its_seed(tmp_path):
 
 # ---- bad input: one line naming it, exit 2, before any work (issue 43 items 5 and 6) ------------------
 
-REGRESSION = Path(__file__).parent / "golden" / "inputs" / "regression_run"
+REGRESSION = Path(__file__).parents[1] / "golden" / "inputs" / "regression_run"
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ mixtures, lognormal fits and K* come from optimizers, and the goldens were writt
 everything else in it exactly.
 
 A change that means to alter a report's content regenerates the files with
-    ICL_RACE_WRITE_GOLDEN=1 .venv/bin/python -m pytest tests/test_report_golden.py
+    ICL_RACE_WRITE_GOLDEN=1 .venv/bin/python -m pytest tests/report/test_report_golden.py
 and the diff of tests/golden/ then shows what changed."""
 
 import json
@@ -22,7 +22,7 @@ import stored
 from icl_race import config
 from icl_race.report import write_report
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 BUDGET, EVAL_EVERY = 2000, 50
 
 

@@ -14,6 +14,8 @@ from icl_race import rundir
 from icl_race.__main__ import main
 from icl_race.analysis import design as dz
 from icl_race.run import sweep
+from icl_race.run.sweep.design_cost import design_dry_run
+from icl_race.run.sweep.design_spec import Design
 
 # 2 rounds of 2 seeds over K in 16-256, 100 steps: a design that stops at its seed maximum.
 CONFIG = tiny.small(train={"steps": 100, "checkpoint_every": 1}, ensemble={"seeds": 2, "block": 2})
@@ -67,7 +69,7 @@ def test_a_design_based_on_a_grid_file_takes_its_config_not_its_cells(tmp_path):
     design = sweep.load(
         _spec(tmp_path, 'base = "grid.toml"\n[task]\nN = 16\n[design]\nkind = "kstar"\nk_lo = 16\nk_hi = 256\n')
     )
-    assert isinstance(design, sweep.Design) and design.cfg.task.N == 16 and design.cfg.model.width == 16
+    assert isinstance(design, Design) and design.cfg.task.N == 16 and design.cfg.model.width == 16
     assert design.cfg.task.K_max == 256 and design.fields == ["task.K", "ensemble.first_seed", "ensemble.seeds"]
 
 
@@ -171,9 +173,7 @@ def test_the_dry_run_projects_from_replays_states_its_assumption_and_writes_noth
     text = capsys.readouterr().out
     assert "expected ~4 seeds" in text and "assuming the true K* at the prior's log-midpoint" in text
     assert not out.exists()
-    plan = sweep.design_dry_run(
-        out, sweep.load(spec), measure=False, remeasure=False, device="h200", log=lambda m: None
-    )
+    plan = design_dry_run(out, sweep.load(spec), measure=False, remeasure=False, device="h200", log=lambda m: None)
     assert plan.seconds is not None and plan.seconds > 0 and "GPU hours" in plan.text()
 
 

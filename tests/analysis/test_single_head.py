@@ -27,7 +27,7 @@ from icl_race.studies import command
 from icl_race.studies.linear_attention import ScaleResult, SingleHead
 from icl_race.theory import linear_attention as th
 
-RESULTS = Path(__file__).parent.parent / "experiments" / "linear_attention" / "results"
+RESULTS = Path(__file__).parents[2] / "experiments" / "linear_attention" / "results"
 
 
 # ---- theory: the levels that define t_m and t_half ------------------------------------------------

@@ -101,7 +101,7 @@ def test_the_example_notebook_runs_train_numbers_export_figure(tmp_path):
     the export has one row per seed and the figure is drawn."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    nb = nbformat.read(Path(__file__).parent.parent / "docs" / "notebook.ipynb", as_version=4)
+    nb = nbformat.read(Path(__file__).parents[2] / "docs" / "notebook.ipynb", as_version=4)
     nbclient.NotebookClient(
         nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
     ).execute()

@@ -249,7 +249,7 @@ def _rows(path):
 
 def test_sweep_runs_cells_once_and_reuses_one_compilation(tmp_path, capsys):
     spec = tmp_path / "sweep.toml"
-    spec.write_text("[sweep]\npack = false\n" + SPEC)  # one cell after another (packed: tests/test_pack.py)
+    spec.write_text("[sweep]\npack = false\n" + SPEC)  # one cell after another (packed: tests/run/test_pack.py)
     out = tmp_path / "out"
     # First a cell of another shape, so that what is compiled below is only the sweep's shape.
     warm = tmp_path / "warm.toml"
@@ -397,7 +397,7 @@ def test_a_local_sweep_over_many_shapes_keeps_its_memory_flat(tmp_path, monkeypa
     # jax.clear_caches() between programs 603 -> 628 MB, flat after the first cells). Over the last 4
     # of 6 cells the bound is 15 MB a cell: a third of the old growth, above the allocator's noise.
     # The cells and the memory reading are that benchmark's own.
-    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[3] / "benchmarks"))
     from compile_memory import cell, rss_mb
 
     widths = [5, 6, 7, 8, 9, 10]

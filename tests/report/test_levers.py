@@ -2,12 +2,13 @@
 (and of the K = infinity median t_ICL) per value of that field."""
 
 import numpy as np
-from test_report_golden import _cell, _config, _on_grid
 
 from icl_race.analysis import threshold as th
 from icl_race.analysis.record import NotFitted
 from icl_race.report import levers, write_report
 from icl_race.report.sweep_sections import Heatmap, Scaling, Threshold
+
+from .test_report_golden import _cell, _config, _on_grid
 
 
 def logistic(k: float, ci: list, bracketed: bool = True) -> th.Logistic:

@@ -148,7 +148,7 @@ def test_export_and_compare_own_the_folder_they_create(lr_runs, tmp_path, capsys
         assert (out / mine).read_text() != "edited" and (out / "notes.txt").read_text() == "mine"
 
 
-def test_force_writes_its_named_files_into_a_foreign_folder_and_nothing_else(decoys, lr_runs, capsys):
+def test_force_writes_its_named_files_into_a_folder_of_others_and_nothing_else(decoys, lr_runs, capsys):
     assert _rc(["export", str(lr_runs / "a"), "--out", str(decoys), "--force"]) == 0
     after = snapshot(decoys)
     changed = {n for n in DECOY if after[n] != DECOY[n]}

@@ -7,8 +7,6 @@ import json
 
 import numpy as np
 import pytest
-from test_levers_report import acquisition, logistic
-from test_report_golden import classification_run
 
 from icl_race.analysis import regression
 from icl_race.analysis import survival as sv
@@ -36,6 +34,9 @@ from icl_race.report.sweep_sections import (
     WithN,
 )
 from icl_race.rundir import load_run
+
+from .test_levers import acquisition, logistic
+from .test_report_golden import classification_run
 
 
 @dataclasses.dataclass(frozen=True)
