@@ -30,13 +30,12 @@ import dataclasses
 import numpy as np
 
 from icl_race.analysis import survival as sv
+from icl_race.analysis.events import LASTING, LEVEL
 from icl_race.analysis.record import Record
 
 CLASSES = ("persistent", "recovered", "falling", "transient", "censored", "diverged")
 KEPT = CLASSES[:-1]  # the classes of the seeds every statistic keeps (all but diverged)
 ACQUIRED = CLASSES[:4]  # the classes of the seeds that acquired ICL
-LEVEL = 0.9
-LASTING = 10
 
 
 def seed_counts(acquired_S: np.ndarray) -> dict:

@@ -45,11 +45,6 @@ PLATEAU_WINDOW = (0.25, 0.5)
 RISE_BOUND = 0.10
 
 
-def level_event(level: float) -> str:
-    """The event of ICL accuracy passing `level`: icl60 for 0.6 (its time is results' t_icl60)."""
-    return f"icl{round(100 * level):02d}"
-
-
 def rise_fraction(t_thr_S, t_start_S) -> np.ndarray:
     """(t_thr - t_start) / t_thr per seed; NaN where the threshold was not reached (t_thr < 0)."""
     t_thr, t_start = np.asarray(t_thr_S, float), np.asarray(t_start_S, float)

@@ -19,7 +19,7 @@ import numpy as np
 
 from icl_race import rundir
 from icl_race.analysis import outcome as oc
-from icl_race.analysis import regime as rg
+from icl_race.analysis.events import level_event
 from icl_race.analysis.race import first_passage
 from icl_race.config import Config, ConfigError
 from icl_race.report.paper import IGNORED_FIELDS, flat
@@ -62,7 +62,7 @@ class Sample:
         cfg = run.cfg
         icl = np.asarray(run.curves["icl_acc"], float)
         level = min(cfg.train.icl_levels) if cfg.train.icl_levels else 0.6
-        start = rg.level_event(level)
+        start = level_event(level)
         # Runs written before the levels were recorded: the same first passage read off the stored curve
         # (equal to the device's, tests/analysis/test_regime.py).
         t_start = run.times[start] if start in run.times else first_passage(icl, run.eval_steps, level)

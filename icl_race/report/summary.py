@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from icl_race import rundir
+from icl_race.analysis.events import level_event
 from icl_race.analysis.outcome import CLASSES, Outcomes, classify
-from icl_race.analysis.regime import level_event, rise_fraction
+from icl_race.analysis.regime import rise_fraction
 from icl_race.report import warnings
 
 SCHEMA = "icl-race/run-summary/1"

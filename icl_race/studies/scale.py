@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from icl_race.analysis.events import level_event
 from icl_race.analysis.outcome import classify
-from icl_race.analysis.regime import level_event
 from icl_race.analysis.scale import LrBridge, WidthAxis, lr_bridge, width_axis
 from icl_race.config import ConfigError
 from icl_race.rundir import runset

@@ -37,8 +37,8 @@ from typing import Self
 import jax
 import jax.numpy as jnp
 
-from icl_race.analysis import outcome
-from icl_race.analysis.regime import level_event
+from icl_race.analysis import events
+from icl_race.analysis.events import level_event
 from icl_race.configbase import Config
 from icl_race.engine.program import Program
 from icl_race.models.minimal import MinimalModel
@@ -117,9 +117,9 @@ class ClassificationRace(Program):
             freeze=cfg.model.freeze,
             freeze_event="converged" if tr.early_stop == "freeze" else None,
             icl_levels=tuple(tr.icl_levels),
-            # The fall is analysis/outcome.py's lasting one: LASTING evaluations in a row below LEVEL.
+            # The fall is analysis/outcome.py's lasting one: LASTING evaluations in a row below LEVEL (analysis/events.py).
             confirm=((("icl", tr.icl_confirm),) if tr.icl_confirm > 1 else ())
-            + ((("fell", outcome.LASTING),) if tr.retire_at_fall else ()),
+            + ((("fell", events.LASTING),) if tr.retire_at_fall else ()),
             bank_size=t.infinite_bank if infinite else 0,
             eval_batch=tr.eval_batch,
             optimizer=tr.optimizer,
@@ -350,5 +350,5 @@ class ClassificationRace(Program):
             **{level_event(v): acc > v for v in self.icl_levels},
             **({"settled": probes["iwl_acc"] > consts["settle_iwl"]} if self.settle else {}),
             # ICL lost; the engine counts it only after t_icl, confirmed over LASTING evaluations
-            **({"fell": acc < outcome.LEVEL} if self.fall else {}),
+            **({"fell": acc < events.LEVEL} if self.fall else {}),
         }

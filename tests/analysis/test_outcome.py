@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from icl_race.analysis import outcome as oc
+from icl_race.analysis.events import LASTING, LEVEL  # 0.9, 10: the lasting fall
 from icl_race.report.summary import counts_text, outcome_sentence
 
 STEPS = np.arange(1, 31) * 10  # 30 evaluations, steps 10 ... 300
-LEVEL, LASTING = oc.LEVEL, oc.LASTING  # 0.9, 10
 
 
 def _seed(below: tuple[int, int] | None = None, end: float | None = None, tail_nan: int = 0) -> np.ndarray:

@@ -385,7 +385,7 @@ def test_a_seed_that_loses_its_stop_event_falls_once_confirmed_freezes_and_retir
 def test_retire_at_fall_adds_the_lasting_fall_to_the_classification_race(tiny_raw):
     """train.retire_at_fall builds the "fell" event, confirmed over analysis/outcome.py's LASTING
     evaluations below its LEVEL; off by default, so other runs keep their result keys."""
-    from icl_race.analysis.outcome import LASTING, LEVEL
+    from icl_race.analysis.events import LASTING, LEVEL
 
     raw = {**tiny_raw, "train": {**tiny_raw["train"], "retire_at_fall": True, "early_stop": "off"}}
     program, consts = build(config.from_dict(raw))
