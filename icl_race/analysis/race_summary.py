@@ -1,10 +1,7 @@
-"""The race study's summaries of finished runs (`analysis.runs.FinishedRun`: a study's `rundir.Run`s, read
-through their typed config) with the per-seed statistics of `analysis.race`: per weight decay ICL's rise
-and fall and the values at the fall (`summarize_transience`), the loss relation per cell
-(`summarize_loss_relations`), the independence ablation (`summarize_independence`), the bet of
-train.settle_iwl (`summarize_settling`). Typed records with their text; `icl-race analyze race ...`
-(studies/race.py) writes them. Every bootstrap draws from a fresh `Draws.bootstrap()` (the command's root,
---seed, alone), so conditions of equal seed counts resample the same seed positions (paired by seed id).
+"""The race study's summaries of finished runs (`analysis.runs.FinishedRun`, read through their typed config)
+with the per-seed statistics of `analysis.race`: typed records with their text, which `icl-race analyze
+race ...` (studies/race.py) writes. Every bootstrap draws from a fresh `Draws.bootstrap()` (the command's
+root, --seed, alone), so conditions of equal seed counts resample the same seed positions (paired by seed id).
 """
 
 from __future__ import annotations
@@ -14,19 +11,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from icl_race.analysis import race
 from icl_race.analysis.compare import ratio_of_boots
 from icl_race.analysis.draws import Draws
 from icl_race.analysis.outcome import SeedCounts, seed_counts
-from icl_race.analysis.race import (
-    AfterMemorization,
-    KmMedian,
-    LossFit,
-    after_memorization,
-    fall_times,
-    first_passage,
-    km_summary,
-    loss_relation,
-)
+from icl_race.analysis.race import AfterMemorization, KmMedian, LossFit
 from icl_race.analysis.record import INLINE, NOT_JSON, OMIT_NONE, NotFitted, Record
 from icl_race.analysis.runs import FinishedRun
 from icl_race.analysis.survival import censor_time, proportion_ci
@@ -77,9 +66,7 @@ class Trend(Record):
 
 @dataclass(frozen=True)
 class Transience(Record):
-    """summarize_transience: per weight-decay cell (`cells`) the rise and fall of ICL accuracy through
-    `level`, c3 and L_IWL at the fall and the loss relation; across cells (`vs_wd_loglog`) the log-log
-    slopes of the fall and of those values against weight decay."""
+    """summarize_transience's cells (per weight decay) and the slopes across them (`vs_wd_loglog`)."""
 
     level: float
     cells: list[TransienceCell]
@@ -103,7 +90,7 @@ class Transience(Record):
 def _transience_cell(run: FinishedRun, level: float, draws: Draws, rng: np.random.Generator) -> TransienceCell:
     steps, t_icl, icl_acc = run.eval_steps, run.t("icl"), run.curve("icl_acc")
     acquired = t_icl >= 0
-    t_fall = fall_times(icl_acc, steps, t_icl, level)
+    t_fall = race.fall_times(icl_acc, steps, t_icl, level)
     fell = t_fall >= 0
     T = _censor_at(run, t_icl, t_fall[acquired])
     probes = [k for k in AT_FALL if k in run.curves]
@@ -114,8 +101,8 @@ def _transience_cell(run: FinishedRun, level: float, draws: Draws, rng: np.rando
         seed_counts(acquired),
         int(fell.sum()),
         T,
-        km_summary(t_icl, T, draws.bootstrap()),
-        km_summary(t_fall[acquired], T, draws.bootstrap()),
+        race.km_summary(t_icl, T, draws.bootstrap()),
+        race.km_summary(t_fall[acquired], T, draws.bootstrap()),
         t_icl.tolist(),
         t_fall.tolist(),
         {k: v.tolist() for k, v in at_fall.items()},
@@ -124,7 +111,7 @@ def _transience_cell(run: FinishedRun, level: float, draws: Draws, rng: np.rando
         icl_acc.mean(0).tolist(),
         seed_median.get("c3"),
         seed_median["iwl_loss"],
-        loss_relation(run.curve("icl_loss"), run.curve("iwl_loss"), steps, t_icl, draws.bootstrap()),
+        race.loss_relation(run.curve("icl_loss"), run.curve("iwl_loss"), steps, t_icl, draws.bootstrap()),
         {k: np.median(rng.choice(v, (draws.n_boot, v.size)), axis=1) for k, v in at_fall.items() if v.size},
     )
 
@@ -182,7 +169,7 @@ class Condition(Record):
 def _condition(run: FinishedRun, draws: Draws, level: float) -> Condition:
     cfg, iwl_acc = run.cfg, run.curve("iwl_acc")
     t_icl = run.t("icl") if "icl" in run.times else None
-    t_mem = first_passage(iwl_acc, run.eval_steps, level)
+    t_mem = race.first_passage(iwl_acc, run.eval_steps, level)
     T = _censor_at(run, t_mem, *([] if t_icl is None else [t_icl]))
     return Condition(
         getattr(cfg.task, "K", None),
@@ -191,12 +178,12 @@ def _condition(run: FinishedRun, draws: Draws, level: float) -> Condition:
         cfg.train.lr,
         int(iwl_acc.shape[0]),
         T,
-        km_summary(t_mem, T, draws.bootstrap()),
+        race.km_summary(t_mem, T, draws.bootstrap()),
         float(iwl_acc[:, -1].mean()),
         run.eval_steps.tolist(),
         iwl_acc.mean(0).tolist(),
         np.quantile(iwl_acc, [0.1, 0.9], axis=0).tolist(),
-        *([] if t_icl is None else [km_summary(t_icl, T, draws.bootstrap()), t_icl.tolist()]),
+        *([] if t_icl is None else [race.km_summary(t_icl, T, draws.bootstrap()), t_icl.tolist()]),
     )
 
 
@@ -231,8 +218,7 @@ def _ablation(conds: dict[str, Condition], pairs: dict, key: str) -> Ablation:
 
 @dataclass(frozen=True)
 class Independence(Record):
-    """summarize_independence: the memorization time (`memorization`) and t_ICL (`t_icl`) per condition,
-    a sub-circuit frozen at init or the MLP alone, with their ratios to the unfrozen model."""
+    """summarize_independence's two parts: the memorization time and t_ICL per condition, with ratios."""
 
     level: float
     memorization: Ablation
@@ -288,8 +274,7 @@ class LossCell(Record):
 
 @dataclass(frozen=True)
 class LossRelations(Record):
-    """summarize_loss_relations: per cell, loss_relation over every point after t_ICL and over those with
-    x > min_x."""
+    """summarize_loss_relations' cells (per weight decay)."""
 
     min_x: float
     cells: list[LossCell]
@@ -307,15 +292,14 @@ def summarize_loss_relations(runs: Sequence[FinishedRun], draws: Draws, min_x: f
     cells = []
     for run in runs:
         curves = (run.curve("icl_loss"), run.curve("iwl_loss"), run.eval_steps, run.t("icl"))
-        fits = {f"x > {m:g}": loss_relation(*curves, draws.bootstrap(), m) for m in (-np.inf, min_x)}
+        fits = {f"x > {m:g}": race.loss_relation(*curves, draws.bootstrap(), m) for m in (-np.inf, min_x)}
         cells.append(LossCell(run.cfg.train.weight_decay_attn, fits))
     return LossRelations(min_x, cells)
 
 
 @dataclass(frozen=True)
 class Settling(Record):
-    """summarize_settling: after_memorization per cell (task.K) and pooled, with the Wilson 95% CI of the
-    fraction of memorized-first seeds that acquired ICL later."""
+    """summarize_settling's cells (after_memorization per task.K) and their pooled counts."""
 
     level: float
     cells: list[AfterMemorization]
@@ -345,7 +329,7 @@ def summarize_settling(runs: Sequence[FinishedRun], level: float = 0.9) -> Settl
     """after_memorization per cell (task.K) and pooled, with the Wilson 95% CI of the fraction of
     memorized-first seeds that acquired ICL later: the bet train.settle_iwl = level makes."""
     cells = [
-        after_memorization(
+        race.after_memorization(
             r.t("icl"), r.curve("iwl_acc"), r.curve("icl_acc"), r.eval_steps, level, getattr(r.cfg.task, "K", None)
         )
         for r in runs

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
 
+from icl_race.analysis.race import KmMedian, LossFit
+from icl_race.analysis.race_summary import Independence, Transience
 from icl_race.plots.common import colors, label_panel, slope_ci_text
-
-if TYPE_CHECKING:
-    from icl_race.analysis.race import KmMedian, LossFit
-    from icl_race.analysis.race_summary import Independence, Transience
 
 
 def _median_with_ci(ax, x, km: KmMedian, censor_at, color, marker, label):
@@ -26,24 +22,15 @@ def _median_with_ci(ax, x, km: KmMedian, censor_at, color, marker, label):
 
 
 def transience(summary: Transience, title: str = "") -> plt.Figure:
-    """race.summarize_transience: rise/fall KM medians vs weight decay; ICL accuracy, the MLP path's
+    """summarize_transience's result: rise/fall KM medians vs weight decay; ICL accuracy, the MLP path's
     c3 = <exp(-phi+)> and L_IWL against steps per weight decay, with the median fall times marked."""
     cells = summary.cells
     fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
     for i, c in enumerate(cells):
         first = i == 0
-        _median_with_ci(
-            axes[0], c.weight_decay_attn, c.rise, c.budget, "tab:blue", "o", "rise: t_ICL" if first else None
-        )
-        _median_with_ci(
-            axes[0],
-            c.weight_decay_attn,
-            c.fall,
-            c.budget,
-            "tab:red",
-            "v",
-            f"fall: ICL acc < {summary.level} (open: not reached)" if first else None,
-        )
+        fall = f"fall: ICL acc < {summary.level} (open: not reached)"
+        for km, color, marker, label in ((c.rise, "tab:blue", "o", "rise: t_ICL"), (c.fall, "tab:red", "v", fall)):
+            _median_with_ci(axes[0], c.weight_decay_attn, km, c.budget, color, marker, label if first else None)
     axes[0].set(xscale="log", yscale="log", xlabel="weight decay on the attention path", ylabel="SGD steps (KM median)")
     axes[0].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # minor labels collide on a short range
     axes[0].set_xticks([c.weight_decay_attn for c in cells], [f"{c.weight_decay_attn:g}" for c in cells])
@@ -83,7 +70,7 @@ def loss_relation(fit: LossFit, title: str = "") -> plt.Figure:
 
 
 def independence(summary: Independence, title: str = "") -> plt.Figure:
-    """race.summarize_independence: IWL accuracy curves (seed mean, 10-90% band) of the memorization
+    """summarize_independence's result: IWL accuracy curves (seed mean, 10-90% band) of the memorization
     conditions; Kaplan-Meier curves of t_ICL with the MLP frozen or trained."""
     from icl_race.analysis.survival import censored_times, km_steps
 

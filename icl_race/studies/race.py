@@ -61,24 +61,14 @@ def settle(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> ra
     return race.summarize_settling(runs, level)
 
 
-def _transience_figures(result: race.Transience) -> dict:
+def _figures(result: race.Transience | race.LossRelations | race.Independence) -> dict:
+    """A result's figures by the suffix of their PNG's name (matplotlib imported only here)."""
     from icl_race.plots import race as figures
 
-    return {"": figures.transience(result)}
-
-
-def _loss_figures(result: race.LossRelations) -> dict:
-    from icl_race.plots import race as figures
-
-    # each cell's fit on every point after t_ICL; a cell with no such point: no figure
-    first = ((c.weight_decay_attn, c.fits["x > -inf"]) for c in result.cells)
-    return {f"_wd{wd:g}": figures.loss_relation(fit, title=f"wd {wd:g}") for wd, fit in first if fit.x}
-
-
-def _independence_figures(result: race.Independence) -> dict:
-    from icl_race.plots import race as figures
-
-    return {"": figures.independence(result)}
+    if isinstance(result, race.LossRelations):  # each cell's fit on every point after t_ICL, if it has one
+        first = ((c.weight_decay_attn, c.fits["x > -inf"]) for c in result.cells)
+        return {f"_wd{wd:g}": figures.loss_relation(fit, title=f"wd {wd:g}") for wd, fit in first if fit.x}
+    return {"": figures.transience(result) if isinstance(result, race.Transience) else figures.independence(result)}
 
 
 COMMANDS: dict[str, Callable[..., object]] = {
@@ -88,4 +78,4 @@ COMMANDS: dict[str, Callable[..., object]] = {
     "settle": settle,
 }
 OPTIONS = {"level": FRACTION, "min_x": Option(float)}
-FIGURES = {"transience": _transience_figures, "loss": _loss_figures, "independence": _independence_figures}
+FIGURES = dict.fromkeys(("transience", "loss", "independence"), _figures)
