@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from icl_race.analysis.draws import Bootstrap, generator
+from icl_race.analysis.draws import Bootstrap, Draws, generator
 from icl_race.analysis.memorization import log_t_vs_beta0, predict_k_star
 from icl_race.analysis.memorization_summary import budgets_by_K
 from icl_race.analysis.outcome import seed_counts
-from icl_race.analysis.race import summarize_transience
+from icl_race.analysis.race_summary import summarize_transience
 from icl_race.analysis.regime import rise_fraction
 from icl_race.analysis.runs import FinishedRun
 from icl_race.analysis.text import ci_text, value_ci
@@ -104,7 +104,7 @@ def beta0(runs: Sequence[FinishedRun], n_boot: int = 1000, seed: int = 0) -> Bet
             {
                 **setting(run),
                 "N": run.cfg.task.N,
-                **seed_counts(ok),
+                **seed_counts(ok).to_json(),
                 "beta0_mean": float(b.mean()),
                 "fit": fit,
                 "ln_t_spread": spread(np.log(t[ok]), n_boot, rng) if ok.any() else None,
@@ -274,7 +274,7 @@ def transience(
     for opt in sorted({r.cfg.train.optimizer for r in runs}):
         mine = [r for r in runs if r.cfg.train.optimizer == opt]
         by_wd = {r.cfg.train.weight_decay_attn: r for r in mine}
-        for row in summarize_transience(mine, level=level, n_boot=n_boot, seed=seed)["cells"]:
+        for row in summarize_transience(mine, Draws(seed, n_boot), level).to_json()["cells"]:
             run = by_wd[row["weight_decay_attn"]]
             t_icl, icl_acc = run.t("icl"), run.curve("icl_acc")
             acquired = t_icl >= 0
@@ -337,7 +337,7 @@ def kstar_cells(field: str, N: int, sources, prior=None) -> list:
             cell = {
                 "value": lever_value(run, field),
                 "K": int(cfg.task.K),
-                **seed_counts(t >= 0),
+                **seed_counts(t >= 0).to_json(),
                 "budget": int(cfg.train.steps),
                 "rise_fraction_median": float(np.nanmedian(r_S)) if (t >= 0).any() else None,
                 "source": str(name),

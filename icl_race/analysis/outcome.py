@@ -38,9 +38,17 @@ KEPT = CLASSES[:-1]  # the classes of the seeds every statistic keeps (all but d
 ACQUIRED = CLASSES[:4]  # the classes of the seeds that acquired ICL
 
 
-def seed_counts(acquired_S: np.ndarray) -> dict:
-    """A cell's seeds and how many of them acquired ICL (one bool per seed), as a study's row states them."""
-    return {"seeds": int(acquired_S.size), "acquired": int(acquired_S.sum())}
+@dataclasses.dataclass(frozen=True)
+class SeedCounts(Record):
+    """A cell's seeds and how many of them acquired ICL, as a study's row states them (`seed_counts`)."""
+
+    seeds: int
+    acquired: int
+
+
+def seed_counts(acquired_S: np.ndarray) -> SeedCounts:
+    """The counts of one bool per seed (True: acquired)."""
+    return SeedCounts(int(acquired_S.size), int(acquired_S.sum()))
 
 
 def last_finite(values_SxT: np.ndarray) -> np.ndarray:

@@ -12,17 +12,20 @@ def key(name: str) -> dict:
 
 
 OMIT_NONE = {"omit_none": True}  # a field's metadata: left out of the JSON while it is None
+NOT_JSON = {"json": False}  # a field's metadata: never in the JSON (a statistic's replicates, a figure's points)
+INLINE = {"inline": True}  # a field's metadata: its value's keys (a record's, a mapping's) written in its place
 
 
 def record_json(rec) -> dict:
     """A typed record (a frozen dataclass) as report.json writes it: its fields in their order, each under
-    its JSON name (`key`), nested records through their own `to_json`. The records' field order is
-    report.json's key order."""
-    return {
-        f.metadata.get("json", f.name): plain(getattr(rec, f.name))
-        for f in dataclasses.fields(rec)
-        if not (f.metadata.get("omit_none") and getattr(rec, f.name) is None)
-    }
+    its JSON name (`key`; none with NOT_JSON), nested records through their own `to_json` (in its place
+    with INLINE). The records' field order is report.json's key order."""
+    out: dict = {}
+    for f in dataclasses.fields(rec):
+        v = getattr(rec, f.name)
+        if f.metadata.get("json") is not False and not (f.metadata.get("omit_none") and v is None):
+            out |= plain(v) if f.metadata.get("inline") else {f.metadata.get("json", f.name): plain(v)}
+    return out
 
 
 def plain(v):

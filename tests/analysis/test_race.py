@@ -7,11 +7,15 @@ import numpy as np
 import pytest
 
 from icl_race import rundir
-from icl_race.analysis import race
+from icl_race.analysis import race, race_summary
 from icl_race.analysis.compare import ratio_of_boots
-from icl_race.studies.race import Settling
+from icl_race.analysis.draws import Bootstrap, Draws, generator
 
 STEPS = np.arange(1, 11) * 100
+
+
+def boot(n: int) -> Bootstrap:
+    return Bootstrap(n, generator(0))
 
 
 def test_first_passage_above_below_and_after():
@@ -41,35 +45,41 @@ def _synthetic_losses(slope, intercept, S=24, noise=0.0, seed=0):
 
 def test_loss_relation_is_exact_on_the_theory_line():
     icl, iwl, t_icl = _synthetic_losses(1.0, 0.0)
-    out = race.loss_relation(icl, iwl, STEPS, t_icl, n_boot=200)
-    assert out["slope"] == pytest.approx(1.0) and out["prop"] == pytest.approx(1.0)
-    assert out["intercept"] == pytest.approx(0.0, abs=1e-9)
-    assert out["seeds_used"] == np.sum(t_icl >= 0)
-    assert out["points"] == sum(np.sum(STEPS >= t) for t in t_icl if t >= 0)
-    high = race.loss_relation(icl, iwl, STEPS, t_icl, min_x=1.0, n_boot=0)
-    assert high["points"] == np.sum(np.asarray(high["x"]) > 1.0) < out["points"]
-    assert min(high["x"]) > 1.0 and high["slope"] == pytest.approx(1.0)
+    out = race.loss_relation(icl, iwl, STEPS, t_icl, boot(200))
+    assert out.slope == pytest.approx(1.0) and out.prop == pytest.approx(1.0)
+    assert out.intercept == pytest.approx(0.0, abs=1e-9)
+    assert out.seeds_used == np.sum(t_icl >= 0)
+    assert out.points == sum(np.sum(STEPS >= t) for t in t_icl if t >= 0)
+    high = race.loss_relation(icl, iwl, STEPS, t_icl, boot(0), min_x=1.0)
+    assert high.points == np.sum(np.asarray(high.x) > 1.0) < out.points
+    assert min(high.x) > 1.0 and high.slope == pytest.approx(1.0)
+    # no replicates: no CIs written; no point after t_ICL: no fit
+    assert "slope_ci" not in high.to_json() and "x" not in out.to_json() and out.slope_ci is not None
+    none = race.loss_relation(icl, iwl, STEPS, np.full_like(t_icl, -1), boot(50)).to_json()
+    assert none == {"seeds_used": 0, "points": 0, "confidence": 0.95, "slope": None, "intercept": None, "prop": None}
 
 
 def test_loss_relation_recovers_a_known_slope_with_a_covering_ci():
     icl, iwl, t_icl = _synthetic_losses(0.6, 0.1, noise=0.05)
-    out = race.loss_relation(icl, iwl, STEPS, t_icl, n_boot=500)
-    assert out["slope"] == pytest.approx(0.6, abs=0.03)
-    assert out["slope_ci"][0] < 0.6 < out["slope_ci"][1]
-    assert out["intercept_ci"][0] < 0.1 < out["intercept_ci"][1]
-    assert out["slope_ci"][1] - out["slope_ci"][0] < 0.1
+    out = race.loss_relation(icl, iwl, STEPS, t_icl, boot(500))
+    assert out.slope == pytest.approx(0.6, abs=0.03)
+    assert out.slope_ci[0] < 0.6 < out.slope_ci[1]
+    assert out.intercept_ci[0] < 0.1 < out.intercept_ci[1]
+    assert out.slope_ci[1] - out.slope_ci[0] < 0.1
 
 
 def test_km_median_ratio_of_paired_scaled_samples_is_exact():
     b_times = np.array([50, 100, 150, 200, 250, 300, 350, 400, 450, 500, 550, 600])
-    a = race.km_summary(2 * b_times, censor_at=5000, n_boot=300)
-    b = race.km_summary(b_times, censor_at=5000, n_boot=300)
-    assert a["median"] == 600 and b["median"] == 300  # smallest time with S <= 1/2
-    r = ratio_of_boots(b["median"], a["median"], b["boot"], a["boot"])  # the one median ratio (analysis.compare)
+    draws = Draws(0, 300)  # a fresh generator of one root per sample
+    a = race.km_summary(2 * b_times, censor_at=5000, boot=draws.bootstrap())
+    b = race.km_summary(b_times, censor_at=5000, boot=draws.bootstrap())
+    assert a.median == 600 and b.median == 300  # smallest time with S <= 1/2
+    r = ratio_of_boots(b.median, a.median, b.boot, a.boot)  # the one median ratio (analysis.compare)
     # Same seed positions resampled on both sides: every replicate's ratio is exactly 2.
     assert r.ratio == 2 and r.ci == (2.0, 2.0)
-    censored = race.km_summary(np.array([100, -1, -1, -1]), censor_at=1000, n_boot=50)
-    assert censored["median"] is None and censored["observed"] == 1
+    censored = race.km_summary(np.array([100, -1, -1, -1]), censor_at=1000, boot=boot(50))
+    assert censored.median is None and censored.observed == 1
+    assert list(censored.to_json()) == ["n", "observed", "median", "median_ci"]  # the replicates are not written
 
 
 def _write_cell(d, cfg, arrays):
@@ -118,7 +128,7 @@ def test_summarize_transience_on_constructed_cells(tmp_path):
                 "c3": np.tile(STEPS / 1000, (4, 1)),
             },
         )
-    out = race.summarize_transience(rundir.load_runs(tmp_path), n_boot=100)
+    out = race_summary.summarize_transience(rundir.load_runs(tmp_path), Draws(0, 100)).to_json()
     lo, hi = out["cells"]
     assert (lo["weight_decay_attn"], lo["fell"], lo["acquired"]) == (0.01, 3, 4)
     assert lo["rise"]["median"] == 200 and lo["fall"]["median"] == 800 and hi["fall"]["median"] == 400
@@ -128,6 +138,9 @@ def test_summarize_transience_on_constructed_cells(tmp_path):
     assert trends["fall"]["slope"] == pytest.approx(-1.0)  # fall time halves as wd doubles
     assert trends["c3"]["slope"] == pytest.approx(-1.0)  # c3 at the fall halves too
     assert trends["iwl_loss"]["slope"] == pytest.approx(0.0, abs=1e-12)
+    # the JSON: a cell's counts in its place, the slope's fit with its verdict beside it, no replicates
+    assert list(lo)[:5] == ["weight_decay_attn", "seeds", "acquired", "fell", "budget"] and "at_fall_boot" not in lo
+    assert trends["fall"]["ok"] and trends["fall"]["verdict"] == "agrees" and "verdict_slope_1" not in trends["fall"]
 
 
 def test_after_memorization_counts_the_seeds_a_settle_rule_would_stop_and_those_that_acquired_later():
@@ -150,7 +163,8 @@ def test_after_memorization_counts_the_seeds_a_settle_rule_would_stop_and_those_
     )
     t_icl = np.array([-1, 40, 10, -1])
     out = race.after_memorization(t_icl, iwl, icl, steps, level=0.9)
-    assert out == {
+    assert out.to_json() == {
+        "K": None,
         "seeds": 4,
         "memorized_first": 2,
         "acquired_after": 1,
@@ -162,8 +176,8 @@ def test_after_memorization_counts_the_seeds_a_settle_rule_would_stop_and_those_
         _run({"task": {"K": 800}}, steps, t_icl, iwl_acc=iwl, icl_acc=icl),
         _run({"task": {"K": 400}}, steps, t_icl[:1], iwl_acc=iwl[:1], icl_acc=icl[:1]),
     ]
-    pooled = Settling(**race.summarize_settling(runs, level=0.9))
-    assert [c["K"] for c in pooled.cells] == [400, 800]
+    pooled = race_summary.summarize_settling(runs, level=0.9)
+    assert [c.K for c in pooled.cells] == [400, 800]
     assert (pooled.memorized_first, pooled.acquired_after) == (3, 1)
     lo, hi = pooled.fraction_ci
     assert 0 < lo < 1 / 3 < hi < 1  # Wilson 95% around 1/3

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from icl_race import plots
+from icl_race.analysis.race import LossFit
 from icl_race.analysis.survival import kaplan_meier
 from icl_race.plots import cells, classification, compare, race, scale
 
@@ -176,8 +177,8 @@ def test_the_loss_relation_plots_the_points_the_fit_and_the_theory_line():
     rng = np.random.default_rng(0)
     x = rng.uniform(0.5, 3.0, 40)
     y = 0.1 + 0.9 * x + rng.normal(0, 0.05, 40)
-    fit = {"intercept": 0.1, "slope": 0.9, "points": 40, "seeds_used": 4}
-    fig = race.loss_relation(x, y, fit)
+    fit = LossFit(4, 40, 0.95, x.tolist(), y.tolist(), slope=0.9, intercept=0.1)
+    fig = race.loss_relation(fit)
     ax = fig.axes[0]
     np.testing.assert_array_equal(ax.collections[0].get_offsets(), np.c_[x, y])
     line, theory = ax.lines

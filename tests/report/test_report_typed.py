@@ -14,7 +14,7 @@ from icl_race.analysis import threshold as th
 from icl_race.analysis.bimodality import Mixture, Modality
 from icl_race.analysis.compare import CellDifference
 from icl_race.analysis.draws import Draws
-from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key
+from icl_race.analysis.record import INLINE, NOT_JSON, OMIT_NONE, NotFitted, Record, key
 from icl_race.analysis.threshold import MedianCI
 from icl_race.report import classification_run as run_report
 from icl_race.report.cell import Above, Bimodality, CellStats, OutcomeStats, Statistics
@@ -60,6 +60,19 @@ def test_a_record_writes_its_fields_in_order_under_their_json_names():
     )
     assert list(dataclasses.replace(rec, optional="yes").to_json()) == ["inner", "by_class", "optional", "kept"]
     assert jsonable(rec) == json.loads(json.dumps(rec.to_json()))  # jsonable goes through to_json
+
+
+@dataclasses.dataclass(frozen=True)
+class _Flat(Record):
+    name: str
+    inner: _Inner = dataclasses.field(metadata=INLINE)
+    fits: dict = dataclasses.field(metadata=INLINE)
+    boot: list = dataclasses.field(default_factory=list, metadata=NOT_JSON)
+
+
+def test_a_record_writes_inline_fields_in_its_place_and_never_the_not_json_ones():
+    rec = _Flat("a", _Inner(1, 2), {"x > 0": _Inner(3, 4)}, [1.0, 2.0])
+    assert json.dumps(rec.to_json()) == '{"name": "a", "x": 1, "above_0.75": 2, "x > 0": {"x": 3, "above_0.75": 4}}'
 
 
 def test_a_run_reports_cell_is_its_records_in_the_field_order(tmp_path):

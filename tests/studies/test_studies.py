@@ -22,7 +22,8 @@ import stored
 
 from icl_race import config
 from icl_race.analysis import memorization_summary as mem_summary
-from icl_race.analysis import race
+from icl_race.analysis import race, race_summary
+from icl_race.analysis.draws import Draws
 from icl_race.config import ConfigError
 from icl_race.run import runner
 from icl_race.rundir import load_runs
@@ -116,7 +117,7 @@ def analyze(study, sub, dirs, tmp_path, **options):
 def test_race_transience_is_the_summary_with_its_figure(runs, tmp_path):
     result, written = analyze("race", "transience", [runs["wd01"], runs["wd03"]], tmp_path)
     cells = load_runs(runs["wd01"], runs["wd03"])
-    assert _same(dataclasses.asdict(result), race.summarize_transience(cells, level=0.9, n_boot=1000))
+    assert _same(command.payload(result), race_summary.summarize_transience(cells, Draws(0, 1000), 0.9).to_json())
     assert [p.suffix for p in written] == [".json", ".png"]
     assert "wd 0.01: acquired" in result.text()
 
@@ -126,9 +127,14 @@ def test_race_loss_is_the_loss_relation_per_cell(runs, tmp_path):
     for run, cell in zip(load_runs(runs["wd01"], runs["wd03"]), command.payload(result)["cells"]):
         for m in (-np.inf, 0.5):
             old = race.loss_relation(
-                run.curve("icl_loss"), run.curve("iwl_loss"), run.eval_steps, run.t("icl"), m, n_boot=1000
+                run.curve("icl_loss"),
+                run.curve("iwl_loss"),
+                run.eval_steps,
+                run.t("icl"),
+                Draws(0, 1000).bootstrap(),
+                m,
             )
-            assert _same(cell[f"x > {m:g}"], {k: v for k, v in old.items() if k not in ("x", "y")})
+            assert _same(cell[f"x > {m:g}"], old.to_json())
         assert cell["weight_decay_attn"] == run.cfg.train.weight_decay_attn
     # wd 0.03 acquires no ICL in 400 steps: no point after t_ICL, no figure
     assert [p.name for p in written[1:]] == ["race_loss_wd0.01.png"]
@@ -136,14 +142,14 @@ def test_race_loss_is_the_loss_relation_per_cell(runs, tmp_path):
 
 def test_race_independence_takes_its_directories_in_order(runs, tmp_path):
     result, _ = analyze("race", "independence", [runs["wd01"], runs["kinf"], runs["mlp64"], runs["mlp128"]], tmp_path)
-    old = race.summarize_independence(
+    old = race_summary.summarize_independence(
         load_runs(runs["wd01"]),
         load_runs(runs["kinf"]),
         load_runs(runs["mlp64"], runs["mlp128"]),
+        Draws(0, 1000),
         level=0.9,
-        n_boot=1000,
     )
-    assert _same(dataclasses.asdict(result), old)
+    assert _same(command.payload(result), old.to_json())
     assert "memorization | none" in result.text()
 
 
