@@ -3,8 +3,9 @@
 A study module (`icl_race/studies/<study>.py`) is glue only: it reads run or sweep directories
 (`icl_race.rundir.runset`), or trains the seeds a test needs itself (`icl_race.run.retrain`, a system's integrator),
 hands their arrays to pure functions in `icl_race.analysis` / `icl_race.theory`, and returns their typed
-result, which has a `text()` (markdown) and is a dataclass (its JSON). The
-command writes the JSON to `experiments/<study>/results/<subcommand>.json` (or --out) and prints the text.
+result, which has a `text()` (markdown) and is a dataclass (its JSON; a record of `analysis.record` inside it as
+its `to_json` writes it). The command writes the JSON to `experiments/<study>/results/<subcommand>.json` (or
+--out) and prints the text.
 
     COMMANDS = {"lr": lr}          # in the study module: subcommand -> fn(dirs, n_boot, seed, **options) -> result
     FIGURES = {"lr": figures}      # optional: subcommand -> fn(result) -> {suffix: matplotlib figure}

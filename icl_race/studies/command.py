@@ -67,6 +67,8 @@ def payload(result) -> dict:
 
 
 def _plain(v):
+    if hasattr(v, "to_json") and not isinstance(v, type):  # a record of analysis.record: as it writes itself
+        return _plain(v.to_json())
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
     if isinstance(v, dict):
