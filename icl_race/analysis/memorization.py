@@ -41,9 +41,7 @@ def _line(x, y) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
-class TailFit(Record):
-    """c1 = A t^-alpha over the times t_range (`tail_fit`); the CIs None without replicates."""
-
+class TailFit(Record):  # c1 = A t^-alpha over the times t_range (`tail_fit`); the CIs None without replicates
     alpha: float
     A: float
     t_range: list
@@ -148,16 +146,13 @@ def nu_fit(K, I_by_K, bootstrap: Bootstrap) -> NuFit:
 
 
 @dataclass(frozen=True)
-class KStarAtN(Record):
-    """The median t_ICL at one N and the K* it predicts; t_icl_K: the K its t_ICL run trained at, where the
-    caller says (summarize_race)."""
-
+class KStarAtN(Record):  # the median t_ICL at one N and the K* it predicts
     N: int
     median_t_icl: float
     median_t_icl_ci: list
     k_star: float
     k_star_ci: list
-    t_icl_K: int | str | None = field(default=None, metadata=OMIT_NONE)
+    t_icl_K: int | str | None = field(default=None, metadata=OMIT_NONE)  # its t_ICL run's K, where the caller says
 
 
 @dataclass(frozen=True)
@@ -200,9 +195,7 @@ def predict_k_star(K, I_by_K, N, t_by_N, censor_at, bootstrap: Bootstrap) -> KSt
 
 
 @dataclass(frozen=True)
-class TimeRatio(Record):
-    """The geometric-mean ratio of measured to predicted t_ICL over the acquired seeds (`t_icl_ratio`)."""
-
+class TimeRatio(Record):  # the geometric mean of measured over predicted t_ICL, acquired seeds (`t_icl_ratio`)
     ratio: float | None  # None: no seed acquired
     ratio_ci: list | None
     acquired: int
@@ -225,9 +218,7 @@ def t_icl_ratio(t_icl, N, beta0, bootstrap: Bootstrap, time_scale: float = 1.0) 
 
 
 @dataclass(frozen=True)
-class Beta0Slope(Record):
-    """ln t_ICL = intercept + slope beta0 over the n acquired seeds (`log_t_vs_beta0`)."""
-
+class Beta0Slope(Record):  # ln t_ICL = intercept + slope beta0 over the n acquired seeds (`log_t_vs_beta0`)
     slope: float
     intercept: float
     n: int

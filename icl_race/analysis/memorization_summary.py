@@ -56,9 +56,7 @@ def _alpha_by_decade(t, c1, draws: Draws) -> list[DecadeAlpha]:
 
 
 @dataclass(frozen=True)
-class Budget(Record):
-    """I_K(T) in SGD steps (seed mean, bootstrap CI) and in eta * steps, and I_K(T) / I_K(T/10)."""
-
+class Budget(Record):  # I_K(T) in SGD steps (seed mean, bootstrap CI) and in eta * steps; I_K(T) / I_K(T/10)
     T: float
     I_steps: float
     I_steps_ci: list | None
@@ -234,9 +232,7 @@ class MeasuredAtN(Record):
 
 
 @dataclass(frozen=True)
-class MeasuredKStar(Record):
-    """The K*(N) of a report's threshold group and its slope on N, as report.json wrote it."""
-
+class MeasuredKStar(Record):  # a report's threshold group: K*(N) and its slope on N as report.json wrote it
     per_N: list[MeasuredAtN]
     k_star_slope: dict
 
