@@ -181,14 +181,9 @@ def summarize_minimal(runs: Sequence[FinishedRun], draws: Draws) -> Minimal:
         N, lr, random_beta0 = cfg.task.N, cfg.train.lr, getattr(cfg.model, "beta0_random", False)
         # the beta0 each seed drew (the probe "beta0"), else the config's one value
         beta0 = run.curve("beta0")[:, 0] if "beta0" in run.curves else np.full(t_icl.shape, cfg.model.beta0)
-        cell = MinimalCell(
-            N,
-            None if random_beta0 else cfg.model.beta0,
-            int(t_icl.size),
-            t_icl_ratio(t_icl, N, beta0, draws.bootstrap()),
-            t_icl_ratio(t_icl, N, beta0, draws.bootstrap(), lr),
-            float(np.median(t_icl[t_icl > 0])) if np.any(t_icl > 0) else None,
-        )
+        ratios = t_icl_ratio(t_icl, N, beta0, draws.bootstrap()), t_icl_ratio(t_icl, N, beta0, draws.bootstrap(), lr)
+        median = float(np.median(t_icl[t_icl > 0])) if np.any(t_icl > 0) else None
+        cell = MinimalCell(N, None if random_beta0 else cfg.model.beta0, int(t_icl.size), *ratios, median)
         if not random_beta0:
             fixed.append((N, cell.beta0, t_icl, float(run.budget)))
         elif np.sum(t_icl > 0) >= 3:
