@@ -20,7 +20,7 @@ import numpy as np
 from scipy import stats
 
 from icl_race.analysis.draws import Bootstrap, Draws, generator
-from icl_race.analysis.memorization import log_t_vs_beta0, predict_k_star
+from icl_race.analysis.memorization import Beta0Slope, log_t_vs_beta0, predict_k_star
 from icl_race.analysis.memorization_summary import budgets_by_K
 from icl_race.analysis.outcome import seed_counts
 from icl_race.analysis.race_summary import summarize_transience
@@ -70,13 +70,13 @@ class Beta0:
     cells: (
         list  # per cell: its setting, N, seeds, acquired, beta0_mean, fit (log_t_vs_beta0), ln_t_spread, beta0_spread
     )
-    pooled: dict  # log_t_vs_beta0 over every cell's seeds
+    pooled: Beta0Slope  # log_t_vs_beta0 over every cell's seeds
 
     def text(self) -> str:
         lines = []
         for c in self.cells:
             f, s, sb = c["fit"], c["ln_t_spread"] or {"sd": float("nan"), "sd_ci": None}, c["beta0_spread"]
-            slope = "not fitted (< 3 acquired)" if f is None else value_ci(f["slope"], f["slope_ci"], "{:.2f}")
+            slope = "not fitted (< 3 acquired)" if f is None else value_ci(f.slope, f.slope_ci, "{:.2f}")
             lines.append(
                 f"{_label(c)} (N = {c['N']}): acquired {c['acquired']}/{c['seeds']}, mean beta0 "
                 f"{c['beta0_mean']:.3f}; slope of ln t_ICL on beta0 {slope}; sd of ln t_ICL "
@@ -84,8 +84,8 @@ class Beta0:
             )
         p = self.pooled
         lines.append(
-            f"pooled: slope {value_ci(p['slope'], p['slope_ci'], '{:.2f}')} over {p['n']} acquired seeds "
-            f"({p['censored']} censored, dropped)"
+            f"pooled: slope {value_ci(p.slope, p.slope_ci, '{:.2f}')} over {p.n} acquired seeds "
+            f"({p.censored} censored, dropped)"
         )
         return "\n".join(lines)
 
@@ -99,7 +99,7 @@ def beta0(runs: Sequence[FinishedRun], n_boot: int = 1000, seed: int = 0) -> Bet
     for run in runs:
         t, b = np.asarray(run.t("icl"), float), np.asarray(run.curve("beta0"), float)[:, 0]
         ok = t > 0
-        fit = log_t_vs_beta0(t, b, n_boot=n_boot, seed=seed) if ok.sum() > 2 else None
+        fit = log_t_vs_beta0(t, b, Bootstrap(n_boot, generator(seed))) if ok.sum() > 2 else None
         rows.append(
             {
                 **setting(run),
@@ -115,7 +115,7 @@ def beta0(runs: Sequence[FinishedRun], n_boot: int = 1000, seed: int = 0) -> Bet
         pooled_b.append(b)
     return Beta0(
         cells=sorted(rows, key=lambda c: tuple(c[k] for k in SETTING)),
-        pooled=log_t_vs_beta0(np.concatenate(pooled_t), np.concatenate(pooled_b), n_boot=n_boot, seed=seed),
+        pooled=log_t_vs_beta0(np.concatenate(pooled_t), np.concatenate(pooled_b), Bootstrap(n_boot, generator(seed))),
     )
 
 
@@ -218,17 +218,19 @@ def lever_race(
         t_icl = run.t("icl")
         # t_fixed as a cell of seeds that all acquire at t: its KM median is t, with no spread.
         times = [np.asarray(t_icl, float)] + ([np.full(t_icl.size, t_fixed)] if t_fixed else [])
-        pred = predict_k_star(K, I_by_K, np.full(len(times), N), times, float(run.budget), n_boot, seed=seed)
+        pred = predict_k_star(
+            K, I_by_K, np.full(len(times), N), times, float(run.budget), Bootstrap(n_boot, generator(seed))
+        )
         rows.append(
             {
                 "value": v,
                 "mlp": name,
                 "K": list(K),
-                "nu": pred["nu"],
-                "C": pred["C"],
+                "nu": pred.nu,
+                "C": pred.C,
                 "t_icl_from": source,
-                "kinf": pred["per_N"][0],
-                "fixed": pred["per_N"][1] if t_fixed else None,
+                "kinf": pred.per_N[0].to_json(),
+                "fixed": pred.per_N[1].to_json() if t_fixed else None,
             }
         )
     base = rows[0]

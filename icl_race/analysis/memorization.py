@@ -17,28 +17,40 @@
   t_icl_ratio     measured t_ICL over the minimal-model prediction N sqrt(2 pi) e^-beta0 (per seed,
                   summarised by the geometric mean); CI: seed bootstrap. Censored seeds (t < 0) dropped.
   log_t_vs_beta0  slope of ln t_ICL on a per-seed beta0 (theory -1); CI: seeds resampled (pairs bootstrap).
-All bootstraps take a seed for `analysis.draws.generator`, so results are reproducible. The sweeps'
-summaries of finished runs are analysis/memorization_summary.py's.
+Each takes its replicates as an `analysis.draws.Bootstrap` (n = 0: no CI) and returns a typed record.
+The sweeps' summaries of finished runs are analysis/memorization_summary.py's.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
 import numpy as np
 
-from icl_race.analysis.draws import Bootstrap, generator
+from icl_race.analysis.draws import Bootstrap
+from icl_race.analysis.record import OMIT_NONE, NotFitted, Record
 from icl_race.analysis.survival import censored_times, km_median
-from icl_race.analysis.threshold import km_median_boot, median_vs_N, percentile_ci, power_law_slope
+from icl_race.analysis.text import value_ci
+from icl_race.analysis.threshold import MedianVsN, Slope, km_median_boot, median_vs_N, percentile_ci, power_law_slope
 from icl_race.theory.kinetics import k_star_from_time, t_icl_minimal
 
 
-def _line(x, y):
+def _line(x, y) -> tuple[float, float]:
     slope, intercept = np.polyfit(x, y, 1)
     return float(slope), float(intercept)
 
 
-def tail_fit(
-    t, c1, decades: float = 1.0, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0, t_end: float | None = None
-) -> dict:
+@dataclass(frozen=True)
+class TailFit(Record):  # c1 = A t^-alpha over the times t_range (`tail_fit`); the CIs None without replicates
+    alpha: float
+    A: float
+    t_range: list
+    n_times: int
+    alpha_ci: list | None = None
+    A_ci: list | None = None
+
+
+def tail_fit(t, c1, bootstrap: Bootstrap, decades: float = 1.0, t_end: float | None = None) -> TailFit:
     """Fit c1 = A t^-alpha over t in [t_end / 10^decades, t_end] (t_end: default the last time).
     c1: [T] or [S, T] (seeds)."""
     t = np.asarray(t, float)
@@ -54,25 +66,22 @@ def tail_fit(
         return -slope, float(np.exp(icpt))
 
     alpha, A = fit(c1)
-    out = {
-        "alpha": alpha,
-        "A": A,
-        "t_range": [float(t[win].min()), float(t[win].max())],
-        "n_times": int(win.sum()),
-        "alpha_ci": None,
-        "A_ci": None,
-    }
-    S = c1.shape[0]
-    if S > 1 and n_boot:
-        rng = generator(seed)
-        boot = np.array([fit(c1[rng.integers(0, S, S)]) for _ in range(n_boot)])
-        out["alpha_ci"], out["A_ci"] = percentile_ci(boot[:, 0], confidence), percentile_ci(boot[:, 1], confidence)
-    return out
+    out = TailFit(alpha, A, [float(t[win].min()), float(t[win].max())], int(win.sum()))
+    S, rng, conf = c1.shape[0], bootstrap.rng, bootstrap.confidence
+    if S == 1 or not bootstrap.n:
+        return out
+    boot = np.array([fit(c1[rng.integers(0, S, S)]) for _ in range(bootstrap.n)])
+    return replace(out, alpha_ci=percentile_ci(boot[:, 0], conf), A_ci=percentile_ci(boot[:, 1], conf))
 
 
 def local_slope(t, c1):
     """d log c1 / d log t at each time (c1 [T] or [..., T])."""
     return np.gradient(np.log(np.asarray(c1, float)), np.log(np.asarray(t, float)), axis=-1)
+
+
+def _resample(groups, rng):
+    """Each group's seeds resampled with replacement."""
+    return [g[rng.integers(0, g.size, g.size)] for g in groups]
 
 
 def _nu_line(logK, groups):
@@ -81,38 +90,7 @@ def _nu_line(logK, groups):
 
 def _nu_replicates(logK, groups, n_boot, rng):
     """[n_boot, 2] bootstrap replicates of (nu, ln C), seeds resampled within each K."""
-    return np.array([_nu_line(logK, [g[rng.integers(0, g.size, g.size)] for g in groups]) for _ in range(n_boot)])
-
-
-def nu_fit(K, I_by_K, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0) -> dict:
-    """Fit I_K(T) = C K^nu. K: [M]; I_by_K: M arrays of per-seed I_K(T) (T fixed by the caller)."""
-    logK = np.log(np.asarray(K, float))
-    groups = [np.asarray(g, float) for g in I_by_K]
-    nu, icpt = _nu_line(logK, groups)
-    resid = np.log([np.mean(g) for g in groups]) - (icpt + nu * logK)
-    out = {
-        "nu": nu,
-        "C": float(np.exp(icpt)),
-        "nu_ci": None,
-        "inv_nu": 1 / nu,
-        "inv_nu_ci": None,
-        "max_abs_log_residual": float(np.abs(resid).max()),  # how far the K's are from one power law
-        "local": [
-            {"K": [float(a), float(b)], "nu": float(v), "nu_ci": None}
-            for a, b, v in zip(K, K[1:], _local_exponents(logK, groups))
-        ],
-    }
-    if n_boot and all(g.size > 1 for g in groups):
-        rng = generator(seed)
-        boot = _nu_replicates(logK, groups, n_boot, rng)[:, 0]
-        out["nu_ci"] = percentile_ci(boot, confidence)
-        out["inv_nu_ci"] = sorted(percentile_ci(1 / boot, confidence))
-        local = np.array(
-            [_local_exponents(logK, [g[rng.integers(0, g.size, g.size)] for g in groups]) for _ in range(n_boot)]
-        )
-        for row, col in zip(out["local"], local.T):
-            row["nu_ci"] = percentile_ci(col, confidence)
-    return out
+    return np.array([_nu_line(logK, _resample(groups, rng)) for _ in range(n_boot)])
 
 
 def _local_exponents(logK, groups):
@@ -120,15 +98,84 @@ def _local_exponents(logK, groups):
     return np.diff(np.log([np.mean(g) for g in groups])) / np.diff(logK)
 
 
-def predict_k_star(
-    K, I_by_K, N, t_by_N, censor_at, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0
-) -> dict:
+@dataclass(frozen=True)
+class LocalExponent(Record):
+    K: list  # the step [a, b] of K
+    nu: float
+    nu_ci: list | None
+
+
+@dataclass(frozen=True)
+class NuFit(Record):
+    """I_K(T) = C K^nu (`nu_fit`); the CIs None without replicates. T and the K fitted: where the caller
+    says (summarize_memorization), written first."""
+
+    T: float | None = field(default=None, kw_only=True, metadata=OMIT_NONE)
+    K: list | None = field(default=None, kw_only=True, metadata=OMIT_NONE)
+    nu: float
+    C: float
+    nu_ci: list | None
+    inv_nu: float
+    inv_nu_ci: list | None
+    max_abs_log_residual: float  # how far the K's are from one power law
+    local: list[LocalExponent]
+
+    def text(self) -> str:
+        local = "; ".join(f"{x.K[0]:,.0f}-{x.K[1]:,.0f} {value_ci(x.nu, x.nu_ci, '{:.2f}')}" for x in self.local)
+        K = ", ".join(f"{k:,}" for k in self.K or [])
+        nu = value_ci(self.nu, self.nu_ci, "{:.3f}")
+        return f"T {self.T:g}: nu {nu} over K {K}\n  local exponent per step of K: {local}"
+
+
+def nu_fit(K, I_by_K, bootstrap: Bootstrap) -> NuFit:
+    """Fit I_K(T) = C K^nu. K: [M]; I_by_K: M arrays of per-seed I_K(T) (T fixed by the caller)."""
+    logK = np.log(np.asarray(K, float))
+    groups = [np.asarray(g, float) for g in I_by_K]
+    nu, icpt = _nu_line(logK, groups)
+    resid = np.log([np.mean(g) for g in groups]) - (icpt + nu * logK)
+    local, n, rng, conf = _local_exponents(logK, groups), bootstrap.n, bootstrap.rng, bootstrap.confidence
+    nu_ci = inv_nu_ci = None
+    local_ci: list = [None] * local.size
+    if n and all(g.size > 1 for g in groups):
+        boot = _nu_replicates(logK, groups, n, rng)[:, 0]
+        nu_ci, inv_nu_ci = percentile_ci(boot, conf), percentile_ci(1 / boot, conf)
+        local_boot = np.array([_local_exponents(logK, _resample(groups, rng)) for _ in range(n)])
+        local_ci = [percentile_ci(col, conf) for col in local_boot.T]
+    steps = [LocalExponent([float(a), float(b)], float(v), ci) for a, b, v, ci in zip(K, K[1:], local, local_ci)]
+    return NuFit(nu, float(np.exp(icpt)), nu_ci, 1 / nu, inv_nu_ci, float(np.abs(resid).max()), steps)
+
+
+@dataclass(frozen=True)
+class KStarAtN(Record):  # the median t_ICL at one N and the K* it predicts
+    N: int
+    median_t_icl: float
+    median_t_icl_ci: list
+    k_star: float
+    k_star_ci: list
+    t_icl_K: int | str | None = field(default=None, metadata=OMIT_NONE)  # its t_ICL run's K, where the caller says
+
+
+@dataclass(frozen=True)
+class KStarPrediction(Record):
+    """nu and C of I_K(T) = C K^nu, K*(N) per N and the slope of log10 K* on log10 N (`predict_k_star`); the
+    budget T, the K and the N: where the caller says (summarize_race), written first."""
+
+    T: float | None = field(default=None, kw_only=True, metadata=OMIT_NONE)
+    K: list | None = field(default=None, kw_only=True, metadata=OMIT_NONE)
+    N: list | None = field(default=None, kw_only=True, metadata=OMIT_NONE)
+    nu: float
+    C: float
+    per_N: list[KStarAtN]
+    k_star_slope: Slope | NotFitted
+
+
+def predict_k_star(K, I_by_K, N, t_by_N, censor_at, bootstrap: Bootstrap) -> KStarPrediction:
     """K*(N) = (median t_ICL(N) / C)^(1/nu) from I_K(T) = C K^nu (K: [M], I_by_K: per-seed I_K(T)) and the
     per-seed t_ICL at K = infinity for each N (t_by_N, -1 = censored at censor_at, one value or one per N),
     all in SGD steps.
     The predicted slope of log10 K* on log10 N is (log-log slope of median t_ICL on N) / nu, which is
     the theory's 1/nu only where t_ICL is proportional to N."""
-    rng = generator(seed)
+    n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
     logK = np.log(np.asarray(K, float))
     groups = [np.asarray(g, float) for g in I_by_K]
     nu, icpt = _nu_line(logK, groups)
@@ -139,82 +186,99 @@ def predict_k_star(
     k = k_star_from_time(med, nu, np.exp(icpt))
     boot_k = k_star_from_time(boot_med, boot_line[:, 0], np.exp(boot_line[:, 1]))
     per_N = [
-        {
-            "N": int(n),
-            "median_t_icl": float(m),
-            "median_t_icl_ci": percentile_ci(bm, confidence),
-            "k_star": float(ks),
-            "k_star_ci": percentile_ci(bk, confidence),
-        }
+        KStarAtN(int(n), float(m), percentile_ci(bm, confidence), float(ks), percentile_ci(bk, confidence))
         for n, m, bm, ks, bk in zip(N, med, boot_med, k, boot_k)
     ]
     with np.errstate(invalid="ignore", divide="ignore"):
-        slope = power_law_slope(np.log10(N), np.log10(k), np.log10(boot_k), confidence).to_json()
-    return {"nu": nu, "C": float(np.exp(icpt)), "per_N": per_N, "k_star_slope": slope}
+        slope = power_law_slope(np.log10(N), np.log10(k), np.log10(boot_k), confidence)
+    return KStarPrediction(nu, float(np.exp(icpt)), per_N, slope)
 
 
-def t_icl_ratio(
-    t_icl, N, beta0, time_scale: float = 1.0, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0
-) -> dict:
+@dataclass(frozen=True)
+class TimeRatio(Record):  # the geometric mean of measured over predicted t_ICL, acquired seeds (`t_icl_ratio`)
+    ratio: float | None  # None: no seed acquired
+    ratio_ci: list | None
+    acquired: int
+    seeds: int
+
+
+def t_icl_ratio(t_icl, N, beta0, bootstrap: Bootstrap, time_scale: float = 1.0) -> TimeRatio:
     """Geometric-mean ratio of measured t_ICL * time_scale (e.g. lr, for eta * steps) to
     N sqrt(2 pi) e^-beta0. beta0 may be per seed (beta0_random) or a scalar."""
     t = np.asarray(t_icl, float)
     beta0 = np.broadcast_to(np.asarray(beta0, float), t.shape)
     ok = t > 0
     log_r = np.log(t[ok] * time_scale) - np.log(t_icl_minimal(N, beta0[ok]))
-    out: dict[str, object] = {
-        "ratio": float(np.exp(np.mean(log_r))) if log_r.size else None,
-        "ratio_ci": None,
-        "acquired": int(ok.sum()),
-        "seeds": int(t.size),
-    }
-    if log_r.size > 1 and n_boot:
-        rng = generator(seed)
-        boot = np.exp([np.mean(log_r[rng.integers(0, log_r.size, log_r.size)]) for _ in range(n_boot)])
-        out["ratio_ci"] = percentile_ci(boot, confidence)
-    return out
+    ratio = float(np.exp(np.mean(log_r))) if log_r.size else None
+    ci, n, rng = None, bootstrap.n, bootstrap.rng
+    if log_r.size > 1 and n:
+        boot = np.exp([np.mean(log_r[rng.integers(0, log_r.size, log_r.size)]) for _ in range(n)])
+        ci = percentile_ci(boot, bootstrap.confidence)
+    return TimeRatio(ratio, ci, int(ok.sum()), int(t.size))
 
 
-def log_t_vs_beta0(t_icl, beta0, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0) -> dict:
+@dataclass(frozen=True)
+class Beta0Slope(Record):  # ln t_ICL = intercept + slope beta0 over the n acquired seeds (`log_t_vs_beta0`)
+    slope: float
+    intercept: float
+    n: int
+    censored: int  # seeds dropped
+    slope_ci: list | None
+
+
+def log_t_vs_beta0(t_icl, beta0, bootstrap: Bootstrap) -> Beta0Slope:
     """Least-squares slope of ln t_ICL on beta0 over acquired seeds (theory: -1). Censored seeds are
     dropped, which flattens the slope if the low-beta0 seeds are the censored ones: see "censored"."""
     t, b = np.asarray(t_icl, float), np.asarray(beta0, float)
     ok = t > 0
     x, y = b[ok], np.log(t[ok])
-    slope, icpt = _line(x, y)
-    out: dict[str, object] = {
-        "slope": slope,
-        "intercept": icpt,
-        "n": int(ok.sum()),
-        "censored": int((~ok).sum()),
-        "slope_ci": None,
-    }
-    if n_boot and x.size > 2:
-        rng = generator(seed)
-        idx = rng.integers(0, x.size, (n_boot, x.size))
-        out["slope_ci"] = percentile_ci([_line(x[i], y[i])[0] for i in idx], confidence)
-    return out
+    ci = None
+    if bootstrap.n and x.size > 2:
+        idx = bootstrap.rng.integers(0, x.size, (bootstrap.n, x.size))
+        ci = percentile_ci([_line(x[i], y[i])[0] for i in idx], bootstrap.confidence)
+    return Beta0Slope(*_line(x, y), int(ok.sum()), int((~ok).sum()), ci)
 
 
-def minimal_scaling(N, beta0, t_icl, censor_at, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0) -> dict:
+@dataclass(frozen=True)
+class AtBeta0(Record):  # median_vs_N over the cells of one beta0
+    beta0: float
+    fit: MedianVsN
+
+    def to_json(self) -> dict:
+        return {"beta0": self.beta0} | self.fit.to_json()
+
+
+@dataclass(frozen=True)
+class AtN(Record):  # the slope of ln median t_ICL on beta0 over the cells of one N
+    N: int
+    fit: Slope | NotFitted
+
+    def to_json(self) -> dict:
+        return {"N": self.N} | self.fit.to_json()
+
+
+@dataclass(frozen=True)
+class MinimalScaling(Record):
+    by_beta0: list[AtBeta0]
+    by_N: list[AtN]
+
+
+def minimal_scaling(N, beta0, t_icl, censor_at, bootstrap: Bootstrap) -> MinimalScaling:
     """Cells of the minimal model at fixed beta0 (N[i], beta0[i], per-seed t_icl[i], -1 = censored at
     censor_at[i]): at each beta0 the median t_ICL against N (analysis.threshold.median_vs_N: linear
     fit, log-log exponent; theory t ~ N), at each N the slope of ln median t_ICL on beta0 (theory -1)."""
-    rng = generator(seed)
     N, beta0 = np.asarray(N, float), np.asarray(beta0, float)
     cens = [censored_times(t, c) for t, c in zip(t_icl, censor_at)]
     by_beta0 = []
     for b in np.unique(beta0):
         sel = np.nonzero(beta0 == b)[0]
-        fit = median_vs_N(
-            N[sel], [cens[i][0] for i in sel], [cens[i][1] for i in sel], Bootstrap(n_boot, rng, confidence)
-        )
-        by_beta0.append({"beta0": float(b), **fit.to_json()})
+        fit = median_vs_N(N[sel], [cens[i][0] for i in sel], [cens[i][1] for i in sel], bootstrap)
+        by_beta0.append(AtBeta0(float(b), fit))
     by_N = []
     for n in np.unique(N):
         sel = np.nonzero(N == n)[0]
         med = np.array([km_median(*cens[i]) for i in sel])
-        boot = np.stack([km_median_boot(cens[i][0], cens[i][1], n_boot, rng) for i in sel])
+        boot = np.stack([km_median_boot(cens[i][0], cens[i][1], bootstrap.n, bootstrap.rng) for i in sel])
         with np.errstate(invalid="ignore", divide="ignore"):
-            by_N.append({"N": int(n), **power_law_slope(beta0[sel], np.log(med), np.log(boot), confidence).to_json()})
-    return {"by_beta0": by_beta0, "by_N": by_N}
+            by_N.append(AtN(int(n), power_law_slope(beta0[sel], np.log(med), np.log(boot), bootstrap.confidence)))
+    return MinimalScaling(by_beta0, by_N)

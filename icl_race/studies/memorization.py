@@ -1,5 +1,5 @@
 """The memorization and minimal-model sweeps (experiments/memorization/): reads sweep directories for
-`icl_race.analysis.memorization_summary`, and its typed results with their text.
+`icl_race.analysis.memorization_summary`, whose typed records are its results (the race's beside a measured K*).
 
   mlp DIR            --set T=2000,20000      I_K(T) at those steps (default: the shortest run's end)
   minimal DIR...
@@ -15,7 +15,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from icl_race.analysis.draws import Draws
 from icl_race.analysis.memorization_summary import (
+    KStarPrediction,
+    MeasuredKStar,
+    Memorization,
+    Minimal,
     measured_k_star,
     summarize_memorization,
     summarize_minimal,
@@ -29,91 +34,27 @@ MINIMAL = ("classification/minimal",)
 MLP = ("memorization",)  # the task.kind of the MLP-only runs
 
 
-# ---- typed results (`icl-race analyze memorization ...`) ----------------------------------------------
-
-
-@dataclass(frozen=True)
-class Memorization:
-    """summarize_memorization: per K (`cells`) the c1 tail fit, I_K(T) at each budget of `Ts` and
-    I_K(inf); per budget (`nu`) nu(T) over K with its local exponent per step of K."""
-
-    Ts: list
-    cells: list
-    nu: list
-
-    def text(self) -> str:
-        return "\n".join([_cell_line(c) for c in self.cells] + [line for n in self.nu for line in _nu_lines(n)])
-
-
-def _cell_line(c: dict) -> str:
-    t = c["tail"]
-    budgets = "; ".join(f"I_K({b['T']:g}) {value_ci(b['I_steps'], b['I_steps_ci'])} steps" for b in c["budgets"])
-    return (
-        f"K {c['K']:,} ({c['seeds']} seeds, to step {c['t_last']:,.0f}): tail alpha "
-        f"{value_ci(t.get('alpha'), t.get('alpha_ci'), '{:.2f}')}; {budgets or 'no T reached'}; "
-        f"I_K(inf) {value_ci(c['I_inf_steps'], missing='not shown to converge')}"
-    )
-
-
-def _nu_lines(n: dict) -> tuple[str, str]:
-    local = "; ".join(
-        f"{a:,.0f}-{b:,.0f} {value_ci(x['nu'], x['nu_ci'], '{:.2f}')}" for x in n["local"] for a, b in [x["K"]]
-    )
-    return (
-        f"T {n['T']:g}: nu {value_ci(n['nu'], n['nu_ci'], '{:.3f}')} over K {', '.join(f'{k:,}' for k in n['K'])}",
-        f"  local exponent per step of K: {local}",
-    )
-
-
-@dataclass(frozen=True)
-class Minimal:
-    """summarize_minimal's summary: per (N, beta0) cell the t_ICL ratios; the scaling over fixed-beta0 cells."""
-
-    cells: list
-    scaling: dict | None = None
-
-    def text(self) -> str:
-        lines = []
-        for c in self.cells:
-            r, rf = c["ratio"], c["ratio_flow"]
-            beta0 = "random" if c["beta0"] is None else f"{c['beta0']:g}"
-            slope = c.get("ln_t_vs_beta0")
-            lines.append(
-                f"N {c['N']}, beta0 {beta0}: acquired {r['acquired']}/{r['seeds']}, t_ICL over N sqrt(2 pi) "
-                f"e^-beta0 {value_ci(r['ratio'], r['ratio_ci'], '{:.3g}', 'n/a')} (steps), "
-                f"{value_ci(rf['ratio'], rf['ratio_ci'], '{:.3g}', 'n/a')} (eta x steps)"
-                + (
-                    f"; slope of ln t_ICL on beta0 {value_ci(slope['slope'], slope['slope_ci'], '{:.2f}')}"
-                    if slope
-                    else ""
-                )
-            )
-        return "\n".join(lines)
-
-
 @dataclass(frozen=True)
 class RaceKStar:
     """K*(N) predicted by summarize_race, beside the measured K*(N) of a report where one was given."""
 
-    predicted: dict
-    measured: dict | None = None
+    predicted: KStarPrediction
+    measured: MeasuredKStar | None = None
 
     def text(self) -> str:
         p = self.predicted
-        measured = {m["N"]: m for m in (self.measured or {}).get("per_N", [])}
-        lines = [
-            f"I_K({p['T']:g}) = C K^nu over K {', '.join(f'{k:,}' for k in p['K'])}: nu {p['nu']:.3f}, C {p['C']:.3g}"
-        ]
-        for row in p["per_N"]:
-            m = measured.get(row["N"])
-            k = row.get("t_icl_K", "inf")
+        measured = {m.N: m for m in (self.measured.per_N if self.measured else [])}
+        lines = [f"I_K({p.T:g}) = C K^nu over K {', '.join(f'{k:,}' for k in p.K or [])}: nu {p.nu:.3f}, C {p.C:.3g}"]
+        for row in p.per_N:
+            m, k = measured.get(row.N), row.t_icl_K or "inf"
             lines.append(
-                f"N {row['N']}: K = {k if k == 'inf' else f'{k:,}'} median t_ICL "
-                f"{value_ci(row['median_t_icl'], row['median_t_icl_ci'])} "
-                f"-> predicted K* {value_ci(row['k_star'], row['k_star_ci'])}"
-                + (f", measured {value_ci(m['k_star'], m['k_star_ci'])}" if m else "")
+                f"N {row.N}: K = {k if k == 'inf' else f'{k:,}'} median t_ICL "
+                f"{value_ci(row.median_t_icl, row.median_t_icl_ci)} "
+                f"-> predicted K* {value_ci(row.k_star, row.k_star_ci)}"
+                + (f", measured {value_ci(m.k_star, m.k_star_ci)}" if m else "")
             )
-        for name, s in (("predicted", p["k_star_slope"]), ("measured", (self.measured or {}).get("k_star_slope"))):
+        slopes = (("predicted", p.k_star_slope.to_json()), ("measured", self.measured and self.measured.k_star_slope))
+        for name, s in slopes:
             if s and s.get("ok"):
                 lines.append(
                     f"slope of log K* on log N, {name}: {value_ci(s['slope'], s.get('slope_ci'), '{:.2f}')} "
@@ -134,11 +75,11 @@ def mlp(dirs, *, T=None, n_boot: int = 1000, seed: int = 0) -> Memorization:
         raise ConfigError("analyze memorization mlp: give one sweep directory")
     runs = runs_of("memorization mlp", dirs, MLP)
     need_evaluated("memorization mlp", runs, "T", _floats(T) or [])
-    return Memorization(**({"Ts": [], "nu": []} | summarize_memorization(runs, _floats(T), n_boot=n_boot, seed=seed)))
+    return summarize_memorization(runs, Draws(seed, n_boot), _floats(T))
 
 
 def minimal(dirs, *, n_boot: int = 1000, seed: int = 0) -> Minimal:
-    return Minimal(**summarize_minimal(runs_of("memorization minimal", dirs, MINIMAL), n_boot, seed=seed))
+    return summarize_minimal(runs_of("memorization minimal", dirs, MINIMAL), Draws(seed, n_boot))
 
 
 def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: int = 0) -> RaceKStar:
@@ -162,7 +103,7 @@ def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: in
             measured = measured_k_star(json.loads(path.read_text()))
         except ValueError as e:
             raise ConfigError(f"--set kstar={kstar}: {e}") from None
-    return RaceKStar(predicted=summarize_race(mlp, kinf, Ts[0], n_boot, seed=seed), measured=measured)
+    return RaceKStar(summarize_race(mlp, kinf, Ts[0], Draws(seed, n_boot)), measured)
 
 
 OPTIONS = {"T": Option(float, 0, above=True, many=True), "kstar": TEXT}

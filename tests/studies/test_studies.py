@@ -12,7 +12,6 @@ options, kstar's counts) are recomputed exactly.
 To store the runs again (a change to results.npz's layout): `python -c "import sys; sys.path.insert(0,
 'tests'); from studies import test_studies as t; t.train(t.INPUTS)"` on an empty INPUTS, then delete the PNGs."""
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -158,12 +157,13 @@ def test_race_independence_takes_its_directories_in_order(runs, tmp_path):
 
 def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     sweep = [runs["mlp64"], runs["mlp128"]]
+    draws = Draws(0, 1000)  # the command's default --seed and the study's --boot
     result, _ = command.run("memorization", "mlp", [sweep[0]], tmp_path / "m.json", None, 0, {"T": [200.0, 400.0]})
-    assert _same(
-        dataclasses.asdict(result), mem_summary.summarize_memorization(load_runs(sweep[0]), [200.0, 400.0], n_boot=1000)
-    )
+    want = mem_summary.summarize_memorization(load_runs(sweep[0]), draws, [200.0, 400.0])
+    assert _same(command.payload(result), want.to_json()) and [b.T for b in result.cells[0].budgets] == [200.0, 400.0]
     result, _ = analyze("memorization", "minimal", [runs["min0"], runs["min1"]], tmp_path)
-    assert _same(dataclasses.asdict(result), mem_summary.summarize_minimal(load_runs(runs["min0"], runs["min1"]), 1000))
+    want = mem_summary.summarize_minimal(load_runs(runs["min0"], runs["min1"]), draws)
+    assert _same(command.payload(result), want.to_json()) and "ln_t_vs_beta0" not in command.payload(result)["cells"][0]
     assert "N 8, beta0 0:" in result.text()
     report = tmp_path / "report.json"
     # A directory with K = infinity cells beside the K* grid labels the group by its fields; balanced
@@ -185,10 +185,10 @@ def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     report.write_text(json.dumps({"thresholds": groups}))
     for mlp_dir in sweep:  # one sweep directory in the old script: here each MLP-only cell in turn
         result, _ = analyze("memorization", "race", [mlp_dir, runs["kinf"]], tmp_path, T=400, kstar=str(report))
-        assert _same(
-            result.predicted, mem_summary.summarize_race(load_runs(mlp_dir), load_runs(runs["kinf"]), 400.0, 1000)
-        )
-        assert result.measured["per_N"] == [{"N": 8, "k_star": 900.0, "k_star_ci": [800.0, 1000.0]}]
+        want = mem_summary.summarize_race(load_runs(mlp_dir), load_runs(runs["kinf"]), 400.0, draws)
+        assert _same(command.payload(result)["predicted"], want.to_json())
+        assert list(want.to_json())[:3] == ["T", "K", "N"] and want.per_N[0].t_icl_K == "inf"
+        assert command.payload(result)["measured"]["per_N"] == [{"N": 8, "k_star": 900.0, "k_star_ci": [800.0, 1000.0]}]
     two = tmp_path / "two.json"
     two.write_text(json.dumps({"thresholds": [groups[0], groups[0] | {"label": "lr=0.05"}]}))
     with pytest.raises(ConfigError, match=r"found 2 \(infinite_bank=0, variant=standard; lr=0.05\)"):

@@ -10,10 +10,17 @@ import tiny
 from icl_race import config, rundir
 from icl_race.analysis import memorization as mem
 from icl_race.analysis import memorization_summary as mem_summary
+from icl_race.analysis.draws import Draws
+from icl_race.analysis.record import NotFitted
 from icl_race.run.runner import execute
 from icl_race.theory import kinetics as kin
 
 # ---- formulas -----------------------------------------------------------------------------------
+
+
+def boot(n: int):
+    """n replicates from the generator at root 0 (what every estimator drew from by default)."""
+    return Draws(0, n).bootstrap()
 
 
 def test_budget_of_constant_c1_is_t():
@@ -59,11 +66,11 @@ def test_tail_fit_recovers_a_synthetic_power_law():
     t = np.geomspace(10, 1e6, 101)
     c1 = 0.3 * t**-1.2 * np.exp(rng.normal(0, 0.05, (20, t.size)))
     c1[:, t < 100] = 0.5  # a head that must fall outside the last decade
-    fit = mem.tail_fit(t, c1, n_boot=200)
-    assert fit["alpha"] == pytest.approx(1.2, abs=0.01) and fit["alpha_ci"][0] < 1.2 < fit["alpha_ci"][1]
-    assert fit["A"] == pytest.approx(0.3, rel=0.1) and fit["t_range"] == [1e5, 1e6]
-    early = mem.tail_fit(t, c1, n_boot=0, t_end=1e4)
-    assert early["t_range"] == [1e3, 1e4] and early["alpha"] == pytest.approx(1.2, abs=0.02)
+    fit = mem.tail_fit(t, c1, boot(200))
+    assert fit.alpha == pytest.approx(1.2, abs=0.01) and fit.alpha_ci[0] < 1.2 < fit.alpha_ci[1]
+    assert fit.A == pytest.approx(0.3, rel=0.1) and fit.t_range == [1e5, 1e6]
+    early = mem.tail_fit(t, c1, boot(0), t_end=1e4)
+    assert early.t_range == [1e3, 1e4] and early.alpha == pytest.approx(1.2, abs=0.02) and early.alpha_ci is None
     np.testing.assert_allclose(mem.local_slope(t, 0.3 * t**-1.2), -1.2, rtol=1e-9)
 
 
@@ -71,12 +78,12 @@ def test_nu_fit_recovers_a_synthetic_exponent():
     rng = np.random.default_rng(2)
     K = np.array([498, 900, 1622, 2924, 5268])
     groups = [4.0 * k**0.7 * np.exp(rng.normal(0, 0.05, 16)) for k in K]
-    fit = mem.nu_fit(K, groups, n_boot=200)
-    assert fit["nu"] == pytest.approx(0.7, abs=0.02) and fit["nu_ci"][0] < 0.7 < fit["nu_ci"][1]
-    assert fit["inv_nu"] == pytest.approx(1 / 0.7, abs=0.05)
-    exact = mem.nu_fit(K, [4.0 * k**0.7 * np.ones(2) for k in K], n_boot=0)
-    assert exact["C"] == pytest.approx(4.0) and exact["max_abs_log_residual"] < 1e-9
-    assert [x["nu"] for x in exact["local"]] == pytest.approx([0.7] * 4)
+    fit = mem.nu_fit(K, groups, boot(200))
+    assert fit.nu == pytest.approx(0.7, abs=0.02) and fit.nu_ci[0] < 0.7 < fit.nu_ci[1]
+    assert fit.inv_nu == pytest.approx(1 / 0.7, abs=0.05)
+    exact = mem.nu_fit(K, [4.0 * k**0.7 * np.ones(2) for k in K], boot(0))
+    assert exact.C == pytest.approx(4.0) and exact.max_abs_log_residual < 1e-9
+    assert [x.nu for x in exact.local] == pytest.approx([0.7] * 4)
 
 
 def test_local_exponents_find_where_one_power_law_breaks():
@@ -85,11 +92,11 @@ def test_local_exponents_find_where_one_power_law_breaks():
     rng = np.random.default_rng(4)
     K = 256.0 * 2 ** np.arange(7)
     mean = K**0.7 * np.maximum(K / 2048, 1) ** 0.8
-    fit = mem.nu_fit(K, [m * np.exp(rng.normal(0, 0.05, 16)) for m in mean], n_boot=300)
+    fit = mem.nu_fit(K, [m * np.exp(rng.normal(0, 0.05, 16)) for m in mean], boot(300))
     truth = [0.7, 0.7, 0.7, 1.5, 1.5, 1.5]
-    assert [x["K"] for x in fit["local"]] == [[a, b] for a, b in zip(K, K[1:])]
-    assert all(lo < t < hi for t, x in zip(truth, fit["local"]) for lo, hi in [x["nu_ci"]])
-    assert 0.8 < fit["nu"] < 1.4 and fit["max_abs_log_residual"] > 0.1
+    assert [x.K for x in fit.local] == [[a, b] for a, b in zip(K, K[1:])]
+    assert all(lo < t < hi for t, x in zip(truth, fit.local) for lo, hi in [x.nu_ci])
+    assert 0.8 < fit.nu < 1.4 and fit.max_abs_log_residual > 0.1
 
 
 def test_t_icl_ratio_and_beta0_slope():
@@ -97,12 +104,13 @@ def test_t_icl_ratio_and_beta0_slope():
     beta0 = rng.normal(size=50)
     t = 3.0 * kin.t_icl_minimal(10, beta0)
     t[0] = -1  # censored: dropped
-    r = mem.t_icl_ratio(t, 10, beta0, n_boot=100)
-    assert r["ratio"] == pytest.approx(3.0) and r["acquired"] == 49
-    exact = mem.log_t_vs_beta0(t, beta0, n_boot=0)
-    assert exact["slope"] == pytest.approx(-1.0) and exact["censored"] == 1
-    noisy = mem.log_t_vs_beta0(t * np.exp(rng.normal(0, 0.2, 50)), beta0, n_boot=300)
-    assert noisy["slope_ci"][0] < -1.0 < noisy["slope_ci"][1] and noisy["slope_ci"][1] - noisy["slope_ci"][0] < 0.3
+    r = mem.t_icl_ratio(t, 10, beta0, boot(100))
+    assert r.ratio == pytest.approx(3.0) and r.acquired == 49
+    assert mem.t_icl_ratio(t, 10, beta0, boot(0), time_scale=0.5).ratio == pytest.approx(1.5)  # eta * steps
+    exact = mem.log_t_vs_beta0(t, beta0, boot(0))
+    assert exact.slope == pytest.approx(-1.0) and exact.censored == 1
+    noisy = mem.log_t_vs_beta0(t * np.exp(rng.normal(0, 0.2, 50)), beta0, boot(300))
+    assert noisy.slope_ci[0] < -1.0 < noisy.slope_ci[1] and noisy.slope_ci[1] - noisy.slope_ci[0] < 0.3
 
 
 def test_minimal_scaling_recovers_linear_N_and_unit_beta0_slope():
@@ -111,14 +119,20 @@ def test_minimal_scaling_recovers_linear_N_and_unit_beta0_slope():
     t = [np.round(7.0 * kin.t_icl_minimal(n, b) * np.exp(rng.normal(0, 0.05, 16))) for n, b in grid]
     t[0][0] = -1  # one censored seed: kept by the Kaplan-Meier median
     N, beta0 = zip(*grid)
-    res = mem.minimal_scaling(N, beta0, t, [5000.0] * len(grid), n_boot=300)
-    for row in res["by_beta0"]:
-        ll = row["loglog"]
-        assert ll["slope"] == pytest.approx(1.0, abs=0.05) and ll["slope_ci"][0] < 1.0 < ll["slope_ci"][1]
-        lin = row["linear"]  # t proportional to N: an intercept that is small beside t_ICL at N = 4
-        assert abs(lin["intercept"]) < 0.05 * 4 * lin["slope"]
-    for row in res["by_N"]:
-        assert row["slope"] == pytest.approx(-1.0, abs=0.05) and row["slope_ci"][0] < -1.0 < row["slope_ci"][1]
+    res = mem.minimal_scaling(N, beta0, t, [5000.0] * len(grid), boot(300))
+    assert [row.beta0 for row in res.by_beta0] == [-1.0, 0.0, 1.0] and [row.N for row in res.by_N] == [4, 8, 16]
+    for row in res.by_beta0:
+        assert not isinstance(row.fit.fit, NotFitted)
+        ll = row.fit.fit.loglog
+        assert ll.slope == pytest.approx(1.0, abs=0.05) and ll.slope_ci[0] < 1.0 < ll.slope_ci[1]
+        lin = row.fit.fit.linear  # t proportional to N: an intercept that is small beside t_ICL at N = 4
+        assert abs(lin.intercept) < 0.05 * 4 * lin.slope
+    for row in res.by_N:
+        assert row.fit.slope == pytest.approx(-1.0, abs=0.05) and row.fit.slope_ci[0] < -1.0 < row.fit.slope_ci[1]
+    # one N per beta0 and one beta0 per N: nothing to fit, and each says why
+    one = mem.minimal_scaling(N[:1] + N[4:5], beta0[:1] + beta0[4:5], t[:1] + t[4:5], [5000.0] * 2, boot(50))
+    assert isinstance(one.by_beta0[0].fit.fit, NotFitted) and isinstance(one.by_N[0].fit, NotFitted)
+    assert one.to_json()["by_N"][0] == {"N": 4, "ok": False, "reason": "needs >= 2 values"}
 
 
 def test_predict_k_star_inverts_the_memorization_law():
@@ -128,13 +142,16 @@ def test_predict_k_star_inverts_the_memorization_law():
     I_by_K = [2.0 * k**0.8 * np.exp(rng.normal(0, 0.03, 16)) for k in K]
     N = np.array([4, 8, 16])
     t_by_N = [np.append(50.0 * n * np.exp(rng.normal(0, 0.03, 31)), -1) for n in N]  # one censored seed each
-    res = mem.predict_k_star(K, I_by_K, N, t_by_N, censor_at=5000.0, n_boot=300)
-    assert res["nu"] == pytest.approx(0.8, abs=0.02)
-    for row, n in zip(res["per_N"], N):
-        assert row["k_star"] == pytest.approx((25 * n) ** 1.25, rel=0.08)
-        assert row["k_star_ci"][0] < (25 * n) ** 1.25 < row["k_star_ci"][1]
-    sl = res["k_star_slope"]
-    assert sl["slope"] == pytest.approx(1.25, abs=0.05) and sl["slope_ci"][0] < 1.25 < sl["slope_ci"][1]
+    res = mem.predict_k_star(K, I_by_K, N, t_by_N, 5000.0, boot(300))
+    assert res.nu == pytest.approx(0.8, abs=0.02)
+    for row, n in zip(res.per_N, N):
+        assert row.k_star == pytest.approx((25 * n) ** 1.25, rel=0.08)
+        assert row.k_star_ci[0] < (25 * n) ** 1.25 < row.k_star_ci[1]
+    sl = res.k_star_slope
+    assert not isinstance(sl, NotFitted)
+    assert sl.slope == pytest.approx(1.25, abs=0.05) and sl.slope_ci[0] < 1.25 < sl.slope_ci[1]
+    # as JSON: the line's fit after {"ok": true}, and no label the caller did not give
+    assert list(res.to_json()) == ["nu", "C", "per_N", "k_star_slope"] and res.to_json()["k_star_slope"]["ok"]
 
 
 # ---- programs -----------------------------------------------------------------------------------
@@ -179,9 +196,9 @@ def test_mlp_only_memorizes_a_tiny_K(tmp_path):
     assert np.all(np.diff(I, axis=1) > 0) and np.all(I[:, -1] < res["eval_steps"][-1])
     # c3 >= c1 (e^-m >= sigma(-m)); the two estimators agree to within sampling noise.
     assert np.all(res["c3"] >= res["c1"]) and np.all(np.abs(res["c1_sym"] - c1).max() < 0.15)
-    summary = mem_summary.summarize_memorization(rundir.load_runs(tmp_path / "run"), n_boot=50)
-    assert summary["cells"][0]["K"] == 64 and summary["cells"][0]["tail"]["alpha"] > 0
-    assert summary["cells"][0]["budgets"][0]["I_steps"] == pytest.approx(I[:, -1].mean())
+    summary = mem_summary.summarize_memorization(rundir.load_runs(tmp_path / "run"), Draws(0, 50))
+    assert summary.cells[0].K == 64 and summary.cells[0].tail.alpha > 0
+    assert summary.cells[0].budgets[0].I_steps == pytest.approx(I[:, -1].mean())
 
 
 def test_input_scale_multiplies_the_items():
@@ -256,7 +273,7 @@ def test_minimal_model_t_icl_grows_as_beta0_falls(tmp_path):
     assert np.all(lo["w"][:, -1] > 0) and np.all(lo["beta"][:, -1] > -1.0)
     # t_ICL * lr / (N sqrt(2 pi) e^-beta0) is about one constant across beta0 (measured ~1.3 here).
     r_hi, r_lo = (
-        mem_summary.summarize_minimal(rundir.load_runs(tmp_path / d), n_boot=50)["cells"][0]["ratio_flow"]["ratio"]
+        mem_summary.summarize_minimal(rundir.load_runs(tmp_path / d), Draws(0, 50)).cells[0].ratio_flow.ratio
         for d in ("hi", "lo")
     )
     assert 0.5 < r_hi < 3 and 0.5 < r_lo < 3 and 0.67 < r_lo / r_hi < 1.5
