@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 
 def key(name: str) -> dict:
     """A record field's JSON name where it is not a Python name (`"above_0.75"`): its `metadata`."""
@@ -29,18 +31,18 @@ def record_json(rec) -> dict:
 
 
 def plain(v):
-    """A value of a record as JSON-ready Python: nested records through their `to_json`."""
+    """A value of a record as JSON-ready Python: nested records through their `to_json`, numpy as Python."""
     if hasattr(v, "to_json") and not isinstance(v, type):
-        return v.to_json()
+        return plain(v.to_json())
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return record_json(v)
     if isinstance(v, dict):
         return {k: plain(x) for k, x in v.items()}
-    if isinstance(v, list):
+    if isinstance(v, list | tuple):
         return [plain(x) for x in v]
-    if isinstance(v, tuple):
-        return tuple(plain(x) for x in v)
-    return v
+    if isinstance(v, np.ndarray):
+        return plain(v.tolist())
+    return v.item() if isinstance(v, np.generic) else v
 
 
 class Record:

@@ -6,16 +6,14 @@ its help's list of subcommands: `registry.help_text`)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import inspect
 import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from icl_race import rundir
+from icl_race.analysis.record import record_json
 from icl_race.config import ConfigError, check_bootstrap
 from icl_race.report.arguments import boot_count, boot_seed, force_arg, json_arg
 from icl_race.rundir import owner
@@ -62,24 +60,8 @@ def _scalar(v: str):
 
 
 def payload(result) -> dict:
-    """The result as JSON-ready values: its fields but those marked {"json": False}."""
-    return {f.name: _plain(getattr(result, f.name)) for f in dataclasses.fields(result) if f.metadata.get("json", True)}
-
-
-def _plain(v):
-    if hasattr(v, "to_json") and not isinstance(v, type):  # a typed record (analysis.record) writes itself
-        return _plain(v.to_json())
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, np.ndarray):
-        return _plain(v.tolist())
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
+    """The result as JSON-ready values: its fields but those marked NOT_JSON (`analysis.record`)."""
+    return record_json(result)
 
 
 def run(
