@@ -222,9 +222,7 @@ class Eq21Match(Record):
     cos_q: float
 
     def to_json(self) -> dict:
-        return (
-            {"seed": self.seed, "head": self.head} | self.escape.to_json() | {"cos_k": self.cos_k, "cos_q": self.cos_q}
-        )
+        return {"seed": self.seed, "head": self.head, **self.escape.to_json(), "cos_k": self.cos_k, "cos_q": self.cos_q}
 
 
 def eq21_matches(
