@@ -24,6 +24,7 @@ from icl_race.analysis.memorization import log_t_vs_beta0, predict_k_star
 from icl_race.analysis.memorization_summary import budgets_by_K
 from icl_race.analysis.outcome import seed_counts
 from icl_race.analysis.race import summarize_transience
+from icl_race.analysis.record import Record
 from icl_race.analysis.regime import rise_fraction
 from icl_race.analysis.runs import FinishedRun
 from icl_race.analysis.threshold import acquisition_curve, percentile_ci
@@ -31,7 +32,7 @@ from icl_race.configbase import ConfigError
 
 
 @dataclass(frozen=True, order=True)
-class Setting:
+class Setting(Record):
     """What tells a lever's cells apart here (ordered as the cells are listed)."""
 
     optimizer: str
@@ -52,7 +53,7 @@ def lever_value(run: FinishedRun, field: str) -> float:
 
 
 @dataclass(frozen=True)
-class Spread:
+class Spread(Record):
     """A standard deviation over seeds with its bootstrap CI (`spread`)."""
 
     sd: float
@@ -305,7 +306,7 @@ def kstar(field: str, N: int, cells, bootstrap: Bootstrap) -> KStar:
 
 
 @dataclass(frozen=True)
-class NetworkState:
+class NetworkState(Record):
     """What collapse reads off a batch's activations at one step (`network_state`)."""
 
     step: int

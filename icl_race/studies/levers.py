@@ -76,17 +76,8 @@ def race(
         raise ConfigError(f"analyze levers race: {len(values)} values but {len(mlp)} mlp directories")
     mlp_runs = [runs_of("levers race", [d], ("memorization",)) for d in mlp]
     need_evaluated("levers race", [r for runs in mlp_runs for r in runs], "T", [float(T)])
-    return levers.lever_race(
-        field,
-        values,
-        mlp_runs,
-        runs_of("levers race", dirs),
-        N,
-        Draws(seed, n_boot),
-        float(T),
-        None if t_fixed is None else float(t_fixed),
-        mlp_names=mlp,
-    )
+    kinf, fixed = runs_of("levers race", dirs), None if t_fixed is None else float(t_fixed)
+    return levers.lever_race(field, values, mlp_runs, kinf, N, Draws(seed, n_boot), float(T), fixed, mlp_names=mlp)
 
 
 def transience(
