@@ -25,7 +25,7 @@ early: with retirement the cost is seeds x (1 - acquired (1 - r)), r = t_ICL / b
 The median: times from a lognormal (median, sigma) censored at budget_factor x the median; the rule
 (`design.median_check`) adds blocks until the KM median's CI is narrow enough, against a fixed
 number of seeds equal to the rule's mean (rounded up to a block). Seed-steps count each seed until
-its event or the budget (seeds retire at t_ICL, as runs do).
+its event or the budget (seeds retire at t_ICL, as runs do). Their tables: `icl_race.studies.design`.
 """
 
 from __future__ import annotations
@@ -38,9 +38,8 @@ import numpy as np
 from scipy.special import expit
 
 from icl_race.analysis import design as dz
-from icl_race.analysis.draws import Bootstrap, generator
+from icl_race.analysis.draws import Bootstrap, Draws, generator
 from icl_race.analysis.survival import kaplan_meier, proportion_ci
-from icl_race.analysis.text import num
 from icl_race.analysis.threshold import Logistic, acquisition_curve
 
 KSTAR_RANGE = (2000.0, 20000.0)  # where the replays' true K* lie
@@ -143,10 +142,11 @@ def path(design: dz.KStarDesign, place, b: float, slope: float, rng, seed: int =
     return out
 
 
-def grid_fit(x: np.ndarray, per_k: int, b: float, slope: float, rng, n_boot: int) -> tuple[float, float, float]:
-    """(log10 K*, CI low, CI high) of acquisition_curve on per_k seeds at each x; nan where it fails."""
-    outcomes = [rng.random(per_k) < expit(slope * (xi - b)) for xi in x]
-    fit = acquisition_curve(x, outcomes, Bootstrap(n_boot, rng)).fit
+def grid_fit(x: np.ndarray, per_k: int, b: float, slope: float, bootstrap: Bootstrap) -> tuple[float, float, float]:
+    """(log10 K*, CI low, CI high) of acquisition_curve on per_k seeds at each x, their outcomes drawn from
+    the bootstrap's generator; nan where it fails."""
+    outcomes = [bootstrap.rng.random(per_k) < expit(slope * (xi - b)) for xi in x]
+    fit = acquisition_curve(x, outcomes, bootstrap).fit
     if not isinstance(fit, Logistic) or fit.log10_kstar_ci[0] is None:
         return math.nan, math.nan, math.nan
     return fit.log10_kstar, *fit.log10_kstar_ci
@@ -169,8 +169,7 @@ def kstar_case(
     totals: list[int],
     targets: list[float],
     replays: int,
-    seed: int,
-    n_boot: int = 1000,
+    draws: Draws,
     design: dz.KStarDesign | None = None,
 ) -> KStarCase:
     """`replays` replays of every arm at every total in `totals` and of the design at every target."""
@@ -179,12 +178,12 @@ def kstar_case(
     if any(t % S or t > design.max_seeds for t in totals):
         raise ValueError(f"kstar_case: totals {totals} must be multiples of {S} up to {design.max_seeds}")
     lo, hi = np.log10(KSTAR_RANGE)
-    b_true = generator(seed, "design_sim/truth", slope).uniform(lo, hi, replays)
+    b_true = draws.rng("design_sim/truth", slope).uniform(lo, hi, replays)
     wide_x = np.log10(np.round(np.logspace(np.log10(design.k_lo), np.log10(design.k_hi), WIDE_K)))
     rows: dict[tuple, list] = {}
     for i, b in enumerate(b_true):
         for arm, place in PLACE.items():
-            trail = path(design, place, b, slope, generator(seed, "design_sim/outcomes", arm, slope, i), seed)
+            trail = path(design, place, b, slope, draws.rng("design_sim/outcomes", arm, slope, i), draws.seed)
             for t in totals:
                 s, acq = trail[t // S - 1]
                 rows.setdefault((arm, t), []).append((s.log10_kstar, *s.ci, t, acq / t))
@@ -198,8 +197,7 @@ def kstar_case(
             for t in totals:
                 if t % x.size:
                     continue
-                rng = generator(seed, "design_sim/grid", arm, slope, t, i)
-                fit = grid_fit(x, t // x.size, b, slope, rng, n_boot)
+                fit = grid_fit(x, t // x.size, b, slope, draws.bootstrap("design_sim/grid", arm, slope, t, i))
                 acq = float(np.mean(expit(slope * (x - b))))
                 rows.setdefault((arm, t), []).append((*fit, t, acq))
 
@@ -235,15 +233,10 @@ def _draw(rng, n: int, mu: float, sigma: float, budget: float) -> tuple[np.ndarr
     return np.minimum(t, budget), t <= budget
 
 
-def _km(times, observed) -> tuple[float, float, float]:
+def _km(times, observed) -> tuple[float, ...]:
+    """ln of the KM median and of its CI's ends, nan where there is none."""
     km = kaplan_meier(times, observed)
-    med, (lo, hi) = km.median, km.median_ci
-    none = math.nan
-    return (
-        math.log(med) if med is not None else none,
-        math.log(lo) if lo is not None else none,
-        math.log(hi) if hi is not None else none,
-    )
+    return tuple(math.nan if v is None else math.log(v) for v in (km.median, *km.median_ci))
 
 
 def median_case(
@@ -267,9 +260,8 @@ def median_case(
     n_fixed = int(math.ceil(np.mean([r[3] for r in rule]) / design.block) * design.block)
     fixed = []
     for i in range(replays):
-        times, observed = _draw(
-            generator(seed, "design_sim/median_fixed", sigma, budget_factor, i), n_fixed, mu, sigma, budget
-        )
+        rng = generator(seed, "design_sim/median_fixed", sigma, budget_factor, i)
+        times, observed = _draw(rng, n_fixed, mu, sigma, budget)
         fixed.append((*_km(times, observed), n_fixed, times.sum() / budget, observed.mean()))
 
     def stats(arm, rows, target):
@@ -309,40 +301,3 @@ class Synthetic:
         "retire); median: each seed until its event or the budget"
     )
     wall_s: float = 0.0
-
-    def text(self) -> str:
-        lines = [f"# Synthetic replays of the designs ({self.replays} replays, seed {self.seed})", ""]
-        for c in self.kstar:
-            lines += [
-                f"## K*: slope {c.slope:g} per decade, true K* log-uniform over {num(c.kstar_range[0])}-"
-                f"{num(c.kstar_range[1])}, design from the prior 500-4e5, {c.seeds_per_round} seeds a round",
-                "",
-                "| arm | target | seeds (10/50/90%) | budgets | acquired | coverage (95% CI) | bias | RMSE | CI width |",
-                "|---|---|---|---|---|---|---|---|---|",
-            ]
-            lines += [_row(s, "{:.3f}") for s in (*c.fixed, *c.stopped)]
-            lines.append("")
-        for m in self.median:
-            lines += [
-                f"## Median: lognormal, median {num(m.median)}, sigma {m.sigma:g}, budget {num(m.budget)} "
-                f"({m.censored:.1%} censored); stops {m.stops}",
-                "",
-                "| arm | target | seeds (10/50/90%) | budgets | acquired | coverage (95% CI) | bias | RMSE | rel. CI width |",
-                "|---|---|---|---|---|---|---|---|---|",
-                _row(m.rule, "{:.3f}"),
-                _row(m.fixed, "{:.3f}"),
-                "",
-            ]
-        lines += [f"Cost: {self.cost}.", f"Wall: {self.wall_s:.0f} s."]
-        return "\n".join(lines) + "\n"
-
-
-def _row(s: ArmStats, fmt: str) -> str:
-    q = "/".join(num(v) for v in s.seeds_q)
-    cov = f"{s.coverage:.3f} [{s.coverage_ci[0]:.3f}, {s.coverage_ci[1]:.3f}]"
-    target = "-" if s.target is None else f"{s.target:g}"
-    failed = f" ({s.failed} failed)" if s.failed else ""
-    return (
-        f"| {s.arm}{failed} | {target} | {num(s.seeds)} ({q}) | {num(s.budgets, '{:,.1f}')} | {s.acquired:.2f} | {cov} "
-        f"| {num(s.bias, '{:+.3f}')} | {num(s.rmse, fmt)} | {num(s.width, fmt)} |"
-    )

@@ -212,20 +212,17 @@ def match_eq21(
 
 @dataclasses.dataclass(frozen=True)
 class Eq21Match(Record):
-    """One seed's escaping head across one transition against Eq. 21 (`eq21_matches`)."""
+    """One seed's escaping head across one transition against Eq. 21 (`eq21_matches`): written as one
+    object, the escape's fields between the head and the cosines."""
 
     seed: int
     head: int
-    start: int
-    grown_before: bool
-    t0_tau: float
-    v0: float
-    u0: float
-    measured_tau: float
-    predicted_tau: float
-    rel_err: float
+    escape: Escape
     cos_k: float
     cos_q: float
+
+    def to_json(self) -> dict:
+        return {"seed": self.seed, "head": self.head, **self.escape.to_json(), "cos_k": self.cos_k, "cos_q": self.cos_q}
 
 
 def eq21_matches(
@@ -251,7 +248,7 @@ def eq21_matches(
                 Eq21Match(
                     s,
                     j,
-                    **vars(match),
+                    match,
                     cos_k=float(abs(heads["k_align"][s, a, j, 0, m]) / heads["k_norm"][s, a, j]),
                     cos_q=float(abs(heads["q_align"][s, a, j, 0, m]) / heads["q_norm"][s, a, j]),
                 )
@@ -285,7 +282,8 @@ def eq21_stats(matches: list[list[Eq21Match]], lam_D: np.ndarray, vstar_D: np.nd
     grown_before, cos_k · cos_q ≥ ALIGNED) with their number."""
     out = []
     for m, rows in enumerate(matches):
-        col = {k: np.array([getattr(r, k) for r in rows]) for k in ("u0", "cos_k", "cos_q", "rel_err", "grown_before")}
+        col = {k: np.array([getattr(r.escape, k) for r in rows]) for k in ("u0", "rel_err", "grown_before")}
+        col |= {k: np.array([getattr(r, k) for r in rows]) for k in ("cos_k", "cos_q")}
         ansatz = ~col["grown_before"].astype(bool) & (col["cos_k"] * col["cos_q"] >= ALIGNED)
         worst = float(np.abs(col["rel_err"][ansatz]).max()) if ansatz.any() else None
         head = (m, float(lam_D[m]), float(vstar_D[m]), len(rows), int(np.sum(col["grown_before"])), int(ansatz.sum()))

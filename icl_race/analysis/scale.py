@@ -9,6 +9,7 @@ Agreement: the bootstrap CI of the ratio of the two Kaplan-Meier medians of t_IC
 Numbers per lr rest on the seeds of the cells at that lr (diverged ones excluded, censored ones kept):
 the KM median of t_ICL with a percentile bootstrap CI over seeds, the same scaled by lr, and the median
 rise fraction (t_ICL - t_icl60) / t_ICL with a bootstrap CI (analysis/regime.py: <= 0.10 is abrupt).
+Their tables: `icl_race.studies.scale`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from icl_race.analysis import survival as sv
-from icl_race.analysis.draws import Bootstrap, generator
+from icl_race.analysis.draws import Bootstrap, Draws, generator
 from icl_race.analysis.regime import RISE_BOUND, rise_fraction
-from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import km_median_boot, median_ci, percentile_ci
 
 METHOD = (
@@ -64,32 +64,6 @@ class LrBridge:
     bridge_lr: float  # the largest lr that agrees with the reference and is stable (the reference at worst)
     method: str = METHOD
 
-    def text(self) -> str:
-        rows = [
-            "| lr | seeds | acquired | diverged | collapsed | KM median t_ICL (95% CI) | t_ICL x lr (95% CI) | "
-            "ratio to lr " + f"{self.reference_lr:g} (95% CI) | rise fraction (95% CI) | agrees, stable |",
-            "|---|---:|---:|---:|---:|---|---|---|---|---|",
-        ]
-        for c in self.cells:
-            rows.append(
-                f"| {c.lr:g} | {c.seeds} | {c.acquired} | {c.diverged} | {c.collapsed} | "
-                f"{value_ci(c.t_icl, c.t_icl_ci, '{:,.0f}')} | {value_ci(c.t_lr, c.t_lr_ci, '{:,.0f}')} | "
-                f"{value_ci(c.ratio, c.ratio_ci, '{:.2f}')} | {value_ci(c.rise, c.rise_ci, '{:.3f}')} | "
-                f"{'yes' if c.agrees else 'no'}, {'yes' if c.stable else 'no'} |"
-            )
-        abrupt = [c.lr for c in self.cells if c.rise is not None and c.rise <= RISE_BOUND]
-        width = f"width {self.width}: " if self.width else ""
-        return "\n".join(
-            [
-                *rows,
-                "",
-                f"{width}bridge lr {self.bridge_lr:g} (the largest lr whose t_ICL x lr ratio "
-                f"to lr {self.reference_lr:g} has a CI containing 1, with no diverged or collapsed seed); "
-                f"abrupt (median rise fraction <= {RISE_BOUND}) at lr {', '.join(f'{x:g}' for x in abrupt) or 'none'}",
-                f"Method: {self.method}.",
-            ]
-        )
-
 
 def _ci95(boot: np.ndarray) -> tuple[float | None, float | None]:
     """`threshold.percentile_ci` at 0.95 of the finite draws, as the pair LrCell holds."""
@@ -97,9 +71,9 @@ def _ci95(boot: np.ndarray) -> tuple[float | None, float | None]:
     return lo, hi
 
 
-def _median_ci(x: np.ndarray, n_boot: int, rng: np.random.Generator):
+def _median_ci(x: np.ndarray, bootstrap: Bootstrap):
     """`threshold.median_ci` as (median, (lo, hi))."""
-    m = median_ci(x, n_boot, rng)
+    m = median_ci(x, bootstrap.n, bootstrap.rng)
     return m.median, tuple(m.ci)
 
 
@@ -110,28 +84,27 @@ def lr_bridge(
     censor_at_C,
     diverged_C,
     collapsed_C,
+    draws: Draws,
     width: int | None = None,
-    n_boot: int = 2000,
-    seed: int = 0,
 ) -> LrBridge:
     """One entry per lr (cells of one lr pooled beforehand): t_ICL per seed (-1 censored), the first
     passage of the rise's lowest level per seed, the censoring step (a scalar, or per seed when cells
     of other budgets are pooled), per-seed diverged and collapsed flags. Each lr draws its bootstrap from
-    `draws.generator((seed, the lr in units of 1e-9))`, so adding or reordering lrs changes no other lr's
+    `generator((draws.seed, the lr in units of 1e-9))`, so adding or reordering lrs changes no other lr's
     numbers."""
     order = np.argsort(lr_C)[::-1]
     boots, medians = {}, {}
     for c in order:
-        rng = generator((seed, round(float(lr_C[c]) * 1e9)))
+        boot = Bootstrap(draws.n_boot, generator((draws.seed, round(float(lr_C[c]) * 1e9))))
         keep = ~np.asarray(diverged_C[c], bool)
         censor_at = np.broadcast_to(np.asarray(censor_at_C[c], float), keep.shape)[keep]
         times, observed = sv.censored_times(np.asarray(t_icl_C[c])[keep], censor_at)
         medians[c] = sv.km_median(times, observed)
-        boots[c] = (km_median_boot(times, observed, n_boot, rng), rng)
+        boots[c] = (km_median_boot(times, observed, boot.n, boot.rng), boot)
     ref = order[-1]
     cells = []
     for c in order:
-        lr, (b, rng) = float(lr_C[c]), boots[c]
+        lr, (b, boot) = float(lr_C[c]), boots[c]
         keep = ~np.asarray(diverged_C[c], bool)
         t = np.asarray(t_icl_C[c])[keep]
         med = medians[c] if np.isfinite(medians[c]) else None
@@ -143,7 +116,7 @@ def lr_bridge(
             r_boot = b * scale / boots[ref][0]
             ratio = med * scale / medians[ref]
             ratio_ci = _ci95(r_boot)
-        rise, rise_ci = _median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), n_boot, rng)
+        rise, rise_ci = _median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), boot)
         cells.append(
             LrCell(
                 lr=lr,
@@ -210,40 +183,15 @@ class WidthAxis:
         "from the per-N bootstraps"
     )
 
-    def text(self) -> str:
-        lines = [
-            "| width | lr | N (abrupt: *) | KM median t_ICL per N (95% CI) | rise fraction per N | exponent "
-            "(95% CI) | slope, steps per token (95% CI) | intercept (95% CI) | quadratic term (95% CI) |",
-            "|---:|---:|---|---|---|---|---|---|---|",
-        ]
-        for f in self.fits:
-            ns = ", ".join(f"{p.N}{'*' if p.abrupt else ''}" for p in f.per_N)
-            meds = "; ".join(value_ci(p.t_icl, p.t_icl_ci, "{:,.0f}") for p in f.per_N)
-            rises = "; ".join(value_ci(p.rise, p.rise_ci, "{:.3f}") for p in f.per_N)
-            fit = (
-                [
-                    value_ci(f.exponent, f.exponent_ci, "{:.2f}"),
-                    value_ci(f.slope, f.slope_ci, "{:,.0f}"),
-                    value_ci(f.intercept, f.intercept_ci, "{:,.0f}"),
-                    "-" if f.quadratic is None else value_ci(f.quadratic, f.quadratic_ci, "{:,.0f}"),
-                ]
-                if f.exponent is not None
-                else [f"not fitted: {f.reason}", "-", "-", "-"]
-            )
-            lines.append(f"| {f.width} | {f.lr:g} | {ns} | {meds} | {rises} | {' | '.join(fit)} |")
-        return "\n".join([*lines, "", f"Method: {self.method}."])
-
 
 def _pair(ci) -> tuple[float | None, float | None]:
     return (None, None) if ci is None else (ci[0], ci[1])
 
 
-def width_axis(
-    width_C, lr_C, N_C, t_icl_C, t_start_C, censor_at_C, diverged_C, n_boot: int = 2000, seed: int = 0
-) -> WidthAxis:
+def width_axis(width_C, lr_C, N_C, t_icl_C, t_start_C, censor_at_C, diverged_C, draws: Draws) -> WidthAxis:
     """One entry per cell (K = infinity; cells of one (width, lr, N) pooled beforehand): t_ICL and the rise's
     first passage per seed, the censoring step (scalar or per seed), diverged flags. Each (width, lr)
-    draws its bootstrap from `draws.generator((seed, width, lr in 1e-9))`, so other groups change none of
+    draws its bootstrap from `generator((draws.seed, width, lr in 1e-9))`, so other groups change none of
     its numbers."""
     from icl_race.analysis.threshold import Lines, Slope, median_vs_N
 
@@ -252,7 +200,7 @@ def width_axis(
         groups.setdefault((int(key[0]), float(key[1])), []).append(c)
     fits = []
     for (width, lr), cells in sorted(groups.items()):
-        rng = generator((seed, width, round(lr * 1e9)))
+        boot = Bootstrap(draws.n_boot, generator((draws.seed, width, round(lr * 1e9))))
         cells = sorted(cells, key=lambda c: N_C[c])
         data = []
         for c in cells:
@@ -260,11 +208,9 @@ def width_axis(
             t = np.asarray(t_icl_C[c])[keep]
             censor = np.broadcast_to(np.asarray(censor_at_C[c], float), keep.shape)[keep]
             times, observed = sv.censored_times(t, censor)
-            rise, rise_ci = _median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), n_boot, rng)
+            rise, rise_ci = _median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), boot)
             data.append((int(N_C[c]), times, observed, rise, rise_ci))
-        mv = median_vs_N(
-            np.array([d[0] for d in data]), [d[1] for d in data], [d[2] for d in data], Bootstrap(n_boot, rng)
-        )
+        mv = median_vs_N(np.array([d[0] for d in data]), [d[1] for d in data], [d[2] for d in data], boot)
         per_N = tuple(
             PerN(
                 N=p.N,
@@ -284,12 +230,8 @@ def width_axis(
                 WidthFit(width, lr, per_N, fitted, reason="needs an abrupt, reached median at >= 2 values of N")
             )
             continue
-        sub = median_vs_N(
-            np.array([data[i][0] for i in fit_idx]),
-            [data[i][1] for i in fit_idx],
-            [data[i][2] for i in fit_idx],
-            Bootstrap(n_boot, rng),
-        )
+        fit_data = [data[i] for i in fit_idx]
+        sub = median_vs_N(np.array([d[0] for d in fit_data]), [d[1] for d in fit_data], [d[2] for d in fit_data], boot)
         lines = sub.fit
         assert isinstance(lines, Lines)  # >= 2 distinct N with a reached median: the lines are fitted
         lin, log, quad = lines.linear, lines.loglog, lines.quadratic

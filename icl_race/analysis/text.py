@@ -1,5 +1,5 @@
 """Numbers and confidence intervals as text: the one formatter that the reports (icl_race.report), the
-typed results' `text()` (icl_race.analysis, icl_race.studies) and the comparisons use."""
+studies' text of their results (icl_race.studies) and the comparisons use."""
 
 from __future__ import annotations
 

@@ -3,16 +3,17 @@
 A study module (`icl_race/studies/<study>.py`) is glue only: it reads run or sweep directories
 (`icl_race.rundir.runset`), or trains the seeds a test needs itself (`icl_race.run.retrain`, a system's integrator),
 hands their arrays to pure functions in `icl_race.analysis` / `icl_race.theory`, and returns their typed
-result, which has a `text()` (markdown) and is a dataclass (its JSON; a typed record of `analysis.record` in it
-writes itself, `to_json`). The command writes the JSON to `experiments/<study>/results/<subcommand>.json` (or
---out) and prints the text.
+result, a dataclass (its JSON) with a `text()` (markdown), or an analysis record (no text) that the
+module renders (RENDER). The command writes the JSON to `experiments/<study>/results/<subcommand>.json`
+(or --out) and prints the text.
 
     COMMANDS = {"lr": lr}          # in the study module: subcommand -> fn(dirs, n_boot, seed, **options) -> result
     FIGURES = {"lr": figures}      # optional: subcommand -> fn(result) -> {suffix: matplotlib figure}
+    RENDER = {"lr": lr_text}       # optional: subcommand -> fn(result) -> its text, in place of result.text()
     DIRECTORIES = {"ceiling": "none", "kstar": "any"}   # optional: what a subcommand takes besides
                                    # the default, one or more directories ("some"); "none": it computes
                                    # everything itself (a Monte Carlo, its own training)
-    MARKDOWN = ("single_head",)    # optional: subcommands whose text() is also written, as <out stem>.md
+    MARKDOWN = ("single_head",)    # optional: subcommands whose text is also written, as <out stem>.md
 
 A subcommand's own options come from `--set NAME=VALUE` (`options`): a number, a string, or a comma-
 separated list of them, checked against the module's OPTIONS before any work, passed to its function

@@ -37,8 +37,15 @@ def analyze(args: argparse.Namespace) -> int:
         partial=args.partial,
         say=lambda line: print(f"icl-race analyze: {line}", file=sys.stderr),
     )
-    print(json.dumps(payload(result), indent=1) if args.json else "\n".join([result.text(), *map(str, written)]))
+    said = as_text(args.study, args.subcommand, result)
+    print(json.dumps(payload(result), indent=1) if args.json else "\n".join([said, *map(str, written)]))
     return 0
+
+
+def as_text(study: str, sub: str, result) -> str:
+    """The result as text: its study's RENDER[sub] (an analysis record, which holds no text), else its text()."""
+    render = getattr(importlib.import_module(f"icl_race.studies.{study}"), "RENDER", {}).get(sub)
+    return render(result) if render else result.text()
 
 
 def parse_option(text: str) -> tuple[str, object]:
@@ -113,7 +120,7 @@ def run(
     record |= {"partial": unfinished} if unfinished else {}
     files = {out.name: (json.dumps(record, indent=1) + "\n").encode()}
     if md:
-        files[md.name] = result.text().encode()
+        files[md.name] = as_text(study, sub, result).encode()
     figures = getattr(module, "FIGURES", {}).get(sub)
     if figures:
         from icl_race.plots.common import png_bytes

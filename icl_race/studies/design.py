@@ -25,17 +25,14 @@ import numpy as np
 from icl_race.analysis import design as dz
 from icl_race.analysis import design_replay as dr
 from icl_race.analysis import design_sim as ds
+from icl_race.analysis.draws import Draws
 from icl_race.analysis.text import num
 from icl_race.config import ConfigError
 from icl_race.rundir.sweepdir import read_design
-from icl_race.studies.inputs import COUNT, TEXT, Option, runs_of
+from icl_race.studies.inputs import COUNT, TEXT, Option, listed, runs_of
 
 MEDIAN_TRUTHS = ((4389.0, 0.4, 4.0), (4389.0, 0.8, 2.0))  # (median, sigma, budget / median): width 512's
 # K = infinity median at N = 32, a spread like its KM CI's and a wider one censored at 2x the median
-
-
-def _list(v) -> list:
-    return list(v) if isinstance(v, (list, tuple)) else [v]
 
 
 def synthetic(
@@ -50,19 +47,57 @@ def synthetic(
     seed: int = 0,
 ) -> ds.Synthetic:
     """Replays of the designs on known truths"""
-    totals, S = sorted(_list(totals)), dz.KStarDesign().seeds_per_round
+    totals, S = sorted(listed(totals)), dz.KStarDesign().seeds_per_round
     bad = [t for t in totals if t % S]
     if bad:
         raise ConfigError(f"--set totals={bad[0]}: must be a multiple of {S} (the design's seeds per round)")
     start = time.monotonic()
     design = dz.KStarDesign(max_seeds=max(totals), half_width=0.0)
     kstar = [
-        ds.kstar_case(s, totals, sorted(_list(targets), reverse=True), replays, seed, n_boot, design)
-        for s in _list(slopes)
+        ds.kstar_case(s, totals, sorted(listed(targets), reverse=True), replays, Draws(seed, n_boot), design)
+        for s in listed(slopes)
     ]
     mdesign = dz.MedianDesign(rel_width=rel_width)
     median = [ds.median_case(m, sg, f, mdesign, replays, seed) for m, sg, f in MEDIAN_TRUTHS]
     return ds.Synthetic(replays, seed, kstar, median, vars(mdesign), wall_s=round(time.monotonic() - start, 1))
+
+
+def synthetic_text(r: ds.Synthetic) -> str:
+    lines = [f"# Synthetic replays of the designs ({r.replays} replays, seed {r.seed})", ""]
+    for c in r.kstar:
+        lines += [
+            f"## K*: slope {c.slope:g} per decade, true K* log-uniform over {num(c.kstar_range[0])}-"
+            f"{num(c.kstar_range[1])}, design from the prior 500-4e5, {c.seeds_per_round} seeds a round",
+            "",
+            "| arm | target | seeds (10/50/90%) | budgets | acquired | coverage (95% CI) | bias | RMSE | CI width |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [_row(s) for s in (*c.fixed, *c.stopped)]
+        lines.append("")
+    for m in r.median:
+        lines += [
+            f"## Median: lognormal, median {num(m.median)}, sigma {m.sigma:g}, budget {num(m.budget)} "
+            f"({m.censored:.1%} censored); stops {m.stops}",
+            "",
+            "| arm | target | seeds (10/50/90%) | budgets | acquired | coverage (95% CI) | bias | RMSE | rel. CI width |",
+            "|---|---|---|---|---|---|---|---|---|",
+            _row(m.rule),
+            _row(m.fixed),
+            "",
+        ]
+    lines += [f"Cost: {r.cost}.", f"Wall: {r.wall_s:.0f} s."]
+    return "\n".join(lines) + "\n"
+
+
+def _row(s: ds.ArmStats) -> str:
+    q = "/".join(num(v) for v in s.seeds_q)
+    cov = f"{s.coverage:.3f} [{s.coverage_ci[0]:.3f}, {s.coverage_ci[1]:.3f}]"
+    target = "-" if s.target is None else f"{s.target:g}"
+    failed = f" ({s.failed} failed)" if s.failed else ""
+    return (
+        f"| {s.arm}{failed} | {target} | {num(s.seeds)} ({q}) | {num(s.budgets, '{:,.1f}')} | {s.acquired:.2f} | {cov} "
+        f"| {num(s.bias, '{:+.3f}')} | {num(s.rmse, '{:.3f}')} | {num(s.width, '{:.3f}')} |"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,5 +287,6 @@ OPTIONS |= {
 }
 OPTIONS |= {"name": TEXT}
 COMMANDS = {"synthetic": synthetic, "replay": replay, "versus": versus}
+RENDER = {"synthetic": synthetic_text}  # replay, versus: their records' text()
 DIRECTORIES = {"synthetic": "none", "replay": "some", "versus": "some"}
 MARKDOWN = ("synthetic", "replay", "versus")

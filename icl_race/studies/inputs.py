@@ -75,6 +75,11 @@ class Option:
         return float(v) if self.kind is float else v
 
 
+def listed(v) -> list:
+    """A `many` option's value as a list (one value may be given alone)."""
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
 # The kinds of option the studies share.
 FRACTION = Option(float, 0, 1, above=True)  # an accuracy level
 STEPS = Option(float, 0, above=True)  # a time in SGD steps

@@ -1,5 +1,6 @@
 """The levers on the race (experiments/levers/, issue 14 item 4): reads sweep directories for
-`icl_race.analysis.levers`; the copy-rule ceiling is `icl_race.theory.ceiling` (no directories).
+`icl_race.analysis.levers` and renders its records (`RENDER`); the copy-rule ceiling is
+`icl_race.theory.ceiling` (no directories).
 
   beta0 DIR...                       (a) ln t_ICL against beta0
   pair DIR OTHER                     Spearman of t_ICL over the same seeds under two settings
@@ -19,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from icl_race.analysis import levers
+from icl_race.analysis.draws import Draws
+from icl_race.analysis.text import ci_text, value_ci
 from icl_race.config import INDEX_MAX, ConfigError
 from icl_race.studies.inputs import (
     COUNT,
@@ -27,15 +30,12 @@ from icl_race.studies.inputs import (
     TEXT,
     Option,
     check_kinds,
+    listed,
     need_acquired,
     need_evaluated,
     runs_of,
 )
 from icl_race.theory.ceiling import Ceiling, copy_ceiling
-
-
-def _list(v) -> list:
-    return list(v) if isinstance(v, (list, tuple)) else [v]
 
 
 def _need(sub: str, **given):
@@ -47,7 +47,7 @@ def _need(sub: str, **given):
 def beta0(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Beta0:
     runs = runs_of("levers beta0", dirs)
     need_acquired("levers beta0", runs, 3)  # the pooled fit of ln t_ICL against beta0
-    return levers.beta0(runs, n_boot=n_boot, seed=seed)
+    return levers.beta0(runs, Draws(seed, n_boot))
 
 
 def pair(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Pair:
@@ -71,29 +71,19 @@ def race(
     """dirs: the K = infinity race sweeps; `mlp`: one MLP-only sweep directory per lever value."""
     _need("race", field=field, values=values, mlp=mlp)
     assert field is not None  # _need refused a missing one
-    values, mlp = [float(v) for v in _list(values)], [str(d) for d in _list(mlp)]
+    values, mlp = [float(v) for v in listed(values)], [str(d) for d in listed(mlp)]
     if len(values) != len(mlp):
         raise ConfigError(f"analyze levers race: {len(values)} values but {len(mlp)} mlp directories")
     mlp_runs = [runs_of("levers race", [d], ("memorization",)) for d in mlp]
     need_evaluated("levers race", [r for runs in mlp_runs for r in runs], "T", [float(T)])
-    return levers.lever_race(
-        field,
-        values,
-        mlp_runs,
-        runs_of("levers race", dirs),
-        N,
-        float(T),
-        None if t_fixed is None else float(t_fixed),
-        mlp_names=mlp,
-        n_boot=n_boot,
-        seed=seed,
-    )
+    kinf, fixed = runs_of("levers race", dirs), None if t_fixed is None else float(t_fixed)
+    return levers.lever_race(field, values, mlp_runs, kinf, N, Draws(seed, n_boot), float(T), fixed, mlp_names=mlp)
 
 
 def transience(
     dirs, *, level: float = 0.9, lasting: int = 10, n_boot: int = 1000, seed: int = 0
 ) -> levers.LeverTransience:
-    return levers.transience(runs_of("levers transience", dirs), level=level, lasting=lasting, n_boot=n_boot, seed=seed)
+    return levers.transience(runs_of("levers transience", dirs), Draws(seed, n_boot), level, lasting)
 
 
 def kstar(
@@ -118,7 +108,7 @@ def kstar(
     cells = levers.kstar_cells(field, N, [(d, runs_of("levers kstar", [d])) for d in dirs], prior and prior["cells"])
     if not cells:
         raise ConfigError("analyze levers kstar: no finite-K cell (give directories or --set counts=FILE)")
-    return levers.kstar(field, N, cells, n_boot=n_boot, seed=seed)
+    return levers.kstar(field, N, cells, Draws(seed, n_boot).bootstrap())
 
 
 def ceiling(
@@ -138,7 +128,7 @@ def ceiling(
             f"analyze levers ceiling: sequences x (N - 1) x D = {sequences:,} x {N - 1:,} x {D:,}: must be at "
             f"most {CEILING_SIZE:,} (one array of the Monte Carlo); lower --set sequences, N or D"
         )
-    return copy_ceiling([float(e) for e in _list(epsilon)], D=D, N=N, sequences=sequences, seed=seed)
+    return copy_ceiling([float(e) for e in listed(epsilon)], D=D, N=N, sequences=sequences, seed=seed)
 
 
 def collapse(
@@ -155,7 +145,7 @@ def collapse(
     from icl_race.run.retrain import retrain
     from icl_race.rundir import runset
 
-    at = sorted(int(a) for a in _list(at))
+    at = sorted(int(a) for a in listed(at))
     runs = runset.load(dirs).runs
     check_kinds("levers collapse", runs)
     if len(runs) != 1:
@@ -195,20 +185,103 @@ def collapse(
         i = int(np.searchsorted(res["eval_steps"], step))
         x_BxNxE, _ = program.train_batch(state, consts, jax.random.key(step), 512)
         act = program.model.activations(state["params"], x_BxNxE)
-        rows.append(
-            levers.network_state(
-                step,
-                res["icl_acc"][0, i],
-                res["train_loss"][0, i],
-                act["query_scores"],
-                act["relu1"],
-                act["relu2"],
-                act["logit"],
-            )
-        )
+        read = [act[k] for k in ("query_scores", "relu1", "relu2", "logit")]
+        rows.append(levers.network_state(step, res["icl_acc"][0, i], res["train_loss"][0, i], *read))
     return levers.Collapse(dir=str(dirs[0]), seed=seed_id, rows=rows)
 
 
+# ---- the records as text (`RENDER`: what `analyze` prints) ----------------------------------------------
+
+
+def _label(c: levers.Setting) -> str:
+    return f"{c.optimizer} lr {c.lr:g}, qk_init_scale {c.qk_init_scale:g}"
+
+
+def beta0_text(r: levers.Beta0) -> str:
+    lines = []
+    for c in r.cells:
+        f, s, sb = c.fit, c.ln_t_spread or levers.Spread(float("nan"), None), c.beta0_spread
+        slope = "not fitted (< 3 acquired)" if f is None else value_ci(f.slope, f.slope_ci, "{:.2f}")
+        lines.append(
+            f"{_label(c)} (N = {c.N}): acquired {c.acquired}/{c.seeds}, mean beta0 {c.beta0_mean:.3f}; slope of "
+            f"ln t_ICL on beta0 {slope}; sd of ln t_ICL {value_ci(s.sd, s.sd_ci, '{:.3f}')} vs sd of beta0 "
+            f"{value_ci(sb.sd, sb.sd_ci, '{:.3f}')}"
+        )
+    p = r.pooled
+    lines.append(
+        f"pooled: slope {value_ci(p.slope, p.slope_ci, '{:.2f}')} over {p.n} acquired seeds "
+        f"({p.censored} censored, dropped)"
+    )
+    return "\n".join(lines)
+
+
+def pair_text(r: levers.Pair) -> str:
+    return "\n".join(
+        f"{_label(row['a'])} vs {_label(row['b'])}: Spearman rho of t_ICL {row['spearman']:.2f} "
+        f"(p = {row['p']:.2g}) over {row['seeds']} seeds acquired in both"
+        for row in r.pairs
+        if row["spearman"] is not None
+    )
+
+
+def race_text(r: levers.LeverRace) -> str:
+    lines = []
+    for row in r.values:
+        k, f = row["kinf"], row["fixed"]
+        kinf = (
+            f"{k['median_t_icl']:.0f} ({row['t_icl_from']}) -> K* {value_ci(k['k_star'], k['k_star_ci'])} "
+            f"(x{k['shift']:.2f})"
+            if np.isfinite(k["median_t_icl"])
+            else f"not reached by the budget ({row['t_icl_from']}) -> no K*"
+        )
+        line = f"{r.field} = {row['value']:g}: nu {row['nu']:.3f}, C {row['C']:.3g}; K = inf median t_ICL {kinf}"
+        if f:
+            line += f"; at t = {r.t_fixed:g}: K* {value_ci(f['k_star'], f['k_star_ci'])} (x{f['shift']:.2f})"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def transience_text(r: levers.LeverTransience) -> str:
+    med = lambda d: value_ci(d["median"], d.get("median_ci"))
+    return "\n".join(
+        f"{row['optimizer']}, L2 {row['weight_decay_attn']:g}: acquired {row['acquired']}/{row['seeds']} "
+        f"(KM median t_ICL {med(row['rise'])}), fell {row['fell']}/{row['acquired']} (KM median fall "
+        f"{med(row['fall'])}, budget {row['budget']:.0f}), lost for >= {r.lasting} evaluations "
+        f"{row['lost_lasting']}, ended below {r.level:g} {row['ended_below']}; final ICL accuracy "
+        f"{row['final_icl_acc_median']:.2f}, IWL {row['final_iwl_acc_median']:.2f} (seed medians)"
+        for row in r.cells
+    )
+
+
+def kstar_text(r: levers.KStar) -> str:
+    # The regime check beside each K*: a median rise fraction above the protocol's bound (0.10 at K =
+    # infinity; 0.17-0.25 near K* without a lever) says ICL climbed to the threshold rather than jumped.
+    rise = lambda c: "" if c.get("rise_fraction_median") is None else f" (r {c['rise_fraction_median']:.2f})"
+    lines = []
+    for fit in r.kstar:
+        v = fit["value"]
+        counts = ", ".join(f"{c['acquired']}/{c['seeds']} at {c['K']:,}{rise(c)}" for c in r.cells if c["value"] == v)
+        if not fit["ok"]:
+            verdict = f"no K* ({fit['reason']})"
+        else:
+            verdict = f"K* {fit['kstar']:,.0f} {ci_text(fit['kstar_ci'], '{:,.0f}')}" + (
+                "" if fit["bracketed"] else ", not bracketed by the grid: an extrapolation"
+            )
+        lines.append(f"{r.field} = {v:g} (N = {r.N}): {verdict}; acquired {counts}")
+    return "\n".join(lines)
+
+
+def collapse_text(r: levers.Collapse) -> str:
+    return "\n".join(
+        f"step {s.step}: ICL accuracy {s.icl_acc:.3f}, training loss {s.train_loss:.3f}; attention logit spread "
+        f"{s.score_spread:.1f}; ReLUs active {s.relu_active_fc1:.2f} (layer 1), {s.relu_active_fc2:.2f} (layer 2); "
+        f"mean |logit| {s.logit_abs:.3f}"
+        for s in r.rows
+    )
+
+
+RENDER = {"beta0": beta0_text, "pair": pair_text, "race": race_text, "transience": transience_text}
+RENDER |= {"kstar": kstar_text, "collapse": collapse_text}  # ceiling: theory.ceiling.Ceiling's own text()
 COMMANDS = {
     "beta0": beta0,
     "pair": pair,

@@ -1,12 +1,16 @@
-"""The scale bridge (experiments/scale/, issue 25): reads run directories for `icl_race.analysis.scale`."""
+"""The scale bridge (experiments/scale/, issue 25): reads run directories for `icl_race.analysis.scale`
+and renders its records as tables (RENDER)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from icl_race.analysis.draws import Draws
 from icl_race.analysis.events import level_event
 from icl_race.analysis.outcome import classify
+from icl_race.analysis.regime import RISE_BOUND
 from icl_race.analysis.scale import LrBridge, WidthAxis, lr_bridge, width_axis
+from icl_race.analysis.text import value_ci
 from icl_race.config import ConfigError
 from icl_race.rundir import runset
 from icl_race.studies.inputs import check_kinds
@@ -26,32 +30,15 @@ def lr(dirs, n_boot: int = 2000, seed: int = 0) -> LrBridge:
     if len(by_lr) < 2:
         raise ConfigError(f"{', '.join(map(str, dirs))}: analyze scale lr needs runs at >= 2 values of train.lr")
     lrs = sorted(by_lr)
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("t", "start", "censor", "diverged", "collapsed")}
-    for x in lrs:
-        group = by_lr[x]
-        # every seed, diverged ones included: lr_bridge counts and excludes them
-        for k, v in zip(("t", "start", "censor", "diverged"), _pooled(group)):
-            cols[k].append(v)
-        cols["collapsed"].append(
-            np.concatenate(
-                [
-                    classify(r.times["icl"], r.diverged, r.curves["icl_acc"], r.curves["iwl_acc"], r.eval_steps).fall_S
-                    >= 0
-                    for r in group
-                ]
-            )
-        )
-    return lr_bridge(
-        np.array(lrs),
-        cols["t"],
-        cols["start"],
-        cols["censor"],
-        cols["diverged"],
-        cols["collapsed"],
-        width=widths.pop(),
-        n_boot=n_boot,
-        seed=seed,
-    )
+    # every seed, diverged ones included: lr_bridge counts and excludes them
+    t, start, censor, diverged = (list(col) for col in zip(*(_pooled(by_lr[x]) for x in lrs)))
+    collapsed = [np.concatenate([_fell(r) for r in by_lr[x]]) for x in lrs]
+    return lr_bridge(np.array(lrs), t, start, censor, diverged, collapsed, Draws(seed, n_boot), width=widths.pop())
+
+
+def _fell(r) -> np.ndarray:
+    """Per seed of a run: acquired ICL, then fell for good (`outcome.classify`'s lasting fall)."""
+    return classify(r.times["icl"], r.diverged, r.curves["icl_acc"], r.curves["iwl_acc"], r.eval_steps).fall_S >= 0
 
 
 def kinf(dirs, n_boot: int = 2000, seed: int = 0) -> WidthAxis:
@@ -69,17 +56,8 @@ def kinf(dirs, n_boot: int = 2000, seed: int = 0) -> WidthAxis:
     )
     keys = sorted(groups)
     t_icl, t_start, censor_at, diverged = (list(col) for col in zip(*(_pooled(groups[k]) for k in keys)))
-    return width_axis(
-        [k[0] for k in keys],
-        [k[1] for k in keys],
-        [k[2] for k in keys],
-        t_icl,
-        t_start,
-        censor_at,
-        diverged,
-        n_boot=n_boot,
-        seed=seed,
-    )
+    width, lrs, N = (list(col) for col in zip(*keys))
+    return width_axis(width, lrs, N, t_icl, t_start, censor_at, diverged, Draws(seed, n_boot))
 
 
 def _groups(runs, key, named: str) -> dict:
@@ -127,5 +105,57 @@ def kinf_figure(axis: WidthAxis):
     }
 
 
+def lr_text(b: LrBridge) -> str:
+    rows = [
+        "| lr | seeds | acquired | diverged | collapsed | KM median t_ICL (95% CI) | t_ICL x lr (95% CI) | "
+        "ratio to lr " + f"{b.reference_lr:g} (95% CI) | rise fraction (95% CI) | agrees, stable |",
+        "|---|---:|---:|---:|---:|---|---|---|---|---|",
+        *(
+            f"| {c.lr:g} | {c.seeds} | {c.acquired} | {c.diverged} | {c.collapsed} | "
+            f"{value_ci(c.t_icl, c.t_icl_ci, '{:,.0f}')} | {value_ci(c.t_lr, c.t_lr_ci, '{:,.0f}')} | "
+            f"{value_ci(c.ratio, c.ratio_ci, '{:.2f}')} | {value_ci(c.rise, c.rise_ci, '{:.3f}')} | "
+            f"{'yes' if c.agrees else 'no'}, {'yes' if c.stable else 'no'} |"
+            for c in b.cells
+        ),
+    ]
+    abrupt = [c.lr for c in b.cells if c.rise is not None and c.rise <= RISE_BOUND]
+    width = f"width {b.width}: " if b.width else ""
+    return "\n".join(
+        [
+            *rows,
+            "",
+            f"{width}bridge lr {b.bridge_lr:g} (the largest lr whose t_ICL x lr ratio "
+            f"to lr {b.reference_lr:g} has a CI containing 1, with no diverged or collapsed seed); "
+            f"abrupt (median rise fraction <= {RISE_BOUND}) at lr {', '.join(f'{x:g}' for x in abrupt) or 'none'}",
+            f"Method: {b.method}.",
+        ]
+    )
+
+
+def kinf_text(axis: WidthAxis) -> str:
+    lines = [
+        "| width | lr | N (abrupt: *) | KM median t_ICL per N (95% CI) | rise fraction per N | exponent "
+        "(95% CI) | slope, steps per token (95% CI) | intercept (95% CI) | quadratic term (95% CI) |",
+        "|---:|---:|---|---|---|---|---|---|---|",
+    ]
+    for f in axis.fits:
+        ns = ", ".join(f"{p.N}{'*' if p.abrupt else ''}" for p in f.per_N)
+        meds = "; ".join(value_ci(p.t_icl, p.t_icl_ci, "{:,.0f}") for p in f.per_N)
+        rises = "; ".join(value_ci(p.rise, p.rise_ci, "{:.3f}") for p in f.per_N)
+        fit = (
+            [
+                value_ci(f.exponent, f.exponent_ci, "{:.2f}"),
+                value_ci(f.slope, f.slope_ci, "{:,.0f}"),
+                value_ci(f.intercept, f.intercept_ci, "{:,.0f}"),
+                "-" if f.quadratic is None else value_ci(f.quadratic, f.quadratic_ci, "{:,.0f}"),
+            ]
+            if f.exponent is not None
+            else [f"not fitted: {f.reason}", "-", "-", "-"]
+        )
+        lines.append(f"| {f.width} | {f.lr:g} | {ns} | {meds} | {rises} | {' | '.join(fit)} |")
+    return "\n".join([*lines, "", f"Method: {axis.method}."])
+
+
 COMMANDS = {"lr": lr, "kinf": kinf}
+RENDER = {"lr": lr_text, "kinf": kinf_text}
 FIGURES = {"kinf": kinf_figure}

@@ -133,7 +133,7 @@ def test_analyze_design_synthetic_writes_its_tables(tmp_path):
     record = json.loads(out.read_text())["result"]
     assert [r["arm"] for r in record["kstar"][0]["fixed"]] == ["design", "quantile", "estimate"]
     assert record["kstar"][0]["stopped"][0]["target"] == 0.3 and len(record["median"]) == 2
-    assert (tmp_path / "synthetic.md").exists() and "| design |" in result.text()
+    assert (tmp_path / "synthetic.md").exists() and "| design |" in command.as_text("design", "synthetic", result)
     assert {out, tmp_path / "synthetic.md"} <= set(written)  # what it says it wrote
     with pytest.raises(ConfigError, match="totals=20: must be a multiple of 16"):
         command.run("design", "synthetic", [], tmp_path / "x.json", 50, 0, {"totals": 20})

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from icl_race.analysis.draws import Draws
 from icl_race.analysis.scale import lr_bridge
 
 LRS = [0.1, 0.03, 0.01]
@@ -17,7 +18,7 @@ def _bridge(scales=(150, 150, 150), diverged_at_01=0, collapsed_at_01=0):
     t, start = zip(*[_sample(lr, s, seed=i) for i, (lr, s) in enumerate(zip(LRS, scales))])
     div = [np.arange(32) < (diverged_at_01 if lr == 0.1 else 0) for lr in LRS]
     col = [np.arange(32) < (collapsed_at_01 if lr == 0.1 else 0) for lr in LRS]
-    return lr_bridge(np.array(LRS), list(t), list(start), [1e9] * 3, div, col, width=512, n_boot=500)
+    return lr_bridge(np.array(LRS), list(t), list(start), [1e9] * 3, div, col, Draws(0, 500), width=512)
 
 
 def test_the_same_gradient_flow_time_makes_the_largest_lr_the_bridge():
@@ -50,7 +51,7 @@ def test_an_lr_s_numbers_do_not_depend_on_the_other_lrs():
         [1e9] * 2,
         [np.zeros(32, bool)] * 2,
         [np.zeros(32, bool)] * 2,
-        n_boot=500,
+        Draws(0, 500),
     )
     assert two.cells[0] == full.cells[1] and two.cells[1] == full.cells[2]
 
@@ -146,7 +147,7 @@ def test_the_width_axis_recovers_each_width_s_exponent_over_its_abrupt_n_only():
     from icl_race.analysis.scale import width_axis
 
     cells = _kinf_cells(128, 0.1, [32, 64, 128], 1.5) + _kinf_cells(512, 0.03, [16, 32, 64, 128], 1.0, {16: 0.3})
-    axis = width_axis(*map(list, zip(*cells)), n_boot=300)
+    axis = width_axis(*map(list, zip(*cells)), Draws(0, 300))
     w128, w512 = axis.fits
     assert (w128.width, w128.lr, w512.width) == (128, 0.1, 512)
     assert w128.fitted_N == (32, 64, 128) and w512.fitted_N == (32, 64, 128)  # N = 16 climbs: left out
@@ -156,5 +157,5 @@ def test_the_width_axis_recovers_each_width_s_exponent_over_its_abrupt_n_only():
         assert lo < p < hi and abs(fit.exponent - p) < 0.05, (fit.exponent, fit.exponent_ci)
     assert w512.quadratic_ci[0] < 0 < w512.quadratic_ci[1]  # a straight line in N at exponent 1
     assert w128.quadratic_ci[0] > 0  # curved upwards at 1.5
-    lone = width_axis(*map(list, zip(*_kinf_cells(256, 0.1, [32], 1.0))), n_boot=50).fits[0]
+    lone = width_axis(*map(list, zip(*_kinf_cells(256, 0.1, [32], 1.0))), Draws(0, 50)).fits[0]
     assert lone.exponent is None and "2 values of N" in lone.reason

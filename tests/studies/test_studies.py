@@ -304,10 +304,16 @@ def test_levers_collapse_reads_the_model_s_own_activations(runs, tmp_path):
     pass): one row per step, the recorded ICL accuracy of that evaluation, fractions in [0, 1]. Checked by
     hand against the old script's hand-written forward pass on these runs: equal to float32 rounding."""
     result, _ = analyze("levers", "collapse", [runs["kinf"]], tmp_path, seed_id=1, at=[100, 200])
-    assert [r["step"] for r in result.rows] == [100, 200] and result.seed == 1
+    assert [r.step for r in result.rows] == [100, 200] and result.seed == 1
+    # analysis/ returns records only: the study renders them, one line per inspected step
+    assert not hasattr(result, "text")
+    assert [line.split(":")[0] for line in command.as_text("levers", "collapse", result).splitlines()] == [
+        "step 100",
+        "step 200",
+    ]
     for r in result.rows:
-        assert 0 <= r["relu_active_fc1"] <= 1 and 0 <= r["relu_active_fc2"] <= 1 and r["score_spread"] > 0
-        assert 0 <= r["icl_acc"] <= 1 and np.isfinite(r["train_loss"])
+        assert 0 <= r.relu_active_fc1 <= 1 and 0 <= r.relu_active_fc2 <= 1 and r.score_spread > 0
+        assert 0 <= r.icl_acc <= 1 and np.isfinite(r.train_loss)
     from icl_race.config import ConfigError
 
     with pytest.raises(ConfigError, match="not a seed"):
