@@ -92,9 +92,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--commands", default=",".join(COMMANDS), help="comma-separated, of: " + ", ".join(COMMANDS))
     ap.add_argument("--json", type=Path, help="also write the times there")
+    ap.add_argument("--labels", help="comma-separated, one per tree, e.g. the commits: their keys in the JSON")
     args = ap.parse_args()
     names = args.commands.split(",")
     python = sys.executable
+    labels = args.labels.split(",") if args.labels else [str(t) for t in args.trees]
+    assert len(labels) == len(args.trees), "--labels: one per tree"
+    label = dict(zip(map(str, args.trees), labels))
     times: dict = {str(t): {n: [] for n in names} for t in args.trees}
     lines: dict = {str(t): {} for t in args.trees}
     with tempfile.TemporaryDirectory() as tmp:
@@ -117,9 +121,9 @@ def main() -> None:
         "repeats": args.repeats,
         "load_1min_at_end": round(load, 2),
         "cpus": os.cpu_count(),
-        "median_s": {t: {n: round(statistics.median(v), 2) for n, v in c.items()} for t, c in times.items()},
-        "all_s": {t: {n: [round(x, 2) for x in v] for n, v in c.items()} for t, c in times.items()},
-        "first_line": lines,
+        "median_s": {label[t]: {n: round(statistics.median(v), 2) for n, v in c.items()} for t, c in times.items()},
+        "all_s": {label[t]: {n: [round(x, 2) for x in v] for n, v in c.items()} for t, c in times.items()},
+        "first_line": {label[t]: c for t, c in lines.items()},
     }
     for name in names:
         cells = "  ".join(f"{statistics.median(times[str(t)][name]):5.2f} s" for t in args.trees)
