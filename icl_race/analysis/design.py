@@ -44,7 +44,6 @@ import numpy as np
 from scipy.special import expit, log_expit
 
 from icl_race.analysis.draws import generator
-from icl_race.analysis.survival import kaplan_meier
 from icl_race.configbase import ConfigError
 
 TAIL = 1e-9  # posterior mass in each tail of b or a that a pick's sums leave out (changes no pick)
@@ -275,6 +274,10 @@ def median_check(design: MedianDesign, times, observed) -> MedianCheck:
     times, observed = np.asarray(times, float), np.asarray(observed, bool)
     if times.size == 0:  # no seed yet: nothing to stop on
         return MedianCheck(0, None, [None, None], None, None)
+    # survival imports scipy.stats (~0.5 s); a design file is parsed before a sweep's first line, so the
+    # median's estimator loads here, where a round is checked (tests/test_first_line.py).
+    from icl_race.analysis.survival import kaplan_meier
+
     km = kaplan_meier(times, observed, design.confidence)
     med, (lo, hi) = km.median, km.median_ci
     rel = None if med is None or lo is None or hi is None else (hi - lo) / med
