@@ -18,7 +18,7 @@ import numpy as np
 from icl_race.analysis import design as dz
 from icl_race.analysis.design_sim import ArmStats, _stats
 from icl_race.analysis.draws import Bootstrap, generator
-from icl_race.analysis.threshold import Logistic, acquisition_curve
+from icl_race.analysis.threshold import Logistic, acquisition_curve, logistic_fit, percentile_ci
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +31,7 @@ class GridSeeds:
     acquired: list[np.ndarray]  # per K, [S_K] bool
     steps: list[np.ndarray]  # per K, [S_K] steps trained
     budget: int
+    seed_ids: list[np.ndarray] | None = None  # per K, [S_K] (None: not known)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +54,20 @@ def grid_fit(grid: GridSeeds, n_boot: int, seed: int) -> tuple[float | None, lis
         np.log10(np.asarray(grid.K, float)), grid.acquired, Bootstrap(n_boot, generator(seed, "replay/grid", grid.name))
     ).fit
     return (fit.log10_kstar, list(fit.log10_kstar_ci)) if isinstance(fit, Logistic) else (None, [None, None])
+
+
+def grid_ci_by_seed(grid: GridSeeds, n_boot: int, seed: int) -> list[float | None] | None:
+    """log10 K*'s interval with the seed ids resampled jointly over every K, where every K holds the same
+    seed ids (a grid trains seeds 0..S-1 at each K): a seed's outcomes at neighbouring K share its
+    initialisation and stay together. None where the K hold different seeds."""
+    ids = grid.seed_ids
+    if ids is None or any(i.shape != ids[0].shape or np.any(i != ids[0]) for i in ids):
+        return None
+    A_KxS = np.stack(grid.acquired)
+    rng = generator(seed, "replay/grid-by-seed", grid.name)
+    k_BxK = A_KxS[:, rng.integers(0, A_KxS.shape[1], (n_boot, A_KxS.shape[1]))].sum(2).T
+    _, b_B = logistic_fit(np.log10(np.asarray(grid.K, float)), k_BxK, np.full(len(grid.K), A_KxS.shape[1]))
+    return percentile_ci(b_B, 0.95)
 
 
 def replay_once(design: dz.KStarDesign, grid: GridSeeds, rng, seed: int) -> tuple[dz.Posterior, float, str]:

@@ -82,7 +82,7 @@ class Beta0Cell(Setting):
     seeds: int
     acquired: int
     beta0_mean: float
-    fit: Beta0Slope | None  # log_t_vs_beta0 (None: < 3 acquired)
+    fit: Beta0Slope | None  # log_t_vs_beta0 (None: < 3 acquired, or one beta0 for every seed)
     ln_t_spread: Spread | None  # None: none acquired
     beta0_spread: Spread
 
@@ -102,7 +102,7 @@ def beta0(runs: Sequence[FinishedRun], draws: Draws) -> Beta0:
     for run in runs:
         t, b = np.asarray(run.t("icl"), float), np.asarray(run.curve("beta0"), float)[:, 0]
         ok = t > 0
-        fit = log_t_vs_beta0(t, b, draws.bootstrap()) if ok.sum() > 2 else None
+        fit = log_t_vs_beta0(t, b, draws.bootstrap()) if ok.sum() > 2 and np.ptp(b[ok]) > 0 else None
         rows.append(
             Beta0Cell(
                 **vars(setting(run)),

@@ -225,11 +225,13 @@ def log_t_vs_beta0(t_icl, beta0, bootstrap: Bootstrap) -> Beta0Slope:
     t, b = np.asarray(t_icl, float), np.asarray(beta0, float)
     ok = t > 0
     x, y = b[ok], np.log(t[ok])
+    # One beta0 for every seed (or a resample of one seed) has no slope; polyfit raises on all-zero x.
+    line = lambda i: _line(x[i], y[i]) if x[i].size and np.ptp(x[i]) > 0 else (np.nan, np.nan)
     ci = None
     if bootstrap.n and x.size > 2:
         idx = bootstrap.rng.integers(0, x.size, (bootstrap.n, x.size))
-        ci = percentile_ci([_line(x[i], y[i])[0] for i in idx], bootstrap.confidence)
-    return Beta0Slope(*_line(x, y), int(ok.sum()), int((~ok).sum()), ci)
+        ci = percentile_ci([line(i)[0] for i in idx], bootstrap.confidence)  # NaN slopes dropped
+    return Beta0Slope(*line(slice(None)), int(ok.sum()), int((~ok).sum()), ci)
 
 
 @dataclass(frozen=True)

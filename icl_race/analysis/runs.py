@@ -36,6 +36,9 @@ class FinishedRun(Protocol):
     @property
     def kept(self) -> np.ndarray: ...  # [S] bool: not diverged
 
+    @property
+    def seed_ids(self) -> np.ndarray: ...  # [S] every seed's id
+
     def t(self, event: str | None = None) -> np.ndarray: ...  # [S_kept] first passages, -1 = not reached
 
     def curve(self, name: str) -> np.ndarray: ...  # [S_kept, T, ...]

@@ -144,7 +144,8 @@ def _grids(dirs) -> list[dr.GridSeeds]:
             if run.cfg.task.variant != "standard":
                 continue
             steps = np.where(run.retired_at >= 0, run.retired_at, run.steps_run)[run.kept]
-            by_N.setdefault(run.cfg.task.N, {}).setdefault(run.cfg.task.K, []).append((run.t() >= 0, steps))
+            cell = (run.t() >= 0, steps, run.seed_ids[run.kept])
+            by_N.setdefault(run.cfg.task.N, {}).setdefault(run.cfg.task.K, []).append(cell)
             budgets.add(run.budget)
         if len(budgets) > 1:
             raise ConfigError(f"{d}: runs of several budgets ({sorted(budgets)}); replay one budget at a time")
@@ -154,7 +155,8 @@ def _grids(dirs) -> list[dr.GridSeeds]:
             if len(Ks) < 2:
                 raise ConfigError(f"{d}: N = {N} has runs at {len(Ks)} K; a K* grid needs at least 2")
             cat = lambda i, K: np.concatenate([r[i] for r in by_K[K]])
-            out.append(dr.GridSeeds(f"{d} N={N}", Ks, [cat(0, K) for K in Ks], [cat(1, K) for K in Ks], budget))
+            acquired, steps, ids = ([cat(i, K) for K in Ks] for i in range(3))
+            out.append(dr.GridSeeds(f"{d} N={N}", Ks, acquired, steps, budget, ids))
     if not out:
         raise ConfigError("design replay: no finished standard-K runs in the directories given")
     return out
@@ -195,6 +197,9 @@ class Versus:
     grid: str
     design_dir: str
     fixed: Side
+    fixed_ci_by_seed: (
+        list | None
+    )  # the grid's interval with seed ids resampled over all K at once (None: K differ in seeds)
     design: Side
     design_fit: Side  # the grid's estimator on the design's cells
     stop: str | None  # design.json's stopping reason
@@ -219,6 +224,15 @@ class Versus:
                 row("design: posterior", self.design),
                 row("design's cells: logistic fit", self.design_fit),
                 "",
+                *(
+                    []
+                    if self.fixed_ci_by_seed is None
+                    else [
+                        f"The grid's interval with its seed ids resampled together over every K (its cells share "
+                        f"initialisations): [{k(self.fixed_ci_by_seed[0])}, {k(self.fixed_ci_by_seed[1])}].",
+                        "",
+                    ]
+                ),
                 f"The design stopped: {self.stop}. Its K* is {'inside' if self.inside else 'outside'} the grid's "
                 f"interval; its interval is {'no wider' if self.no_wider else 'wider'}; it spent "
                 f"{self.cost_ratio:.2f} of the grid's seed-steps. Intervals: the fits' seed bootstrap "
@@ -251,6 +265,7 @@ def versus(dirs, *, name: str = "", n_boot: int = 1000, seed: int = 0) -> Versus
     if grid.budget != cells.budget:
         raise ConfigError(f"design versus: budgets differ ({grid.budget} and {cells.budget}); compare one config")
     fixed = _side(grid, *dr.grid_fit(grid, n_boot, seed))
+    up = lambda v: None if v is None else float(10**v)
     K = np.concatenate([np.full(a.size, K) for K, a in zip(cells.K, cells.acquired)])
     post = dz.posterior(dz.KStarDesign(**doc["design"]), K, np.concatenate(cells.acquired)).summary()
     design = _side(cells, post.log10_kstar, post.ci)
@@ -262,6 +277,7 @@ def versus(dirs, *, name: str = "", n_boot: int = 1000, seed: int = 0) -> Versus
         str(dirs[0]),
         str(dirs[1]),
         fixed,
+        None if (by_id := dr.grid_ci_by_seed(grid, n_boot, seed)) is None else [up(v) for v in by_id],
         design,
         _side(cells, *dr.grid_fit(cells, n_boot, seed)),
         doc.get("stop"),

@@ -46,6 +46,11 @@ def _need(sub: str, **given):
 
 def beta0(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Beta0:
     runs = runs_of("levers beta0", dirs)
+    if fixed := [r for r in runs if not hasattr(r.cfg.model, "qk_init_scale")]:
+        raise ConfigError(
+            f"levers beta0: {fixed[0].dir} is a {fixed[0].cfg.model.kind} model, whose beta0 its config sets "
+            "(no model.qk_init_scale): use `icl-race analyze memorization minimal`"
+        )
     need_acquired("levers beta0", runs, 3)  # the pooled fit of ln t_ICL against beta0
     return levers.beta0(runs, Draws(seed, n_boot))
 
@@ -201,7 +206,11 @@ def beta0_text(r: levers.Beta0) -> str:
     lines = []
     for c in r.cells:
         f, s, sb = c.fit, c.ln_t_spread or levers.Spread(float("nan"), None), c.beta0_spread
-        slope = "not fitted (< 3 acquired)" if f is None else value_ci(f.slope, f.slope_ci, "{:.2f}")
+        slope = (
+            "not fitted (< 3 acquired, or one beta0 for every seed)"
+            if f is None
+            else value_ci(f.slope, f.slope_ci, "{:.2f}")
+        )
         lines.append(
             f"{_label(c)} (N = {c.N}): acquired {c.acquired}/{c.seeds}, mean beta0 {c.beta0_mean:.3f}; slope of "
             f"ln t_ICL on beta0 {slope}; sd of ln t_ICL {value_ci(s.sd, s.sd_ci, '{:.3f}')} vs sd of beta0 "

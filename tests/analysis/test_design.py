@@ -156,3 +156,31 @@ def test_the_design_replayed_on_a_grid_finds_the_grids_kstar():
     assert abs(d.bias) < 0.04 and d.rmse < 0.08 and d.coverage >= 0.7, d
     assert d.seeds <= 160 and d.budgets < d.seeds  # retired seeds cost less than a budget
     assert sum(out.stops.values()) == 20
+
+
+def test_the_grids_interval_by_seed_id_widens_only_when_its_cells_share_seeds():
+    """A grid that trains seeds 0..S-1 at every K: resampling seed ids jointly over the K gives the same
+    interval as the within-cell bootstrap when the cells' outcomes are independent, and a wider one when
+    each seed has one threshold of its own (its outcomes across K move together). Twelve grids each."""
+    from scipy.special import expit
+
+    from icl_race.analysis import design_replay as dr
+
+    Ks = [int(k) for k in np.round(5000 * np.sqrt(2.0) ** np.arange(-6, 6))]
+    x, S = np.log10(Ks), 32
+    ratios: dict[str, list[float]] = {"own threshold": [], "independent": []}
+    for trial in range(12):
+        rng = np.random.default_rng(trial)
+        thr = np.log10(5000) + rng.logistic(0, 1 / 15, S)
+        cases = {
+            "own threshold": [xk > thr for xk in x],
+            "independent": [rng.random(S) < expit(15 * (xk - np.log10(5000))) for xk in x],
+        }
+        for name, acquired in cases.items():
+            grid = dr.GridSeeds("s", Ks, acquired, [np.ones(S)] * len(Ks), 1, [np.arange(S)] * len(Ks))
+            (lo, hi), (blo, bhi) = dr.grid_fit(grid, 1000, 0)[1], dr.grid_ci_by_seed(grid, 1000, 0)
+            ratios[name].append((bhi - blo) / (hi - lo))
+    assert 0.85 < np.mean(ratios["independent"]) < 1.15, ratios
+    assert np.mean(ratios["own threshold"]) > np.mean(ratios["independent"]) + 0.15, ratios
+    other = dr.GridSeeds("s", Ks[:2], cases["independent"][:2], [np.ones(S)] * 2, 1, [np.arange(S), np.arange(S) + S])
+    assert dr.grid_ci_by_seed(other, 100, 0) is None  # the K hold different seeds

@@ -231,6 +231,8 @@ def _relative(out: dict, runs: dict) -> dict:
 def test_levers_subcommands_give_what_the_script_gave(runs, tmp_path):
     new = _relative(_levers(runs, tmp_path), runs)
     stored.assert_matches(new, stored.load(GOLDEN), rel=stored.FITTED)  # beta0's and K*'s fits are optimizers'
+    # beta0/pooled/slope_ci differs from the script since 2026-12-07: a resample of one seed repeated has no slope
+    # and is dropped (it was a rank-deficient polyfit; with one beta0 of 0 it raised LinAlgError).
 
 
 def test_levers_ceiling_reproduces_its_stored_result(tmp_path):
@@ -408,3 +410,22 @@ def test_every_option_of_every_subcommand_is_checked():
         for sub, fn in module.COMMANDS.items():
             missing = {name for name, _ in registry.options_of(fn)} - set(getattr(module, "OPTIONS", {}))
             assert not missing, (study, sub, missing)
+
+
+def test_levers_beta0_refuses_models_whose_config_sets_beta0(runs, tmp_path):
+    """The minimal model's beta0 is its config, one value for every seed (it was a LinAlgError)."""
+    with pytest.raises(ConfigError, match=r"levers beta0: .*min0 is a minimal model.*memorization minimal"):
+        command.run("levers", "beta0", [runs["min0"], runs["min1"]], tmp_path / "b.json", None, 0, {})
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_log_t_vs_beta0_has_no_slope_without_spread_in_beta0():
+    """One beta0 for every seed: slope NaN, no error; three seeds: the resamples of one seed repeated
+    (1 in 9) have no slope and are dropped, so the interval stays finite."""
+    from icl_race.analysis.draws import Bootstrap, generator
+    from icl_race.analysis.memorization import log_t_vs_beta0
+
+    flat = log_t_vs_beta0([100.0, 200.0, 300.0], [0.0, 0.0, 0.0], Bootstrap(200, generator(0)))
+    assert np.isnan(flat.slope) and flat.slope_ci == [None, None] and flat.n == 3
+    three = log_t_vs_beta0(np.exp([3.0, 2.0, 1.0]), [0.0, 1.0, 2.0], Bootstrap(200, generator(0)))
+    assert three.slope == pytest.approx(-1.0) and all(np.isfinite(three.slope_ci))
