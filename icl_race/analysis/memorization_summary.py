@@ -2,8 +2,8 @@
 a study's `rundir.Run`s, read through their typed config) with the estimators of `analysis.memorization`:
 per K the c1 tail and the budgets I_K(T) with nu over K (`summarize_memorization`), per (N, beta0) the
 t_ICL ratios (`summarize_minimal`), the race's predicted K*(N) (`summarize_race`) beside the measured one
-of a report (`measured_k_star`); typed records (studies/memorization.py renders them). Every estimator draws from its own
-`Draws.bootstrap()`: a fresh generator at the root, as each did with its own seed."""
+of a report (`measured_k_star`); typed records (studies/memorization.py renders them). Every estimator
+draws from its own `Draws.bootstrap()`: a fresh generator at the root, as each did with its own seed."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from icl_race.analysis.memorization_summary import (
 )
 from icl_race.config import ConfigError
 from icl_race.report.format import value_ci
-from icl_race.studies.inputs import TEXT, Option, need_evaluated, runs_of
+from icl_race.studies.inputs import TEXT, Option, listed, need_evaluated, runs_of
 
 MINIMAL = ("classification/minimal",)
 MLP = ("memorization",)  # the task.kind of the MLP-only runs
@@ -45,16 +45,13 @@ class RaceKStar:
 # ---- the subcommands ------------------------------------------------------------------------------
 
 
-def _floats(v) -> list[float] | None:
-    return None if v is None else [float(x) for x in (v if isinstance(v, list) else [v])]
-
-
 def mlp(dirs, *, T=None, n_boot: int = 1000, seed: int = 0) -> Memorization:
     if len(dirs) != 1:
         raise ConfigError("analyze memorization mlp: give one sweep directory")
     runs = runs_of("memorization mlp", dirs, MLP)
-    need_evaluated("memorization mlp", runs, "T", _floats(T) or [])
-    return summarize_memorization(runs, Draws(seed, n_boot), _floats(T))
+    Ts = None if T is None else [float(t) for t in listed(T)]
+    need_evaluated("memorization mlp", runs, "T", Ts or [])
+    return summarize_memorization(runs, Draws(seed, n_boot), Ts)
 
 
 def minimal(dirs, *, n_boot: int = 1000, seed: int = 0) -> Minimal:
@@ -65,7 +62,7 @@ def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: in
     if len(dirs) < 2 or T is None:
         raise ConfigError("analyze memorization race: give MLP_DIR KINF_DIR... and --set T=STEPS (the race's budget)")
     mlp, kinf = runs_of("memorization race", dirs[:1], MLP), runs_of("memorization race", dirs[1:])
-    Ts = _floats(T) or []  # T is given (checked above): `or []` only says so to the type checker
+    Ts = [float(t) for t in listed(T)]
     need_evaluated("memorization race", mlp, "T", Ts)
     Ns = [r.cfg.task.N for r in kinf]
     if len(set(Ns)) < len(Ns):
