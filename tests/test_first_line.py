@@ -1,8 +1,10 @@
 """Every command says what it does before its slow imports (docs/commands.md, "What a command says"): its
 first line on stdout or stderr is written before jax, scipy.stats, matplotlib, pandas or xarray are
-imported, where its input checks do not need them; run, demo and sweep check that the ensemble fits the
-device (engine/memory.py: jax) before theirs, so a refusal stays one line. Asserted on the order of
-events in a fresh process, never on a time."""
+imported. Where its input checks do not need them, they come first (a refusal stays one line); run, demo
+and sweep check that the ensemble fits the device with jax (engine/memory.py), and analyze's checks are
+its study's, so those say first what they load (a refusal found after it is the one line that follows:
+tests/refusal.py). Asserted on the order of events in a fresh process, never on a time
+(benchmarks/first_line.py measures the time)."""
 
 import json
 import os
@@ -71,13 +73,28 @@ def test_a_command_says_what_it_does_before_its_heavy_imports(lr_runs, tmp_path,
     assert first["line"].startswith(says) and first["loaded"] == [], first
 
 
-@pytest.mark.parametrize("command", ["run", "sweep"])
-def test_a_run_says_what_it_does_once_it_knows_it_fits_and_before_the_reports_imports(tmp_path, command):
-    # The memory check needs jax (the program's shapes), so its line comes after jax; the summary's and the
-    # figures' libraries come after it.
-    (tmp_path / "c.toml").write_text(
-        tiny.toml(tiny.small()) + ('[grid]\n"train.lr" = [0.1, 0.05]\n' if command == "sweep" else "")
-    )
-    first = first_line([command, tmp_path / "c.toml", "--out", tmp_path / "out"], tmp_path)
-    assert str(tmp_path / "out") in first["line"] and "matplotlib" not in first["loaded"], first
-    assert "pandas" not in first["loaded"] and "xarray" not in first["loaded"], first
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (lambda d, t: ["run", t / "tiny.toml", "--out", t / "o"], "/o: config checked; loading jax, then checking"),
+        (lambda d, t: ["demo", "--out", t / "o"], "/o: config checked; loading jax, then checking"),
+        (lambda d, t: ["sweep", t / "sweep.toml", "--out", t / "o"], "/o: 2 cells checked; loading jax, then planning"),
+        (
+            lambda d, t: ["sweep", t / "design.toml", "--out", t / "o"],
+            "/o: design checked; loading jax, then its rounds",
+        ),
+        (
+            lambda d, t: ["analyze", "levers", "pair", d / "a", d / "b", "--out", t / "p.json"],
+            "icl-race analyze: levers pair: loading the study's analysis, then checking and reading its 2 directories",
+        ),
+    ],
+    ids=["run", "demo", "sweep", "design sweep", "analyze"],
+)
+def test_a_command_that_needs_jax_for_its_checks_says_so_before_importing_it(lr_runs, tmp_path, argv, says):
+    (tmp_path / "tiny.toml").write_text(tiny.toml(tiny.small()))
+    (tmp_path / "sweep.toml").write_text(tiny.toml(tiny.small()) + '[grid]\n"train.lr" = [0.1, 0.05]\n')
+    design = '[design]\nkind = "kstar"\nk_lo = 16\nk_hi = 256\nseeds_per_round = 2\nmax_seeds = 4\n'
+    (tmp_path / "design.toml").write_text(tiny.toml(tiny.small(ensemble={"seeds": 2, "block": 2})) + design)
+    first = first_line(argv(lr_runs, tmp_path), tmp_path)
+    # a design's file is parsed by its analysis (analysis/design.py: scipy), which its checks need
+    assert says in first["line"] and set(first["loaded"]) <= ({"scipy.stats"} if "design" in says else set()), first

@@ -53,6 +53,7 @@ def _reading(kind: str, d: Path) -> str:
     return f"read the {kind} in {d}; its histogram and statistics next"
 
 
+FINISHED_MEANWHILE = {"run": "finished", "sweep": "had a cell finish"}
 SCHEMA = "icl-race/report/1"  # docs/report-json.md; raised when a key changes meaning or goes away
 
 
@@ -69,7 +70,8 @@ def write_report(
     hears what it does once the input is checked (a report takes seconds to minutes), `warn` the
     directory's warnings once the files are written. The directory is read once: the files and the
     warnings are of one snapshot (an unfinished run's live.npz, read once). An unfinished run's report is
-    marked "partial, as of step X of Y" in every table and figure (report/partial.py)."""
+    marked "partial, as of step X of Y" in every table and figure, that of a sweep whose cells are not all
+    finished "partial: F of N cells finished" (report/partial.py)."""
     d = Path(d)
     kind = _check_dir(d)
     rundir.refuse_links(d, rundir.SWEEP_NAMES if kind == "sweep" else rundir.RUN_NAMES)
@@ -81,7 +83,7 @@ def write_report(
     from icl_race.report.summary import warnings_of
     from icl_race.rundir.provenance import icl_race_version
 
-    note = found.partial_note() if isinstance(found, rundir.Run) else None
+    note = found.partial_note()  # an unfinished run's, or a sweep's with cells not finished
     as_of = found.state.as_of() if note else None
     if note and as_of:
         md = partial.markdown(md, note, as_of)
@@ -101,8 +103,8 @@ def write_report(
             "figures": written,
         }
     )
-    if note and (d / rundir.RESULTS).exists():  # finished while this was made: its commit retired reports
-        say(f"the run in {d} finished while its results so far were read; reading its final results")
+    if note and partial.finished_since(found):  # a commit meanwhile retired reports of the results so far
+        say(f"the {kind} in {d} {FINISHED_MEANWHILE[kind]} while its results so far were read; reading them again")
         return write_report(d, n_boot, seed, force, say, warn)
     report_json = (json.dumps(report, indent=1, allow_nan=False) + "\n").encode()
     files = {"report.md": md.encode(), "report.json": report_json, **figures}
@@ -124,7 +126,8 @@ def hist_text(d: str | Path, bins: int = 12, say: Callable[[str], None] = lambda
         return fn(found, bins) + (f"\n{note}" if note else "")
     fn, found = _part(d, kind, "sweep_hist_text", "hist view")
     say(_reading(kind, d))
-    return fn(found)
+    note = found.partial_note()
+    return fn(found) + (f"\n{note}" if note else "")
 
 
 def hist_json(d: str | Path, bins: int = 12, say: Callable[[str], None] = lambda line: None) -> dict:
@@ -133,6 +136,6 @@ def hist_json(d: str | Path, bins: int = 12, say: Callable[[str], None] = lambda
     kind = _check_dir(d)
     fn, found = _part(d, kind, "hist_record" if kind == "run" else "sweep_hist_record", "hist view")
     say(_reading(kind, d))
-    partial = found.partial_note() if kind == "run" else None
+    partial = found.partial_note()
     unfinished = {"partial": partial, **found.state.record()} if partial else {}
     return jsonable({"schema": SCHEMA, **unfinished, **(fn(found, bins) if kind == "run" else fn(found))})

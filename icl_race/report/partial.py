@@ -1,12 +1,17 @@
-"""A report of an unfinished run (rundir/state.py: training, or stopped) says so everywhere a reader looks,
-and never outlives the run: every system's report is marked here, after it is rendered.
+"""A report of an unfinished run (rundir/state.py: training, or stopped) or of a sweep whose cells are not all
+finished (rundir/sweepstate.py) says so everywhere a reader looks, and never outlives the results it is of:
+every system's report is marked here, after it is rendered.
 
-    markdown(md, note, as_of)   report.md: the run's partial line under the title, `as_of` ("partial, as of
-                                step 150 of 200") above every table and under every figure
+    markdown(md, note, as_of)   report.md: the partial line under the title, `as_of` ("partial, as of step
+                                150 of 200"; a sweep's "partial: 2 of 3 cells finished") above every table
+                                and under every figure
     figures(figs, as_of)        every figure's title ends with `as_of` (plots/common.py's `mark_partial`);
                                 format.py's `figure_files` puts it in each file's metadata too
-    retire(d)                   the run's commit removes its partial report (run/commit.py): report.md is
-                                then the final report once `report` is run again, never a stale partial one
+    retire(d)                   a run's commit removes its partial report and its sweep's (run/commit.py,
+                                `reports_of`): report.md is then the final report once `report` is run
+                                again, never a stale partial one
+    finished_since(found)       whether a run or cell read unfinished has committed since (`report` then
+                                reads it again: that commit retired the reports of its results so far)
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import contextlib
 import json
 from pathlib import Path
 
+from icl_race import rundir
 from icl_race.config import ConfigError
 from icl_race.rundir import owner
 
@@ -81,3 +87,17 @@ def retire(d: str | Path) -> list[str]:
     with contextlib.suppress(OSError):  # the figures folder, when nothing else is in it
         (d / "figures").rmdir()
     return removed
+
+
+def reports_of(d: str | Path) -> list[Path]:
+    """The folders whose report reads run DIR's results: DIR, and the sweep DIR is a cell of
+    (SWEEP/cells/DIR), whose partial report a cell's commit leaves stale (its count of finished cells)."""
+    d = Path(d)
+    return [d, *([d.parent.parent] if d.parent.name == "cells" and rundir.is_sweep(d.parent.parent) else [])]
+
+
+def finished_since(found: rundir.Run | rundir.SweepDir) -> bool:
+    """Whether the run, or a cell of the sweep, that `found` read unfinished has committed since."""
+    if isinstance(found, rundir.Run):
+        return found.partial and (found.dir / rundir.RESULTS).exists()
+    return any((c.dir / rundir.RESULTS).exists() for c in found.cells if c.status in ("partial", "pending"))

@@ -189,8 +189,8 @@ def of_sweep(sweep: rundir.SweepDir) -> list[str]:
         groups.setdefault((r.cfg.train.optimizer, r.cfg.train.lr), []).append(r)
     total = np.sum([_counts(r) for r in runs], axis=0)
     if not total[1]:
-        unfinished = sum(c.status in ("partial", "pending") for c in sweep.cells)
-        every = f"every finished cell ({len(runs)} of {len(runs) + unfinished}): " if unfinished else "every cell: "
+        st = sweep.state  # its grid's cells, those not started included
+        every = f"every finished cell ({st.finished} of {st.cells}): " if sweep.partial else "every cell: "
         return [nothing_acquired(runs[0].cfg, int(total[0]), max(r.censor_at() for r in runs), every)]
     out = []
     for group in groups.values():

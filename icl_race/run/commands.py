@@ -147,8 +147,6 @@ def sweep(args: argparse.Namespace) -> int:
 def _design(args: argparse.Namespace, design, out) -> int:
     """A sweep file with a [design]: its rounds in this process (each depends on the last), or its projection."""
     from icl_race.report.warnings import budget
-    from icl_race.run.sweep.design_cost import design_dry_run
-    from icl_race.run.sweep.design_run import run_design
     from icl_race.rundir import SWEEP_NAMES, refuse_links
 
     if args.executor != "local":
@@ -159,6 +157,11 @@ def _design(args: argparse.Namespace, design, out) -> int:
     refuse_links(out, SWEEP_NAMES)
     if short := budget(design.cfg):
         _log(short)
+    if not args.quiet:  # before jax's import (seconds): what the design does next
+        _log(f"{out}: design checked; loading jax, then " + ("its projection" if args.dry_run else "its rounds"))
+    from icl_race.run.sweep.design_cost import design_dry_run
+    from icl_race.run.sweep.design_run import run_design
+
     if args.dry_run:
         plan = design_dry_run(out, design, not args.no_measure, args.remeasure, args.device, log=_log)
         print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else plan.text())

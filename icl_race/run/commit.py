@@ -1,6 +1,7 @@
 """The last phase of a run: what was trained as results.npz's arrays (`results_arrays`), meta.json's record
 of how (`meta`), the histogram and the kept parameters (train.keep_params), committed as one step by
-rundir.finish (`commit`), which removes a report of the run's results so far (report/partial.py)."""
+rundir.finish (`commit`), which removes a report of the run's results so far, and its sweep's when it is a
+cell (report/partial.py)."""
 
 from __future__ import annotations
 
@@ -91,13 +92,16 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> Finished:
     censored_at = censor_time(cfg.train.steps, trained.steps_run, bool(np.any(t_kept < 0)))
     title = f"t_{stop}, {systems.of(cfg).describe(cfg)}, {cfg.ensemble.seeds} seeds"
     hist = png_bytes(histogram(t_kept, censored_at, title=title, xlabel=f"t_{stop} (steps)"), dpi=120)
-    from icl_race.report.partial import retire
+    from icl_race.report.partial import reports_of, retire
 
-    # a report of the results so far would outlive them: removed before the commit (a kill then leaves an
-    # unfinished run without it) and after (one a `report` wrote meanwhile); `report` then writes the final one
-    retire(out)
+    # a report of the results so far would outlive them (the run's, and its sweep's of fewer finished cells):
+    # removed before the commit (a kill then leaves an unfinished run without it) and after (one a `report`
+    # wrote meanwhile); `report` then writes the final one
+    for d in reports_of(out):
+        retire(d)
     rundir.finish(out, results, record, {f"t_{stop}_hist.png": hist}, trained.params)
-    retire(out)
+    for d in reports_of(out):
+        retire(d)
     # meta as written (JSON: tuples are lists there) and config.json's dict, so that this Run equals the
     # one rundir.load_run(out) reads; it carries the parsed config, which Run.cfg returns.
     written = json.loads(rundir.json_bytes(record))

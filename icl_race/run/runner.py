@@ -73,6 +73,8 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool, on_chunk=N
         log(f"{out}: results for this config already exist; nothing to do")
         rundir.drop_superseded_checkpoints(out)
         return finished
+    if progress:  # the first line, before jax's import and the memory check (seconds): the input is checked
+        log(f"{out}: config checked; loading jax, then checking that the ensemble fits this machine's memory")
     run = RunPlan.of(cfg)  # the one derivation of the layout and chunk plan for this run
     check_memory(run, out)
     out.mkdir(parents=True, exist_ok=True)

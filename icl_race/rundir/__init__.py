@@ -9,6 +9,8 @@
                         as of step X of Y by a liveness check of its lock, empty), a `RunState`
     rundir/read.py      one run directory as a `Run`: `load_run`, `load_live`, `run_of`
     rundir/sweepdir.py  a sweep directory as a `SweepDir` of `CellEntry`s: `load_sweep`, `skipped_cells`
+    rundir/sweepstate.py  where a sweep stands (`SweepDir.state`): F of N grid cells finished, the others
+                        training, stopped or not started, a `SweepState`
     rundir/loading.py   `load` (either kind of directory), `load_runs`
     rundir/runset.py    several runs, the fields that differ
     rundir/provenance.py  versions, commit, device
@@ -51,6 +53,7 @@ from icl_race.rundir.loading import load, load_runs
 from icl_race.rundir.read import Run, load_live, load_run, load_run_results, run_of
 from icl_race.rundir.state import RunState, lock_holder, state
 from icl_race.rundir.sweepdir import CellEntry, SweepDir, cell_status, is_sweep, load_sweep, skipped_cells
+from icl_race.rundir.sweepstate import SweepState, sweep_state
 from icl_race.rundir.verify import check_provenance, check_results
 from icl_race.rundir.write import (
     atomic_write,

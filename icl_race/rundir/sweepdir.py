@@ -5,6 +5,7 @@ is listed with its reason); `skipped_cells` says which cells no analysis can rea
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import tomllib
 from pathlib import Path
@@ -15,7 +16,8 @@ from icl_race.config import Config, ConfigError
 from icl_race.rundir.files import read_config_parsed
 from icl_race.rundir.layout import checkpoint_steps, is_done
 from icl_race.rundir.read import Run, load_run_results
-from icl_race.rundir.state import state
+from icl_race.rundir.state import FINISHED, RunState, state
+from icl_race.rundir.sweepstate import SweepState, sweep_state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +32,7 @@ class CellEntry:
     run: Run | None
     config: dict | None
     reason: str = ""  # why there is no run (an unfinished cell's: its `RunState.text`)
+    state: RunState | None = None  # where a cell of the grid stands (None: unreadable, foreign, off the grid)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +46,25 @@ class SweepDir:
     @property
     def runs(self) -> list[Run]:
         return [c.run for c in self.cells if c.run is not None]
+
+    @functools.cached_property
+    def state(self) -> SweepState:
+        """Where the sweep stands (rundir/sweepstate.py), from its cells as read."""
+        return sweep_state(self.spec, self.cells, self.design)
+
+    @property
+    def partial(self) -> bool:
+        """Not every cell of its grid finished: some training, stopped or not started."""
+        return not self.state.done
+
+    def partial_note(self) -> str | None:
+        """One line saying which cells are finished and which are not; None when every cell is."""
+        if not self.partial:
+            return None
+        return (
+            f"{self.state.as_of()} in {self.dir}; {self.state.unfinished()}; these are its finished cells' "
+            "results, not the sweep's"
+        )
 
 
 def is_sweep(d: Path) -> bool:
@@ -176,7 +198,7 @@ def load_sweep(d: Path) -> SweepDir:
     """Every cell of a sweep directory; a finished one (results.npz there) is read as a `Run`. Only the
     grid's cells are read: a folder that is not one (`_not_a_cell`) is listed with its reason, no run."""
     d = Path(d)
-    entries: list[tuple[Path, dict | None, str, Run | None, str]] = []
+    entries: list[tuple[Path, dict | None, str, Run | None, str, RunState | None]] = []
     spec_text = (d / "sweep.toml").read_text() if (d / "sweep.toml").is_file() else None
     try:
         spec = tomllib.loads(spec_text) if spec_text is not None else None
@@ -186,22 +208,22 @@ def load_sweep(d: Path) -> SweepDir:
         try:
             cfg, typed = read_config_parsed(c)  # its one parse: the cell's digest, its Run.cfg
         except ConfigError as e:
-            entries.append((c, None, "unreadable", None, str(e)))
+            entries.append((c, None, "unreadable", None, str(e), None))
             continue
         if why := _not_a_cell(c.name, cfg, typed, spec):
-            entries.append((c, cfg, "foreign" if why.startswith("foreign") else "outside", None, why))
+            entries.append((c, cfg, "foreign" if why.startswith("foreign") else "outside", None, why, None))
             continue
         st = state(c, cfg)  # every reader's answer: finished, training or stopped as of a step, or empty
         if not st.finished:
-            entries.append((c, cfg, "pending" if st.step is None else "partial", None, st.text()))
+            entries.append((c, cfg, "pending" if st.step is None else "partial", None, st.text(), st))
             continue
         try:
-            entries.append((c, cfg, "done", load_run_results(c, (cfg, typed))[0], ""))
+            entries.append((c, cfg, "done", load_run_results(c, (cfg, typed))[0], "", FINISHED))
         except ConfigError as e:
-            entries.append((c, cfg, "unreadable", None, str(e)))
+            entries.append((c, cfg, "unreadable", None, str(e), None))
     fields = _grid_fields(spec_text, [cfg for _, cfg, *_ in entries if cfg is not None])
     cells = [
-        CellEntry(c.name, c, {f: _flat(cfg).get(f) for f in fields} if cfg else {}, st, run, cfg, why)
-        for c, cfg, st, run, why in entries
+        CellEntry(c.name, c, {f: _flat(cfg).get(f) for f in fields} if cfg else {}, st, run, cfg, why, rs)
+        for c, cfg, st, run, why, rs in entries
     ]
     return SweepDir(d, fields, cells, spec_text, read_design(d)[0])

@@ -18,13 +18,18 @@ from icl_race.config import ConfigError, check_bootstrap
 from icl_race.report.arguments import boot_count, boot_seed, force_arg, json_arg
 from icl_race.rundir import owner
 from icl_race.studies.inputs import check_finished
-from icl_race.studies.registry import DIRECTORIES, STUDIES, commands
+from icl_race.studies.registry import DIRECTORIES, STUDIES, check_study, commands
 
 
 def analyze(args: argparse.Namespace) -> int:
     options = dict(parse_option(o) for o in args.options)
+    check_study(args.study)
+    # the first line, before the study's module (its analysis: scipy, jax, seconds) and its input are read
+    n = len(args.dirs)
+    then = f"checking and reading its {n} director{'ies' if n > 1 else 'y'}" if n else "checking its options"
+    _say(f"{args.study} {args.subcommand}: loading the study's analysis, then {then}")
     for line in rundir.skipped_cells(args.dirs):  # the cells load_runs leaves out, said
-        print(f"icl-race analyze: {line}", file=sys.stderr)
+        _say(line)
     result, written = run(
         args.study,
         args.subcommand,
@@ -35,7 +40,7 @@ def analyze(args: argparse.Namespace) -> int:
         options,
         force=args.force,
         partial=args.partial,
-        say=lambda line: print(f"icl-race analyze: {line}", file=sys.stderr),
+        say=_say,
     )
     said = as_text(args.study, args.subcommand, result)
     print(json.dumps(payload(result), indent=1) if args.json else "\n".join([said, *map(str, written)]))
@@ -46,6 +51,10 @@ def as_text(study: str, sub: str, result) -> str:
     """The result as text: its study's RENDER[sub] (an analysis record, which holds no text), else its text()."""
     render = getattr(importlib.import_module(f"icl_race.studies.{study}"), "RENDER", {}).get(sub)
     return render(result) if render else result.text()
+
+
+def _say(line: str) -> None:
+    print(f"icl-race analyze: {line}", file=sys.stderr)
 
 
 def parse_option(text: str) -> tuple[str, object]:

@@ -15,9 +15,14 @@ STUDIES = ("scale", "race", "memorization", "levers", "linear_attention", "desig
 DIRECTORIES = ("some", "any", "none")
 
 
-def commands(study: str) -> dict:
+def check_study(study: str) -> None:
+    """A study of the registry, before its module (its analysis' imports) is loaded."""
     if study not in STUDIES:
         raise ConfigError(f"study {study!r}: expected one of {', '.join(STUDIES)}")
+
+
+def commands(study: str) -> dict:
+    check_study(study)
     return importlib.import_module(f"icl_race.studies.{study}").COMMANDS
 
 

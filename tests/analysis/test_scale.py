@@ -1,6 +1,7 @@
 """The scale bridge's lr analysis (icl_race/analysis/scale.py) on samples with known answers."""
 
 import numpy as np
+from refusal import refused
 
 from icl_race.analysis.draws import Draws
 from icl_race.analysis.scale import lr_bridge
@@ -122,14 +123,14 @@ def test_analyze_scale_lr_on_two_tiny_k_infinity_runs(tmp_path, capsys):
     capsys.readouterr()
     bad = tmp_path / "refused" / "bad.json"  # a folder of its own: tmp_path holds the runs
     assert main(["analyze", "scale", "lr", str(tmp_path / "lr0.1"), "--out", str(bad)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = refused(capsys.readouterr().err)  # after the line saying what it loads
     assert len(err) == 1 and "needs runs at >= 2 values of train.lr" in err[0] and not bad.exists()
     # the same seeds run twice (a copy of a run, as a rerun on another machine) would count twice: refused
     import shutil
 
     shutil.copytree(tmp_path / "lr0.1", tmp_path / "again")
     assert main(["analyze", "scale", "kinf", str(tmp_path / "lr0.1"), str(tmp_path / "again"), "--out", str(bad)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = refused(capsys.readouterr().err)
     assert len(err) == 1 and "seed 0 (root seed 0) twice" in err[0] and not bad.exists()
 
 

@@ -83,13 +83,13 @@ def _titles(monkeypatch) -> dict:
     return titles
 
 
-def assert_marked(d, as_of: str, titles: dict) -> None:
-    """report.md: `as_of` above every table and under every figure, nowhere else; each figure's title
-    ends with it, and its PNG's and PDF's metadata hold it; report.json says where the run stands."""
+def assert_marked(d, as_of: str, titles: dict, at_least: int = 5) -> None:
+    """report.md: `as_of` above every table and under every figure (`at_least` of each), nowhere else; each
+    figure's title ends with it, and its PNG's and PDF's metadata hold it."""
     lines = (d / "report.md").read_text().splitlines()
     tables = [i for i, line in enumerate(lines) if line.startswith("|") and not lines[i - 1].startswith("|")]
     images = [i for i, line in enumerate(lines) if line.startswith("![")]
-    assert len(tables) >= 5 and len(images) >= 5
+    assert len(tables) >= at_least and len(images) >= at_least, (len(tables), len(images))
     caption = f"*{as_of}*"
     for i in tables:
         assert lines[i - 2 : i] == [caption, ""], lines[i - 3 : i + 1]
@@ -243,3 +243,59 @@ def test_a_sweep_with_a_stopped_cell_reports_its_finished_cells_and_no_advice_of
     _commit_by_hand(d / "cells" / "a")
     assert main(["report", str(d), "--boot", "20"]) == 0
     assert "every cell: no seed acquired ICL" in capsys.readouterr().err
+
+
+def test_a_sweep_reported_with_cells_unfinished_is_marked_partial_and_a_cells_commit_retires_it(
+    killed, tmp_path, capsys, monkeypatch
+):
+    """A sweep of three cells (train.lr): one finished, one training (this process holds its lock, as its
+    worker would), one not started. Its report says "partial: 1 of 3 cells finished", names the other two,
+    marks every table and figure, and says of the finished cell only what the whole sweep has not yet
+    shown; the sweep, run to its end, retires that report at its cells' commits, and the final one has
+    none of it."""
+    from icl_race.run import sweep
+
+    spec_path = tmp_path / "sweep.toml"
+    spec_path.write_text(tiny.toml(RAW) + '[grid]\n"train.lr" = [0.1, 0.05, 0.02]\n')
+    spec = sweep.load(spec_path)
+    d = tmp_path / "sweep"
+    sweep.store_spec(d, spec, print)  # as `icl-race sweep` stores it before its first cell
+    cells = {c.values["train.lr"]: sweep.cell_dir(d, c) for c in spec.cells}
+    shutil.copytree(killed, cells[0.1])  # lr 0.1: stopped at step 150 of 200
+    shutil.copytree(killed, cells[0.05], ignore=shutil.ignore_patterns("checkpoints"))
+    cfg = json.loads((cells[0.05] / rundir.CONFIG).read_text())
+    cfg["train"]["lr"] = 0.05
+    (cells[0.05] / rundir.CONFIG).write_text(json.dumps(cfg))
+    _commit_by_hand(cells[0.05])  # lr 0.05: finished; lr 0.02: no folder yet
+    titles = _titles(monkeypatch)
+    with rundir.lock(cells[0.1]):  # a live process holds it: training
+        assert main(["report", str(d), "--boot", "20"]) == 0
+        err = capsys.readouterr().err
+        assert main(["hist", str(d)]) == 0
+        hist = capsys.readouterr().out
+    rep = json.loads((d / "report.json").read_text())
+    unfinished = "training: train.lr=0.1 at step 150 of 200; not started: train.lr=0.02"
+    assert rep["partial"].startswith(f"partial: 1 of 3 cells finished in {d}; {unfinished};"), rep["partial"]
+    assert {k: rep[k] for k in ("state", "cells_finished", "grid_cells", "training", "stopped", "not_started")} == {
+        "state": "training",
+        "cells_finished": 1,
+        "grid_cells": 3,
+        "training": ["train.lr=0.1 at step 150 of 200"],
+        "stopped": [],
+        "not_started": ["train.lr=0.02"],
+    }
+    assert f"**{rep['partial']}.**" in (d / "report.md").read_text().splitlines()[:3]
+    assert_marked(d, "partial: 1 of 3 cells finished", titles, at_least=2)
+    assert "every finished cell (1 of 3): no seed acquired ICL" in err and "every cell:" not in err
+    assert hist.rstrip().endswith(rep["partial"])
+    # the sweep run to its end: its cells' commits retire the partial report (and only its files)
+    assert main(["sweep", str(spec_path), "--out", str(d), "--quiet"]) == 0
+    capsys.readouterr()
+    assert not (d / "report.md").exists() and not (d / "report.json").exists() and not (d / "figures").exists()
+    titles.clear()
+    assert main(["report", str(d), "--boot", "20"]) == 0
+    err = capsys.readouterr().err
+    md, rep = (d / "report.md").read_text(), json.loads((d / "report.json").read_text())
+    assert "partial" not in md and "state" not in rep and "partial" not in rep and "3 finished cells" in md
+    assert "every cell: no seed acquired ICL" in err
+    assert titles and all("partial" not in title for title in titles.values())

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 import tiny
+from refusal import refused
 
 from icl_race import config, rundir
 from icl_race.cli import main
@@ -93,7 +94,7 @@ def test_no_writer_touches_a_folder_it_does_not_own(decoys, inputs, lr_runs, cap
     before = snapshot(decoys)
     for name, argv in writers(inputs, lr_runs, out).items():
         assert _rc(argv) == 2, name
-        err = capsys.readouterr().err.strip()
+        err = "\n".join(refused(capsys.readouterr().err))
         assert "\n" not in err and err.startswith("icl-race: error:"), (name, err)
         assert snapshot(decoys) == before, f"{name} --out {out!r} changed the user's files"
     # report and hist read the folder they are given: a folder holding a cells/ of the user's is no sweep
@@ -412,6 +413,6 @@ def test_no_writer_writes_through_a_linked_folder_below_its_out(
     if force:
         argv = [*argv, "--redo" if writer == "run" else "--force"]
     assert _rc(argv) == 2
-    err = capsys.readouterr().err.strip()
+    err = "\n".join(refused(capsys.readouterr().err))
     assert "\n" not in err and f"{out / folder}: is a symbolic link" in err, err
     assert snapshot(outside) == before and (out / folder).is_symlink()

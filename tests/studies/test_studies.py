@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import stored
+from refusal import refused
 
 from icl_race import config
 from icl_race.analysis import memorization_summary as mem_summary
@@ -395,8 +396,8 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(
     except SystemExit as e:  # argparse's refusal of an option's type
         code = e.code
     assert code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and text in err, err
+    err = refused(capsys.readouterr().err)  # after the line saying what it loads
+    assert len(err) == 1 and text in err[0], err
     assert not (tmp_path / "out").exists()
 
 

@@ -306,6 +306,8 @@ def run_sweep(
     submit = submitit_params(executor, **slurm)
     names = ["sweep.toml", "summary.csv"]
     owner.check(out, "sweep", names, force=force)
+    if progress:  # the first line, before jax's import and the cells' plans and memory checks (seconds)
+        log(f"{out}: {len(spec.cells)} cells checked; loading jax, then planning each and checking that it fits")
     todo = {p.cell.name: p for p in planned(out, spec)}  # each cell planned once, here, for all that follows
     check_sizes(out, todo.values())
     # The folder and its marker: nothing is written before every check passed. The marker's record is read

@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 import tiny
+from refusal import refused
 
 from icl_race import rundir
 from icl_race.__main__ import main
@@ -59,8 +60,8 @@ def test_a_design_file_is_refused_in_one_line_naming_the_field(tmp_path, capsys,
         text = text.replace("[task.K_max]\n", "").replace("[task]\n", "[task]\nK_max = 1000\n")
     spec = _spec(tmp_path, text)
     assert main(["sweep", str(spec), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert named in err and len(err.splitlines()) == 1, err
+    err = refused(capsys.readouterr().err)
+    assert len(err) == 1 and named in err[0], err
     assert not (tmp_path / "out").exists()
 
 
@@ -212,6 +213,6 @@ def test_versus_sets_a_grid_beside_a_design_and_checks_what_each_spent(finished,
     (plain / "design.json").unlink()
     capsys.readouterr()
     assert main(["analyze", "design", "versus", str(out), str(plain), "--out", str(tmp_path / "x.json")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = refused(capsys.readouterr().err)
     assert len(err) == 1 and "not a K* design's folder" in err[0], err
     assert not (tmp_path / "x.json").exists()
