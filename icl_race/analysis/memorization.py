@@ -30,7 +30,6 @@ import numpy as np
 from icl_race.analysis.draws import Bootstrap
 from icl_race.analysis.record import OMIT_NONE, NotFitted, Record
 from icl_race.analysis.survival import censored_times, km_median
-from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import MedianVsN, Slope, km_median_boot, median_vs_N, percentile_ci, power_law_slope
 from icl_race.theory.kinetics import k_star_from_time, t_icl_minimal
 
@@ -119,12 +118,6 @@ class NuFit(Record):
     inv_nu_ci: list | None
     max_abs_log_residual: float  # how far the K's are from one power law
     local: list[LocalExponent]
-
-    def text(self) -> str:
-        local = "; ".join(f"{x.K[0]:,.0f}-{x.K[1]:,.0f} {value_ci(x.nu, x.nu_ci, '{:.2f}')}" for x in self.local)
-        K = ", ".join(f"{k:,}" for k in self.K or [])
-        nu = value_ci(self.nu, self.nu_ci, "{:.3f}")
-        return f"T {self.T:g}: nu {nu} over K {K}\n  local exponent per step of K: {local}"
 
 
 def nu_fit(K, I_by_K, bootstrap: Bootstrap) -> NuFit:

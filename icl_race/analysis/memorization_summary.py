@@ -2,8 +2,8 @@
 a study's `rundir.Run`s, read through their typed config) with the estimators of `analysis.memorization`:
 per K the c1 tail and the budgets I_K(T) with nu over K (`summarize_memorization`), per (N, beta0) the
 t_ICL ratios (`summarize_minimal`), the race's predicted K*(N) (`summarize_race`) beside the measured one
-of a report (`measured_k_star`); typed records with their text. Every estimator draws from its own
-`Draws.bootstrap()`: a fresh generator at the root, as each did with its own seed."""
+of a report (`measured_k_star`); typed records (studies/memorization.py renders them). Every estimator
+draws from its own `Draws.bootstrap()`: a fresh generator at the root, as each did with its own seed."""
 
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ from icl_race.analysis.memorization import (
 )
 from icl_race.analysis.record import OMIT_NONE, Record
 from icl_race.analysis.runs import FinishedRun
-from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import percentile_ci
 from icl_race.theory.kinetics import budget_at, tail_correction
 
@@ -76,14 +75,6 @@ class MemorizationCell(Record):
     I_inf_steps: float | None  # None: the budget diverges or is not shown to converge
     t_memorized_median: float
 
-    def text(self) -> str:
-        budgets = "; ".join(f"I_K({b.T:g}) {value_ci(b.I_steps, b.I_steps_ci)} steps" for b in self.budgets)
-        return (
-            f"K {self.K:,} ({self.seeds} seeds, to step {self.t_last:,.0f}): tail alpha "
-            f"{value_ci(self.tail.alpha, self.tail.alpha_ci, '{:.2f}')}; {budgets or 'no T reached'}; "
-            f"I_K(inf) {value_ci(self.I_inf_steps, missing='not shown to converge')}"
-        )
-
 
 @dataclass(frozen=True)
 class Memorization(Record):
@@ -93,9 +84,6 @@ class Memorization(Record):
     Ts: list
     cells: list[MemorizationCell]
     nu: list[NuFit]  # per T
-
-    def text(self) -> str:
-        return "\n".join([c.text() for c in self.cells] + [n.text() for n in self.nu])
 
 
 def summarize_memorization(runs: Sequence[FinishedRun], draws: Draws, Ts=None, decades: float = 1.0) -> Memorization:
@@ -151,15 +139,6 @@ class MinimalCell(Record):
     median_t_icl: float | None
     ln_t_vs_beta0: Beta0Slope | None = field(default=None, metadata=OMIT_NONE)
 
-    def text(self) -> str:
-        r, rf, slope = self.ratio, self.ratio_flow, self.ln_t_vs_beta0
-        return (
-            f"N {self.N}, beta0 {'random' if self.beta0 is None else f'{self.beta0:g}'}: acquired "
-            f"{r.acquired}/{r.seeds}, t_ICL over N sqrt(2 pi) e^-beta0 {value_ci(r.ratio, r.ratio_ci, '{:.3g}', 'n/a')}"
-            f" (steps), {value_ci(rf.ratio, rf.ratio_ci, '{:.3g}', 'n/a')} (eta x steps)"
-            + (f"; slope of ln t_ICL on beta0 {value_ci(slope.slope, slope.slope_ci, '{:.2f}')}" if slope else "")
-        )
-
 
 @dataclass(frozen=True)
 class Minimal(Record):
@@ -167,9 +146,6 @@ class Minimal(Record):
 
     cells: list[MinimalCell]
     scaling: MinimalScaling | None = None  # with >= 2 fixed-beta0 cells
-
-    def text(self) -> str:
-        return "\n".join(c.text() for c in self.cells)
 
 
 def summarize_minimal(runs: Sequence[FinishedRun], draws: Draws) -> Minimal:

@@ -32,7 +32,6 @@ import numpy as np
 from icl_race.analysis.draws import Bootstrap
 from icl_race.analysis.record import NOT_JSON, OMIT_NONE, Record
 from icl_race.analysis.survival import censored_times, km_median
-from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import km_median_boot, percentile_ci
 
 
@@ -62,9 +61,6 @@ class KmMedian(Record):
     median: float | None
     median_ci: list
     boot: np.ndarray = field(repr=False, metadata=NOT_JSON)
-
-    def text(self) -> str:
-        return value_ci(self.median, self.median_ci, "{:.0f}")
 
 
 def km_summary(t_S, censor_at: float, boot: Bootstrap) -> KmMedian:
@@ -101,13 +97,6 @@ class LossFit(Record):
     slope_ci: list | None = field(default=None, metadata=OMIT_NONE)
     intercept_ci: list | None = field(default=None, metadata=OMIT_NONE)
     prop_ci: list | None = field(default=None, metadata=OMIT_NONE)
-
-    def text(self, sep: str = ",") -> str:
-        """slope, intercept and prop with their CIs, `sep` after all but the last."""
-        return f"{sep} ".join(
-            f"{k} {value_ci(getattr(self, k), getattr(self, f'{k}_ci'), '{:.2f}')}"
-            for k in ("slope", "intercept", "prop")
-        )
 
 
 def loss_relation(icl_loss_SxT, iwl_loss_SxT, steps_T, t_icl_S, boot: Bootstrap, min_x: float = -np.inf) -> LossFit:

@@ -1,6 +1,6 @@
 """The race study's summaries of finished runs (`analysis.runs.FinishedRun`, read through their typed config)
-with the per-seed statistics of `analysis.race`: typed records with their text, which `icl-race analyze
-race ...` (studies/race.py) writes. Every bootstrap draws from a fresh `Draws.bootstrap()` (the command's
+with the per-seed statistics of `analysis.race`: typed records, which `icl-race analyze race ...`
+(studies/race.py) writes and renders. Every bootstrap draws from a fresh `Draws.bootstrap()` (the command's
 root, --seed, alone), so conditions of equal seed counts resample the same seed positions (paired by seed id).
 """
 
@@ -19,7 +19,6 @@ from icl_race.analysis.race import AfterMemorization, KmMedian, LossFit
 from icl_race.analysis.record import INLINE, NOT_JSON, OMIT_NONE, NotFitted, Record
 from icl_race.analysis.runs import FinishedRun
 from icl_race.analysis.survival import censor_time, proportion_ci
-from icl_race.analysis.text import value_ci
 from icl_race.analysis.threshold import Slope, interval_verdict, power_law_slope, sign_verdict
 
 
@@ -71,20 +70,6 @@ class Transience(Record):
     level: float
     cells: list[TransienceCell]
     vs_wd_loglog: dict[str, Trend]
-
-    def text(self) -> str:
-        lines = [
-            f"wd {c.weight_decay_attn:g}: acquired {c.counts.acquired}/{c.counts.seeds}, rise {c.rise.text()}, "
-            f"fell {c.fell}/{c.counts.acquired}, fall {c.fall.text()} (budget {c.budget:.0f}), "
-            f"medians at the fall {c.at_fall_median}, loss relation {c.loss_relation.text('')}"
-            for c in self.cells
-        ]
-        for k, t in self.vs_wd_loglog.items():
-            s = t.fit if isinstance(t.fit, Slope) else None
-            slope = value_ci(s and s.slope, s and s.slope_ci, "{:.2f}")
-            what = "fall median" if k == "fall" else f"median {k} at the fall"
-            lines.append(f"log10 {what} vs log10 wd: slope {slope} -> {t.verdict or f'slope 1: {t.verdict_slope_1}'}")
-        return "\n".join(lines)
 
 
 def _transience_cell(run: FinishedRun, level: float, draws: Draws, rng: np.random.Generator) -> TransienceCell:
@@ -224,18 +209,6 @@ class Independence(Record):
     memorization: Ablation
     t_icl: Ablation
 
-    def text(self) -> str:
-        lines = []
-        for part, s in (("memorization", self.memorization), ("t_icl", self.t_icl)):
-            for name, c in s.conditions.items():
-                extra = f", t_ICL {c.t_icl.text()}" if c.t_icl is not None and part == "t_icl" else ""
-                lines.append(
-                    f"{part} | {name}: IWL acc > {self.level} at {c.memorization.text()} "
-                    f"(final IWL acc {c.final_iwl_acc:.3f}){extra}"
-                )
-            lines += [f"{part} ratio {n}: {value_ci(r.ratio, r.ratio_ci, '{:.2f}')}" for n, r in s.ratios.items()]
-        return "\n".join(lines)
-
 
 def summarize_independence(
     memorization_runs: Sequence[FinishedRun],
@@ -279,13 +252,6 @@ class LossRelations(Record):
     min_x: float
     cells: list[LossCell]
 
-    def text(self) -> str:
-        return "\n".join(
-            f"wd {c.weight_decay_attn:g}, {label}: {fit.text()} ({fit.points} points, {fit.seeds_used} seeds)"
-            for c in self.cells
-            for label, fit in c.fits.items()
-        )
-
 
 def summarize_loss_relations(runs: Sequence[FinishedRun], draws: Draws, min_x: float = 0.5) -> LossRelations:
     """loss_relation per cell (train.weight_decay_attn), on all points and on those with x > min_x."""
@@ -306,23 +272,6 @@ class Settling(Record):
     memorized_first: int
     acquired_after: int
     fraction_ci: list  # Wilson 95% of acquired_after / memorized_first
-
-    def text(self) -> str:
-        lines = []
-        for c in self.cells:
-            when = "" if c.t_mem_range is None else " at steps {:,}-{:,}".format(*c.t_mem_range)
-            peak = "-" if c.max_icl_after is None else f"{c.max_icl_after:.2f}"
-            lines.append(
-                f"K {c.K:,}: {c.memorized_first}/{c.seeds} seeds memorized (IWL > {self.level:g}) "
-                f"before ICL{when}; {c.acquired_after} of them acquired ICL later; ICL accuracy after "
-                f"memorizing at most {peak}"
-            )
-        lo, hi = self.fraction_ci
-        lines.append(
-            f"pooled: {self.acquired_after}/{self.memorized_first} memorized-first seeds acquired ICL later "
-            f"(Wilson 95% CI {lo:.3f}-{hi:.3f})"
-        )
-        return "\n".join(lines)
 
 
 def summarize_settling(runs: Sequence[FinishedRun], level: float = 0.9) -> Settling:

@@ -8,7 +8,7 @@ import io
 import matplotlib.pyplot as plt
 import numpy as np
 
-from icl_race.analysis.text import ci_text
+from icl_race.report.format import ci_text
 
 CENSORED = "tab:gray"
 

@@ -3,9 +3,9 @@
 A study module (`icl_race/studies/<study>.py`) is glue only: it reads run or sweep directories
 (`icl_race.rundir.runset`), or trains the seeds a test needs itself (`icl_race.run.retrain`, a system's integrator),
 hands their arrays to pure functions in `icl_race.analysis` / `icl_race.theory`, and returns their typed
-result, a dataclass (its JSON) with a `text()` (markdown), or an analysis record (no text) that the
-module renders (RENDER). The command writes the JSON to `experiments/<study>/results/<subcommand>.json`
-(or --out) and prints the text.
+result: an analysis record (no text: analysis/ formats none), which the module renders (RENDER, with
+`icl_race.report.format`'s numbers and CIs), or a dataclass of its own or of theory/ with a `text()`. The
+command writes the JSON to `experiments/<study>/results/<subcommand>.json` (or --out) and prints the text.
 
     COMMANDS = {"lr": lr}          # in the study module: subcommand -> fn(dirs, n_boot, seed, **options) -> result
     FIGURES = {"lr": figures}      # optional: subcommand -> fn(result) -> {suffix: matplotlib figure}

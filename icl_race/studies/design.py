@@ -26,8 +26,8 @@ from icl_race.analysis import design as dz
 from icl_race.analysis import design_replay as dr
 from icl_race.analysis import design_sim as ds
 from icl_race.analysis.draws import Draws
-from icl_race.analysis.text import num
 from icl_race.config import ConfigError
+from icl_race.report.format import num
 from icl_race.rundir.sweepdir import read_design
 from icl_race.studies.inputs import COUNT, TEXT, Option, listed, runs_of
 

@@ -21,8 +21,8 @@ import numpy as np
 
 from icl_race.analysis import levers
 from icl_race.analysis.draws import Draws
-from icl_race.analysis.text import ci_text, value_ci
 from icl_race.config import INDEX_MAX, ConfigError
+from icl_race.report.format import ci_text, value_ci
 from icl_race.studies.inputs import (
     COUNT,
     FRACTION,

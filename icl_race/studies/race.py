@@ -1,6 +1,6 @@
 """The race's transformer-side claims (experiments/race/, arXiv 2412.00104 §5): reads run or sweep
-directories for `icl_race.analysis.race_summary`, whose typed results and their text it returns; the figures
-through `icl_race.plots.race`.
+directories for `icl_race.analysis.race_summary`, whose typed results it returns and renders (`RENDER`);
+the figures through `icl_race.plots.race`.
 
   transience DIR                       --set level=0.9
   loss DIR...                          --set min_x=0.5
@@ -16,7 +16,10 @@ import numpy as np
 
 from icl_race.analysis import race_summary as race
 from icl_race.analysis.draws import Draws
+from icl_race.analysis.race import KmMedian, LossFit
+from icl_race.analysis.threshold import Slope
 from icl_race.config import ConfigError
+from icl_race.report.format import value_ci
 from icl_race.studies.inputs import FRACTION, Option, runs_of
 
 
@@ -71,6 +74,72 @@ def _figures(result: race.Transience | race.LossRelations | race.Independence) -
     return {"": figures.transience(result) if isinstance(result, race.Transience) else figures.independence(result)}
 
 
+def _median(k: KmMedian) -> str:
+    return value_ci(k.median, k.median_ci, "{:.0f}")
+
+
+def _fit(f: LossFit, sep: str = ",") -> str:
+    """slope, intercept and prop with their CIs, `sep` after all but the last."""
+    return f"{sep} ".join(
+        f"{k} {value_ci(getattr(f, k), getattr(f, f'{k}_ci'), '{:.2f}')}" for k in ("slope", "intercept", "prop")
+    )
+
+
+def transience_text(r: race.Transience) -> str:
+    lines = [
+        f"wd {c.weight_decay_attn:g}: acquired {c.counts.acquired}/{c.counts.seeds}, rise {_median(c.rise)}, "
+        f"fell {c.fell}/{c.counts.acquired}, fall {_median(c.fall)} (budget {c.budget:.0f}), "
+        f"medians at the fall {c.at_fall_median}, loss relation {_fit(c.loss_relation, '')}"
+        for c in r.cells
+    ]
+    for k, t in r.vs_wd_loglog.items():
+        s = t.fit if isinstance(t.fit, Slope) else None
+        slope = value_ci(s and s.slope, s and s.slope_ci, "{:.2f}")
+        what = "fall median" if k == "fall" else f"median {k} at the fall"
+        lines.append(f"log10 {what} vs log10 wd: slope {slope} -> {t.verdict or f'slope 1: {t.verdict_slope_1}'}")
+    return "\n".join(lines)
+
+
+def loss_text(r: race.LossRelations) -> str:
+    return "\n".join(
+        f"wd {c.weight_decay_attn:g}, {label}: {_fit(fit)} ({fit.points} points, {fit.seeds_used} seeds)"
+        for c in r.cells
+        for label, fit in c.fits.items()
+    )
+
+
+def independence_text(r: race.Independence) -> str:
+    lines = []
+    for part, s in (("memorization", r.memorization), ("t_icl", r.t_icl)):
+        for name, c in s.conditions.items():
+            extra = f", t_ICL {_median(c.t_icl)}" if c.t_icl is not None and part == "t_icl" else ""
+            lines.append(
+                f"{part} | {name}: IWL acc > {r.level} at {_median(c.memorization)} "
+                f"(final IWL acc {c.final_iwl_acc:.3f}){extra}"
+            )
+        lines += [f"{part} ratio {n}: {value_ci(q.ratio, q.ratio_ci, '{:.2f}')}" for n, q in s.ratios.items()]
+    return "\n".join(lines)
+
+
+def settle_text(r: race.Settling) -> str:
+    lines = []
+    for c in r.cells:
+        when = "" if c.t_mem_range is None else " at steps {:,}-{:,}".format(*c.t_mem_range)
+        peak = "-" if c.max_icl_after is None else f"{c.max_icl_after:.2f}"
+        lines.append(
+            f"K {c.K:,}: {c.memorized_first}/{c.seeds} seeds memorized (IWL > {r.level:g}) "
+            f"before ICL{when}; {c.acquired_after} of them acquired ICL later; ICL accuracy after "
+            f"memorizing at most {peak}"
+        )
+    lo, hi = r.fraction_ci
+    lines.append(
+        f"pooled: {r.acquired_after}/{r.memorized_first} memorized-first seeds acquired ICL later "
+        f"(Wilson 95% CI {lo:.3f}-{hi:.3f})"
+    )
+    return "\n".join(lines)
+
+
+RENDER = {"transience": transience_text, "loss": loss_text, "independence": independence_text, "settle": settle_text}
 COMMANDS: dict[str, Callable[..., object]] = {
     "transience": transience,
     "loss": loss,

@@ -10,8 +10,8 @@ from icl_race.analysis.events import level_event
 from icl_race.analysis.outcome import classify
 from icl_race.analysis.regime import RISE_BOUND
 from icl_race.analysis.scale import LrBridge, WidthAxis, lr_bridge, width_axis
-from icl_race.analysis.text import value_ci
 from icl_race.config import ConfigError
+from icl_race.report.format import value_ci
 from icl_race.rundir import runset
 from icl_race.studies.inputs import check_kinds
 

@@ -10,6 +10,7 @@ from icl_race import rundir
 from icl_race.analysis import race, race_summary
 from icl_race.analysis.compare import ratio_of_boots
 from icl_race.analysis.draws import Bootstrap, Draws, generator
+from icl_race.studies import race as race_study
 
 STEPS = np.arange(1, 11) * 100
 
@@ -128,7 +129,8 @@ def test_summarize_transience_on_constructed_cells(tmp_path):
                 "c3": np.tile(STEPS / 1000, (4, 1)),
             },
         )
-    out = race_summary.summarize_transience(rundir.load_runs(tmp_path), Draws(0, 100)).to_json()
+    result = race_summary.summarize_transience(rundir.load_runs(tmp_path), Draws(0, 100))
+    out = result.to_json()
     lo, hi = out["cells"]
     assert (lo["weight_decay_attn"], lo["fell"], lo["acquired"]) == (0.01, 3, 4)
     assert lo["rise"]["median"] == 200 and lo["fall"]["median"] == 800 and hi["fall"]["median"] == 400
@@ -141,6 +143,10 @@ def test_summarize_transience_on_constructed_cells(tmp_path):
     # the JSON: a cell's counts in its place, the slope's fit with its verdict beside it, no replicates
     assert list(lo)[:5] == ["weight_decay_attn", "seeds", "acquired", "fell", "budget"] and "at_fall_boot" not in lo
     assert trends["fall"]["ok"] and trends["fall"]["verdict"] == "agrees" and "verdict_slope_1" not in trends["fall"]
+    # its text: the medians and the slope as computed, each with its CI
+    text = race_study.transience_text(result)
+    assert text.startswith("wd 0.01: acquired 4/4, rise 200 [200, 200], fell 3/4, fall 800 [")
+    assert "\nlog10 fall median vs log10 wd: slope -1.00 [" in text and text.count("\n") == 4
 
 
 def test_after_memorization_counts_the_seeds_a_settle_rule_would_stop_and_those_that_acquired_later():
@@ -181,4 +187,4 @@ def test_after_memorization_counts_the_seeds_a_settle_rule_would_stop_and_those_
     assert (pooled.memorized_first, pooled.acquired_after) == (3, 1)
     lo, hi = pooled.fraction_ci
     assert 0 < lo < 1 / 3 < hi < 1  # Wilson 95% around 1/3
-    assert "pooled: 1/3 memorized-first seeds acquired ICL later" in pooled.text()
+    assert "pooled: 1/3 memorized-first seeds acquired ICL later" in race_study.settle_text(pooled)

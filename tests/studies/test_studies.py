@@ -119,7 +119,7 @@ def test_race_transience_is_the_summary_with_its_figure(runs, tmp_path):
     cells = load_runs(runs["wd01"], runs["wd03"])
     assert _same(command.payload(result), race_summary.summarize_transience(cells, Draws(0, 1000), 0.9).to_json())
     assert [p.suffix for p in written] == [".json", ".png"]
-    assert "wd 0.01: acquired" in result.text()
+    assert "wd 0.01: acquired" in command.as_text("race", "transience", result)
 
 
 def test_race_loss_is_the_loss_relation_per_cell(runs, tmp_path):
@@ -150,7 +150,7 @@ def test_race_independence_takes_its_directories_in_order(runs, tmp_path):
         level=0.9,
     )
     assert _same(command.payload(result), old.to_json())
-    assert "memorization | none" in result.text()
+    assert "memorization | none" in command.as_text("race", "independence", result)
 
 
 # ---- memorization: experiments/memorization/analyze.py printed these summaries ---------------------
@@ -165,7 +165,7 @@ def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     result, _ = analyze("memorization", "minimal", [runs["min0"], runs["min1"]], tmp_path)
     want = mem_summary.summarize_minimal(load_runs(runs["min0"], runs["min1"]), draws)
     assert _same(command.payload(result), want.to_json()) and "ln_t_vs_beta0" not in command.payload(result)["cells"][0]
-    assert "N 8, beta0 0:" in result.text()
+    assert "N 8, beta0 0:" in command.as_text("memorization", "minimal", result)
     report = tmp_path / "report.json"
     # A directory with K = infinity cells beside the K* grid labels the group by its fields; balanced
     # contexts are another group, never the race's K*.
