@@ -11,6 +11,7 @@ import pytest
 import tiny
 from fresh_process import imported_by
 
+from icl_race.analysis.draws import Draws
 from icl_race.cli import main
 
 TINY = "\n" + tiny.toml(tiny.raw(train={"steps": 300, "eval_size": 100}, ensemble={"seeds": 3, "block": 4}))
@@ -222,7 +223,7 @@ def test_analyze_help_lists_every_study_subcommand(capsys):
         module = importlib.import_module(f"icl_race.studies.{study}")
         for sub, fn in module.COMMANDS.items():
             for name, p in inspect.signature(fn).parameters.items():
-                if p.kind == p.KEYWORD_ONLY and name not in ("n_boot", "seed"):
+                if p.kind == p.KEYWORD_ONLY and name != "draws":
                     assert f"{name}=" in flat, (study, sub, name)  # an entry of HELP naming every option
     assert set(registry.HELP) <= {f"{s} {c}" for s, c in expected}, "an entry of HELP for no registered subcommand"
     assert "levers kstar [DIR...]" in flat and "linear_attention single_head the single-active-head" in flat
@@ -231,7 +232,7 @@ def test_analyze_help_lists_every_study_subcommand(capsys):
 def test_a_new_subcommand_is_in_the_help_with_its_options(monkeypatch):
     from icl_race.studies import race, registry
 
-    def newest(dirs, *, width: float = 0.25, names=("a", "b"), n_boot: int = 1000, seed: int = 0):
+    def newest(dirs, *, width: float = 0.25, names=("a", "b"), draws: Draws = Draws(0, 1000)):
         """What the newest analysis computes. More words."""
 
     monkeypatch.setitem(race.COMMANDS, "newest", newest)

@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-from icl_race.analysis.draws import Bootstrap, generator
+from icl_race.analysis.draws import Bootstrap, Draws, generator
 from icl_race.analysis.record import Record
 from icl_race.analysis.survival import LogRank, km_median, logrank
 from icl_race.analysis.threshold import km_median_boot, percentile_ci
@@ -153,28 +153,25 @@ class PairStats:
 def pair_stats(
     reference: tuple[np.ndarray, np.ndarray],
     other: tuple[np.ndarray, np.ndarray],
-    n_boot: int,
-    rngs: tuple[np.random.Generator, np.random.Generator],
-    confidence: float = 0.95,
+    bootstraps: tuple[Bootstrap, Bootstrap],
 ) -> PairStats:
-    """other against reference, two (times, observed) samples: the median ratio (one generator each),
+    """other against reference, two (times, observed) samples: the median ratio (one bootstrap each),
     the log-rank test and their verdict."""
-    return PairStats.of(median_ratio(reference, other, n_boot, rngs, confidence), logrank(*reference, *other))
+    return PairStats.of(median_ratio(reference, other, bootstraps), logrank(*reference, *other))
 
 
 def median_ratio(
     reference: tuple[np.ndarray, np.ndarray],
     other: tuple[np.ndarray, np.ndarray],
-    n_boot: int,
-    rngs: tuple[np.random.Generator, np.random.Generator],
-    confidence: float = 0.95,
+    bootstraps: tuple[Bootstrap, Bootstrap],
 ) -> MedianRatio:
-    """Ratio of the KM medians of two (times, observed) samples, CI by `METHOD` with one generator each."""
+    """Ratio of the KM medians of two (times, observed) samples, CI by `METHOD` at the first bootstrap's
+    confidence, each sample resampled by its own bootstrap."""
     boots = [
-        km_median_boot(np.asarray(t, float), np.asarray(o, bool), n_boot, rng)
-        for (t, o), rng in zip((reference, other), rngs)
+        km_median_boot(np.asarray(t, float), np.asarray(o, bool), boot)
+        for (t, o), boot in zip((reference, other), bootstraps)
     ]
-    return ratio_of_boots(km_median(*reference), km_median(*other), boots[0], boots[1], confidence)
+    return ratio_of_boots(km_median(*reference), km_median(*other), boots[0], boots[1], bootstraps[0].confidence)
 
 
 def ratio_of_boots(
@@ -198,17 +195,12 @@ def ratio_of_boots(
     )
 
 
-def compare_to_reference(
-    samples: list[tuple[np.ndarray, np.ndarray]], n_boot: int, seed: int, confidence: float = 0.95
-) -> list[PairStats]:
+def compare_to_reference(samples: list[tuple[np.ndarray, np.ndarray]], draws: Draws) -> list[PairStats]:
     """Every sample after the first against the first: median ratio (bootstrap seeded by
-    SeedSequence(seed), one child per sample: `draws.generator(seed, child=i)`) and log-rank test."""
-    out = []
-    for i, s in enumerate(samples[1:], start=1):
-        # Fresh generators per pair: the reference's resamples are the same in every pair.
-        rngs = (generator(seed, child=0), generator(seed, child=i))
-        out.append(pair_stats(samples[0], s, n_boot, rngs, confidence))
-    return out
+    SeedSequence(draws.seed), one child per sample: `draws.generator(seed, child=i)`) and log-rank test."""
+    # Fresh generators per pair: the reference's resamples are the same in every pair.
+    boot = lambda i: Bootstrap(draws.n_boot, generator(draws.seed, child=i))
+    return [pair_stats(samples[0], s, (boot(0), boot(i))) for i, s in enumerate(samples[1:], start=1)]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,7 @@ import numpy as np
 
 from icl_race.analysis import design as dz
 from icl_race.analysis.design_sim import ArmStats, _stats
-from icl_race.analysis.draws import Bootstrap, generator
+from icl_race.analysis.draws import Draws
 from icl_race.analysis.threshold import Logistic, acquisition_curve, logistic_fit, percentile_ci
 
 
@@ -49,14 +49,14 @@ class GridReplay:
     params: dict
 
 
-def grid_fit(grid: GridSeeds, n_boot: int, seed: int) -> tuple[float | None, list[float | None]]:
+def grid_fit(grid: GridSeeds, draws: Draws) -> tuple[float | None, list[float | None]]:
     fit = acquisition_curve(
-        np.log10(np.asarray(grid.K, float)), grid.acquired, Bootstrap(n_boot, generator(seed, "replay/grid", grid.name))
+        np.log10(np.asarray(grid.K, float)), grid.acquired, draws.bootstrap("replay/grid", grid.name)
     ).fit
     return (fit.log10_kstar, list(fit.log10_kstar_ci)) if isinstance(fit, Logistic) else (None, [None, None])
 
 
-def grid_ci_by_seed(grid: GridSeeds, n_boot: int, seed: int) -> list[float | None] | None:
+def grid_ci_by_seed(grid: GridSeeds, draws: Draws) -> list[float | None] | None:
     """log10 K*'s interval with the seed ids resampled jointly over every K, where every K holds the same
     seed ids (a grid trains seeds 0..S-1 at each K): a seed's outcomes at neighbouring K share its
     initialisation and stay together. None where the K hold different seeds."""
@@ -64,8 +64,8 @@ def grid_ci_by_seed(grid: GridSeeds, n_boot: int, seed: int) -> list[float | Non
     if ids is None or any(i.shape != ids[0].shape or np.any(i != ids[0]) for i in ids):
         return None
     A_KxS = np.stack(grid.acquired)
-    rng = generator(seed, "replay/grid-by-seed", grid.name)
-    k_BxK = A_KxS[:, rng.integers(0, A_KxS.shape[1], (n_boot, A_KxS.shape[1]))].sum(2).T
+    rng = draws.rng("replay/grid-by-seed", grid.name)
+    k_BxK = A_KxS[:, rng.integers(0, A_KxS.shape[1], (draws.n_boot, A_KxS.shape[1]))].sum(2).T
     _, b_B = logistic_fit(np.log10(np.asarray(grid.K, float)), k_BxK, np.full(len(grid.K), A_KxS.shape[1]))
     return percentile_ci(b_B, 0.95)
 
@@ -84,15 +84,15 @@ def replay_once(design: dz.KStarDesign, grid: GridSeeds, rng, seed: int) -> tupl
     return post, steps / grid.budget, stop
 
 
-def replay(grid: GridSeeds, design: dz.KStarDesign, replays: int, seed: int, n_boot: int = 1000) -> GridReplay:
+def replay(grid: GridSeeds, design: dz.KStarDesign, replays: int, draws: Draws) -> GridReplay:
     """`replays` runs of the design on the grid, each with its own draws of the grid's seeds."""
     if any(a.size == 0 for a in grid.acquired):
         raise ValueError(f"replay: {grid.name} has a K with no kept seed")
-    ref, ci = grid_fit(grid, n_boot, seed)
+    ref, ci = grid_fit(grid, draws)
     rows: list[tuple] = []
     stops: dict[str, int] = {}
     for i in range(replays):
-        post, budgets, stop = replay_once(design, grid, generator(seed, "replay/draws", grid.name, i), seed)
+        post, budgets, stop = replay_once(design, grid, draws.rng("replay/draws", grid.name, i), draws.seed)
         s = post.summary()
         rows.append((s.log10_kstar, *s.ci, post.seeds, budgets))
         stops[stop] = stops.get(stop, 0) + 1

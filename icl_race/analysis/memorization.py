@@ -87,9 +87,9 @@ def _nu_line(logK, groups):
     return _line(logK, np.log([np.mean(g) for g in groups]))
 
 
-def _nu_replicates(logK, groups, n_boot, rng):
-    """[n_boot, 2] bootstrap replicates of (nu, ln C), seeds resampled within each K."""
-    return np.array([_nu_line(logK, _resample(groups, rng)) for _ in range(n_boot)])
+def _nu_replicates(logK, groups, bootstrap: Bootstrap):
+    """[bootstrap.n, 2] bootstrap replicates of (nu, ln C), seeds resampled within each K."""
+    return np.array([_nu_line(logK, _resample(groups, bootstrap.rng)) for _ in range(bootstrap.n)])
 
 
 def _local_exponents(logK, groups):
@@ -130,7 +130,7 @@ def nu_fit(K, I_by_K, bootstrap: Bootstrap) -> NuFit:
     nu_ci = inv_nu_ci = None
     local_ci: list = [None] * local.size
     if n and all(g.size > 1 for g in groups):
-        boot = _nu_replicates(logK, groups, n, rng)[:, 0]
+        boot = _nu_replicates(logK, groups, bootstrap)[:, 0]
         nu_ci, inv_nu_ci = percentile_ci(boot, conf), percentile_ci(1 / boot, conf)
         local_boot = np.array([_local_exponents(logK, _resample(groups, rng)) for _ in range(n)])
         local_ci = [percentile_ci(col, conf) for col in local_boot.T]
@@ -168,14 +168,14 @@ def predict_k_star(K, I_by_K, N, t_by_N, censor_at, bootstrap: Bootstrap) -> KSt
     all in SGD steps.
     The predicted slope of log10 K* on log10 N is (log-log slope of median t_ICL on N) / nu, which is
     the theory's 1/nu only where t_ICL is proportional to N."""
-    n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
+    confidence = bootstrap.confidence
     logK = np.log(np.asarray(K, float))
     groups = [np.asarray(g, float) for g in I_by_K]
     nu, icpt = _nu_line(logK, groups)
     cens = [censored_times(t, c) for t, c in zip(t_by_N, np.broadcast_to(censor_at, len(t_by_N)))]
     med = np.array([km_median(t, o) for t, o in cens])
-    boot_line = _nu_replicates(logK, groups, n_boot, rng)
-    boot_med = np.stack([km_median_boot(t, o, n_boot, rng) for t, o in cens])  # [len(N), n_boot]
+    boot_line = _nu_replicates(logK, groups, bootstrap)
+    boot_med = np.stack([km_median_boot(t, o, bootstrap) for t, o in cens])  # [len(N), n_boot]
     k = k_star_from_time(med, nu, np.exp(icpt))
     boot_k = k_star_from_time(boot_med, boot_line[:, 0], np.exp(boot_line[:, 1]))
     per_N = [
@@ -273,7 +273,7 @@ def minimal_scaling(N, beta0, t_icl, censor_at, bootstrap: Bootstrap) -> Minimal
     for n in np.unique(N):
         sel = np.nonzero(N == n)[0]
         med = np.array([km_median(*cens[i]) for i in sel])
-        boot = np.stack([km_median_boot(cens[i][0], cens[i][1], bootstrap.n, bootstrap.rng) for i in sel])
+        boot = np.stack([km_median_boot(cens[i][0], cens[i][1], bootstrap) for i in sel])
         with np.errstate(invalid="ignore", divide="ignore"):
             by_N.append(AtN(int(n), power_law_slope(beta0[sel], np.log(med), np.log(boot), bootstrap.confidence)))
     return MinimalScaling(by_beta0, by_N)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from icl_race.analysis.draws import Draws
+from icl_race.analysis.draws import Bootstrap, Draws
 from icl_race.analysis.memorization import (
     Beta0Slope,
     KStarPrediction,
@@ -33,10 +33,14 @@ from icl_race.analysis.threshold import percentile_ci
 from icl_race.theory.kinetics import budget_at, tail_correction
 
 
-def _mean_ci(x, n_boot, rng):
-    """The 95% seed-bootstrap CI of the mean of x (None for one seed)."""
-    boots = [np.mean(x[rng.integers(0, x.size, x.size)]) for _ in range(n_boot)] if x.size > 1 else None
-    return None if boots is None else percentile_ci(boots, 0.95)
+def _mean_ci(x, bootstrap: Bootstrap):
+    """The seed-bootstrap CI of the mean of x (None for one seed)."""
+    if x.size < 2:
+        return None
+    rng = bootstrap.rng
+    return percentile_ci(
+        [np.mean(x[rng.integers(0, x.size, x.size)]) for _ in range(bootstrap.n)], bootstrap.confidence
+    )
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ def summarize_memorization(runs: Sequence[FinishedRun], draws: Draws, Ts=None, d
     memorized before the tail window (else None: the budget diverges or is not shown to converge).
     Then nu from I_K(T) vs K at each T, over the K whose runs reached T. Ts defaults to the shortest
     run's last evaluation (a common T for every K)."""
-    rng = draws.rng()
+    boot = draws.bootstrap()  # one generator for every run's budgets, in turn
     runs = sorted(runs, key=lambda r: r.cfg.task.K)
     if not runs:
         return Memorization([], [], [])
@@ -109,7 +113,7 @@ def summarize_memorization(runs: Sequence[FinishedRun], draws: Draws, Ts=None, d
             I = budget_at(t, c1, T)
             I_10 = budget_at(t, c1, T / 10) if T / 10 >= t[0] else None
             ratio = float(I.mean() / I_10.mean()) if I_10 is not None else None
-            budgets.append(Budget(T, float(I.mean()), _mean_ci(I, draws.n_boot, rng), float(I.mean() * lr), ratio))
+            budgets.append(Budget(T, float(I.mean()), _mean_ci(I, boot), float(I.mean() * lr), ratio))
             I_at[T][0].append(K)
             I_at[T][1].append(I)
         # Extrapolate only a tail that starts after memorization: a window that still holds the fall of c1

@@ -68,7 +68,7 @@ def km_summary(t_S, censor_at: float, boot: Bootstrap) -> KmMedian:
     generators of one root (`Draws.bootstrap()`), two samples of equal size resample the same seed positions."""
     times, observed = censored_times(t_S, censor_at)
     med = km_median(times, observed) if times.size else float("nan")
-    reps = km_median_boot(times, observed, boot.n, boot.rng) if times.size else np.empty(0)
+    reps = km_median_boot(times, observed, boot) if times.size else np.empty(0)
     median = float(med) if np.isfinite(med) else None
     return KmMedian(int(times.size), int(observed.sum()), median, percentile_ci(reps, boot.confidence), reps)
 

@@ -28,7 +28,7 @@ import math
 import numpy as np
 from scipy import optimize, stats
 
-from icl_race.analysis.draws import generator
+from icl_race.analysis.draws import Bootstrap
 from icl_race.analysis.outcome import last_finite
 from icl_race.analysis.record import Record
 from icl_race.analysis.threshold import MedianCI, median_ci
@@ -93,15 +93,12 @@ def summarize(
     acc_SxT,
     eval_steps_T,
     threshold: float,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
+    bootstrap: Bootstrap,
 ) -> Regime:
     """Per-cell regime statistics over the (non-diverged) seeds given: median rise fraction of the
     acquired seeds with a bootstrap CI, median plateau height (all seeds that started to rise) with a
     CI, the fraction of risers whose plateau reaches the threshold, and the final ICL accuracy of the
     acquired seeds."""
-    rng = generator(seed)
     acc = np.asarray(acc_SxT, float)
     t_thr = np.asarray(t_thr_S)
     r = rise_fraction(t_thr, t_start_S)
@@ -110,10 +107,10 @@ def summarize(
     final = last_finite(acc)  # a retired seed's curve ends in NaN: its last evaluation is its final accuracy
     risen = np.isfinite(h)
     return Regime(
-        median_ci(r, n_boot, rng, confidence),
-        median_ci(h, n_boot, rng, confidence),
+        median_ci(r, bootstrap),
+        median_ci(h, bootstrap),
         float(np.mean(h[risen] > threshold)) if risen.any() else None,
-        median_ci(final[acquired], n_boot, rng, confidence),
+        median_ci(final[acquired], bootstrap),
         int(acquired.sum()),
         int(acc.shape[0]),
     )

@@ -73,7 +73,7 @@ def _ci95(boot: np.ndarray) -> tuple[float | None, float | None]:
 
 def _median_ci(x: np.ndarray, bootstrap: Bootstrap):
     """`threshold.median_ci` as (median, (lo, hi))."""
-    m = median_ci(x, bootstrap.n, bootstrap.rng)
+    m = median_ci(x, bootstrap)
     return m.median, tuple(m.ci)
 
 
@@ -100,7 +100,7 @@ def lr_bridge(
         censor_at = np.broadcast_to(np.asarray(censor_at_C[c], float), keep.shape)[keep]
         times, observed = sv.censored_times(np.asarray(t_icl_C[c])[keep], censor_at)
         medians[c] = sv.km_median(times, observed)
-        boots[c] = (km_median_boot(times, observed, boot.n, boot.rng), boot)
+        boots[c] = (km_median_boot(times, observed, boot), boot)
     ref = order[-1]
     cells = []
     for c in order:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import brentq
 
-from icl_race.analysis.draws import generator
+from icl_race.analysis.draws import Bootstrap
 from icl_race.analysis.threshold import median_ci as bootstrap_median_ci
 from icl_race.theory import linear_attention as th
 
@@ -287,9 +287,9 @@ class GdVsFlow:
 # ---- over seeds ----------------------------------------------------------------------------------
 
 
-def median_ci(x, rng: np.random.Generator, n_boot: int = 2000) -> list[float]:
+def median_ci(x, bootstrap: Bootstrap) -> list[float]:
     """[median, 2.5%, 97.5%] of the finite values (`threshold.median_ci`), nan where there is none."""
-    m = bootstrap_median_ci(list(x), n_boot, rng)
+    m = bootstrap_median_ci(list(x), bootstrap)
     return [float("nan") if v is None else v for v in (m.median, *m.ci)]
 
 
@@ -341,11 +341,10 @@ class TransitionSummary:
     esc_was_recruited: float | None = None
 
 
-def summarise(seeds: Sequence[SeedStaircase], n_boot: int = 2000, seed: int = 0) -> list[TransitionSummary]:
-    """One TransitionSummary per transition. Every bootstrap draws in turn from one generator seeded with
-    `seed`, in a fixed order (transitions, then ratio, ratio_half, ratio_geo, ratio_half_geo, then the
+def summarise(seeds: Sequence[SeedStaircase], bootstrap: Bootstrap) -> list[TransitionSummary]:
+    """One TransitionSummary per transition. Every bootstrap draws in turn from the one generator of
+    `bootstrap`, in a fixed order (transitions, then ratio, ratio_half, ratio_geo, ratio_half_geo, then the
     post hoc ones), so a result is reproducible from its seeds alone."""
-    rng = generator(seed)
     table = []
     for m in range(len(seeds[0].transitions)):
         rows = [s.transitions[m] for s in seeds]
@@ -353,7 +352,7 @@ def summarise(seeds: Sequence[SeedStaircase], n_boot: int = 2000, seed: int = 0)
         entry: dict[str, Any] = {"m": m, "seeds": len(rows), "censored": len(rows) - len(done)}  # TransitionSummary's
         if done:
             n_act = np.array([r.n_active[str(PRIMARY)] for r in done])
-            ci = lambda key: median_ci([getattr(r, key) for r in done], rng, n_boot)
+            ci = lambda key: median_ci([getattr(r, key) for r in done], bootstrap)
             entry.update(
                 active_hist={
                     "1": int(np.sum(n_act == 1)),

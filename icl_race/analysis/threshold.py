@@ -64,17 +64,17 @@ class MedianCI(Record):
     n: int
 
 
-def median_ci(x, n_boot: int, rng: np.random.Generator, confidence: float = 0.95) -> MedianCI:
+def median_ci(x, bootstrap: Bootstrap) -> MedianCI:
     """The median of the finite values of x with a percentile-bootstrap CI over them (`percentile_ci` of
-    the medians of n_boot resamples with replacement; scipy.stats.bootstrap's percentile interval with
+    the medians of bootstrap.n resamples with replacement; scipy.stats.bootstrap's percentile interval with
     the same generator, tests/analysis/test_analysis.py), median None and no CI for none.
     The package's one bootstrap CI of a plain median (a censored time's median: `km_median_boot`)."""
     x = np.asarray(x, float)
     x = x[np.isfinite(x)]
     if x.size == 0:
         return MedianCI(None, [None, None], 0)
-    boots = np.median(rng.choice(x, (n_boot, x.size)), axis=1)
-    return MedianCI(float(np.median(x)), percentile_ci(boots, confidence), int(x.size))
+    boots = np.median(bootstrap.rng.choice(x, (bootstrap.n, x.size)), axis=1)
+    return MedianCI(float(np.median(x)), percentile_ci(boots, bootstrap.confidence), int(x.size))
 
 
 def logistic_fit(x: np.ndarray, k: np.ndarray, n: np.ndarray, ridge: float = RIDGE, iters: int = 100):
@@ -340,10 +340,10 @@ def power_law_slope(
     )
 
 
-def km_median_boot(times: np.ndarray, observed: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """Kaplan-Meier medians of n_boot resamples of the seeds (nan where a resample's median is not reached)."""
+def km_median_boot(times: np.ndarray, observed: np.ndarray, bootstrap: Bootstrap) -> np.ndarray:
+    """Kaplan-Meier medians of bootstrap.n resamples of the seeds (nan where a resample's median is not reached)."""
     n = times.size
-    idx = rng.integers(0, n, size=(n_boot, n))
+    idx = bootstrap.rng.integers(0, n, size=(bootstrap.n, n))
     return np.array([km_median(times[i], observed[i]) for i in idx])
 
 
@@ -389,12 +389,12 @@ class MedianVsN(Record):
 
 def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarray], bootstrap: Bootstrap) -> MedianVsN:
     """KM median t_ICL per N and its scaling with N (see the module docstring)."""
-    n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
+    n_boot, confidence = bootstrap.n, bootstrap.confidence
     N = np.asarray(N, float)
     med = np.array([km_median(t, o) for t, o in zip(times, observed)])
     boot = (
         np.stack(
-            [km_median_boot(np.asarray(t, float), np.asarray(o, bool), n_boot, rng) for t, o in zip(times, observed)]
+            [km_median_boot(np.asarray(t, float), np.asarray(o, bool), bootstrap) for t, o in zip(times, observed)]
         )
         if len(times)
         else np.empty((0, n_boot))

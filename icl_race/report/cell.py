@@ -18,6 +18,7 @@ from icl_race.analysis import bimodality as bm
 from icl_race.analysis import outcome as oc
 from icl_race.analysis import regime as rg
 from icl_race.analysis import survival as sv
+from icl_race.analysis.draws import Bootstrap, generator
 from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key, record_json
 from icl_race.report.paper import PAPER
 from icl_race.report.sample import Sample
@@ -186,7 +187,9 @@ def _bimodality(s: Sample) -> Bimodality:
 
 def _regime(s: Sample) -> Regime:
     tr = s.cfg.train
-    g = rg.summarize(s.t, s.t_start[s.kept], s.icl_acc[s.kept], s.eval_steps, tr.icl_threshold)
+    # The regime's intervals draw a fixed 2,000 replicates from generator(0), whatever the report's --boot.
+    boot = Bootstrap(2000, generator(0))
+    g = rg.summarize(s.t, s.t_start[s.kept], s.icl_acc[s.kept], s.eval_steps, tr.icl_threshold, boot)
     return Regime(
         **vars(g),
         start_level=s.start_level,

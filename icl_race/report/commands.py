@@ -93,9 +93,10 @@ def compare(args: argparse.Namespace) -> int:
     _say("compare")(
         f"read {plural(len(runs), 'run')}; their {event} times compared ({args.boot:,} bootstrap replicates)"
     )
+    from icl_race.analysis.draws import Draws
     from icl_race.report.compare import of_runs, summary, write  # scipy, matplotlib: after the first line
 
-    c = of_runs(named, runs, event, n_boot=args.boot, seed=args.seed)
+    c = of_runs(named, runs, event, Draws(args.seed, args.boot))
     written = write(c, out, force=args.force)
     print(f"{summary(c)}\n{out / written[0]} (and {', '.join(written[1:])})")
     return 0

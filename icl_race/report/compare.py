@@ -22,6 +22,7 @@ from pathlib import Path
 
 from icl_race import rundir
 from icl_race.analysis.compare import PairStats, compare_to_reference
+from icl_race.analysis.draws import Draws
 from icl_race.analysis.outcome import CLASSES, of_results
 from icl_race.analysis.survival import KaplanMeier, kaplan_meier, proportion_ci
 from icl_race.config import ConfigError, check_bootstrap
@@ -95,16 +96,16 @@ def compare(
     directory) or their folders; `event` defaults to the first run's headline. Every refusal is a
     one-line ConfigError, before anything is computed."""
     check_bootstrap(n_boot, seed)
-    return of_runs(*read(dirs, event, labels), n_boot, seed)
+    return of_runs(*read(dirs, event, labels), Draws(seed, n_boot))
 
 
-def of_runs(named: list[str], runs: list[rundir.Run], event: str, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
+def of_runs(named: list[str], runs: list[rundir.Run], event: str, draws: Draws) -> Comparison:
     """The comparison of runs `read` (compare_input.py) has read and checked."""
     groups = [_group(name, r, event) for name, r in zip(named, runs)]
-    pairs = compare_to_reference([r.censored(event) for r in runs], n_boot, seed)
+    pairs = compare_to_reference([r.censored(event) for r in runs], draws)
     fields = [f for f in runset.differing([r.config for r in runs]) if f not in SIZES]
     return Comparison(
-        event, groups, pairs, {f: [runset.value(r.config, f) for r in runs] for f in fields}, n_boot, seed
+        event, groups, pairs, {f: [runset.value(r.config, f) for r in runs] for f in fields}, draws.n_boot, draws.seed
     )
 
 

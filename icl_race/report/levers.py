@@ -86,8 +86,8 @@ def _against_first(rows: list[dict], scalings: list[Scaling], times: dict, draws
     for r in rows:
         key = (group[json.dumps(r["lever"], sort_keys=True, default=str)], r["N"])
         ref = first.setdefault(r["N"], key)
-        rngs = (draws.rng("by_lever", *ref), draws.rng("by_lever", *key))
-        r["vs_first"] = None if ref == key else pair_stats(times[ref], times[key], draws.n_boot, rngs)
+        boots = (draws.bootstrap("by_lever", *ref), draws.bootstrap("by_lever", *key))
+        r["vs_first"] = None if ref == key else pair_stats(times[ref], times[key], boots)
 
 
 def _table(title: str, table: dict, columns: list[str], cells) -> list[str]:

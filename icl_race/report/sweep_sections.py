@@ -194,10 +194,8 @@ def best_observed(j: int, conds: list[dict], samples: list[Sample]) -> int:
 def t_icl_pair(reference: Sample, other: Sample, draws: Draws) -> PairStats:
     """Two cells' t_ICL distributions, each censored at its own time: the median ratio other / reference
     (each cell's seeds resampled from its own generator, named by its cells), log-rank test and verdict."""
-    rngs = (draws.rng("t_icl", *reference.cells), draws.rng("t_icl", *other.cells))
-    return pair_stats(
-        censored_times(reference.t, reference.censor_at), censored_times(other.t, other.censor_at), draws.n_boot, rngs
-    )
+    boots = (draws.bootstrap("t_icl", *reference.cells), draws.bootstrap("t_icl", *other.cells))
+    return pair_stats(censored_times(reference.t, reference.censor_at), censored_times(other.t, other.censor_at), boots)
 
 
 def _slope(Ns: list, fits: Mapping[int, th.Logistic | th.Sigmoid | NotFitted], log_N) -> Slope | NotFitted:

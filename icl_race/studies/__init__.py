@@ -7,7 +7,7 @@ result: an analysis record (no text: analysis/ formats none), which the module r
 `icl_race.report.format`'s numbers and CIs), or a dataclass of its own or of theory/ with a `text()`. The
 command writes the JSON to `experiments/<study>/results/<subcommand>.json` (or --out) and prints the text.
 
-    COMMANDS = {"lr": lr}          # in the study module: subcommand -> fn(dirs, n_boot, seed, **options) -> result
+    COMMANDS = {"lr": lr}          # in the study module: subcommand -> fn(dirs, *, draws, **options) -> result
     FIGURES = {"lr": figures}      # optional: subcommand -> fn(result) -> {suffix: matplotlib figure}
     RENDER = {"lr": lr_text}       # optional: subcommand -> fn(result) -> its text, in place of result.text()
     DIRECTORIES = {"ceiling": "none", "kstar": "any"}   # optional: what a subcommand takes besides

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from icl_race import rundir
+from icl_race.analysis.draws import Draws
 from icl_race.analysis.record import record_json
 from icl_race.config import ConfigError, check_bootstrap
 from icl_race.report.arguments import boot_count, boot_seed, force_arg, json_arg
@@ -94,8 +95,8 @@ def run(
 ):
     """The analysis `study sub` of `dirs`, its JSON written to `out` (default: `default_out`), its
     markdown (MARKDOWN) and figures beside it, as one into a folder analyze owns (rundir/owner.py; no file
-    it did not write replaced unless `force`); returns (result, paths written). n_boot None: the study
-    function's own default. A run directory not finished is refused unless `partial`
+    it did not write replaced unless `force`); returns (result, paths written). The study function draws
+    from `Draws(seed, n_boot)`, n_boot None: the count of its own default draws. A run directory not finished is refused unless `partial`
     (studies/inputs.py's `check_finished`); with it, each such run is said (`say`) and recorded in the JSON."""
     module = importlib.import_module(f"icl_race.studies.{study}") if study in STUDIES else None
     table = commands(study)
@@ -103,16 +104,16 @@ def run(
         raise ConfigError(f"analyze {study} {sub!r}: expected one of {', '.join(table)}")
     _check_dirs(study, sub, getattr(module, "DIRECTORIES", {}).get(sub, "some"), dirs)
     check_bootstrap(n_boot, seed)
-    takes = [n for n, p in inspect.signature(table[sub]).parameters.items() if p.kind == p.KEYWORD_ONLY]
+    params = inspect.signature(table[sub]).parameters
+    takes = [n for n, p in params.items() if p.kind == p.KEYWORD_ONLY and n != "draws"]
     unknown = sorted(set(options or {}) - set(takes))
     if unknown:
         raise ConfigError(
-            f"analyze {study} {sub}: no option {', '.join(unknown)} (--set takes "
-            f"{', '.join(n for n in takes if n not in ('n_boot', 'seed')) or 'none'})"
+            f"analyze {study} {sub}: no option {', '.join(unknown)} (--set takes {', '.join(takes) or 'none'})"
         )
     allowed = getattr(module, "OPTIONS", {})
     options = {name: allowed[name].value(name, v) for name, v in (options or {}).items()}
-    kwargs = options | {"seed": seed} | ({} if n_boot is None else {"n_boot": n_boot})
+    kwargs = options | {"draws": Draws(seed, params["draws"].default.n_boot if n_boot is None else n_boot)}
     out = Path(out) if out else default_out(study, sub, dirs)
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out}: is a directory; give a file name")

@@ -43,8 +43,7 @@ def synthetic(
     totals=(160, 240, 480),
     targets=(0.1, 0.075, 0.05),
     rel_width: float = 0.25,
-    n_boot: int = 1000,
-    seed: int = 0,
+    draws: Draws = Draws(0, 1000),
 ) -> ds.Synthetic:
     """Replays of the designs on known truths"""
     totals, S = sorted(listed(totals)), dz.KStarDesign().seeds_per_round
@@ -54,12 +53,11 @@ def synthetic(
     start = time.monotonic()
     design = dz.KStarDesign(max_seeds=max(totals), half_width=0.0)
     kstar = [
-        ds.kstar_case(s, totals, sorted(listed(targets), reverse=True), replays, Draws(seed, n_boot), design)
-        for s in listed(slopes)
+        ds.kstar_case(s, totals, sorted(listed(targets), reverse=True), replays, draws, design) for s in listed(slopes)
     ]
     mdesign = dz.MedianDesign(rel_width=rel_width)
-    median = [ds.median_case(m, sg, f, mdesign, replays, seed) for m, sg, f in MEDIAN_TRUTHS]
-    return ds.Synthetic(replays, seed, kstar, median, vars(mdesign), wall_s=round(time.monotonic() - start, 1))
+    median = [ds.median_case(m, sg, f, mdesign, replays, draws.seed) for m, sg, f in MEDIAN_TRUTHS]
+    return ds.Synthetic(replays, draws.seed, kstar, median, vars(mdesign), wall_s=round(time.monotonic() - start, 1))
 
 
 def synthetic_text(r: ds.Synthetic) -> str:
@@ -169,12 +167,11 @@ def replay(
     half_width: float = 0.05,
     seeds_per_round: int = 16,
     max_seeds: int = 480,
-    n_boot: int = 1000,
-    seed: int = 0,
+    draws: Draws = Draws(0, 1000),
 ) -> Replays:
     """The K* design replayed on finished grids"""
     design = dz.KStarDesign(seeds_per_round=seeds_per_round, max_seeds=max_seeds, half_width=half_width)
-    return Replays(replays, seed, [dr.replay(g, design, replays, seed, n_boot) for g in _grids(dirs)])
+    return Replays(replays, draws.seed, [dr.replay(g, design, replays, draws) for g in _grids(dirs)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,7 +246,7 @@ def _side(grid: dr.GridSeeds, log10_kstar: float | None, log10_ci) -> Side:
     return Side(up(log10_kstar), [up(v) for v in log10_ci], seeds, steps, steps / grid.budget if grid.budget else 0.0)
 
 
-def versus(dirs, *, name: str = "", n_boot: int = 1000, seed: int = 0) -> Versus:
+def versus(dirs, *, name: str = "", draws: Draws = Draws(0, 1000)) -> Versus:
     """A K* grid beside a K* design on the same config"""
     if len(dirs) != 2:
         raise ConfigError(f"design versus: takes GRID DESIGN, two directories; got {len(dirs)}")
@@ -264,7 +261,7 @@ def versus(dirs, *, name: str = "", n_boot: int = 1000, seed: int = 0) -> Versus
     grid, cells = grids[0], designs[0]
     if grid.budget != cells.budget:
         raise ConfigError(f"design versus: budgets differ ({grid.budget} and {cells.budget}); compare one config")
-    fixed = _side(grid, *dr.grid_fit(grid, n_boot, seed))
+    fixed = _side(grid, *dr.grid_fit(grid, draws))
     up = lambda v: None if v is None else float(10**v)
     K = np.concatenate([np.full(a.size, K) for K, a in zip(cells.K, cells.acquired)])
     post = dz.posterior(dz.KStarDesign(**doc["design"]), K, np.concatenate(cells.acquired)).summary()
@@ -277,15 +274,15 @@ def versus(dirs, *, name: str = "", n_boot: int = 1000, seed: int = 0) -> Versus
         str(dirs[0]),
         str(dirs[1]),
         fixed,
-        None if (by_id := dr.grid_ci_by_seed(grid, n_boot, seed)) is None else [up(v) for v in by_id],
+        None if (by_id := dr.grid_ci_by_seed(grid, draws)) is None else [up(v) for v in by_id],
         design,
-        _side(cells, *dr.grid_fit(cells, n_boot, seed)),
+        _side(cells, *dr.grid_fit(cells, draws)),
         doc.get("stop"),
         inside,
         bool(width(design) <= width(fixed)),
         design.seed_steps / fixed.seed_steps if fixed.seed_steps else float("inf"),
-        n_boot,
-        seed,
+        draws.n_boot,
+        draws.seed,
     )
 
 

@@ -44,7 +44,7 @@ def _need(sub: str, **given):
         raise ConfigError(f"analyze levers {sub}: needs --set {', '.join(f'{k}=...' for k in missing)}")
 
 
-def beta0(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Beta0:
+def beta0(dirs, *, draws: Draws = Draws(0, 1000)) -> levers.Beta0:
     runs = runs_of("levers beta0", dirs)
     if fixed := [r for r in runs if not hasattr(r.cfg.model, "qk_init_scale")]:
         raise ConfigError(
@@ -52,10 +52,10 @@ def beta0(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Beta0:
             "(no model.qk_init_scale): use `icl-race analyze memorization minimal`"
         )
     need_acquired("levers beta0", runs, 3)  # the pooled fit of ln t_ICL against beta0
-    return levers.beta0(runs, Draws(seed, n_boot))
+    return levers.beta0(runs, draws)
 
 
-def pair(dirs, *, n_boot: int = 1000, seed: int = 0) -> levers.Pair:
+def pair(dirs, *, draws: Draws = Draws(0, 1000)) -> levers.Pair:
     if len(dirs) != 2:
         raise ConfigError("analyze levers pair: give two directories (the same seeds under two settings)")
     return levers.pair(runs_of("levers pair", dirs[:1]), runs_of("levers pair", dirs[1:]))
@@ -70,8 +70,7 @@ def race(
     N: int = 32,
     T: float = 10000,
     t_fixed: float | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
+    draws: Draws = Draws(0, 1000),
 ) -> levers.LeverRace:
     """dirs: the K = infinity race sweeps; `mlp`: one MLP-only sweep directory per lever value."""
     _need("race", field=field, values=values, mlp=mlp)
@@ -82,17 +81,15 @@ def race(
     mlp_runs = [runs_of("levers race", [d], ("memorization",)) for d in mlp]
     need_evaluated("levers race", [r for runs in mlp_runs for r in runs], "T", [float(T)])
     kinf, fixed = runs_of("levers race", dirs), None if t_fixed is None else float(t_fixed)
-    return levers.lever_race(field, values, mlp_runs, kinf, N, Draws(seed, n_boot), float(T), fixed, mlp_names=mlp)
+    return levers.lever_race(field, values, mlp_runs, kinf, N, draws, float(T), fixed, mlp_names=mlp)
 
 
-def transience(
-    dirs, *, level: float = 0.9, lasting: int = 10, n_boot: int = 1000, seed: int = 0
-) -> levers.LeverTransience:
-    return levers.transience(runs_of("levers transience", dirs), Draws(seed, n_boot), level, lasting)
+def transience(dirs, *, level: float = 0.9, lasting: int = 10, draws: Draws = Draws(0, 1000)) -> levers.LeverTransience:
+    return levers.transience(runs_of("levers transience", dirs), draws, level, lasting)
 
 
 def kstar(
-    dirs, *, field: str | None = None, N: int = 32, counts: str | None = None, n_boot: int = 1000, seed: int = 0
+    dirs, *, field: str | None = None, N: int = 32, counts: str | None = None, draws: Draws = Draws(0, 1000)
 ) -> levers.KStar:
     """K* per lever value over the finite-K cells of dirs and of an earlier kstar result (`counts`: its JSON,
     as this command writes it or as experiments/levers/analyze.py wrote it), so K* can grow over sessions
@@ -113,7 +110,7 @@ def kstar(
     cells = levers.kstar_cells(field, N, [(d, runs_of("levers kstar", [d])) for d in dirs], prior and prior["cells"])
     if not cells:
         raise ConfigError("analyze levers kstar: no finite-K cell (give directories or --set counts=FILE)")
-    return levers.kstar(field, N, cells, Draws(seed, n_boot).bootstrap())
+    return levers.kstar(field, N, cells, draws.bootstrap())
 
 
 def ceiling(
@@ -123,8 +120,7 @@ def ceiling(
     D: int = 63,
     N: int = 32,
     sequences: int = 20000,
-    n_boot: int = 1000,
-    seed: int = 0,
+    draws: Draws = Draws(0, 1000),
 ) -> Ceiling:
     if N < 2:
         raise ConfigError(f"analyze levers ceiling: --set N={N}: must be >= 2 (the query and a context item)")
@@ -133,17 +129,17 @@ def ceiling(
             f"analyze levers ceiling: sequences x (N - 1) x D = {sequences:,} x {N - 1:,} x {D:,}: must be at "
             f"most {CEILING_SIZE:,} (one array of the Monte Carlo); lower --set sequences, N or D"
         )
-    return copy_ceiling([float(e) for e in listed(epsilon)], D=D, N=N, sequences=sequences, seed=seed)
+    return copy_ceiling([float(e) for e in listed(epsilon)], D=D, N=N, sequences=sequences, seed=draws.seed)
 
 
 def collapse(
-    dirs, *, seed_id: int = 0, at=(3000, 6000, 9000, 12000, 18000, 24000, 30000), n_boot: int = 1000, seed: int = 0
+    dirs, *, seed_id: int = 0, at=(3000, 6000, 9000, 12000, 18000, 24000, 30000), draws: Draws = Draws(0, 1000)
 ) -> levers.Collapse:
     """One seed of a finished cell retrained alone (icl_race.run.retrain) in vmaps of one seed, the fast CPU
     layout this was first written with, so the same trajectory as inside its ensemble to float tolerance
     (without the ensemble.block override: exactly its run's, at the cost of a whole block), its network
     read at each of the `at` steps (`Transformer.activations` on a training batch of 512). `seed_id`: the
-    seed retrained (`seed` is the bootstrap's, unused: nothing here is resampled)."""
+    seed retrained (`draws` unused: nothing here is resampled)."""
     import jax
 
     from icl_race import systems

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from icl_race.analysis import single_head as sh
+from icl_race.analysis.draws import Draws
 from icl_race.config import ConfigError
 from icl_race.studies.inputs import COUNT, Option
 
@@ -219,9 +220,9 @@ def _flag(v) -> bool:
 
 
 def single_head(
-    dirs, *, seeds: int = 20, scales=(1e-2, 1e-3), checks=1, horizon: float = 1e9, n_boot: int = 2000, seed: int = 0
+    dirs, *, seeds: int = 20, scales=(1e-2, 1e-3), checks=1, horizon: float = 1e9, draws: Draws = Draws(0, 2000)
 ) -> SingleHead:
-    """The test on seeds 0..seeds−1 at each init scale (`seed`: the bootstrap's root)."""
+    """The test on seeds 0..seeds−1 at each init scale (`draws`: the bootstrap's root and count)."""
     import jax
 
     from icl_race.systems.linear_attention import LinearAttentionRegression
@@ -249,7 +250,7 @@ def single_head(
                     file=sys.stderr,
                     flush=True,
                 )
-            out[f"{scale:g}"] = ScaleResult(seeds=done, table=sh.summarise(done, n_boot, seed))
+            out[f"{scale:g}"] = ScaleResult(seeds=done, table=sh.summarise(done, draws.bootstrap()))
             zero[scale] = done[0]
         found = _checks(scales, zero, horizon) if run_checks else None
     return SingleHead(protocol=PROTOCOL, D=D, N=N, H=H, horizon=horizon, rtol=RTOL, atol=ATOL, scales=out, checks=found)

@@ -45,20 +45,20 @@ class RaceKStar:
 # ---- the subcommands ------------------------------------------------------------------------------
 
 
-def mlp(dirs, *, T=None, n_boot: int = 1000, seed: int = 0) -> Memorization:
+def mlp(dirs, *, T=None, draws: Draws = Draws(0, 1000)) -> Memorization:
     if len(dirs) != 1:
         raise ConfigError("analyze memorization mlp: give one sweep directory")
     runs = runs_of("memorization mlp", dirs, MLP)
     Ts = None if T is None else [float(t) for t in listed(T)]
     need_evaluated("memorization mlp", runs, "T", Ts or [])
-    return summarize_memorization(runs, Draws(seed, n_boot), Ts)
+    return summarize_memorization(runs, draws, Ts)
 
 
-def minimal(dirs, *, n_boot: int = 1000, seed: int = 0) -> Minimal:
-    return summarize_minimal(runs_of("memorization minimal", dirs, MINIMAL), Draws(seed, n_boot))
+def minimal(dirs, *, draws: Draws = Draws(0, 1000)) -> Minimal:
+    return summarize_minimal(runs_of("memorization minimal", dirs, MINIMAL), draws)
 
 
-def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: int = 0) -> RaceKStar:
+def race(dirs, *, T=None, kstar: str | None = None, draws: Draws = Draws(0, 1000)) -> RaceKStar:
     if len(dirs) < 2 or T is None:
         raise ConfigError("analyze memorization race: give MLP_DIR KINF_DIR... and --set T=STEPS (the race's budget)")
     mlp, kinf = runs_of("memorization race", dirs[:1], MLP), runs_of("memorization race", dirs[1:])
@@ -79,7 +79,7 @@ def race(dirs, *, T=None, kstar: str | None = None, n_boot: int = 1000, seed: in
             measured = measured_k_star(json.loads(path.read_text()))
         except ValueError as e:
             raise ConfigError(f"--set kstar={kstar}: {e}") from None
-    return RaceKStar(summarize_race(mlp, kinf, Ts[0], Draws(seed, n_boot)), measured)
+    return RaceKStar(summarize_race(mlp, kinf, Ts[0], draws), measured)
 
 
 # ---- the records as text (`RENDER`: what `analyze` prints) ----------------------------------------------

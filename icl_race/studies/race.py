@@ -23,20 +23,20 @@ from icl_race.report.format import value_ci
 from icl_race.studies.inputs import FRACTION, Option, runs_of
 
 
-def transience(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> race.Transience:
+def transience(dirs, *, level: float = 0.9, draws: Draws = Draws(0, 1000)) -> race.Transience:
     """ICL's rise and fall per weight decay (train.weight_decay_attn) cell; fall = first ICL accuracy
     below `level` after t_ICL."""
     with np.errstate(all="ignore"):
-        return race.summarize_transience(runs_of("race transience", dirs), Draws(seed, n_boot), level)
+        return race.summarize_transience(runs_of("race transience", dirs), draws, level)
 
 
-def loss(dirs, *, min_x: float = 0.5, n_boot: int = 1000, seed: int = 0) -> race.LossRelations:
+def loss(dirs, *, min_x: float = 0.5, draws: Draws = Draws(0, 1000)) -> race.LossRelations:
     """The loss relation L_ICL vs -1/2 log L_IWL per cell, on every point after t_ICL and on x > min_x."""
     with np.errstate(all="ignore"):
-        return race.summarize_loss_relations(runs_of("race loss", dirs), Draws(seed, n_boot), min_x)
+        return race.summarize_loss_relations(runs_of("race loss", dirs), draws, min_x)
 
 
-def independence(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> race.Independence:
+def independence(dirs, *, level: float = 0.9, draws: Draws = Draws(0, 1000)) -> race.Independence:
     """Directories: the memorization sweep (model.freeze none, attention), the t_ICL sweep (model.freeze
     none, mlp x task.variant), then the MLP-only runs; memorization time = first IWL accuracy > level."""
     if len(dirs) < 3:
@@ -46,12 +46,12 @@ def independence(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0)
             runs_of("race independence", dirs[:1]),
             runs_of("race independence", dirs[1:2]),
             runs_of("race independence", dirs[2:], ("classification", "memorization")),
-            Draws(seed, n_boot),
+            draws,
             level,
         )
 
 
-def settle(dirs, *, level: float = 0.9, n_boot: int = 1000, seed: int = 0) -> race.Settling:
+def settle(dirs, *, level: float = 0.9, draws: Draws = Draws(0, 1000)) -> race.Settling:
     """Whether memorization ends the race: per cell, the seeds whose IWL accuracy passed `level` before
     they acquired ICL, and how many of those acquired ICL later. Read runs trained without
     train.settle_iwl (a settled seed's later history is not computed)."""

@@ -104,11 +104,11 @@ def _made(module, sub: str, fn) -> str:
 
 
 def options_of(fn) -> list[tuple[str, object]]:
-    """A subcommand's --set options: its keyword-only parameters but the bootstrap's (--boot, --seed)."""
+    """A subcommand's --set options: its keyword-only parameters but its draws (--boot, --seed)."""
     return [
         (name, p.default)
         for name, p in inspect.signature(fn).parameters.items()
-        if p.kind == p.KEYWORD_ONLY and name not in ("n_boot", "seed")
+        if p.kind == p.KEYWORD_ONLY and name != "draws"
     ]
 
 

@@ -16,7 +16,7 @@ from icl_race.rundir import runset
 from icl_race.studies.inputs import check_kinds
 
 
-def lr(dirs, n_boot: int = 2000, seed: int = 0) -> LrBridge:
+def lr(dirs, *, draws: Draws = Draws(0, 2000)) -> LrBridge:
     """The lr rescaling of K = infinity cells of one MLP width: the cells of each train.lr pooled."""
     runs = runset.load(dirs).runs
     check_kinds("scale lr", runs)
@@ -33,7 +33,7 @@ def lr(dirs, n_boot: int = 2000, seed: int = 0) -> LrBridge:
     # every seed, diverged ones included: lr_bridge counts and excludes them
     t, start, censor, diverged = (list(col) for col in zip(*(_pooled(by_lr[x]) for x in lrs)))
     collapsed = [np.concatenate([_fell(r) for r in by_lr[x]]) for x in lrs]
-    return lr_bridge(np.array(lrs), t, start, censor, diverged, collapsed, Draws(seed, n_boot), width=widths.pop())
+    return lr_bridge(np.array(lrs), t, start, censor, diverged, collapsed, draws, width=widths.pop())
 
 
 def _fell(r) -> np.ndarray:
@@ -41,7 +41,7 @@ def _fell(r) -> np.ndarray:
     return classify(r.times["icl"], r.diverged, r.curves["icl_acc"], r.curves["iwl_acc"], r.eval_steps).fall_S >= 0
 
 
-def kinf(dirs, n_boot: int = 2000, seed: int = 0) -> WidthAxis:
+def kinf(dirs, *, draws: Draws = Draws(0, 2000)) -> WidthAxis:
     """t_ICL(N) at K = infinity per (width, lr): the K = infinity runs of `dirs`, the cells of one
     (width, lr, N) pooled, each group fitted over its abrupt N."""
     runs = runset.load(dirs).runs
@@ -57,7 +57,7 @@ def kinf(dirs, n_boot: int = 2000, seed: int = 0) -> WidthAxis:
     keys = sorted(groups)
     t_icl, t_start, censor_at, diverged = (list(col) for col in zip(*(_pooled(groups[k]) for k in keys)))
     width, lrs, N = (list(col) for col in zip(*keys))
-    return width_axis(width, lrs, N, t_icl, t_start, censor_at, diverged, Draws(seed, n_boot))
+    return width_axis(width, lrs, N, t_icl, t_start, censor_at, diverged, draws)
 
 
 def _groups(runs, key, named: str) -> dict:

@@ -79,14 +79,14 @@ def test_censored_lognormal_wald_cis_match_lifelines(n, budget):
 def test_the_median_ci_is_scipys_percentile_bootstrap_on_the_same_draws(x):
     """threshold.median_ci against scipy.stats.bootstrap (percentile method) with the same generator: the
     same resamples of the finite values, the same median of each, the same interval."""
-    got = th.median_ci(x, 2000, np.random.default_rng(5), 0.9)
+    got = th.median_ci(x, Bootstrap(2000, np.random.default_rng(5), 0.9))
     finite = x[np.isfinite(x)]
     ref = stats.bootstrap(
         (finite,), np.median, n_resamples=2000, method="percentile", confidence_level=0.9, rng=np.random.default_rng(5)
     )
     assert got.median == np.median(finite) and got.n == finite.size
     assert got.ci == pytest.approx([ref.confidence_interval.low, ref.confidence_interval.high], rel=1e-12)
-    assert th.median_ci([np.nan], 100, np.random.default_rng(0)) == th.MedianCI(None, [None, None], 0)
+    assert th.median_ci([np.nan], Bootstrap(100, np.random.default_rng(0))) == th.MedianCI(None, [None, None], 0)
 
 
 def test_kaplan_meier_by_hand_and_median_not_reached():

@@ -5,16 +5,17 @@ import numpy as np
 import pytest
 
 from icl_race.analysis.compare import compare_to_reference, median_ratio, open_ended_ci
+from icl_race.analysis.draws import Bootstrap, Draws, generator
 from icl_race.analysis.survival import logrank
 
 
 def test_median_ratio_bootstrap_is_fixed_by_its_seed_and_independent_of_other_groups():
     rng = np.random.default_rng(7)
     samples = [(rng.integers(100, 1000, 30).astype(float), rng.random(30) < 0.8) for _ in range(3)]
-    one = compare_to_reference(samples[:2], n_boot=300, seed=5)
-    two = compare_to_reference(samples, n_boot=300, seed=5)
+    one = compare_to_reference(samples[:2], Draws(5, 300))
+    two = compare_to_reference(samples, Draws(5, 300))
     assert one[0] == two[0]  # the reference's and B's streams do not depend on C being there
-    assert compare_to_reference(samples[:2], n_boot=300, seed=6)[0].ratio.ci != one[0].ratio.ci
+    assert compare_to_reference(samples[:2], Draws(6, 300))[0].ratio.ci != one[0].ratio.ci
     lo, hi = one[0].ratio.ci
     assert lo <= one[0].ratio.ratio <= hi
 
@@ -54,11 +55,11 @@ def test_median_ratio_ci_is_open_when_the_other_median_is_often_unreached():
     replicates, was [2, 2]."""
     a = (np.full(20, 100.0), np.ones(20, bool))
     b = (np.r_[np.full(10, 200.0), np.full(10, 300.0)], np.r_[np.ones(10, bool), np.zeros(10, bool)])
-    rngs = (np.random.default_rng(1), np.random.default_rng(2))
-    r = median_ratio(a, b, 400, rngs)
+    boots = (Bootstrap(400, np.random.default_rng(1)), Bootstrap(400, np.random.default_rng(2)))
+    r = median_ratio(a, b, boots)
     assert r.ratio == 2.0 and r.ci == (2.0, None)
     assert 0.3 < r.unreached / 400 < 0.5 and "beyond the censoring time" in r.method
-    swapped = median_ratio(b, a, 400, rngs[::-1])
+    swapped = median_ratio(b, a, boots[::-1])
     assert swapped.ratio == 0.5 and swapped.ci == (None, 0.5)
 
 
@@ -66,18 +67,19 @@ def test_one_median_ratio_rule_paired_or_stratified_by_its_generators_and_no_ci_
     """analysis.compare.median_ratio is the package's one median ratio (race's independence ratios use it
     through ratio_of_boots): the generators decide the resampling, the CI rule is the same."""
     from icl_race.analysis.compare import ratio_of_boots
-    from icl_race.analysis.draws import generator
 
     t = np.arange(1.0, 13.0) * 50
     a, b = (t, np.ones(12, bool)), (2 * t, np.ones(12, bool))
-    paired = median_ratio(a, b, 300, (generator(0), generator(0)))  # the same seed positions on both sides
+    paired = median_ratio(
+        a, b, (Bootstrap(300, generator(0)), Bootstrap(300, generator(0)))
+    )  # the same seed positions on both sides
     assert paired.ratio == 2 and paired.ci == (2.0, 2.0)
-    stratified = median_ratio(a, b, 300, (generator(0, child=0), generator(0, child=1)))
+    stratified = median_ratio(a, b, (Bootstrap(300, generator(0, child=0)), Bootstrap(300, generator(0, child=1))))
     assert stratified.ratio == 2 and stratified.ci[0] < 2 < stratified.ci[1]
     # B's median not reached on all its seeds (1 of 8 observed): no ratio, so no interval around it,
     # though a few replicates (>= 4 copies of the observed seed) do reach a median
     never = (np.r_[100.0, np.full(7, 500.0)], np.r_[True, np.zeros(7, bool)])
-    r = median_ratio(a, never, 1000, (generator(0), generator(0)))
+    r = median_ratio(a, never, (Bootstrap(1000, generator(0)), Bootstrap(1000, generator(0))))
     assert r.ratio is None and r.ci == (None, None) and r.unreached < 1000
     boots = np.full(1000, 100.0), np.r_[np.full(20, 150.0), np.full(980, np.nan)]
     assert ratio_of_boots(100.0, None, *boots).ci == (None, None)

@@ -10,6 +10,7 @@ from scipy.special import expit
 
 from icl_race.analysis import design as dz
 from icl_race.analysis import design_sim as ds
+from icl_race.analysis.draws import Draws
 from icl_race.config import ConfigError
 from icl_race.studies import command
 
@@ -150,7 +151,7 @@ def test_the_design_replayed_on_a_grid_finds_the_grids_kstar():
     steps = [np.where(a, 300, 1000) for a in acquired]  # an acquiring seed retires at 30 % of the budget
     grid = dr.GridSeeds("synthetic", Ks, acquired, steps, 1000)
     design = dataclasses.replace(COARSE, half_width=0.05, seeds_per_round=16, max_seeds=160)
-    out = dr.replay(grid, design, replays=20, seed=0, n_boot=200)
+    out = dr.replay(grid, design, 20, Draws(0, 200))
     assert out.grid_seeds == 720 and out.grid_log10_kstar == pytest.approx(B, abs=0.05)
     d = out.design
     assert abs(d.bias) < 0.04 and d.rmse < 0.08 and d.coverage >= 0.7, d
@@ -178,9 +179,9 @@ def test_the_grids_interval_by_seed_id_widens_only_when_its_cells_share_seeds():
         }
         for name, acquired in cases.items():
             grid = dr.GridSeeds("s", Ks, acquired, [np.ones(S)] * len(Ks), 1, [np.arange(S)] * len(Ks))
-            (lo, hi), (blo, bhi) = dr.grid_fit(grid, 1000, 0)[1], dr.grid_ci_by_seed(grid, 1000, 0)
+            (lo, hi), (blo, bhi) = dr.grid_fit(grid, Draws(0, 1000))[1], dr.grid_ci_by_seed(grid, Draws(0, 1000))
             ratios[name].append((bhi - blo) / (hi - lo))
     assert 0.85 < np.mean(ratios["independent"]) < 1.15, ratios
     assert np.mean(ratios["own threshold"]) > np.mean(ratios["independent"]) + 0.15, ratios
     other = dr.GridSeeds("s", Ks[:2], cases["independent"][:2], [np.ones(S)] * 2, 1, [np.arange(S), np.arange(S) + S])
-    assert dr.grid_ci_by_seed(other, 100, 0) is None  # the K hold different seeds
+    assert dr.grid_ci_by_seed(other, Draws(0, 100)) is None  # the K hold different seeds

@@ -7,6 +7,7 @@ from scipy import stats
 
 from icl_race import config
 from icl_race.analysis import regime
+from icl_race.analysis.draws import Bootstrap, generator
 from icl_race.analysis.race import first_passage
 from icl_race.run.runner import execute
 
@@ -44,7 +45,7 @@ def test_rise_fraction_and_plateau_of_constructed_traces():
     h = regime.plateau_height(acc, STEPS, t_start)  # window [250, 300]
     np.testing.assert_allclose(h[[0, 2]], [0.99, 0.85])
     assert 0.8 < h[1] < 0.95 and np.isnan(h[3])  # the slow climb is still under way in the window
-    s = regime.summarize(t_thr, t_start, acc, STEPS, threshold=0.95, n_boot=200)
+    s = regime.summarize(t_thr, t_start, acc, STEPS, 0.95, Bootstrap(200, generator(0)))
     assert s.acquired == 3 and s.seeds == 4
     assert s.rise_fraction.median == pytest.approx(100 / 300)
     assert s.plateau_reaches_threshold == pytest.approx(1 / 3)  # only the abrupt seed

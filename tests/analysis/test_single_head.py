@@ -22,6 +22,7 @@ import pytest
 import stored
 
 from icl_race.analysis import single_head as sh
+from icl_race.analysis.draws import Bootstrap, generator
 from icl_race.config import ConfigError
 from icl_race.studies import command
 from icl_race.studies.linear_attention import ScaleResult, SingleHead
@@ -132,7 +133,7 @@ def test_a_drop_beyond_the_grid_is_censored():
     assert math.isfinite(res.t_m[1]) and math.isnan(res.t_m[2])
     first, second = res.transitions
     assert not first.censored and second.censored and second.n_active is None and second.ratio is None
-    table = sh.summarise([res, res])
+    table = sh.summarise([res, res], Bootstrap(2000, generator(0)))
     assert (table[1].seeds, table[1].censored, table[1].active_hist, table[1].holds) == (2, 2, None, None)
     result = SingleHead("p.md", 2, N, 3, 50.0, 1e-9, 1e-14, {"0.01": ScaleResult([res, res], table)})
     assert "| 1→2 | 2 | 2 | – |" in result.text() and "censored |" in result.text()
@@ -140,7 +141,7 @@ def test_a_drop_beyond_the_grid_is_censored():
 
 def test_summarise_applies_the_decision_rule():
     res = sh.staircase_seed(synthetic, grid(1e4), LAM, N, seed=0)
-    table = sh.summarise([res] * 3, n_boot=50)
+    table = sh.summarise([res] * 3, Bootstrap(50, generator(0)))
     assert [e.m for e in table] == [0, 1]
     for e in table:  # three identical seeds, one active head each: the picture holds, the CIs collapse
         assert e.active_hist == {"1": 3, "2": 0, "3": 0, ">=4": 0, "0": 0} and e.frac_exactly_one == 1.0 and e.holds
@@ -150,10 +151,10 @@ def test_summarise_applies_the_decision_rule():
 
 
 def test_median_ci_and_tolerance_check():
-    rng = np.random.default_rng(0)
-    med, lo, hi = sh.median_ci([1.0, 2.0, 3.0, float("nan")], rng, n_boot=200)
+    boot = Bootstrap(200, np.random.default_rng(0))
+    med, lo, hi = sh.median_ci([1.0, 2.0, 3.0, float("nan")], boot)
     assert med == 2.0 and 1.0 <= lo <= med <= hi <= 3.0
-    assert all(math.isnan(x) for x in sh.median_ci([float("nan")], rng))
+    assert all(math.isnan(x) for x in sh.median_ci([float("nan")], boot))
     a = sh.staircase_seed(synthetic, grid(1e4), LAM, N, seed=0)
     b = dataclasses.replace(a, t_m=[0.0, a.t_m[1] * 1.001, a.t_m[2]])
     check = sh.tolerance_check(a, b)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from icl_race.analysis.compare import ALPHA, MedianRatio, PairStats, decide, median_ratio
-from icl_race.analysis.draws import generator
+from icl_race.analysis.draws import Bootstrap, generator
 from icl_race.analysis.survival import LogRank, logrank
 from icl_race.report.verdict import cell, sentence
 
@@ -24,8 +24,8 @@ SPREAD_OTHER = np.r_[np.linspace(10, 190, 20), 200, np.linspace(210, 3000, 20)]
 def _pair(reference, other) -> PairStats:
     ref, oth = np.asarray(reference, float), np.asarray(other, float)
     obs_r, obs_o = np.ones(ref.size, bool), np.ones(oth.size, bool)
-    rngs = (generator(0, child=0), generator(0, child=1))
-    return PairStats.of(median_ratio((ref, obs_r), (oth, obs_o), 1000, rngs), logrank(ref, obs_r, oth, obs_o))
+    boots = (Bootstrap(1000, generator(0, child=0)), Bootstrap(1000, generator(0, child=1)))
+    return PairStats.of(median_ratio((ref, obs_r), (oth, obs_o), boots), logrank(ref, obs_r, oth, obs_o))
 
 
 @pytest.mark.parametrize(
