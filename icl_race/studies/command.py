@@ -96,8 +96,9 @@ def run(
     """The analysis `study sub` of `dirs`, its JSON written to `out` (default: `default_out`), its
     markdown (MARKDOWN) and figures beside it, as one into a folder analyze owns (rundir/owner.py; no file
     it did not write replaced unless `force`); returns (result, paths written). The study function draws
-    from `Draws(seed, n_boot)`, n_boot None: the count of its own default draws. A run directory not finished is refused unless `partial`
-    (studies/inputs.py's `check_finished`); with it, each such run is said (`say`) and recorded in the JSON."""
+    from `Draws(seed, n_boot)` (n_boot None: its default draws' count). A run directory not finished is
+    refused unless `partial` (studies/inputs.py's `check_finished`); with it, each such run is said (`say`)
+    and recorded in the JSON."""
     module = importlib.import_module(f"icl_race.studies.{study}") if study in STUDIES else None
     table = commands(study)
     if sub not in table:
