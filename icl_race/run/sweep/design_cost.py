@@ -21,6 +21,11 @@ from icl_race.run.sweep.design_spec import Design
 
 REPLAYS = 20  # ~0.3 s each on 2 cores; the mean's standard error is ~5 % of a design's seeds
 SLOPE = 15.0  # per decade: width 512's K* fits at N = 32, 64, 100 (23, 15, 16; experiments/README.md)
+# The spread (sd of ln t_ICL) a median design is projected at: width 512's at K = infinity measured 0.23
+# (N = 64) and 0.27 (N = 100), 32 seeds each (experiments/scale/results/gpu_vs_cpu_N*); 0.36 is the upper
+# end of N = 100's 95 % interval, so a wider spread at paper scale is allowed for.
+SIGMA = 0.36
+BUDGET_FACTOR = 4.0  # the budget over the median: the configs' 4x (no seed censored at SIGMA)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +33,7 @@ class DesignDryRun:
     out: str
     kind: str
     rounds_done: int  # as design.json records them (finished rounds)
-    seeds: list[float]  # expected seeds of the whole design: mean, 10 %, 50 %, 90 % (K*); [max_seeds] (median)
+    seeds: list[float]  # expected seeds of the whole design: mean, 10 %, 50 %, 90 %
     rounds: float  # expected rounds (mean)
     budgets: float  # expected seed-steps in budgets: every seed its whole budget (an upper bound)
     round_seconds: float | None  # one round of seeds_per_round seeds: measured (<=) or, with device, estimated (~)
@@ -38,31 +43,24 @@ class DesignDryRun:
 
     def text(self) -> str:
         lines = [f"design ({self.kind}) in {self.out}: {self.rounds_done} rounds recorded"]
-        if self.kind == "kstar":
-            mean, p10, p50, p90 = self.seeds
-            lines.append(
-                f"expected ~{mean:,.0f} seeds (10/50/90 %: {p10:,.0f}/{p50:,.0f}/{p90:,.0f}) in ~{self.rounds:.1f} rounds, "
-                f"~{self.budgets:,.0f} budgets of seed-steps, assuming {self.assumption}"
-            )
-        else:
-            lines.append(
-                f"<= {self.seeds[0]:,.0f} seeds, <= {self.budgets:,.0f} budgets of seed-steps ({self.assumption})"
-            )
+        mean, p10, p50, p90 = self.seeds
+        lines.append(
+            f"expected ~{mean:,.0f} seeds (10/50/90 %: {p10:,.0f}/{p50:,.0f}/{p90:,.0f}) in ~{self.rounds:.1f} rounds, "
+            f"~{self.budgets:,.0f} budgets of seed-steps, assuming {self.assumption}"
+        )
         if self.seconds is None:
             lines.append("no wall-time projection (not measured: --no-measure)")
         else:
-            # A round measured here is a bound ("<="), a GPU's an estimate ("~"); a K* design's expected
-            # rounds make its total an estimate either way, a median design's most rounds keep it a bound.
+            # A round measured here is a bound ("<="), a GPU's an estimate ("~"); the expected rounds make
+            # the total an estimate either way.
             bound = "~" if self.device else "<="
-            total = "~" if self.device or self.kind == "kstar" else "<="
             where = (
                 f"one {self.device.upper()} (an estimate at its measured rate; compilation, evaluation and checkpoints not counted)"
                 if self.device
                 else "this machine (measured with compilation, evaluation and checkpoints; early stops only shorten it)"
             )
-            rounds = "expected rounds" if self.kind == "kstar" else "rounds at most"
             lines.append(
-                f"wall {total} {hms(self.seconds)} on {where}: {self.rounds:.1f} {rounds} x {bound} "
+                f"wall ~ {hms(self.seconds)} on {where}: {self.rounds:.1f} expected rounds x {bound} "
                 f"{hms(self.round_seconds or 0)} a round{f', {self.seconds / 3600:,.2f} GPU hours' if self.device else ''}"
             )
         return "\n".join(lines)
@@ -81,26 +79,47 @@ def replay_seeds(design: dz.KStarDesign, log10_kstar: float, slope: float, repla
     return np.array(out, float)
 
 
+def replay_median_seeds(design: dz.MedianDesign, sigma: float, budget_factor: float, replays: int, seed: int = 0):
+    """The seeds each of `replays` replays of the median rule spends until it stops (or its maximum), on
+    lognormal times of spread `sigma` (median 1), censored at `budget_factor`."""
+    out = []
+    for i in range(replays):
+        t = np.exp(sigma * generator(seed, "design_cost/median", i).standard_normal(design.max_seeds))
+        n = design.block
+        while (
+            n < design.max_seeds
+            and dz.median_check(design, np.minimum(t[:n], budget_factor), t[:n] <= budget_factor).stop is None
+        ):
+            n = min(n + design.block, design.max_seeds)
+        out.append(n)
+    return np.array(out, float)
+
+
 def design_dry_run(
     out: Path, design: Design, measure: bool, remeasure: bool, device: str | None, log=print
 ) -> DesignDryRun:
     from icl_race.run.sweep.plan import dry_run
 
-    p = design.params
+    p, root = design.params, design.cfg.ensemble.root_seed
     per = proposal_size(design, 0)
+    log(f"replaying the design {REPLAYS} times on synthetic outcomes (no training)")
     if isinstance(p, dz.KStarDesign):
         mid = (math.log10(p.k_lo) + math.log10(p.k_hi)) / 2
-        log(f"replaying the design {REPLAYS} times on synthetic outcomes (no training)")
-        seeds = replay_seeds(p, mid, SLOPE, REPLAYS, design.cfg.ensemble.root_seed)
-        stats = [float(seeds.mean()), *(float(q) for q in np.percentile(seeds, [10, 50, 90]))]
-        assumption = (
-            f"the true K* at the prior's log-midpoint ({10**mid:,.0f}) with slope {SLOPE:g} a decade (width 512's fits) "
-            f"and every seed training its whole budget (seeds that acquire retire sooner with ensemble.retire); "
-            f"mean of {REPLAYS} replays"
+        seeds = replay_seeds(p, mid, SLOPE, REPLAYS, root)
+        truth = (
+            f"the true K* at the prior's log-midpoint ({10**mid:,.0f}) with slope {SLOPE:g} a decade (width 512's fits)"
         )
     else:
-        stats = [float(p.max_seeds)]
-        assumption = "the seed maximum: the rule's stop depends on t_ICL's spread (experiments/design: 74 of 256 seeds at sigma 0.4)"
+        seeds = replay_median_seeds(p, SIGMA, BUDGET_FACTOR, REPLAYS, root)
+        truth = (
+            f"lognormal t_ICL of spread {SIGMA:g} in ln t (width 512's measured 0.23-0.27 at K = infinity, at the upper "
+            f"end of its interval), the budget {BUDGET_FACTOR:g}x the median, at most {p.max_seeds:,} seeds"
+        )
+    stats = [float(seeds.mean()), *(float(q) for q in np.percentile(seeds, [10, 50, 90]))]
+    assumption = (
+        f"{truth} and every seed training its whole budget (seeds that acquire retire sooner with "
+        f"ensemble.retire); mean of {REPLAYS} replays"
+    )
     rounds = stats[0] / per
     one = None
     if measure or device:
