@@ -65,8 +65,12 @@ def train_pack(cells: Sequence[Prepared], stop: Stop, on_chunk: Callable | None 
         stopping = p.step < tr.steps and stop.requested
         host = None
         for i, prep in enumerate(cells):
+            # A member that finishes saves once more, at its last chunk: it computes nothing after it,
+            # so a stop or a kill later on resumes it there, finished, rather than from an older
+            # checkpoint that it would train from again (a pack's other members may run on for hours).
             ckpt, every = prep.checkpointer, prep.cfg.train.checkpoint_every
-            if ckpt and not done[i] and p.step < tr.steps and (p.chunks_done % every == 0 or stopping):
+            due = stopping or p.finished[i] or (every and p.chunks_done % every == 0)
+            if ckpt and not done[i] and p.step < tr.steps and due:
                 host = host if host is not None else host_carry(p.carry)
                 curves, steps_seen = concat_history(p.history, p.eval_steps)
                 ckpt.save(

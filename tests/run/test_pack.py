@@ -86,6 +86,40 @@ def test_a_packed_grid_interrupted_resumes_each_cell_from_its_own_checkpoint(tmp
         _same_results(a, b)
 
 
+def test_a_member_that_finished_before_a_stop_resumes_finished_not_from_an_older_checkpoint(tmp_path, monkeypatch):
+    """The first cell finishes at its chunk 2 (step 200); checkpoints are due every 4 chunks; a SIGINT after
+    chunk 3 stops the pack. The finished member saved at its last chunk, so the rerun resumes it there and
+    trains it no further (before, it had no checkpoint and trained again from step 0)."""
+    plans = [
+        RunPlan.of(config.from_dict({**c, "train": {**c["train"], "steps": 500, "checkpoint_every": 4}})) for c in CELLS
+    ]
+    ref = [tmp_path / "ref" / str(i) for i in range(len(CELLS))]
+    runner.execute_pack(list(zip(plans, ref)), progress=False, log=lambda m: None)
+    finished_at = rundir.load_run(ref[0]).steps_run
+    outs = [tmp_path / "out" / str(i) for i in range(len(CELLS))]
+    chunks = []
+
+    def interrupt_after_chunk_3(*args, **kwargs):
+        def on_chunk(p):
+            chunks.append(p.step)
+            if len(chunks) == 3:
+                signal.getsignal(signal.SIGINT).stop.received.append(signal.SIGINT)
+
+        return on_chunk
+
+    monkeypatch.setattr(runner, "ProgressBar", interrupt_after_chunk_3)
+    with pytest.raises(Interrupted):
+        runner.execute_pack(list(zip(plans, outs)), progress=True, log=lambda m: None)
+    monkeypatch.undo()
+    assert finished_at < chunks[-1] and rundir.checkpoint_steps(outs[0]) == [finished_at]
+    logged = []
+    runner.execute_pack(list(zip(plans, outs)), progress=False, log=logged.append)
+    assert f"{outs[0]}: resuming from the checkpoint at step {finished_at:,}" in logged
+    assert rundir.load_run(outs[0]).meta["seed_steps_computed"] == 0
+    for a, b in zip(outs, ref):
+        _same_results(a, b)
+
+
 def test_runs_of_one_program_share_a_pack_key_and_other_shapes_do_not():
     a, b = _plans()
     assert identity.of(a).pack == identity.of(b).pack
