@@ -65,11 +65,12 @@ def train_pack(cells: Sequence[Prepared], stop: Stop, on_chunk: Callable | None 
         stopping = p.step < tr.steps and stop.requested
         host = None
         for i, prep in enumerate(cells):
-            # A member that finishes saves once more, at its last chunk: it computes nothing after it,
-            # so a stop or a kill later on resumes it there, finished, rather than from an older
-            # checkpoint that it would train from again (a pack's other members may run on for hours).
+            # A member that finishes while others train on saves once more, at its last chunk: it computes
+            # nothing after it, so a stop or a kill later on resumes it there, finished, rather than from
+            # an older checkpoint that it would train from again. When every member has finished, the
+            # pack commits now and the checkpoint would be deleted unread.
             ckpt, every = prep.checkpointer, prep.cfg.train.checkpoint_every
-            due = stopping or p.finished[i] or (every and p.chunks_done % every == 0)
+            due = stopping or (p.finished[i] and not p.finished.all()) or (every and p.chunks_done % every == 0)
             if ckpt and not done[i] and p.step < tr.steps and due:
                 host = host if host is not None else host_carry(p.carry)
                 curves, steps_seen = concat_history(p.history, p.eval_steps)
