@@ -38,7 +38,7 @@ STOP_AT=$(( T0 + LIMIT - ${QUEUE_RESERVE:-60} ))  # SIGTERM here: a chunk to fin
 S=experiments/scale
 # QUEUE_TINY: one worker per sweep, and a piece's sweeps one after another (the 2-core CPU compiles one
 # program at a time well, several badly)
-if [ -n "${QUEUE_TINY:-}" ]; then D=runs/scale/gpu-tiny; STATE="$D/gpu_queue_58.state"; A_NEED=120; E_NEED=90
+if [ -n "${QUEUE_TINY:-}" ]; then D=runs/scale/gpu-tiny; STATE="$D/gpu_queue_58.state"; A_NEED=120; E_NEED=160
 else D=runs/scale/gpu; STATE="${QUEUE_STATE:-$S/gpu_queue_58.state}"; A_NEED=300; E_NEED=170; fi
 mkdir -p "$OUT" "$D/logs" "$D/tomls"
 touch "$STATE"
@@ -62,9 +62,11 @@ run_sweeps() {  # every sweep of piece $1, its workers at once, each stopped at 
   local sw name n t i left rc=0
   for sw in $(sweeps "$1"); do
     name=${sw%%:*}; n=${sw##*:}; t=$(toml "$name")
+    $Q done "$t" "$D/$name" >/dev/null && continue  # a stopped design or a finished grid of a partial piece
     [ -n "${QUEUE_TINY:-}" ] && n=1
     for i in $(seq 1 "$n"); do
-      left=$(( STOP_AT - $(date +%s) )); [ "$left" -lt 1 ] && left=1  # timeout 0 would mean no limit
+      left=$(( STOP_AT - $(date +%s) ))
+      [ "$left" -lt 10 ] && break 2  # a worker started now would be stopped before its first step
       timeout -k 30 "$left" "$PY" -m icl_race sweep "$t" --out "$D/$name" --quiet \
         >>"$D/logs/$name-$i.log" 2>&1 &
       sleep 2  # the first worker locks its pack before the next one looks
@@ -84,7 +86,7 @@ run_bench() {  # pieces a and e-bench: 0 when every section ended within its lim
         || echo "pack: failed or timed out" >>"$L"
     else bash benchmarks/gpu_fill.sh "$o" >>"$L" 2>&1 || rc=1; fi
   elif [ -n "${QUEUE_TINY:-}" ]; then
-    timeout 90 "$PY" benchmarks/run.py --skip-torch --parts mlp,la --seeds 1 --steps 1 --repeats 1 --quick \
+    timeout 150 "$PY" benchmarks/run.py --skip-torch --parts mlp,la --seeds 1 --steps 1 --repeats 1 --quick \
       --out "$o/results-gpu-mlp-la.json" >>"$L" 2>&1 || rc=1
   else
     timeout 150 "$PY" benchmarks/run.py --skip-torch --parts mlp,la --seeds 1,256,4096 --steps 20 --repeats 2 \

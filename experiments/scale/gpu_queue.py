@@ -49,7 +49,9 @@ def done(toml: str, out: str) -> int:
             said = why or "no design.json"
         else:
             said = (
-                f"stopped ({stop}) after {doc['seeds']} seeds" if stop else f"{len(doc['rounds'])} rounds, not stopped"
+                f"stopped ({stop}) after {doc['seeds']} seeds"
+                if stop
+                else f"{len(doc['rounds'])} rounds recorded, not stopped"
             )
         print(f"{Path(toml).stem}: {said}")
         return 0 if stop else 1
