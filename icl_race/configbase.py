@@ -47,7 +47,11 @@ def check(ok: bool, name: str, value: Any, allowed: str) -> None:
         raise ConfigError(f"{name} = {short(value)}: must be {allowed}")
 
 
-MATMUL_PRECISIONS = ("default", "highest", "tensorfloat32", "bfloat16")
+# jax maps "bfloat16" to lax.Precision.DEFAULT, the same dots as "default" (TF32 on a recent GPU);
+# "BF16_BF16_F32" (a jax DotAlgorithmPreset: bf16 inputs, float32 sums) is what computes in bf16 there.
+# XLA:CPU computes the first four in full float32 (tests/systems/test_classification.py), not the last.
+FULL_ON_CPU = ("default", "highest", "tensorfloat32", "bfloat16")
+MATMUL_PRECISIONS = (*FULL_ON_CPU, "BF16_BF16_F32")
 # train.keep_params: which parameters of every seed a run keeps in DIR/params/ (rundir.Run.params)
 KEEP_PARAMS = {"none": (), "final": ("final",), "at_t_icl": ("at_t_icl",), "both": ("final", "at_t_icl")}
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
@@ -101,8 +105,8 @@ class TrainConfig:
     retire_at_fall: bool = False
     evals_per_chunk: int = 10  # evaluations per jitted chunk: the host sees the ensemble this often
     eval_spacing: str = "linear"  # linear | log: chunk c evaluates every eval_every * 2^c steps
-    # jax_default_matmul_precision for the run: default | highest | tensorfloat32 | bfloat16. TF32 and
-    # bf16 act on GPUs only (XLA:CPU computes float32 dots in float32 whatever this says).
+    # jax_default_matmul_precision for the run: default | highest | tensorfloat32 | bfloat16 | BF16_BF16_F32
+    # (MATMUL_PRECISIONS). TF32 and bf16 act on GPUs only (XLA:CPU computes float32 dots in float32 whatever this says).
     matmul_precision: str = "default"
     checkpoint_every: int = 5  # chunks between checkpoints (0: none); the last 2 are kept
     optimizer: str = "sgd"  # sgd | momentum | adam | adamw (icl_race.systems.optim); weight decays per group as above

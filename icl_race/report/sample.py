@@ -22,6 +22,7 @@ from icl_race.analysis import outcome as oc
 from icl_race.analysis.events import level_event
 from icl_race.analysis.race import first_passage
 from icl_race.config import Config, ConfigError
+from icl_race.configbase import FULL_ON_CPU
 from icl_race.report.paper import IGNORED_FIELDS, flat
 from icl_race.rundir.provenance import platform_of
 
@@ -174,11 +175,11 @@ def condition(cfg: dict, platform: str = "") -> dict:
     "highest" and "bfloat16" are bit-identical there: tests/systems/test_classification.py), so a CPU run measures what a
     GPU run at "highest" measures and pools with it; a GPU run at "default" (TF32 on recent NVIDIA chips)
     stays apart. A run resumed on another platform is read as its last one's: resume across platforms
-    at "highest" only."""
+    at "highest" only. "BF16_BF16_F32" changes a CPU run too (configbase.FULL_ON_CPU): it stays apart."""
     f = {k: v for k, v in flat(cfg).items() if k not in IGNORED_FIELDS}
     if f.get("task.variant") == "infinite":
         f.pop("task.K", None)
-    if platform == "cpu" and "train.matmul_precision" in f:
+    if platform == "cpu" and f.get("train.matmul_precision") in FULL_ON_CPU:
         f["train.matmul_precision"] = "highest"
     return f
 

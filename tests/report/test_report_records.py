@@ -152,6 +152,10 @@ def test_a_cpu_run_pools_with_a_gpu_run_at_full_float32_and_not_with_one_at_tf32
     _run_with_known_outcomes(tmp_path / "unknown", "default", first_seed=15)
     samples = pool([Sample.of(load_run(tmp_path / n)) for n in ("gpu_f32", "unknown")])
     assert len(samples) == 2
+    # bf16 products (a jax dot algorithm) change a CPU run too: not full float32 there
+    _run_with_known_outcomes(tmp_path / "cpu_bf16", "BF16_BF16_F32", "1 x cpu:cpu", first_seed=20)
+    samples = pool([Sample.of(load_run(tmp_path / n)) for n in ("gpu_f32", "cpu_bf16")])
+    assert len(samples) == 2
 
 
 def test_bad_input_to_json_commands_is_one_line_and_writes_nothing(tmp_path, capsys):
