@@ -20,10 +20,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from icl_race import config  # noqa: E402
+from icl_race.configbase import OPTIMIZERS  # noqa: E402
 from icl_race.run.bench import measure  # noqa: E402
 from icl_race.rundir.provenance import device_description, versions  # noqa: E402
 
-OPTIMIZERS = config.OPTIMIZERS
 # (name, task/model overrides, seeds, block): the paper's step one seed at a time (the fast CPU layout),
 # and the demo's small step in a vmap of 16.
 SHAPES = [

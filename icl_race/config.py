@@ -21,7 +21,6 @@ from icl_race import systems
 from icl_race.configbase import (
     KEEP_PARAMS,
     MATMUL_PRECISIONS,
-    OPTIMIZERS,
     Config,
     ConfigError,
     EnsembleConfig,
@@ -30,27 +29,6 @@ from icl_race.configbase import (
     name_of,
     short,
 )
-
-__all__ = [
-    "Config",
-    "ConfigError",
-    "EnsembleConfig",
-    "TrainConfig",
-    "MATMUL_PRECISIONS",
-    "OPTIMIZERS",
-    "INDEX_MAX",
-    "KEY_MAX",
-    "as_float",
-    "field_names",
-    "name_of",
-    "short",
-    "from_dict",
-    "apply_overrides",
-    "read_toml",
-    "load",
-    "load_logged",
-    "validate",
-]
 
 SECTIONS = ("task", "model", "train", "ensemble")
 SHARED = {"train": TrainConfig, "ensemble": EnsembleConfig}

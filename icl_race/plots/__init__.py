@@ -20,16 +20,3 @@ matplotlib.use("Agg")
 
 from icl_race.plots.censored import censored_histogram, histogram, histogram_axes, km_step, log_edges
 from icl_race.plots.common import CENSORED, colors, label_panel, png_bytes, slope_ci_text
-
-__all__ = [
-    "CENSORED",
-    "censored_histogram",
-    "colors",
-    "histogram",
-    "histogram_axes",
-    "km_step",
-    "label_panel",
-    "log_edges",
-    "png_bytes",
-    "slope_ci_text",
-]

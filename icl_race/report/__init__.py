@@ -17,5 +17,3 @@ The three entries are report/directory.py's, also here as `icl_race.report.NAME`
 """
 
 from icl_race.report.directory import hist_json, hist_text, write_report
-
-__all__ = ["hist_json", "hist_text", "write_report"]

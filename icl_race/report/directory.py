@@ -49,10 +49,6 @@ def _part(d: Path, kind: str, name: str, what: str):
     return fn, (rundir.load(d) if kind == "run" else rundir.load_sweep(d))
 
 
-def _reading(kind: str, d: Path) -> str:
-    return f"read the {kind} in {d}; its histogram and statistics next"
-
-
 FINISHED_MEANWHILE = {"run": "finished", "sweep": "had a cell finish"}
 SCHEMA = "icl-race/report/1"  # docs/report-json.md; raised when a key changes meaning or goes away
 
@@ -114,28 +110,28 @@ def write_report(
     return ["report.md", "report.json", *written]
 
 
-def hist_text(d: str | Path, bins: int = 12, say: Callable[[str], None] = lambda line: None) -> str:
-    """The `hist` view of a run or sweep directory (the classification systems have one); `say` hears
-    what it does once the input is read and checked."""
+def _hist(d: str | Path, name: str, bins: int, say: Callable[[str], None]):
+    """The system's `hist` function `name` (a sweep's: sweep_`name`, which takes no bins) of a run or sweep
+    directory, after the one-line refusals, and the directory as read; `say` hears what it does once the
+    input is read and checked."""
     d = Path(d)
     kind = _check_dir(d)
-    if kind == "run":
-        fn, found = _part(d, kind, "hist_text", "hist view")
-        say(_reading(kind, d))
-        note = found.partial_note()
-        return fn(found, bins) + (f"\n{note}" if note else "")
-    fn, found = _part(d, kind, "sweep_hist_text", "hist view")
-    say(_reading(kind, d))
+    fn, found = _part(d, kind, name if kind == "run" else f"sweep_{name}", "hist view")
+    say(f"read the {kind} in {d}; its histogram and statistics next")
+    return (fn(found, bins) if kind == "run" else fn(found)), found
+
+
+def hist_text(d: str | Path, bins: int = 12, say: Callable[[str], None] = lambda line: None) -> str:
+    """The `hist` view of a run or sweep directory (the classification systems have one), with the
+    partial line of an unfinished one (`_hist`)."""
+    text, found = _hist(d, "hist_text", bins, say)
     note = found.partial_note()
-    return fn(found) + (f"\n{note}" if note else "")
+    return text + (f"\n{note}" if note else "")
 
 
 def hist_json(d: str | Path, bins: int = 12, say: Callable[[str], None] = lambda line: None) -> dict:
     """The `hist` view of a run or sweep directory as data (docs/report-json.md); `say` as in hist_text."""
-    d = Path(d)
-    kind = _check_dir(d)
-    fn, found = _part(d, kind, "hist_record" if kind == "run" else "sweep_hist_record", "hist view")
-    say(_reading(kind, d))
+    record, found = _hist(d, "hist_record", bins, say)
     partial = found.partial_note()
     unfinished = {"partial": partial, **found.state.record()} if partial else {}
-    return jsonable({"schema": SCHEMA, **unfinished, **(fn(found, bins) if kind == "run" else fn(found))})
+    return jsonable({"schema": SCHEMA, **unfinished, **record})

@@ -45,6 +45,12 @@ def p_eq(v) -> str:
     return t if t.startswith("<") else f"= {t}"
 
 
+def order(value) -> tuple:
+    """A sort key for a swept field's values: numbers in numeric order, before anything else (in text order)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return (0, value, "") if number else (1, 0, str(value))
+
+
 def pct(v) -> str:
     return "n/a" if v is None or not math.isfinite(v) else f"{100 * v:.1f}%"
 

@@ -11,14 +11,8 @@ from icl_race.analysis.draws import Draws
 from icl_race.analysis.record import NotFitted
 from icl_race.analysis.threshold import Logistic, Sigmoid
 from icl_race.report import verdict as V
-from icl_race.report.format import ci_text, num, p_value
+from icl_race.report.format import ci_text, num, order, p_value
 from icl_race.report.sweep_sections import Scaling, Threshold
-
-
-def _order(value) -> tuple:
-    """Numbers in numeric order, before anything else (in text order)."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return (0, value, "") if number else (1, 0, str(value))
 
 
 def _kstars(a: Logistic | NotFitted, s: Sigmoid | NotFitted) -> dict:
@@ -43,7 +37,7 @@ def by_lever(
             {k for e in entries for k in e.group if len({json.dumps(x.group.get(k), default=str) for x in entries}) > 1}
         )
         out = [{"lever": {k: e.group.get(k) for k in fields}, "N": N, **value(e, N)} for e in entries for N in Ns(e)]
-        return {"fields": fields, "rows": sorted(out, key=lambda r: (r["N"], [_order(r["lever"][k]) for k in fields]))}
+        return {"fields": fields, "rows": sorted(out, key=lambda r: (r["N"], [order(r["lever"][k]) for k in fields]))}
 
     out = {}
     if len(thresholds) > 1:

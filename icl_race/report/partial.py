@@ -27,17 +27,13 @@ from icl_race.rundir import owner
 NAMES = ("report.md", "report.json")
 
 
-def _is_table_row(line: str) -> bool:
-    return line.startswith("|")
-
-
 def markdown(md: str, note: str, as_of: str) -> str:
     """`md` with `note` in bold under its title, `*as_of*` as the caption above each table (a blank line
     between: a table must start a block) and under each figure."""
     title, _, rest = md.partition("\n")
     out = [title, "", f"**{note}.**"]
     for line in rest.split("\n"):
-        if _is_table_row(line) and not _is_table_row(out[-1]):
+        if line.startswith("|") and not out[-1].startswith("|"):  # a table's first row
             out += [*([""] if out[-1] else []), f"*{as_of}*", ""]
         out.append(line)
         if line.startswith("!["):

@@ -14,7 +14,9 @@ from icl_race.analysis.record import Record
 from icl_race.config import ConfigError
 from icl_race.plots.regression import medians_figure, panels_figure
 from icl_race.report.cell import Unfinished
+from icl_race.report.format import order
 from icl_race.report.regression_run import RegressionSample, RegressionStats, analyze, fmt_tau, run_markdown
+from icl_race.rundir.runset import value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,11 +30,6 @@ class RegressionCell(Record):
 
     def to_json(self) -> dict:
         return {"cell": self.cell, "label": self.label, "values": self.values} | self.stats.to_json()
-
-
-def _value(cfg: dict, field: str):
-    sec, _, key = field.partition(".")
-    return cfg.get(sec, {}).get(key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,13 +64,12 @@ def compute_sweep(sweep: rundir.SweepDir) -> RegressionSweepReport:
             unfinished.append(Unfinished(cell.name, reason=str(e)))
     if not samples:
         raise ConfigError(f"{sweep.dir}: no finished cells")
-    numeric = lambda v: (0, float(v), "") if isinstance(v, (int, float)) else (1, 0.0, str(v))
-    samples.sort(key=lambda s: [numeric(_value(s.config, f)) for f in fields])
+    samples.sort(key=lambda s: [order(value(s.config, f)) for f in fields])
     cells = [
         RegressionCell(
             s.dir.name,
-            ", ".join(f"{f.partition('.')[2]}={_value(s.config, f)}" for f in fields) or s.dir.name,
-            {f: _value(s.config, f) for f in fields},
+            ", ".join(f"{f.partition('.')[2]}={value(s.config, f)}" for f in fields) or s.dir.name,
+            {f: value(s.config, f) for f in fields},
             analyze(s),
         )
         for s in samples

@@ -27,10 +27,6 @@ from icl_race import config, systems
 SIZES, CPU_SIZES, STEPS, REPEATS = "1,8,64,256", "1,8", 3, 3
 
 
-def _quiet(line: str) -> None:
-    pass
-
-
 @dataclasses.dataclass(frozen=True)
 class ConfigBench:
     """One config's measured rates and its run's projection on this machine."""
@@ -81,7 +77,7 @@ def of_config(
     overrides: list[str],
     block: int | None = None,
     remeasure: bool = False,
-    say: Callable[[str], None] = _quiet,
+    say: Callable[[str], None] = lambda line: None,
 ) -> ConfigBench:
     """The config at `path` (with `overrides`, and `block` as ensemble.block) timed through its own
     programs (`cost.measured`: the cost a dry run or bench kept for them, unless `remeasure`) and its run

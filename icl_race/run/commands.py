@@ -23,60 +23,39 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _run(
-    cfg_path,
-    out: str,
-    seeds,
-    overrides,
-    quiet: bool,
-    redo: bool = False,
-    as_json: bool = False,
-    tensorboard: str | None = None,
-    wandb: str | None = None,
-) -> int:
-    """One run: the config parsed once (with --seeds and --set), trained into `out` (its curves logged to
-    TensorBoard and W&B as asked: run/tracking.py), its summary printed."""
+def _run(args: argparse.Namespace, cfg_path) -> int:
+    """One run (`run`, `demo`): the config at `cfg_path` parsed once (with --seeds and --set), trained into
+    --out (its curves logged to TensorBoard and W&B as asked: run/tracking.py), its summary printed."""
     from icl_race.report.warnings import budget
     from icl_race.run import tracking
     from icl_race.run.runner import execute_run
 
-    if seeds is not None:
-        overrides = [*overrides, f"ensemble.seeds={seeds}"]
+    overrides = [*args.overrides, *([] if args.seeds is None else [f"ensemble.seeds={args.seeds}"])]
     cfg, log = config.load_logged(cfg_path, overrides)
-    tensorboard, wandb = tensorboard or log.get("tensorboard"), wandb or log.get("wandb")  # a flag wins
+    tensorboard, wandb = args.tensorboard or log.get("tensorboard"), args.wandb or log.get("wandb")  # a flag wins
     tracking.check(tensorboard, wandb)
     if short := budget(cfg):
         _log(short)
-    track = tracking.Tracker(cfg, out_dir(out), tensorboard, wandb) if tensorboard or wandb else None
+    track = tracking.Tracker(cfg, out_dir(args.out), tensorboard, wandb) if tensorboard or wandb else None
     try:
-        run = execute_run(cfg, out_dir(out), progress=not quiet, log=_log, redo=redo, on_chunk=track)
+        run = execute_run(cfg, out_dir(args.out), progress=not args.quiet, log=_log, redo=args.redo, on_chunk=track)
     finally:
         if track:
             track.close()
     from icl_race.report.summary import run_summary  # scipy: after the run's first line, not before
 
     summary = run_summary(run)  # the committed run in memory: nothing read back
-    print(json.dumps(dataclasses.asdict(summary), indent=1) if as_json else summary.text())
+    print(json.dumps(dataclasses.asdict(summary), indent=1) if args.json else summary.text())
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    return _run(
-        args.config,
-        args.out,
-        args.seeds,
-        args.overrides,
-        args.quiet,
-        args.redo,
-        args.json,
-        args.tensorboard,
-        args.wandb,
-    )
+    return _run(args, args.config)
 
 
 def demo(args: argparse.Namespace) -> int:
     with resources.as_file(resources.files("icl_race") / "presets" / "demo.toml") as path:
-        return _run(path, args.out, args.seeds, args.overrides, quiet=False, as_json=args.json)
+        return _run(args, path)
 
 
 def sweep(args: argparse.Namespace) -> int:
@@ -221,6 +200,7 @@ def demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=positive_int, help="override ensemble.seeds")
     _overrides_arg(p, "override one config value of the preset (repeatable), e.g. --set train.steps=400")
     json_arg(p, "the summary as JSON (docs/report-json.md)")
+    p.set_defaults(quiet=False, redo=False, tensorboard=None, wandb=None)  # run's other options, as a demo takes them
 
 
 def sweep_args(p: argparse.ArgumentParser) -> None:

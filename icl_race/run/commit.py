@@ -82,16 +82,16 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> Finished:
     """The run's results, meta.json and histogram, committed as one step (rundir.finish); returns the
     results, also as the `rundir.Run` that loading the directory gives, without reading it back."""
     from icl_race import systems
-    from icl_race.analysis.survival import censor_time
     from icl_race.plots import histogram, png_bytes
 
     cfg, stop = prepared.cfg, prepared.program.stop_event
     record = meta(prepared, trained)
     results = results_arrays(prepared, trained)
-    t_kept = results[f"t_{stop}"][~results["diverged"]]
-    censored_at = censor_time(cfg.train.steps, trained.steps_run, bool(np.any(t_kept < 0)))
+    # meta as written (JSON: tuples are lists there) and config.json's dict, so that this Run equals the
+    # one rundir.load_run(out) reads; it carries the parsed config, which Run.cfg returns.
+    run = rundir.run_of(out, record["config"], results, json.loads(rundir.json_bytes(record)), parsed=cfg)
     title = f"t_{stop}, {systems.of(cfg).describe(cfg)}, {cfg.ensemble.seeds} seeds"
-    hist = png_bytes(histogram(t_kept, censored_at, title=title, xlabel=f"t_{stop} (steps)"), dpi=120)
+    hist = png_bytes(histogram(run.t(), run.censor_at(), title=title, xlabel=f"t_{stop} (steps)"), dpi=120)
     from icl_race.report.partial import reports_of, retire
 
     # a report of the results so far would outlive them (the run's, and its sweep's of fewer finished cells):
@@ -102,7 +102,4 @@ def commit(out: Path, prepared: Prepared, trained: Trained) -> Finished:
     rundir.finish(out, results, record, {f"t_{stop}_hist.png": hist}, trained.params)
     for d in reports_of(out):
         retire(d)
-    # meta as written (JSON: tuples are lists there) and config.json's dict, so that this Run equals the
-    # one rundir.load_run(out) reads; it carries the parsed config, which Run.cfg returns.
-    written = json.loads(rundir.json_bytes(record))
-    return Finished(results, rundir.run_of(out, record["config"], results, written, parsed=cfg))
+    return Finished(results, run)

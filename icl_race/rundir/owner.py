@@ -40,7 +40,7 @@ from icl_race.rundir.layout import (
     holds_others,
     temporary_of,
 )
-from icl_race.rundir.write import _fsync_dir, _tmp_name, _write_synced, refuse_links
+from icl_race.rundir.write import _fsync, _tmp_name, _write_synced, refuse_links
 
 
 def marker(kind: str) -> str:
@@ -292,7 +292,7 @@ def _write_locked(owned: Owned, files: dict[str, bytes], record: dict[str, list[
     for path, _ in staged:  # the marker first: every file is recognised as ours at every instant
         os.replace(_tmp_name(path), path)
     for folder in {path.parent for path, _ in staged}:
-        _fsync_dir(folder)
+        _fsync(folder)
     for path, _ in staged:  # a killed writer's temporaries of these names: replaced now, so dropped
         for stale in path.parent.glob(f".{path.name}.tmp*"):
             if temporary_of(stale.name) == path.name and stale.is_file() and not stale.is_symlink():

@@ -54,22 +54,20 @@ class RunState:
                 if self.kind == "training"
                 else "not started (no chunk written yet)"
             )
-        of = f"step {self.step:,}" + (f" of {self.budget:,}" if self.budget is not None else "")
         if self.kind == "training":
-            return f"still training{holder} as of {of}"
-        return f"stopped at {of} (no process holds its lock: killed or interrupted; rerun its command to resume)"
+            return f"still training{holder} as of {self.step_text()}"
+        return f"stopped at {self.step_text()} (no process holds its lock: killed or interrupted; rerun its command to resume)"
 
     def as_of(self) -> str | None:
         """What marks each table and figure of an unfinished run's report: "partial, as of step 150 of 200";
         None when finished."""
         if self.finished:
             return None
-        of = (
-            ""
-            if self.step is None
-            else f", as of step {self.step:,}" + (f" of {self.budget:,}" if self.budget is not None else "")
-        )
-        return f"partial{of}"
+        return "partial" if self.step is None else f"partial, as of {self.step_text()}"
+
+    def step_text(self) -> str:
+        """Where the results so far are as of: "step 150 of 200" (the budget left out when unknown)."""
+        return f"step {self.step:,}" + (f" of {self.budget:,}" if self.budget is not None else "")
 
     def record(self) -> dict:
         """The state as data (report.json, compare.json, export's provenance, analyze's JSON)."""

@@ -131,10 +131,7 @@ def sweep_state(spec: str | None, cells: Sequence[Cell], design: dict | None = N
     by_kind: dict[str, list[str]] = {"training": [], "stopped": [], "empty": []}
     for c in ours:
         if (st := c.state) is not None and not st.finished:
-            at = (
-                "" if st.step is None else f" at step {st.step:,}" + ("" if st.budget is None else f" of {st.budget:,}")
-            )
-            by_kind[st.kind].append(_name(c.values, c.name) + at)
+            by_kind[st.kind].append(_name(c.values, c.name) + ("" if st.step is None else f" at {st.step_text()}"))
     return SweepState(
         cells=len(ours) if points is None else len(points),
         finished=sum(c.status == "done" for c in ours),

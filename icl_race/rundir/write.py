@@ -86,8 +86,9 @@ def _write_synced(path: Path, data: bytes, final: Path | None = None) -> None:
         raise
 
 
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY)
+def _fsync(path: Path) -> None:
+    """A file's data, or a directory's entries (a rename in it), on disk."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -146,13 +147,8 @@ def _write_params(tmp: Path, params: dict[str, Any], final: Path) -> None:
     except Exception as e:  # orbax wraps I/O errors (a full disk) in its own types
         raise OSError(getattr(e, "errno", None) or 5, f"orbax: {str(e)[:200]}", str(final)) from e
     for root, _, names in os.walk(tmp, topdown=False):
-        for name in names:
-            fd = os.open(Path(root) / name, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(Path(root))
+        for path in [*(Path(root) / name for name in names), Path(root)]:
+            _fsync(path)
 
 
 def finish(
@@ -189,7 +185,7 @@ def finish(
     for path, _ in staged:  # results.npz last: its rename is the commit
         os.replace(_tmp_name(path), path)
         _step(f"renamed {path.name}")
-    _fsync_dir(d)
+    _fsync(d)
     shutil.rmtree(d / layout.CHECKPOINTS, ignore_errors=True)
     (d / layout.LIVE).unlink(missing_ok=True)  # the partial results of the run, superseded like its checkpoints
     _step("removed checkpoints")

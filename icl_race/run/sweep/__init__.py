@@ -34,9 +34,7 @@ Three jobs, one module each, data flowing one way:
 """
 
 from icl_race.run.sweep.execute import (
-    SUMMARY_FIELDS,
     refuse_links,
-    run_cell,
     run_local,
     run_submitit,
     run_sweep,
@@ -44,54 +42,5 @@ from icl_race.run.sweep.execute import (
     summary_row,
     write_summary,
 )
-from icl_race.run.sweep.plan import (
-    CellPlan,
-    DryRun,
-    PackPlan,
-    Planned,
-    cell_dir,
-    check_sizes,
-    checkpoint_step,
-    dry_run,
-    foreign_reason,
-    packs,
-    plan_cell,
-    planned,
-    row,
-    status,
-    unreusable,
-)
-from icl_race.run.sweep.spec import Cell, Sweep, expand, load, same_spec, spec_toml
-
-__all__ = [
-    "SUMMARY_FIELDS",
-    "Cell",
-    "CellPlan",
-    "DryRun",
-    "PackPlan",
-    "Planned",
-    "Sweep",
-    "cell_dir",
-    "check_sizes",
-    "checkpoint_step",
-    "dry_run",
-    "expand",
-    "foreign_reason",
-    "load",
-    "packs",
-    "plan_cell",
-    "planned",
-    "refuse_links",
-    "run_cell",
-    "run_local",
-    "run_submitit",
-    "row",
-    "run_sweep",
-    "same_spec",
-    "spec_toml",
-    "status",
-    "unreusable",
-    "store_spec",
-    "summary_row",
-    "write_summary",
-]
+from icl_race.run.sweep.plan import DryRun, cell_dir, dry_run, packs, planned, status, unreusable
+from icl_race.run.sweep.spec import Sweep, expand, load, same_spec, spec_toml
