@@ -50,6 +50,7 @@ def _part(d: Path, kind: str, name: str, what: str):
 
 
 FINISHED_MEANWHILE = {"run": "finished", "sweep": "had a cell finish"}
+REREADS = 2  # how often a report reads a directory again that committed while it was read
 SCHEMA = "icl-race/report/1"  # docs/report-json.md; raised when a key changes meaning or goes away
 
 
@@ -72,21 +73,40 @@ def write_report(
     kind = _check_dir(d)
     rundir.refuse_links(d, rundir.SWEEP_NAMES if kind == "sweep" else rundir.RUN_NAMES)
     owner.check(d, "report", ["report.md", "report.json"], force=force, what="report")  # before any work
+    from icl_race.report import partial
+    from icl_race.report.summary import warnings_of
+
+    # An unfinished run or sweep can commit while it is read, which retires reports of its results so far:
+    # read it again, and check again once written (a commit between the check and the write retired
+    # nothing). A live sweep's cells may keep committing: after REREADS the last snapshot stands, marked
+    # partial as of when it was read.
+    for again in range(REREADS + 1):
+        found, files = _snapshot(d, kind, n_boot, seed, say)
+        last = again == REREADS
+        if last or not partial.finished_since(found):
+            owner.write_files(d, "report", files, force=force, what="report")
+            if last or not partial.finished_since(found):
+                break
+        say(f"the {kind} in {d} {FINISHED_MEANWHILE[kind]} while its results so far were read; reading them again")
+    for w in warnings_of(found):
+        warn(w)
+    return list(files)
+
+
+def _snapshot(d: Path, kind: str, n_boot: int, seed: int, say: Callable[[str], None]):
+    """The directory read once, and the report's files of that snapshot: report.md, report.json, figures."""
+    from icl_race.report import partial
+    from icl_race.rundir.provenance import icl_race_version
+
     fn, found = _part(d, kind, f"{kind}_report", "report")  # read and checked: a damaged file is one line, said first
     say(f"read the {kind} in {d}; its statistics ({n_boot:,} bootstrap replicates) and figures next")
     report, md, figs = fn(found, Draws(seed, n_boot))
-    from icl_race.report import partial
-    from icl_race.report.summary import warnings_of
-    from icl_race.rundir.provenance import icl_race_version
-
     note = found.partial_note()  # an unfinished run's, or a sweep's with cells not finished
     as_of = found.state.as_of() if note else None
     if note and as_of:
         md = partial.markdown(md, note, as_of)
         partial.figures(figs, as_of)
-
     figures = {path: data for name, fig in figs.items() for path, data in figure_files(fig, name, as_of).items()}
-    written = list(figures)
     report = jsonable(
         {
             "schema": SCHEMA,
@@ -96,18 +116,11 @@ def write_report(
             "icl_race_version": icl_race_version(),
             "n_boot": n_boot,
             "seed": seed,
-            "figures": written,
+            "figures": list(figures),
         }
     )
-    if note and partial.finished_since(found):  # a commit meanwhile retired reports of the results so far
-        say(f"the {kind} in {d} {FINISHED_MEANWHILE[kind]} while its results so far were read; reading them again")
-        return write_report(d, n_boot, seed, force, say, warn)
     report_json = (json.dumps(report, indent=1, allow_nan=False) + "\n").encode()
-    files = {"report.md": md.encode(), "report.json": report_json, **figures}
-    owner.write_files(d, "report", files, force=force, what="report")
-    for w in warnings_of(found):
-        warn(w)
-    return ["report.md", "report.json", *written]
+    return found, {"report.md": md.encode(), "report.json": report_json, **figures}
 
 
 def _hist(d: str | Path, name: str, bins: int, say: Callable[[str], None]):

@@ -93,7 +93,13 @@ def reports_of(d: str | Path) -> list[Path]:
 
 
 def finished_since(found: rundir.Run | rundir.SweepDir) -> bool:
-    """Whether the run, or a cell of the sweep, that `found` read unfinished has committed since."""
+    """Whether the run that `found` read unfinished, or a cell of the sweep that it read unfinished or
+    did not see (a grid point that started meanwhile), has committed since."""
     if isinstance(found, rundir.Run):
         return found.partial and (found.dir / rundir.RESULTS).exists()
-    return any((c.dir / rundir.RESULTS).exists() for c in found.cells if c.status in ("partial", "pending"))
+    if not found.partial:
+        return False
+    seen = {c.dir.name: c.status for c in found.cells}
+    cells = found.dir / "cells"
+    now = [c for c in cells.iterdir() if rundir.is_done(c)] if cells.is_dir() else []
+    return any(seen.get(c.name, "pending") in ("partial", "pending") for c in now)

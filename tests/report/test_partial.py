@@ -289,8 +289,14 @@ def test_a_sweep_reported_with_cells_unfinished_is_marked_partial_and_a_cells_co
     assert "every finished cell (1 of 3): no seed acquired ICL" in err and "every cell:" not in err
     assert hist.rstrip().endswith(rep["partial"])
     # the sweep run to its end: its cells' commits retire the partial report (and only its files)
+    found = rundir.load_sweep(d)
+    unseen = dataclasses.replace(found, cells=tuple(c for c in found.cells if c.status != "partial"))
+    assert not partial.finished_since(found) and not partial.finished_since(unseen)
     assert main(["sweep", str(spec_path), "--out", str(d), "--quiet"]) == 0
     capsys.readouterr()
+    # a report that read the sweep before must read it again: the training cell committed, and so did
+    # the one it did not see (no folder then)
+    assert partial.finished_since(found) and partial.finished_since(unseen)
     assert not (d / "report.md").exists() and not (d / "report.json").exists() and not (d / "figures").exists()
     titles.clear()
     assert main(["report", str(d), "--boot", "20"]) == 0
