@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from icl_race.analysis.draws import Bootstrap
-from icl_race.analysis.record import OMIT_NONE, NotFitted, Record
+from icl_race.analysis.record import INLINE, OMIT_NONE, NotFitted, Record
 from icl_race.analysis.survival import censored_times, km_median
 from icl_race.analysis.threshold import MedianVsN, Slope, km_median_boot, median_vs_N, percentile_ci, power_law_slope
 from icl_race.theory.kinetics import k_star_from_time, t_icl_minimal
@@ -237,19 +237,13 @@ def log_t_vs_beta0(t_icl, beta0, bootstrap: Bootstrap) -> Beta0Slope:
 @dataclass(frozen=True)
 class AtBeta0(Record):  # median_vs_N over the cells of one beta0
     beta0: float
-    fit: MedianVsN
-
-    def to_json(self) -> dict:
-        return {"beta0": self.beta0} | self.fit.to_json()
+    fit: MedianVsN = field(metadata=INLINE)
 
 
 @dataclass(frozen=True)
 class AtN(Record):  # the slope of ln median t_ICL on beta0 over the cells of one N
     N: int
-    fit: Slope | NotFitted
-
-    def to_json(self) -> dict:
-        return {"N": self.N} | self.fit.to_json()
+    fit: Slope | NotFitted = field(metadata=INLINE)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from scipy import optimize
 from scipy.special import expit
 
 from icl_race.analysis.draws import Bootstrap
-from icl_race.analysis.record import OMIT_NONE, Fitted, NotFitted, Record
+from icl_race.analysis.record import INLINE, OMIT_NONE, Fitted, NotFitted, Record
 from icl_race.analysis.survival import km_median, proportion_ci
 
 RIDGE = 1e-3
@@ -148,12 +148,8 @@ class Acquisition(Record):
     cells: list[CellCount]
     confidence: float
     n_boot: int
-    fit: Logistic | NotFitted
-    ci_method: str | None = None  # how the report's CI was drawn, written last where said
-
-    def to_json(self) -> dict:
-        head = {"cells": [c.to_json() for c in self.cells], "confidence": self.confidence, "n_boot": self.n_boot}
-        return head | self.fit.to_json() | ({} if self.ci_method is None else {"ci_method": self.ci_method})
+    fit: Logistic | NotFitted = dataclasses.field(metadata=INLINE)
+    ci_method: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # how the report's CI was drawn
 
 
 def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], bootstrap: Bootstrap) -> Acquisition:
@@ -380,11 +376,7 @@ class MedianVsN(Record):
     confidence: float
     n_boot: int
     excluded_N: list[int]
-    fit: Lines | NotFitted
-
-    def to_json(self) -> dict:
-        head = {"per_N": [p.to_json() for p in self.per_N], "confidence": self.confidence, "n_boot": self.n_boot}
-        return head | {"excluded_N": self.excluded_N} | self.fit.to_json()
+    fit: Lines | NotFitted = dataclasses.field(metadata=INLINE)
 
 
 def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarray], bootstrap: Bootstrap) -> MedianVsN:
