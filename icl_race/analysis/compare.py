@@ -145,10 +145,6 @@ class PairStats:
     logrank: LogRank
     verdict: Verdict  # `decide(ratio, logrank)`
 
-    @classmethod
-    def of(cls, ratio: MedianRatio, test: LogRank) -> PairStats:
-        return cls(ratio, test, decide(ratio, test))
-
 
 def pair_stats(
     reference: tuple[np.ndarray, np.ndarray],
@@ -157,7 +153,8 @@ def pair_stats(
 ) -> PairStats:
     """other against reference, two (times, observed) samples: the median ratio (one bootstrap each),
     the log-rank test and their verdict."""
-    return PairStats.of(median_ratio(reference, other, bootstraps), logrank(*reference, *other))
+    ratio, test = median_ratio(reference, other, bootstraps), logrank(*reference, *other)
+    return PairStats(ratio, test, decide(ratio, test))
 
 
 def median_ratio(
