@@ -62,9 +62,8 @@ class Spread(Record):
 
 def spread(values, bootstrap: Bootstrap) -> Spread:
     """Standard deviation of values with a bootstrap CI over seeds."""
-    v, rng = np.asarray(values, float), bootstrap.rng
-    boot = [np.std(v[rng.integers(0, v.size, v.size)]) for _ in range(bootstrap.n)]
-    return Spread(float(np.std(v)), percentile_ci(boot, bootstrap.confidence))
+    v = np.asarray(values, float)
+    return Spread(float(np.std(v)), percentile_ci(bootstrap.replicates(np.std, v), bootstrap.confidence))
 
 
 @dataclass(frozen=True)

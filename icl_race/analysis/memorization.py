@@ -66,10 +66,9 @@ def tail_fit(t, c1, bootstrap: Bootstrap, decades: float = 1.0, t_end: float | N
 
     alpha, A = fit(c1)
     out = TailFit(alpha, A, [float(t[win].min()), float(t[win].max())], int(win.sum()))
-    S, rng, conf = c1.shape[0], bootstrap.rng, bootstrap.confidence
-    if S == 1 or not bootstrap.n:
+    if c1.shape[0] == 1 or not bootstrap.n:
         return out
-    boot = np.array([fit(c1[rng.integers(0, S, S)]) for _ in range(bootstrap.n)])
+    boot, conf = bootstrap.replicates(fit, c1), bootstrap.confidence
     return replace(out, alpha_ci=percentile_ci(boot[:, 0], conf), A_ci=percentile_ci(boot[:, 1], conf))
 
 
@@ -203,10 +202,9 @@ def t_icl_ratio(t_icl, N, beta0, bootstrap: Bootstrap, time_scale: float = 1.0) 
     ok = t > 0
     log_r = np.log(t[ok] * time_scale) - np.log(t_icl_minimal(N, beta0[ok]))
     ratio = float(np.exp(np.mean(log_r))) if log_r.size else None
-    ci, n, rng = None, bootstrap.n, bootstrap.rng
-    if log_r.size > 1 and n:
-        boot = np.exp([np.mean(log_r[rng.integers(0, log_r.size, log_r.size)]) for _ in range(n)])
-        ci = percentile_ci(boot, bootstrap.confidence)
+    ci = None
+    if log_r.size > 1 and bootstrap.n:
+        ci = percentile_ci(np.exp(bootstrap.replicates(np.mean, log_r)), bootstrap.confidence)
     return TimeRatio(ratio, ci, int(ok.sum()), int(t.size))
 
 
@@ -226,12 +224,11 @@ def log_t_vs_beta0(t_icl, beta0, bootstrap: Bootstrap) -> Beta0Slope:
     ok = t > 0
     x, y = b[ok], np.log(t[ok])
     # One beta0 for every seed (or a resample of one seed) has no slope; polyfit raises on all-zero x.
-    line = lambda i: _line(x[i], y[i]) if x[i].size and np.ptp(x[i]) > 0 else (np.nan, np.nan)
+    line = lambda x, y: _line(x, y) if x.size and np.ptp(x) > 0 else (np.nan, np.nan)
     ci = None
-    if bootstrap.n and x.size > 2:
-        idx = bootstrap.rng.integers(0, x.size, (bootstrap.n, x.size))
-        ci = percentile_ci([line(i)[0] for i in idx], bootstrap.confidence)  # NaN slopes dropped
-    return Beta0Slope(*line(slice(None)), int(ok.sum()), int((~ok).sum()), ci)
+    if bootstrap.n and x.size > 2:  # NaN slopes dropped
+        ci = percentile_ci(bootstrap.replicates(lambda x, y: line(x, y)[0], x, y), bootstrap.confidence)
+    return Beta0Slope(*line(x, y), int(ok.sum()), int((~ok).sum()), ci)
 
 
 @dataclass(frozen=True)

@@ -35,12 +35,7 @@ from icl_race.theory.kinetics import budget_at, tail_correction
 
 def _mean_ci(x, bootstrap: Bootstrap):
     """The seed-bootstrap CI of the mean of x (None for one seed)."""
-    if x.size < 2:
-        return None
-    rng = bootstrap.rng
-    return percentile_ci(
-        [np.mean(x[rng.integers(0, x.size, x.size)]) for _ in range(bootstrap.n)], bootstrap.confidence
-    )
+    return None if x.size < 2 else percentile_ci(bootstrap.replicates(np.mean, x), bootstrap.confidence)
 
 
 @dataclass(frozen=True)

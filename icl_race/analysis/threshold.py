@@ -338,9 +338,7 @@ def power_law_slope(
 
 def km_median_boot(times: np.ndarray, observed: np.ndarray, bootstrap: Bootstrap) -> np.ndarray:
     """Kaplan-Meier medians of bootstrap.n resamples of the seeds (nan where a resample's median is not reached)."""
-    n = times.size
-    idx = bootstrap.rng.integers(0, n, size=(bootstrap.n, n))
-    return np.array([km_median(times[i], observed[i]) for i in idx])
+    return bootstrap.replicates(km_median, times, observed)
 
 
 @dataclasses.dataclass(frozen=True)
