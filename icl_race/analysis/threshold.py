@@ -382,13 +382,8 @@ def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarra
     n_boot, confidence = bootstrap.n, bootstrap.confidence
     N = np.asarray(N, float)
     med = np.array([km_median(t, o) for t, o in zip(times, observed)])
-    boot = (
-        np.stack(
-            [km_median_boot(np.asarray(t, float), np.asarray(o, bool), bootstrap) for t, o in zip(times, observed)]
-        )
-        if len(times)
-        else np.empty((0, n_boot))
-    )
+    boots = [km_median_boot(np.asarray(t, float), np.asarray(o, bool), bootstrap) for t, o in zip(times, observed)]
+    boot = np.reshape(boots, (len(times), n_boot))  # [N, n_boot], [0, n_boot] without an N
     per_n = [
         MedianAtN(
             int(n_), None if not np.isfinite(m) else float(m), percentile_ci(b, confidence), int(len(t)), int(np.sum(o))
