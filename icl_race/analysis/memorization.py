@@ -3,7 +3,6 @@
   tail_fit        c1(t) ~ A t^-alpha: least squares of log c1 on log t over the `decades` of t that end at
                   t_end (default: the last time), on the seed-mean curve; CI: percentile bootstrap that
                   resamples seeds.
-  local_slope     d log c1 / d log t by central differences on the log-log curve (one-sided at the ends).
   nu_fit          I_K(T) ~ C K^nu: least squares of log I on log K of the per-K seed means; CI: seeds
                   resampled within each K. With it the local exponent of each step between neighbouring
                   K (log of the ratio of the means over log of the ratio of the K), where a K range runs
@@ -70,11 +69,6 @@ def tail_fit(t, c1, bootstrap: Bootstrap, decades: float = 1.0, t_end: float | N
         return out
     boot, conf = bootstrap.replicates(fit, c1), bootstrap.confidence
     return replace(out, alpha_ci=percentile_ci(boot[:, 0], conf), A_ci=percentile_ci(boot[:, 1], conf))
-
-
-def local_slope(t, c1):
-    """d log c1 / d log t at each time (c1 [T] or [..., T])."""
-    return np.gradient(np.log(np.asarray(c1, float)), np.log(np.asarray(t, float)), axis=-1)
 
 
 def _resample(groups, rng):
