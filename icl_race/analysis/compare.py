@@ -164,10 +164,7 @@ def median_ratio(
 ) -> MedianRatio:
     """Ratio of the KM medians of two (times, observed) samples, CI by `METHOD` at the first bootstrap's
     confidence, each sample resampled by its own bootstrap."""
-    boots = [
-        km_median_boot(np.asarray(t, float), np.asarray(o, bool), boot)
-        for (t, o), boot in zip((reference, other), bootstraps)
-    ]
+    boots = [km_median_boot(t, o, boot) for (t, o), boot in zip((reference, other), bootstraps)]
     return ratio_of_boots(km_median(*reference), km_median(*other), boots[0], boots[1], bootstraps[0].confidence)
 
 

@@ -336,9 +336,9 @@ def power_law_slope(
     )
 
 
-def km_median_boot(times: np.ndarray, observed: np.ndarray, bootstrap: Bootstrap) -> np.ndarray:
+def km_median_boot(times, observed, bootstrap: Bootstrap) -> np.ndarray:
     """Kaplan-Meier medians of bootstrap.n resamples of the seeds (nan where a resample's median is not reached)."""
-    return bootstrap.replicates(km_median, times, observed)
+    return bootstrap.replicates(km_median, np.asarray(times, float), np.asarray(observed, bool))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -382,7 +382,7 @@ def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarra
     n_boot, confidence = bootstrap.n, bootstrap.confidence
     N = np.asarray(N, float)
     med = np.array([km_median(t, o) for t, o in zip(times, observed)])
-    boots = [km_median_boot(np.asarray(t, float), np.asarray(o, bool), bootstrap) for t, o in zip(times, observed)]
+    boots = [km_median_boot(t, o, bootstrap) for t, o in zip(times, observed)]
     boot = np.reshape(boots, (len(times), n_boot))  # [N, n_boot], [0, n_boot] without an N
     per_n = [
         MedianAtN(
