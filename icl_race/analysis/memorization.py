@@ -71,18 +71,15 @@ def tail_fit(t, c1, bootstrap: Bootstrap, decades: float = 1.0, t_end: float | N
     return replace(out, alpha_ci=percentile_ci(boot[:, 0], conf), A_ci=percentile_ci(boot[:, 1], conf))
 
 
-def _resample(groups, rng):
-    """Each group's seeds resampled with replacement."""
-    return [g[rng.integers(0, g.size, g.size)] for g in groups]
-
-
 def _nu_line(logK, groups):
     return _line(logK, np.log([np.mean(g) for g in groups]))
 
 
-def _nu_replicates(logK, groups, bootstrap: Bootstrap):
-    """[bootstrap.n, 2] bootstrap replicates of (nu, ln C), seeds resampled within each K."""
-    return np.array([_nu_line(logK, _resample(groups, bootstrap.rng)) for _ in range(bootstrap.n)])
+def _replicates(statistic, logK, groups, bootstrap: Bootstrap):
+    """statistic(logK, groups) on each of bootstrap.n replicates, each group's seeds resampled with replacement
+    (within each K): [n, 2] of (nu, ln C) for `_nu_line`."""
+    resample = lambda: [g[bootstrap.rng.integers(0, g.size, g.size)] for g in groups]
+    return np.array([statistic(logK, resample()) for _ in range(bootstrap.n)])
 
 
 def _local_exponents(logK, groups):
@@ -119,13 +116,13 @@ def nu_fit(K, I_by_K, bootstrap: Bootstrap) -> NuFit:
     groups = [np.asarray(g, float) for g in I_by_K]
     nu, icpt = _nu_line(logK, groups)
     resid = np.log([np.mean(g) for g in groups]) - (icpt + nu * logK)
-    local, n, rng, conf = _local_exponents(logK, groups), bootstrap.n, bootstrap.rng, bootstrap.confidence
+    local, conf = _local_exponents(logK, groups), bootstrap.confidence
     nu_ci = inv_nu_ci = None
     local_ci: list = [None] * local.size
-    if n and all(g.size > 1 for g in groups):
-        boot = _nu_replicates(logK, groups, bootstrap)[:, 0]
+    if bootstrap.n and all(g.size > 1 for g in groups):
+        boot = _replicates(_nu_line, logK, groups, bootstrap)[:, 0]
         nu_ci, inv_nu_ci = percentile_ci(boot, conf), percentile_ci(1 / boot, conf)
-        local_boot = np.array([_local_exponents(logK, _resample(groups, rng)) for _ in range(n)])
+        local_boot = _replicates(_local_exponents, logK, groups, bootstrap)
         local_ci = [percentile_ci(col, conf) for col in local_boot.T]
     steps = [LocalExponent([float(a), float(b)], float(v), ci) for a, b, v, ci in zip(K, K[1:], local, local_ci)]
     return NuFit(nu, float(np.exp(icpt)), nu_ci, 1 / nu, inv_nu_ci, float(np.abs(resid).max()), steps)
@@ -167,7 +164,7 @@ def predict_k_star(K, I_by_K, N, t_by_N, censor_at, bootstrap: Bootstrap) -> KSt
     nu, icpt = _nu_line(logK, groups)
     cens = [censored_times(t, c) for t, c in zip(t_by_N, np.broadcast_to(censor_at, len(t_by_N)))]
     med = np.array([km_median(t, o) for t, o in cens])
-    boot_line = _nu_replicates(logK, groups, bootstrap)
+    boot_line = _replicates(_nu_line, logK, groups, bootstrap)
     boot_med = np.stack([km_median_boot(t, o, bootstrap) for t, o in cens])  # [len(N), n_boot]
     k = k_star_from_time(med, nu, np.exp(icpt))
     boot_k = k_star_from_time(boot_med, boot_line[:, 0], np.exp(boot_line[:, 1]))

@@ -85,8 +85,8 @@ class Memorization(Record):
     nu: list[NuFit]  # per T
 
 
-def summarize_memorization(runs: Sequence[FinishedRun], draws: Draws, Ts=None, decades: float = 1.0) -> Memorization:
-    """Per K: the tail fit of c1 and c1_sym over the last `decades`; alpha over each whole decade of t;
+def summarize_memorization(runs: Sequence[FinishedRun], draws: Draws, Ts=None) -> Memorization:
+    """Per K: the tail fit of c1 and c1_sym over the last decade; alpha over each whole decade of t;
     I_K(T) (SGD steps, eta * steps, seed-bootstrap CI) and I_K(T)/I_K(T/10) at every T of Ts the run
     reached; I_K(inf) = I_K(t_last) + the tail correction where alpha's CI lies above 1 and every seed
     memorized before the tail window (else None: the budget diverges or is not shown to converge).
@@ -102,7 +102,7 @@ def summarize_memorization(runs: Sequence[FinishedRun], draws: Draws, Ts=None, d
     for run in runs:
         cfg = run.cfg
         t, c1, lr, K = run.eval_steps.astype(float), run.curve("c1"), cfg.train.lr, cfg.task.K
-        tail = tail_fit(t, c1, draws.bootstrap(), decades)
+        tail = tail_fit(t, c1, draws.bootstrap())
         budgets = []
         for T in (T for T in Ts if T <= t[-1]):
             I = budget_at(t, c1, T)
@@ -118,7 +118,7 @@ def summarize_memorization(runs: Sequence[FinishedRun], draws: Draws, Ts=None, d
             tail.alpha_ci is not None and tail.alpha_ci[0] > 1 and np.all(t_mem >= 0) and t_mem.max() <= tail.t_range[0]
         )
         I_inf = float(budget_at(t, c1, t[-1]).mean() + tail_correction(tail.A, tail.alpha, t[-1]))
-        sym, decade = tail_fit(t, run.curve("c1_sym"), draws.bootstrap(), decades), _alpha_by_decade(t, c1, draws)
+        sym, decade = tail_fit(t, run.curve("c1_sym"), draws.bootstrap()), _alpha_by_decade(t, c1, draws)
         row = (K, int(c1.shape[0]), float(t[-1]), tail, sym, decade, budgets, I_inf if converges else None)
         cells.append(MemorizationCell(*row, float(np.median(t_mem))))
     nu = [replace(nu_fit(Ks, Is, draws.bootstrap()), T=T, K=Ks) for T, (Ks, Is) in I_at.items() if len(Ks) >= 2]
