@@ -88,7 +88,7 @@ def beta0(runs: Sequence[FinishedRun], draws: Draws) -> Beta0:
     slope -1); the spread of ln t_ICL beside the spread of ln e^-beta0 = -beta0 (equal if beta0 alone
     set t_ICL)."""
     boot = draws.bootstrap()
-    rows, pooled = [], []  # pooled: each run's (t_ICL, beta0) per seed
+    rows, pooled_t, pooled_b = [], [], []
     for run in runs:
         t, b = np.asarray(run.t("icl"), float), np.asarray(run.curve("beta0"), float)[:, 0]
         ok = t > 0
@@ -104,10 +104,11 @@ def beta0(runs: Sequence[FinishedRun], draws: Draws) -> Beta0:
                 beta0_spread=spread(b, boot),
             )
         )
-        pooled.append((t, b))
+        pooled_t.append(t)
+        pooled_b.append(b)
     return Beta0(
         cells=sorted(rows, key=lambda c: (c.optimizer, c.lr, c.qk_init_scale)),
-        pooled=log_t_vs_beta0(*map(np.concatenate, zip(*pooled)), draws.bootstrap()),
+        pooled=log_t_vs_beta0(np.concatenate(pooled_t), np.concatenate(pooled_b), draws.bootstrap()),
     )
 
 
