@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from icl_race.analysis.draws import Bootstrap, Draws
+from icl_race.analysis.draws import Draws
 from icl_race.analysis.memorization import (
     Beta0Slope,
     KStarPrediction,
@@ -31,11 +31,6 @@ from icl_race.analysis.record import OMIT_NONE, Record
 from icl_race.analysis.runs import FinishedRun
 from icl_race.analysis.threshold import percentile_ci
 from icl_race.theory.kinetics import budget_at, tail_correction
-
-
-def _mean_ci(x, bootstrap: Bootstrap):
-    """The seed-bootstrap CI of the mean of x (None for one seed)."""
-    return None if x.size < 2 else percentile_ci(bootstrap.replicates(np.mean, x), bootstrap.confidence)
 
 
 @dataclass(frozen=True)
@@ -108,7 +103,8 @@ def summarize_memorization(runs: Sequence[FinishedRun], draws: Draws, Ts=None) -
             I = budget_at(t, c1, T)
             I_10 = budget_at(t, c1, T / 10) if T / 10 >= t[0] else None
             ratio = float(I.mean() / I_10.mean()) if I_10 is not None else None
-            budgets.append(Budget(T, float(I.mean()), _mean_ci(I, boot), float(I.mean() * lr), ratio))
+            ci = None if I.size < 2 else percentile_ci(boot.replicates(np.mean, I), boot.confidence)  # over seeds
+            budgets.append(Budget(T, float(I.mean()), ci, float(I.mean() * lr), ratio))
             I_at[T][0].append(K)
             I_at[T][1].append(I)
         # Extrapolate only a tail that starts after memorization: a window that still holds the fall of c1
