@@ -145,10 +145,6 @@ class PairStats:
     logrank: LogRank
     verdict: Verdict  # `decide(ratio, logrank)`
 
-    @classmethod
-    def of(cls, ratio: MedianRatio, test: LogRank) -> PairStats:
-        return cls(ratio, test, decide(ratio, test))
-
 
 def pair_stats(
     reference: tuple[np.ndarray, np.ndarray],
@@ -157,7 +153,8 @@ def pair_stats(
 ) -> PairStats:
     """other against reference, two (times, observed) samples: the median ratio (one bootstrap each),
     the log-rank test and their verdict."""
-    return PairStats.of(median_ratio(reference, other, bootstraps), logrank(*reference, *other))
+    ratio, test = median_ratio(reference, other, bootstraps), logrank(*reference, *other)
+    return PairStats(ratio, test, decide(ratio, test))
 
 
 def median_ratio(
@@ -167,10 +164,7 @@ def median_ratio(
 ) -> MedianRatio:
     """Ratio of the KM medians of two (times, observed) samples, CI by `METHOD` at the first bootstrap's
     confidence, each sample resampled by its own bootstrap."""
-    boots = [
-        km_median_boot(np.asarray(t, float), np.asarray(o, bool), boot)
-        for (t, o), boot in zip((reference, other), bootstraps)
-    ]
+    boots = [km_median_boot(t, o, boot) for (t, o), boot in zip((reference, other), bootstraps)]
     return ratio_of_boots(km_median(*reference), km_median(*other), boots[0], boots[1], bootstraps[0].confidence)
 
 

@@ -94,13 +94,9 @@ def replay(grid: GridSeeds, design: dz.KStarDesign, replays: int, draws: Draws) 
     for i in range(replays):
         post, budgets, stop = replay_once(design, grid, draws.rng("replay/draws", grid.name, i), draws.seed)
         s = post.summary()
-        rows.append((s.log10_kstar, *s.ci, post.seeds, budgets))
+        rows.append((s.log10_kstar, *s.ci, post.seeds, budgets, np.nan))  # acquired: not counted here
         stops[stop] = stops.get(stop, 0) + 1
-    v = np.array(rows, float)
-    truth = np.full(replays, np.nan if ref is None else ref)
-    arm = _stats(
-        "design", design.half_width, v[:, 0], v[:, 1], v[:, 2], truth, v[:, 3], v[:, 4], np.full(replays, np.nan)
-    )
+    arm = _stats("design", design.half_width, rows, np.nan if ref is None else ref)
     seeds = int(sum(a.size for a in grid.acquired))
     budgets = float(sum(s.sum() for s in grid.steps)) / grid.budget
     return GridReplay(grid.name, ref, ci, seeds, round(budgets, 2), arm, stops, dataclasses.asdict(design))

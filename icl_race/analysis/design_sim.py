@@ -68,8 +68,10 @@ class ArmStats:
     failed: int
 
 
-def _stats(arm, target, est, lo, hi, truth, seeds, budgets, acquired) -> ArmStats:
-    est, lo, hi, truth = (np.asarray(v, float) for v in (est, lo, hi, truth))
+def _stats(arm, target, rows, truth) -> ArmStats:
+    """One arm over its replays, from a row per replay: (estimate, CI low, CI high, seeds, budgets, acquired);
+    truth: the true value (or one per replay)."""
+    est, lo, hi, seeds, budgets, acquired = np.array(rows, float).T
     ok = np.isfinite(est) & np.isfinite(lo)
     hi = np.where(np.isnan(hi), np.inf, hi)  # an open upper end covers every value above lo
     cover = ok & (lo <= truth) & (truth <= hi)
@@ -186,12 +188,12 @@ def kstar_case(
             trail = path(design, place, b, slope, draws.rng("design_sim/outcomes", arm, slope, i), draws.seed)
             for t in totals:
                 s, acq = trail[t // S - 1]
-                rows.setdefault((arm, t), []).append((s.log10_kstar, *s.ci, t, acq / t))
+                rows.setdefault((arm, t), []).append((s.log10_kstar, *s.ci, t, t, acq / t))
             if arm == "design":
                 for h in targets:
                     j = next((j for j, (s, _) in enumerate(trail) if s.half_width <= h), len(trail) - 1)
                     s, acq = trail[j]
-                    rows.setdefault(("design", h), []).append((s.log10_kstar, *s.ci, s.seeds, acq / s.seeds))
+                    rows.setdefault(("design", h), []).append((s.log10_kstar, *s.ci, s.seeds, s.seeds, acq / s.seeds))
         focused_x = b + np.log10(2) / 2 * (np.arange(FOCUSED_K) - (FOCUSED_K - 1) / 2)
         for arm, x in (("wide", wide_x), ("focused", focused_x)):
             for t in totals:
@@ -199,14 +201,11 @@ def kstar_case(
                     continue
                 fit = grid_fit(x, t // x.size, b, slope, draws.bootstrap("design_sim/grid", arm, slope, t, i))
                 acq = float(np.mean(expit(slope * (x - b))))
-                rows.setdefault((arm, t), []).append((*fit, t, acq))
+                rows.setdefault((arm, t), []).append((*fit, t, t, acq))
 
-    def stats(key, target=None):
-        v = np.array(rows[key], float)
-        return _stats(key[0], target, v[:, 0], v[:, 1], v[:, 2], b_true, v[:, 3], v[:, 3], v[:, 4])
-
-    fixed = [stats((arm, t)) for t in totals for arm in (*PLACE, "wide", "focused") if (arm, t) in rows]
-    stopped = [stats(("design", h), h) for h in targets]
+    arms = (*PLACE, "wide", "focused")  # a K* arm's cost: every seed one budget (seeds = budgets in its rows)
+    fixed = [_stats(arm, None, rows[arm, t], b_true) for t in totals for arm in arms if (arm, t) in rows]
+    stopped = [_stats("design", h, rows["design", h], b_true) for h in targets]
     return KStarCase(slope, list(KSTAR_RANGE), S, design.max_seeds, fixed, stopped)
 
 
@@ -265,8 +264,7 @@ def median_case(
         fixed.append((*_km(times, observed), n_fixed, times.sum() / budget, observed.mean()))
 
     def stats(arm, rows, target):
-        v = np.array(rows, float)
-        s = _stats(arm, target, v[:, 0], v[:, 1], v[:, 2], np.full(len(rows), mu), v[:, 3], v[:, 4], v[:, 5])
+        s, v = _stats(arm, target, rows, mu), np.array(rows, float)
         # the median's interval width is reported relative, (hi - lo) / median, as the rule reads it
         rel = (np.exp(v[:, 2]) - np.exp(v[:, 1])) / np.exp(v[:, 0])
         return dataclasses.replace(s, width=float(np.nanmean(rel)) if np.isfinite(rel).any() else math.nan)

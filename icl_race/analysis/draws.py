@@ -21,14 +21,15 @@ the same seed positions, which pairs the race's median ratios by seed id.
 
 A command's `Draws` are its root (--seed) and replicate count (--boot); a statistic draws from the child
 named by it and the cells it resamples (`draws.rng("acquisition", *cells)`). An estimator that bootstraps
-for its caller (`analysis.threshold`) takes a `Bootstrap` (`Draws.bootstrap`): count, generator, confidence.
+for its caller (`analysis.threshold`) takes a `Bootstrap` (`Draws.bootstrap`): count, generator, confidence,
+and `Bootstrap.replicates`, the one resampling of seeds with replacement that a statistic is recomputed on.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -56,6 +57,12 @@ class Bootstrap:
     n: int
     rng: np.random.Generator
     confidence: float = 0.95
+
+    def replicates(self, statistic: Callable[..., object], *samples: np.ndarray) -> np.ndarray:
+        """`statistic` of each of the n replicates: the samples' items (one per seed) resampled together with
+        replacement, all n draws of indices at once (the same stream as n draws of one replicate each)."""
+        size = len(samples[0])
+        return np.array([statistic(*(s[i] for s in samples)) for i in self.rng.integers(0, size, (self.n, size))])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ from scipy import stats
 from icl_race.analysis.draws import Bootstrap, Draws
 from icl_race.analysis.memorization import Beta0Slope, log_t_vs_beta0, predict_k_star
 from icl_race.analysis.memorization_summary import budgets_by_K
-from icl_race.analysis.outcome import seed_counts
+from icl_race.analysis.outcome import lasting_fall, seed_counts
 from icl_race.analysis.race_summary import summarize_transience
 from icl_race.analysis.record import Record
 from icl_race.analysis.regime import rise_fraction
@@ -62,18 +62,8 @@ class Spread(Record):
 
 def spread(values, bootstrap: Bootstrap) -> Spread:
     """Standard deviation of values with a bootstrap CI over seeds."""
-    v, rng = np.asarray(values, float), bootstrap.rng
-    boot = [np.std(v[rng.integers(0, v.size, v.size)]) for _ in range(bootstrap.n)]
-    return Spread(float(np.std(v)), percentile_ci(boot, bootstrap.confidence))
-
-
-def longest_run(mask_SxT: np.ndarray) -> np.ndarray:
-    """The longest run of consecutive True per row."""
-    longest, run = np.zeros(mask_SxT.shape[0], int), np.zeros(mask_SxT.shape[0], int)
-    for col in mask_SxT.T:
-        run = np.where(col, run + 1, 0)
-        longest = np.maximum(longest, run)
-    return longest
+    v = np.asarray(values, float)
+    return Spread(float(np.std(v)), percentile_ci(bootstrap.replicates(np.std, v), bootstrap.confidence))
 
 
 @dataclass(frozen=True)
@@ -227,8 +217,8 @@ def transience(runs: Sequence[FinishedRun], draws: Draws, level: float = 0.9, la
     """(d): ICL's rise and fall (first evaluation after t_ICL with ICL accuracy < level) per optimizer and
     L2 on the attention path (analysis.race.summarize_transience, one optimizer at a time), with the seeds'
     median final ICL and IWL accuracies. A fall by that rule may be a one-evaluation dip, so also: the
-    acquired seeds that stay below level for `lasting` consecutive evaluations (a lasting loss), and
-    those that end the run below it."""
+    acquired seeds that stay below level for `lasting` consecutive evaluations (a lasting loss, the rule of
+    `outcome.lasting_fall`), and those that end the run below it."""
     rows = []
     for opt in sorted({r.cfg.train.optimizer for r in runs}):
         mine = [r for r in runs if r.cfg.train.optimizer == opt]
@@ -237,14 +227,12 @@ def transience(runs: Sequence[FinishedRun], draws: Draws, level: float = 0.9, la
             run = by_wd[row["weight_decay_attn"]]
             t_icl, icl_acc = run.t("icl"), run.curve("icl_acc")
             acquired = t_icl >= 0
-            after_SxT = (run.eval_steps[None, :] > t_icl[:, None]) & acquired[:, None]
-            below_SxT = after_SxT & (icl_acc < level)
             rows.append(
                 {
                     "optimizer": opt,
                     "final_icl_acc_median": float(np.median(icl_acc[:, -1])),
                     "final_iwl_acc_median": float(np.median(run.curve("iwl_acc")[:, -1])),
-                    "lost_lasting": int((longest_run(below_SxT) >= lasting).sum()),
+                    "lost_lasting": int((lasting_fall(icl_acc, run.eval_steps, t_icl, level, lasting) >= 0).sum()),
                     "ended_below": int((acquired & (icl_acc[:, -1] < level)).sum()),
                     **{k: row[k] for k in ("weight_decay_attn", "seeds", "acquired", "fell", "budget", "rise", "fall")},
                 }

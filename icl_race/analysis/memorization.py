@@ -3,7 +3,6 @@
   tail_fit        c1(t) ~ A t^-alpha: least squares of log c1 on log t over the `decades` of t that end at
                   t_end (default: the last time), on the seed-mean curve; CI: percentile bootstrap that
                   resamples seeds.
-  local_slope     d log c1 / d log t by central differences on the log-log curve (one-sided at the ends).
   nu_fit          I_K(T) ~ C K^nu: least squares of log I on log K of the per-K seed means; CI: seeds
                   resampled within each K. With it the local exponent of each step between neighbouring
                   K (log of the ratio of the means over log of the ratio of the K), where a K range runs
@@ -28,7 +27,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from icl_race.analysis.draws import Bootstrap
-from icl_race.analysis.record import OMIT_NONE, NotFitted, Record
+from icl_race.analysis.record import INLINE, OMIT_NONE, NotFitted, Record
 from icl_race.analysis.survival import censored_times, km_median
 from icl_race.analysis.threshold import MedianVsN, Slope, km_median_boot, median_vs_N, percentile_ci, power_law_slope
 from icl_race.theory.kinetics import k_star_from_time, t_icl_minimal
@@ -66,30 +65,21 @@ def tail_fit(t, c1, bootstrap: Bootstrap, decades: float = 1.0, t_end: float | N
 
     alpha, A = fit(c1)
     out = TailFit(alpha, A, [float(t[win].min()), float(t[win].max())], int(win.sum()))
-    S, rng, conf = c1.shape[0], bootstrap.rng, bootstrap.confidence
-    if S == 1 or not bootstrap.n:
+    if c1.shape[0] == 1 or not bootstrap.n:
         return out
-    boot = np.array([fit(c1[rng.integers(0, S, S)]) for _ in range(bootstrap.n)])
+    boot, conf = bootstrap.replicates(fit, c1), bootstrap.confidence
     return replace(out, alpha_ci=percentile_ci(boot[:, 0], conf), A_ci=percentile_ci(boot[:, 1], conf))
-
-
-def local_slope(t, c1):
-    """d log c1 / d log t at each time (c1 [T] or [..., T])."""
-    return np.gradient(np.log(np.asarray(c1, float)), np.log(np.asarray(t, float)), axis=-1)
-
-
-def _resample(groups, rng):
-    """Each group's seeds resampled with replacement."""
-    return [g[rng.integers(0, g.size, g.size)] for g in groups]
 
 
 def _nu_line(logK, groups):
     return _line(logK, np.log([np.mean(g) for g in groups]))
 
 
-def _nu_replicates(logK, groups, bootstrap: Bootstrap):
-    """[bootstrap.n, 2] bootstrap replicates of (nu, ln C), seeds resampled within each K."""
-    return np.array([_nu_line(logK, _resample(groups, bootstrap.rng)) for _ in range(bootstrap.n)])
+def _replicates(statistic, logK, groups, bootstrap: Bootstrap):
+    """statistic(logK, groups) on each of bootstrap.n replicates, each group's seeds resampled with replacement
+    (within each K): [n, 2] of (nu, ln C) for `_nu_line`."""
+    resample = lambda: [g[bootstrap.rng.integers(0, g.size, g.size)] for g in groups]
+    return np.array([statistic(logK, resample()) for _ in range(bootstrap.n)])
 
 
 def _local_exponents(logK, groups):
@@ -126,13 +116,13 @@ def nu_fit(K, I_by_K, bootstrap: Bootstrap) -> NuFit:
     groups = [np.asarray(g, float) for g in I_by_K]
     nu, icpt = _nu_line(logK, groups)
     resid = np.log([np.mean(g) for g in groups]) - (icpt + nu * logK)
-    local, n, rng, conf = _local_exponents(logK, groups), bootstrap.n, bootstrap.rng, bootstrap.confidence
+    local, conf = _local_exponents(logK, groups), bootstrap.confidence
     nu_ci = inv_nu_ci = None
     local_ci: list = [None] * local.size
-    if n and all(g.size > 1 for g in groups):
-        boot = _nu_replicates(logK, groups, bootstrap)[:, 0]
+    if bootstrap.n and all(g.size > 1 for g in groups):
+        boot = _replicates(_nu_line, logK, groups, bootstrap)[:, 0]
         nu_ci, inv_nu_ci = percentile_ci(boot, conf), percentile_ci(1 / boot, conf)
-        local_boot = np.array([_local_exponents(logK, _resample(groups, rng)) for _ in range(n)])
+        local_boot = _replicates(_local_exponents, logK, groups, bootstrap)
         local_ci = [percentile_ci(col, conf) for col in local_boot.T]
     steps = [LocalExponent([float(a), float(b)], float(v), ci) for a, b, v, ci in zip(K, K[1:], local, local_ci)]
     return NuFit(nu, float(np.exp(icpt)), nu_ci, 1 / nu, inv_nu_ci, float(np.abs(resid).max()), steps)
@@ -174,7 +164,7 @@ def predict_k_star(K, I_by_K, N, t_by_N, censor_at, bootstrap: Bootstrap) -> KSt
     nu, icpt = _nu_line(logK, groups)
     cens = [censored_times(t, c) for t, c in zip(t_by_N, np.broadcast_to(censor_at, len(t_by_N)))]
     med = np.array([km_median(t, o) for t, o in cens])
-    boot_line = _nu_replicates(logK, groups, bootstrap)
+    boot_line = _replicates(_nu_line, logK, groups, bootstrap)
     boot_med = np.stack([km_median_boot(t, o, bootstrap) for t, o in cens])  # [len(N), n_boot]
     k = k_star_from_time(med, nu, np.exp(icpt))
     boot_k = k_star_from_time(boot_med, boot_line[:, 0], np.exp(boot_line[:, 1]))
@@ -203,10 +193,9 @@ def t_icl_ratio(t_icl, N, beta0, bootstrap: Bootstrap, time_scale: float = 1.0) 
     ok = t > 0
     log_r = np.log(t[ok] * time_scale) - np.log(t_icl_minimal(N, beta0[ok]))
     ratio = float(np.exp(np.mean(log_r))) if log_r.size else None
-    ci, n, rng = None, bootstrap.n, bootstrap.rng
-    if log_r.size > 1 and n:
-        boot = np.exp([np.mean(log_r[rng.integers(0, log_r.size, log_r.size)]) for _ in range(n)])
-        ci = percentile_ci(boot, bootstrap.confidence)
+    ci = None
+    if log_r.size > 1 and bootstrap.n:
+        ci = percentile_ci(np.exp(bootstrap.replicates(np.mean, log_r)), bootstrap.confidence)
     return TimeRatio(ratio, ci, int(ok.sum()), int(t.size))
 
 
@@ -226,30 +215,23 @@ def log_t_vs_beta0(t_icl, beta0, bootstrap: Bootstrap) -> Beta0Slope:
     ok = t > 0
     x, y = b[ok], np.log(t[ok])
     # One beta0 for every seed (or a resample of one seed) has no slope; polyfit raises on all-zero x.
-    line = lambda i: _line(x[i], y[i]) if x[i].size and np.ptp(x[i]) > 0 else (np.nan, np.nan)
+    line = lambda x, y: _line(x, y) if x.size and np.ptp(x) > 0 else (np.nan, np.nan)
     ci = None
-    if bootstrap.n and x.size > 2:
-        idx = bootstrap.rng.integers(0, x.size, (bootstrap.n, x.size))
-        ci = percentile_ci([line(i)[0] for i in idx], bootstrap.confidence)  # NaN slopes dropped
-    return Beta0Slope(*line(slice(None)), int(ok.sum()), int((~ok).sum()), ci)
+    if bootstrap.n and x.size > 2:  # NaN slopes dropped
+        ci = percentile_ci(bootstrap.replicates(lambda x, y: line(x, y)[0], x, y), bootstrap.confidence)
+    return Beta0Slope(*line(x, y), int(ok.sum()), int((~ok).sum()), ci)
 
 
 @dataclass(frozen=True)
 class AtBeta0(Record):  # median_vs_N over the cells of one beta0
     beta0: float
-    fit: MedianVsN
-
-    def to_json(self) -> dict:
-        return {"beta0": self.beta0} | self.fit.to_json()
+    fit: MedianVsN = field(metadata=INLINE)
 
 
 @dataclass(frozen=True)
 class AtN(Record):  # the slope of ln median t_ICL on beta0 over the cells of one N
     N: int
-    fit: Slope | NotFitted
-
-    def to_json(self) -> dict:
-        return {"N": self.N} | self.fit.to_json()
+    fit: Slope | NotFitted = field(metadata=INLINE)
 
 
 @dataclass(frozen=True)

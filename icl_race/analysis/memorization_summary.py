@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from icl_race.analysis.draws import Bootstrap, Draws
+from icl_race.analysis.draws import Draws
 from icl_race.analysis.memorization import (
     Beta0Slope,
     KStarPrediction,
@@ -31,16 +31,6 @@ from icl_race.analysis.record import OMIT_NONE, Record
 from icl_race.analysis.runs import FinishedRun
 from icl_race.analysis.threshold import percentile_ci
 from icl_race.theory.kinetics import budget_at, tail_correction
-
-
-def _mean_ci(x, bootstrap: Bootstrap):
-    """The seed-bootstrap CI of the mean of x (None for one seed)."""
-    if x.size < 2:
-        return None
-    rng = bootstrap.rng
-    return percentile_ci(
-        [np.mean(x[rng.integers(0, x.size, x.size)]) for _ in range(bootstrap.n)], bootstrap.confidence
-    )
 
 
 @dataclass(frozen=True)
@@ -90,8 +80,8 @@ class Memorization(Record):
     nu: list[NuFit]  # per T
 
 
-def summarize_memorization(runs: Sequence[FinishedRun], draws: Draws, Ts=None, decades: float = 1.0) -> Memorization:
-    """Per K: the tail fit of c1 and c1_sym over the last `decades`; alpha over each whole decade of t;
+def summarize_memorization(runs: Sequence[FinishedRun], draws: Draws, Ts=None) -> Memorization:
+    """Per K: the tail fit of c1 and c1_sym over the last decade; alpha over each whole decade of t;
     I_K(T) (SGD steps, eta * steps, seed-bootstrap CI) and I_K(T)/I_K(T/10) at every T of Ts the run
     reached; I_K(inf) = I_K(t_last) + the tail correction where alpha's CI lies above 1 and every seed
     memorized before the tail window (else None: the budget diverges or is not shown to converge).
@@ -107,13 +97,14 @@ def summarize_memorization(runs: Sequence[FinishedRun], draws: Draws, Ts=None, d
     for run in runs:
         cfg = run.cfg
         t, c1, lr, K = run.eval_steps.astype(float), run.curve("c1"), cfg.train.lr, cfg.task.K
-        tail = tail_fit(t, c1, draws.bootstrap(), decades)
+        tail = tail_fit(t, c1, draws.bootstrap())
         budgets = []
         for T in (T for T in Ts if T <= t[-1]):
             I = budget_at(t, c1, T)
             I_10 = budget_at(t, c1, T / 10) if T / 10 >= t[0] else None
             ratio = float(I.mean() / I_10.mean()) if I_10 is not None else None
-            budgets.append(Budget(T, float(I.mean()), _mean_ci(I, boot), float(I.mean() * lr), ratio))
+            ci = None if I.size < 2 else percentile_ci(boot.replicates(np.mean, I), boot.confidence)  # over seeds
+            budgets.append(Budget(T, float(I.mean()), ci, float(I.mean() * lr), ratio))
             I_at[T][0].append(K)
             I_at[T][1].append(I)
         # Extrapolate only a tail that starts after memorization: a window that still holds the fall of c1
@@ -123,7 +114,7 @@ def summarize_memorization(runs: Sequence[FinishedRun], draws: Draws, Ts=None, d
             tail.alpha_ci is not None and tail.alpha_ci[0] > 1 and np.all(t_mem >= 0) and t_mem.max() <= tail.t_range[0]
         )
         I_inf = float(budget_at(t, c1, t[-1]).mean() + tail_correction(tail.A, tail.alpha, t[-1]))
-        sym, decade = tail_fit(t, run.curve("c1_sym"), draws.bootstrap(), decades), _alpha_by_decade(t, c1, draws)
+        sym, decade = tail_fit(t, run.curve("c1_sym"), draws.bootstrap()), _alpha_by_decade(t, c1, draws)
         row = (K, int(c1.shape[0]), float(t[-1]), tail, sym, decade, budgets, I_inf if converges else None)
         cells.append(MemorizationCell(*row, float(np.median(t_mem))))
     nu = [replace(nu_fit(Ks, Is, draws.bootstrap()), T=T, K=Ks) for T, (Ks, Is) in I_at.items() if len(Ks) >= 2]

@@ -125,17 +125,7 @@ class Outcomes:
 
     def counts(self) -> dict[str, Count]:
         """Each class's count with its Wilson 95% CI as a fraction of all seeds."""
-        n = int(self.classes_S.size)
-        return {
-            c: Count(
-                self.count(c),
-                n,
-                self.count(c) / n if n else float("nan"),
-                list(sv.proportion_ci(self.count(c), n)),
-                "Wilson score 95%",
-            )
-            for c in CLASSES
-        }
+        return {c: Count.of(self.count(c), int(self.classes_S.size), ci_method="Wilson score 95%") for c in CLASSES}
 
 
 def classify(

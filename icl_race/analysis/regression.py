@@ -18,7 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from icl_race.analysis.record import OMIT_NONE, Record
+from icl_race.analysis.record import INLINE, OMIT_NONE, Record
 from icl_race.analysis.survival import censored_times, kaplan_meier
 from icl_race.theory.linear_attention import plateau_losses, scalar_ode_time, spectrum, staircase
 
@@ -129,10 +129,7 @@ class Final(Record):
     """The last level L(M_D) and each recorded curve's final losses (written as one object, L_MD first)."""
 
     L_MD: float
-    curves: dict[str, FinalLoss]  # curve name -> (plots.regression.CURVES)
-
-    def to_json(self) -> dict:
-        return {"L_MD": self.L_MD} | {k: v.to_json() for k, v in self.curves.items()}
+    curves: dict[str, FinalLoss] = dataclasses.field(metadata=INLINE)  # curve name -> (plots.regression.CURVES)
 
 
 def final_stats(level_L: np.ndarray, eval_steps_T: np.ndarray, dt: float, curves: dict[str, np.ndarray]) -> Final:
@@ -217,12 +214,9 @@ class Eq21Match(Record):
 
     seed: int
     head: int
-    escape: Escape
+    escape: Escape = dataclasses.field(metadata=INLINE)
     cos_k: float
     cos_q: float
-
-    def to_json(self) -> dict:
-        return {"seed": self.seed, "head": self.head, **self.escape.to_json(), "cos_k": self.cos_k, "cos_q": self.cos_q}
 
 
 def eq21_matches(

@@ -21,7 +21,7 @@ import numpy as np
 from icl_race.analysis import survival as sv
 from icl_race.analysis.draws import Bootstrap, Draws, generator
 from icl_race.analysis.regime import RISE_BOUND, rise_fraction
-from icl_race.analysis.threshold import km_median_boot, median_ci, percentile_ci
+from icl_race.analysis.threshold import Lines, Slope, km_median_boot, median_ci, median_vs_N, percentile_ci
 
 METHOD = (
     "Kaplan-Meier median of t_ICL (censored seeds kept at the budget, diverged seeds excluded), "
@@ -65,16 +65,9 @@ class LrBridge:
     method: str = METHOD
 
 
-def _ci95(boot: np.ndarray) -> tuple[float | None, float | None]:
-    """`threshold.percentile_ci` at 0.95 of the finite draws, as the pair LrCell holds."""
-    lo, hi = percentile_ci(boot[np.isfinite(boot)], 0.95)
-    return lo, hi
-
-
-def _median_ci(x: np.ndarray, bootstrap: Bootstrap):
-    """`threshold.median_ci` as (median, (lo, hi))."""
-    m = median_ci(x, bootstrap)
-    return m.median, tuple(m.ci)
+def _pair(ci) -> tuple[float | None, float | None]:
+    """A CI (`threshold.percentile_ci`'s list, or None) as the pair the records hold."""
+    return (None, None) if ci is None else (ci[0], ci[1])
 
 
 def lr_bridge(
@@ -92,31 +85,32 @@ def lr_bridge(
     of other budgets are pooled), per-seed diverged and collapsed flags. Each lr draws its bootstrap from
     `generator((draws.seed, the lr in units of 1e-9))`, so adding or reordering lrs changes no other lr's
     numbers."""
-    order = np.argsort(lr_C)[::-1]
-    boots, medians = {}, {}
-    for c in order:
+
+    def km(c):
+        """Entry c's kept seeds, the KM median of their t_ICL (nan: not reached), its replicates and the
+        bootstrap that drew them (the rise fraction's median draws from it next)."""
         boot = Bootstrap(draws.n_boot, generator((draws.seed, round(float(lr_C[c]) * 1e9))))
         keep = ~np.asarray(diverged_C[c], bool)
         censor_at = np.broadcast_to(np.asarray(censor_at_C[c], float), keep.shape)[keep]
         times, observed = sv.censored_times(np.asarray(t_icl_C[c])[keep], censor_at)
-        medians[c] = sv.km_median(times, observed)
-        boots[c] = (km_median_boot(times, observed, boot), boot)
+        return keep, sv.km_median(times, observed), km_median_boot(times, observed, boot), boot
+
+    order = np.argsort(lr_C)[::-1]
     ref = order[-1]
+    _, ref_median, ref_boot, _ = km(ref)
     cells = []
     for c in order:
-        lr, (b, boot) = float(lr_C[c]), boots[c]
-        keep = ~np.asarray(diverged_C[c], bool)
+        lr, (keep, median, b, boot) = float(lr_C[c]), km(c)
         t = np.asarray(t_icl_C[c])[keep]
-        med = medians[c] if np.isfinite(medians[c]) else None
-        ci = _ci95(b) if med is not None else (None, None)
+        med = median if np.isfinite(median) else None
+        ci = _pair(percentile_ci(b, 0.95)) if med is not None else (None, None)
         ratio: float | None = None
         ratio_ci: tuple[float | None, float | None] = (None, None)
-        if med is not None and np.isfinite(medians[ref]):
+        if med is not None and np.isfinite(ref_median):
             scale = lr / float(lr_C[ref])
-            r_boot = b * scale / boots[ref][0]
-            ratio = med * scale / medians[ref]
-            ratio_ci = _ci95(r_boot)
-        rise, rise_ci = _median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), boot)
+            ratio = med * scale / ref_median
+            ratio_ci = _pair(percentile_ci(b * scale / ref_boot, 0.95))
+        rise = median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), boot)
         cells.append(
             LrCell(
                 lr=lr,
@@ -130,8 +124,8 @@ def lr_bridge(
                 t_lr_ci=(None if ci[0] is None else ci[0] * lr, None if ci[1] is None else ci[1] * lr),
                 ratio=ratio,
                 ratio_ci=ratio_ci,
-                rise=rise,
-                rise_ci=rise_ci,
+                rise=rise.median,
+                rise_ci=_pair(rise.ci),
             )
         )
     bridge = next((c.lr for c in cells if c.agrees and c.stable), float(lr_C[ref]))
@@ -184,33 +178,27 @@ class WidthAxis:
     )
 
 
-def _pair(ci) -> tuple[float | None, float | None]:
-    return (None, None) if ci is None else (ci[0], ci[1])
-
-
 def width_axis(width_C, lr_C, N_C, t_icl_C, t_start_C, censor_at_C, diverged_C, draws: Draws) -> WidthAxis:
     """One entry per cell (K = infinity; cells of one (width, lr, N) pooled beforehand): t_ICL and the rise's
     first passage per seed, the censoring step (scalar or per seed), diverged flags. Each (width, lr)
     draws its bootstrap from `generator((draws.seed, width, lr in 1e-9))`, so other groups change none of
     its numbers."""
-    from icl_race.analysis.threshold import Lines, Slope, median_vs_N
-
     groups: dict[tuple[int, float], list[int]] = {}
     for c, key in enumerate(zip(width_C, lr_C)):
         groups.setdefault((int(key[0]), float(key[1])), []).append(c)
     fits = []
     for (width, lr), cells in sorted(groups.items()):
         boot = Bootstrap(draws.n_boot, generator((draws.seed, width, round(lr * 1e9))))
-        cells = sorted(cells, key=lambda c: N_C[c])
-        data = []
-        for c in cells:
+        data = []  # per cell, by N: N, (times, observed) of its kept seeds, the median rise fraction
+        for c in sorted(cells, key=lambda c: N_C[c]):
             keep = ~np.asarray(diverged_C[c], bool)
             t = np.asarray(t_icl_C[c])[keep]
             censor = np.broadcast_to(np.asarray(censor_at_C[c], float), keep.shape)[keep]
-            times, observed = sv.censored_times(t, censor)
-            rise, rise_ci = _median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), boot)
-            data.append((int(N_C[c]), times, observed, rise, rise_ci))
-        mv = median_vs_N(np.array([d[0] for d in data]), [d[1] for d in data], [d[2] for d in data], boot)
+            rise = median_ci(rise_fraction(t, np.asarray(t_start_C[c])[keep]), boot)
+            data.append((int(N_C[c]), *sv.censored_times(t, censor), rise))
+        by_N = lambda rows: median_vs_N(
+            np.array([d[0] for d in rows]), [d[1] for d in rows], [d[2] for d in rows], boot
+        )
         per_N = tuple(
             PerN(
                 N=p.N,
@@ -218,10 +206,10 @@ def width_axis(width_C, lr_C, N_C, t_icl_C, t_start_C, censor_at_C, diverged_C, 
                 acquired=p.acquired,
                 t_icl=p.median,
                 t_icl_ci=_pair(p.median_ci) if p.median is not None else (None, None),
-                rise=d[3],
-                rise_ci=d[4],
+                rise=d[3].median,
+                rise_ci=_pair(d[3].ci),
             )
-            for p, d in zip(mv.per_N, data)
+            for p, d in zip(by_N(data).per_N, data)
         )
         fit_idx = [i for i, p in enumerate(per_N) if p.abrupt and p.t_icl is not None]
         fitted = tuple(per_N[i].N for i in fit_idx)
@@ -230,8 +218,7 @@ def width_axis(width_C, lr_C, N_C, t_icl_C, t_start_C, censor_at_C, diverged_C, 
                 WidthFit(width, lr, per_N, fitted, reason="needs an abrupt, reached median at >= 2 values of N")
             )
             continue
-        fit_data = [data[i] for i in fit_idx]
-        sub = median_vs_N(np.array([d[0] for d in fit_data]), [d[1] for d in fit_data], [d[2] for d in fit_data], boot)
+        sub = by_N([data[i] for i in fit_idx])
         lines = sub.fit
         assert isinstance(lines, Lines)  # >= 2 distinct N with a reached median: the lines are fitted
         lin, log, quad = lines.linear, lines.loglog, lines.quadratic

@@ -367,22 +367,17 @@ def summarise(seeds: Sequence[SeedStaircase], bootstrap: Bootstrap) -> list[Tran
                 frac_exactly_one_20pct=float(np.mean([r.n_active["0.2"] == 1 for r in done])),
                 median_active_5pct=float(np.median([r.n_active["0.05"] for r in done])),
                 median_active_20pct=float(np.median([r.n_active["0.2"] for r in done])),
-                ratio=ci("ratio"),
-                ratio_half=ci("ratio_half"),
-                ratio_geo=ci("ratio_geo"),
-                ratio_half_geo=ci("ratio_half_geo"),
-                head_active=float(np.mean([r.head_active for r in done])),
-                head_moves_most=float(np.mean([r.head_moves_most for r in done])),
                 holds=bool(np.mean(n_act == 1) >= HOLDS_AT),
             )
+            entry |= {key: ci(key) for key in ("ratio", "ratio_half", "ratio_geo", "ratio_half_geo")}  # drawn in turn
             entry["escape_adequate"] = bool(ESCAPE_BAND[0] <= entry["ratio"][1] and entry["ratio"][2] <= ESCAPE_BAND[1])
             for tag in ("esc", "unrec"):
                 for key in ("ratio", "ratio_half", "ratio_geo"):
                     entry[f"{tag}_{key}"] = ci(f"{tag}_{key}")
                 for key in ("cos_k", "cos_q", "v_over_k", "q_over_k"):
                     entry[f"median_{tag}_{key}"] = float(np.median([getattr(r, f"{tag}_{key}") for r in done]))
-            entry["unrec_is_esc"] = float(np.mean([r.unrec_is_esc for r in done]))
-            entry["esc_was_recruited"] = float(np.mean([r.esc_was_recruited for r in done]))
+            for key in ("head_active", "head_moves_most", "unrec_is_esc", "esc_was_recruited"):  # fractions of seeds
+                entry[key] = float(np.mean([getattr(r, key) for r in done]))
         for key in ("cos_k", "cos_q", "v_over_k", "q_over_k", "max_unrecruited_v_ratio"):
             entry[f"median_{key}"] = nanmedian([getattr(r, key) for r in rows])
         table.append(TransitionSummary(**entry))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from typing import Self
 
 import numpy as np
 from scipy import optimize, stats
@@ -182,12 +183,17 @@ def proportion_ci(k: int, n: int, confidence: float = 0.95) -> tuple[float, floa
 
 @dataclasses.dataclass(frozen=True)
 class Proportion(Record):
-    """k of n with its Wilson interval (`never_acquired`)."""
+    """k of n with its Wilson interval (`of`: `never_acquired`, `outcome.Outcomes.counts`)."""
 
     k: int
     n: int
     fraction: float
     ci: list
+
+    @classmethod
+    def of(cls, k: int, n: int, confidence: float = 0.95, **more) -> Self:
+        """k of n (fraction nan for n = 0), its interval by `proportion_ci`; `more`: a subclass's fields."""
+        return cls(k, n, k / n if n else float("nan"), list(proportion_ci(k, n, confidence)), **more)
 
 
 def never_acquired(observed: np.ndarray, confidence: float = 0.95) -> Proportion:
@@ -195,9 +201,7 @@ def never_acquired(observed: np.ndarray, confidence: float = 0.95) -> Proportion
     seed censored at the same budget this equals the Kaplan-Meier S(budget); it is a within-budget
     fraction, not an estimate of a cure fraction (seeds that would never acquire ICL at all)."""
     observed = np.asarray(observed, bool)
-    n, k = int(observed.size), int((~observed).sum())
-    lo, hi = proportion_ci(k, n, confidence)
-    return Proportion(k, n, k / n if n else float("nan"), [lo, hi])
+    return Proportion.of(int((~observed).sum()), int(observed.size), confidence)
 
 
 # ----------------------------------------------------------------------------------------------

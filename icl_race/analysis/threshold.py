@@ -36,7 +36,7 @@ from scipy import optimize
 from scipy.special import expit
 
 from icl_race.analysis.draws import Bootstrap
-from icl_race.analysis.record import OMIT_NONE, Fitted, NotFitted, Record
+from icl_race.analysis.record import INLINE, OMIT_NONE, Fitted, NotFitted, Record
 from icl_race.analysis.survival import km_median, proportion_ci
 
 RIDGE = 1e-3
@@ -148,12 +148,8 @@ class Acquisition(Record):
     cells: list[CellCount]
     confidence: float
     n_boot: int
-    fit: Logistic | NotFitted
-    ci_method: str | None = None  # how the report's CI was drawn, written last where said
-
-    def to_json(self) -> dict:
-        head = {"cells": [c.to_json() for c in self.cells], "confidence": self.confidence, "n_boot": self.n_boot}
-        return head | self.fit.to_json() | ({} if self.ci_method is None else {"ci_method": self.ci_method})
+    fit: Logistic | NotFitted = dataclasses.field(metadata=INLINE)
+    ci_method: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # how the report's CI was drawn
 
 
 def acquisition_curve(x: np.ndarray, outcomes: list[np.ndarray], bootstrap: Bootstrap) -> Acquisition:
@@ -340,11 +336,9 @@ def power_law_slope(
     )
 
 
-def km_median_boot(times: np.ndarray, observed: np.ndarray, bootstrap: Bootstrap) -> np.ndarray:
+def km_median_boot(times, observed, bootstrap: Bootstrap) -> np.ndarray:
     """Kaplan-Meier medians of bootstrap.n resamples of the seeds (nan where a resample's median is not reached)."""
-    n = times.size
-    idx = bootstrap.rng.integers(0, n, size=(bootstrap.n, n))
-    return np.array([km_median(times[i], observed[i]) for i in idx])
+    return bootstrap.replicates(km_median, np.asarray(times, float), np.asarray(observed, bool))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -380,11 +374,7 @@ class MedianVsN(Record):
     confidence: float
     n_boot: int
     excluded_N: list[int]
-    fit: Lines | NotFitted
-
-    def to_json(self) -> dict:
-        head = {"per_N": [p.to_json() for p in self.per_N], "confidence": self.confidence, "n_boot": self.n_boot}
-        return head | {"excluded_N": self.excluded_N} | self.fit.to_json()
+    fit: Lines | NotFitted = dataclasses.field(metadata=INLINE)
 
 
 def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarray], bootstrap: Bootstrap) -> MedianVsN:
@@ -392,13 +382,8 @@ def median_vs_N(N: np.ndarray, times: list[np.ndarray], observed: list[np.ndarra
     n_boot, confidence = bootstrap.n, bootstrap.confidence
     N = np.asarray(N, float)
     med = np.array([km_median(t, o) for t, o in zip(times, observed)])
-    boot = (
-        np.stack(
-            [km_median_boot(np.asarray(t, float), np.asarray(o, bool), bootstrap) for t, o in zip(times, observed)]
-        )
-        if len(times)
-        else np.empty((0, n_boot))
-    )
+    boots = [km_median_boot(t, o, bootstrap) for t, o in zip(times, observed)]
+    boot = np.reshape(boots, (len(times), n_boot))  # [N, n_boot], [0, n_boot] without an N
     per_n = [
         MedianAtN(
             int(n_), None if not np.isfinite(m) else float(m), percentile_ci(b, confidence), int(len(t)), int(np.sum(o))

@@ -19,7 +19,7 @@ from icl_race.config import ConfigError, check_bootstrap
 from icl_race.report.arguments import boot_count, boot_seed, force_arg, json_arg
 from icl_race.rundir import owner
 from icl_race.studies.inputs import check_finished
-from icl_race.studies.registry import DIRECTORIES, STUDIES, check_study, commands
+from icl_race.studies.registry import DIRECTORIES, STUDIES, check_study, commands, options_of
 
 
 def analyze(args: argparse.Namespace) -> int:
@@ -44,7 +44,7 @@ def analyze(args: argparse.Namespace) -> int:
         say=_say,
     )
     said = as_text(args.study, args.subcommand, result)
-    print(json.dumps(payload(result), indent=1) if args.json else "\n".join([said, *map(str, written)]))
+    print(json.dumps(record_json(result), indent=1) if args.json else "\n".join([said, *map(str, written)]))
     return 0
 
 
@@ -76,11 +76,6 @@ def _scalar(v: str):
     return v
 
 
-def payload(result) -> dict:
-    """The result as JSON-ready values: its fields but those marked NOT_JSON (`analysis.record`)."""
-    return record_json(result)
-
-
 def run(
     study: str,
     sub: str,
@@ -105,8 +100,7 @@ def run(
         raise ConfigError(f"analyze {study} {sub!r}: expected one of {', '.join(table)}")
     _check_dirs(study, sub, getattr(module, "DIRECTORIES", {}).get(sub, "some"), dirs)
     check_bootstrap(n_boot, seed)
-    params = inspect.signature(table[sub]).parameters
-    takes = [n for n, p in params.items() if p.kind == p.KEYWORD_ONLY and n != "draws"]
+    takes = [name for name, _ in options_of(table[sub])]
     unknown = sorted(set(options or {}) - set(takes))
     if unknown:
         raise ConfigError(
@@ -114,7 +108,8 @@ def run(
         )
     allowed = getattr(module, "OPTIONS", {})
     options = {name: allowed[name].value(name, v) for name, v in (options or {}).items()}
-    kwargs = options | {"draws": Draws(seed, params["draws"].default.n_boot if n_boot is None else n_boot)}
+    default = inspect.signature(table[sub]).parameters["draws"].default  # the study's own count of draws
+    kwargs = options | {"draws": Draws(seed, default.n_boot if n_boot is None else n_boot)}
     out = Path(out) if out else default_out(study, sub, dirs)
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out}: is a directory; give a file name")
@@ -127,7 +122,7 @@ def run(
     for line in unfinished:
         say(line)
     result = table[sub](list(dirs), **kwargs)
-    record = {"study": study, "analysis": sub, "dirs": [str(d) for d in dirs], "result": payload(result)}
+    record = {"study": study, "analysis": sub, "dirs": [str(d) for d in dirs], "result": record_json(result)}
     record |= {"partial": unfinished} if unfinished else {}
     files = {out.name: (json.dumps(record, indent=1) + "\n").encode()}
     if md:

@@ -194,9 +194,7 @@ class Versus:
     grid: str
     design_dir: str
     fixed: Side
-    fixed_ci_by_seed: (
-        list | None
-    )  # the grid's interval with seed ids resampled over all K at once (None: K differ in seeds)
+    fixed_ci_by_seed: list | None  # the grid's interval, its seed ids resampled over every K at once (None: K differ)
     design: Side
     design_fit: Side  # the grid's estimator on the design's cells
     stop: str | None  # design.json's stopping reason

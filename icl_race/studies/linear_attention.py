@@ -34,7 +34,7 @@ import numpy as np
 from icl_race.analysis import single_head as sh
 from icl_race.analysis.draws import Draws
 from icl_race.config import ConfigError
-from icl_race.studies.inputs import COUNT, Option
+from icl_race.studies.inputs import COUNT, Option, listed
 
 PROTOCOL = "single_head_protocol.md"
 D, N, H = 8, 31, 16
@@ -227,13 +227,8 @@ def single_head(
 
     from icl_race.systems.linear_attention import LinearAttentionRegression
 
-    scales = [float(s) for s in (scales if isinstance(scales, (list, tuple)) else [scales])]
-    if int(seeds) < 1 or not scales or min(scales) <= 0 or float(horizon) <= 1e-2:
-        raise ConfigError(
-            f"analyze linear_attention single_head: needs seeds >= 1 (got {seeds}), scales > 0 "
-            f"(got {scales}) and horizon > 1e-2 (got {horizon})"
-        )
-    horizon, run_checks = float(horizon), _flag(checks)
+    # seeds >= 1, scales > 0 and horizon > 1e-2: OPTIONS, checked before the command calls this
+    scales, horizon, run_checks = [float(s) for s in listed(scales)], float(horizon), _flag(checks)
     out, zero = {}, {}
     with jax.enable_x64(True):
         for scale in scales:

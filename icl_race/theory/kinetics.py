@@ -3,8 +3,8 @@ paper's equation numbers).
 
 Time units. The theory's time t is gradient-flow time; this package's runs count SGD steps s. With a
 constant learning rate eta, gradient-flow time is t = eta * s (one step moves the parameters by
-eta * gradient), so functions here take times in whatever unit the caller passes and `to_flow_time`
-converts steps to eta * steps. Whether the paper's t is eta * steps or steps (or either times another
+eta * gradient), so functions here take times in whatever unit the caller passes (eta * steps: the
+steps times train.lr). Whether the paper's t is eta * steps or steps (or either times another
 constant from its normalisation of the loss) is [unknown]; `icl_race.analysis.memorization.t_icl_ratio`
 measures the overall conversion factor as the ratio measured / predicted.
 
@@ -13,7 +13,6 @@ measures the overall conversion factor as the ratio measured / predicted.
   budget_at(t, c1, T)             the same integral up to a time T between evaluations (c1 linear in between)
   tail_correction(A, alpha, T)    = 2 A T^(1 - alpha) / (alpha - 1)       (int_T^inf of 2 A t^-alpha, alpha > 1)
   k_star_from_time(t_icl, nu, C)  K* solving C K^nu = t_icl: (t_icl / C)^(1/nu)
-  k_star(N, beta0, nu, C)         the same at the minimal model's t_icl_minimal(N, beta0)
 """
 
 from __future__ import annotations
@@ -23,11 +22,6 @@ import math
 import numpy as np
 
 SQRT_2PI = math.sqrt(2 * math.pi)
-
-
-def to_flow_time(steps, lr: float):
-    """SGD steps -> gradient-flow time eta * steps."""
-    return np.asarray(steps, float) * lr
 
 
 def t_icl_minimal(N, beta0):
@@ -82,8 +76,3 @@ def k_star_from_time(t_icl, nu, C=1.0):
     """The task diversity where the memorization budget C K^nu reaches the ICL time t_icl (both in one
     time unit; with a finite training budget T, I_K(T) in place of I_K(inf))."""
     return (np.asarray(t_icl, float) / C) ** (1.0 / nu)
-
-
-def k_star(N, beta0, nu, C=1.0):
-    """K* at the minimal model's ICL time N sqrt(2 pi) e^-beta0: slope 1/nu of log K* in log N."""
-    return k_star_from_time(t_icl_minimal(N, beta0), nu, C)

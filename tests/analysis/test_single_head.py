@@ -23,6 +23,7 @@ import stored
 
 from icl_race.analysis import single_head as sh
 from icl_race.analysis.draws import Bootstrap, generator
+from icl_race.analysis.record import record_json
 from icl_race.config import ConfigError
 from icl_race.studies import command
 from icl_race.studies.linear_attention import ScaleResult, SingleHead
@@ -197,7 +198,7 @@ def test_stored_result_reads_back_with_the_same_fields_and_tables():
     result = from_json(doc)
     # Read back and written again, no arithmetic: parsing and printing a float are exact on every machine,
     # so bit equality holds here (and the markdown, which prints the stored floats in full, must match).
-    assert json.loads(json.dumps(command.payload(result))) == doc.get("result", doc)
+    assert json.loads(json.dumps(record_json(result))) == doc.get("result", doc)
     assert result.text() == (RESULTS / "single_head.md").read_text()
 
 

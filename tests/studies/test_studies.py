@@ -24,6 +24,7 @@ from icl_race import config
 from icl_race.analysis import memorization_summary as mem_summary
 from icl_race.analysis import race, race_summary
 from icl_race.analysis.draws import Draws
+from icl_race.analysis.record import record_json
 from icl_race.config import ConfigError
 from icl_race.run import runner
 from icl_race.rundir import load_runs
@@ -107,7 +108,7 @@ def _same(a, b):
 def analyze(study, sub, dirs, tmp_path, **options):
     result, written = command.run(study, sub, dirs, tmp_path / f"{study}_{sub}.json", None, 0, options)
     doc = json.loads(written[0].read_text())  # written by this process: bit equality holds
-    assert doc["result"] == json.loads(json.dumps(command.payload(result)))  # what the command wrote
+    assert doc["result"] == json.loads(json.dumps(record_json(result)))  # what the command wrote
     return result, written
 
 
@@ -117,14 +118,14 @@ def analyze(study, sub, dirs, tmp_path, **options):
 def test_race_transience_is_the_summary_with_its_figure(runs, tmp_path):
     result, written = analyze("race", "transience", [runs["wd01"], runs["wd03"]], tmp_path)
     cells = load_runs(runs["wd01"], runs["wd03"])
-    assert _same(command.payload(result), race_summary.summarize_transience(cells, Draws(0, 1000), 0.9).to_json())
+    assert _same(record_json(result), race_summary.summarize_transience(cells, Draws(0, 1000), 0.9).to_json())
     assert [p.suffix for p in written] == [".json", ".png"]
     assert "wd 0.01: acquired" in command.as_text("race", "transience", result)
 
 
 def test_race_loss_is_the_loss_relation_per_cell(runs, tmp_path):
     result, written = analyze("race", "loss", [runs["wd01"], runs["wd03"]], tmp_path, min_x=0.5)
-    for run, cell in zip(load_runs(runs["wd01"], runs["wd03"]), command.payload(result)["cells"]):
+    for run, cell in zip(load_runs(runs["wd01"], runs["wd03"]), record_json(result)["cells"]):
         for m in (-np.inf, 0.5):
             old = race.loss_relation(
                 run.curve("icl_loss"),
@@ -149,7 +150,7 @@ def test_race_independence_takes_its_directories_in_order(runs, tmp_path):
         Draws(0, 1000),
         level=0.9,
     )
-    assert _same(command.payload(result), old.to_json())
+    assert _same(record_json(result), old.to_json())
     assert "memorization | none" in command.as_text("race", "independence", result)
 
 
@@ -161,10 +162,10 @@ def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     draws = Draws(0, 1000)  # the command's default --seed and the study's --boot
     result, _ = command.run("memorization", "mlp", [sweep[0]], tmp_path / "m.json", None, 0, {"T": [200.0, 400.0]})
     want = mem_summary.summarize_memorization(load_runs(sweep[0]), draws, [200.0, 400.0])
-    assert _same(command.payload(result), want.to_json()) and [b.T for b in result.cells[0].budgets] == [200.0, 400.0]
+    assert _same(record_json(result), want.to_json()) and [b.T for b in result.cells[0].budgets] == [200.0, 400.0]
     result, _ = analyze("memorization", "minimal", [runs["min0"], runs["min1"]], tmp_path)
     want = mem_summary.summarize_minimal(load_runs(runs["min0"], runs["min1"]), draws)
-    assert _same(command.payload(result), want.to_json()) and "ln_t_vs_beta0" not in command.payload(result)["cells"][0]
+    assert _same(record_json(result), want.to_json()) and "ln_t_vs_beta0" not in record_json(result)["cells"][0]
     assert "N 8, beta0 0:" in command.as_text("memorization", "minimal", result)
     report = tmp_path / "report.json"
     # A directory with K = infinity cells beside the K* grid labels the group by its fields; balanced
@@ -187,9 +188,9 @@ def test_memorization_mlp_minimal_and_race(runs, tmp_path):
     for mlp_dir in sweep:  # one sweep directory in the old script: here each MLP-only cell in turn
         result, _ = analyze("memorization", "race", [mlp_dir, runs["kinf"]], tmp_path, T=400, kstar=str(report))
         want = mem_summary.summarize_race(load_runs(mlp_dir), load_runs(runs["kinf"]), 400.0, draws)
-        assert _same(command.payload(result)["predicted"], want.to_json())
+        assert _same(record_json(result)["predicted"], want.to_json())
         assert list(want.to_json())[:3] == ["T", "K", "N"] and want.per_N[0].t_icl_K == "inf"
-        assert command.payload(result)["measured"]["per_N"] == [{"N": 8, "k_star": 900.0, "k_star_ci": [800.0, 1000.0]}]
+        assert record_json(result)["measured"]["per_N"] == [{"N": 8, "k_star": 900.0, "k_star_ci": [800.0, 1000.0]}]
     two = tmp_path / "two.json"
     two.write_text(json.dumps({"thresholds": [groups[0], groups[0] | {"label": "lr=0.05"}]}))
     with pytest.raises(ConfigError, match=r"found 2 \(infinite_bank=0, variant=standard; lr=0.05\)"):
@@ -216,7 +217,7 @@ def _levers(runs, tmp_path) -> dict:
         "kstar": ("kstar", [runs["k200"], runs["wd01"], runs["kinf"]], {"field": "task.epsilon", "N": 8}),
     }
     return {
-        name: json.loads(json.dumps(command.payload(analyze("levers", sub, dirs, tmp_path, **opts)[0]), default=float))
+        name: json.loads(json.dumps(record_json(analyze("levers", sub, dirs, tmp_path, **opts)[0]), default=float))
         for name, (sub, dirs, opts) in call.items()
     }
 
@@ -242,7 +243,7 @@ def test_levers_ceiling_reproduces_its_stored_result(tmp_path):
         "levers", "ceiling", [], tmp_path / "c.json", None, 0, {"epsilon": [r["epsilon"] for r in want["rows"]]}
     )
     # Fractions of counts over sampled sequences: a different count is a real change.
-    stored.assert_matches(json.loads(json.dumps(command.payload(result))), want, rel=stored.SAME_ARITHMETIC)
+    stored.assert_matches(json.loads(json.dumps(record_json(result))), want, rel=stored.SAME_ARITHMETIC)
 
 
 @pytest.mark.parametrize("name", ["kstar_epsilon", "kstar_zipf"])
@@ -258,7 +259,7 @@ def test_levers_kstar_reproduces_its_stored_results_from_their_counts(name, tmp_
         {"field": want["field"], "N": want["N"], "counts": str(LEVERS / f"{name}.json")},
     )
     # The logistic's MLE and its CI come from an optimizer; log10 K itself differs by an ulp between CPUs.
-    stored.assert_matches(json.loads(json.dumps(command.payload(result))), want, rel=stored.FITTED)
+    stored.assert_matches(json.loads(json.dumps(record_json(result))), want, rel=stored.FITTED)
     again, _ = command.run(
         "levers",
         "kstar",
@@ -331,7 +332,7 @@ def test_a_studys_bootstraps_are_rooted_at_its_seed(tmp_path):
         a, b, c = (
             command.run("race", sub, dirs, tmp_path / f"{sub}{i}.json", 200, s)[0] for i, s in enumerate((0, 0, 1))
         )
-        text = [json.dumps(command.payload(r), sort_keys=True) for r in (a, b, c)]
+        text = [json.dumps(record_json(r), sort_keys=True) for r in (a, b, c)]
         assert text[0] == text[1] != text[2]
 
 
