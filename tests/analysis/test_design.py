@@ -185,3 +185,12 @@ def test_the_grids_interval_by_seed_id_widens_only_when_its_cells_share_seeds():
     assert np.mean(ratios["own threshold"]) > np.mean(ratios["independent"]) + 0.15, ratios
     other = dr.GridSeeds("s", Ks[:2], cases["independent"][:2], [np.ones(S)] * 2, 1, [np.arange(S), np.arange(S) + S])
     assert dr.grid_ci_by_seed(other, Draws(0, 100)) is None  # the K hold different seeds
+
+
+def test_the_median_rule_stops_after_one_block_for_a_narrow_spread_and_at_the_maximum_for_a_wide_one():
+    """What the dry run projects a median design from: times nearly equal (spread 0.01) make one block's
+    KM interval narrow at once; a spread of 3 in ln t never gets a 64-seed interval within 1 % of the median."""
+    design = dz.MedianDesign(block=64, max_seeds=192, rel_width=0.25)
+    assert ds.median_case(1.0, 0.01, 4.0, design, 5, seed=0).rule.seeds_q == [64, 64, 64]
+    wide = dataclasses.replace(design, rel_width=0.01)
+    assert ds.median_case(1.0, 3.0, 4.0, wide, 5, seed=0).rule.seeds_q == [192, 192, 192]

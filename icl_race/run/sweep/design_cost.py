@@ -14,6 +14,7 @@ import numpy as np
 from scipy.special import expit
 
 from icl_race.analysis import design as dz
+from icl_race.analysis.design_sim import median_case
 from icl_race.analysis.draws import generator
 from icl_race.run.progress import hms
 from icl_race.run.sweep.design_run import largest_round, proposal_size, read_record, sweep_of
@@ -79,22 +80,6 @@ def replay_seeds(design: dz.KStarDesign, log10_kstar: float, slope: float, repla
     return np.array(out, float)
 
 
-def replay_median_seeds(design: dz.MedianDesign, sigma: float, budget_factor: float, replays: int, seed: int = 0):
-    """The seeds each of `replays` replays of the median rule spends until it stops (or its maximum), on
-    lognormal times of spread `sigma` (median 1), censored at `budget_factor`."""
-    out = []
-    for i in range(replays):
-        t = np.exp(sigma * generator(seed, "design_cost/median", i).standard_normal(design.max_seeds))
-        n = design.block
-        while (
-            n < design.max_seeds
-            and dz.median_check(design, np.minimum(t[:n], budget_factor), t[:n] <= budget_factor).stop is None
-        ):
-            n = min(n + design.block, design.max_seeds)
-        out.append(n)
-    return np.array(out, float)
-
-
 def design_dry_run(
     out: Path, design: Design, measure: bool, remeasure: bool, device: str | None, log=print
 ) -> DesignDryRun:
@@ -106,16 +91,17 @@ def design_dry_run(
     if isinstance(p, dz.KStarDesign):
         mid = (math.log10(p.k_lo) + math.log10(p.k_hi)) / 2
         seeds = replay_seeds(p, mid, SLOPE, REPLAYS, root)
+        stats = [float(seeds.mean()), *(float(q) for q in np.percentile(seeds, [10, 50, 90]))]
         truth = (
             f"the true K* at the prior's log-midpoint ({10**mid:,.0f}) with slope {SLOPE:g} a decade (width 512's fits)"
         )
     else:
-        seeds = replay_median_seeds(p, SIGMA, BUDGET_FACTOR, REPLAYS, root)
+        rule = median_case(1.0, SIGMA, BUDGET_FACTOR, p, REPLAYS, root).rule  # the replays of item 4's simulator
+        stats = [rule.seeds, *rule.seeds_q]
         truth = (
             f"lognormal t_ICL of spread {SIGMA:g} in ln t (width 512's measured 0.23-0.27 at K = infinity, at the upper "
             f"end of its interval), the budget {BUDGET_FACTOR:g}x the median, at most {p.max_seeds:,} seeds"
         )
-    stats = [float(seeds.mean()), *(float(q) for q in np.percentile(seeds, [10, 50, 90]))]
     assumption = (
         f"{truth} and every seed training its whole budget (seeds that acquire retire sooner with "
         f"ensemble.retire); mean of {REPLAYS} replays"

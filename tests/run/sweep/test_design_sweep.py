@@ -3,7 +3,6 @@ rounds proposed, trained as packed cells, recorded in design.json, resumed to th
 edited, projected by --dry-run, reported beside the logistic fit. Tiny configs: the mechanics, not K*."""
 
 import csv
-import dataclasses
 import json
 import shutil
 
@@ -16,7 +15,7 @@ from icl_race import rundir
 from icl_race.__main__ import main
 from icl_race.analysis import design as dz
 from icl_race.run import sweep
-from icl_race.run.sweep.design_cost import SIGMA, design_dry_run, replay_median_seeds
+from icl_race.run.sweep.design_cost import SIGMA, design_dry_run
 from icl_race.run.sweep.design_spec import Design
 
 # 2 rounds of 2 seeds over K in 16-256, 100 steps: a design that stops at its seed maximum.
@@ -217,14 +216,6 @@ def test_versus_sets_a_grid_beside_a_design_and_checks_what_each_spent(finished,
     err = refused(capsys.readouterr().err)
     assert len(err) == 1 and "not a K* design's folder" in err[0], err
     assert not (tmp_path / "x.json").exists()
-
-
-def test_the_median_dry_run_stops_after_one_block_for_a_narrow_spread_and_at_the_maximum_for_a_wide_one():
-    """The median rule's replays: times nearly equal (spread 0.01) make one block's KM interval narrow at
-    once; a spread of 3 in ln t never gets a 64-seed interval within 1 % of the median."""
-    design = dz.MedianDesign(block=64, max_seeds=192, rel_width=0.25)
-    assert set(replay_median_seeds(design, 0.01, 4.0, 5)) == {64}
-    assert set(replay_median_seeds(dataclasses.replace(design, rel_width=0.01), 3.0, 4.0, 5)) == {192}
 
 
 def test_a_median_design_is_projected_from_replays_at_the_stated_spread(tmp_path, capsys):
