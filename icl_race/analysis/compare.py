@@ -13,7 +13,7 @@ what differs between its callers is only which seeds each replicate resamples, t
 (`analysis.draws`). Unrelated ensembles (`icl-race compare`: other runs, other configs, other seed ids)
 resample each one's seeds independently (stratified), each group from its own child of the root, so a
 comparison gives the same CI whatever other groups it is computed with. The conditions of one study
-(`race.summarize_independence`: cells of one sweep, the same seed ids) draw both sides from the same
+(`race_summary.summarize_independence`: cells of one sweep, the same seed ids) draw both sides from the same
 root, so a replicate resamples the same seed positions on both sides: the ratio is paired by seed id.
 
 `fraction_difference`: the difference of two acquisition fractions per cell and its mean over the cells
