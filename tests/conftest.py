@@ -1,4 +1,5 @@
 import atexit
+import fcntl
 import os
 import shutil
 import tempfile
@@ -50,11 +51,28 @@ def tiny_raw():
 @pytest.fixture(scope="session")
 def lr_runs(tmp_path_factory):
     """tiny.LR_RUNS as run directories a/ and b/ (400 steps of 4 seeds, ~25 s each on 2 cores), and sweep/,
-    a sweep directory over train.lr holding both as cells: made once for every module that reads them."""
+    a sweep directory over train.lr holding both as cells: made once for every module that reads them
+    (read only), also across xdist's workers. A session fixture is made once per worker, and the modules
+    that read it (five) land on both workers: the first worker to need it makes it in the session's
+    shared directory under a lock, the other waits for it and reads the same directories."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return _make_lr_runs(tmp_path_factory.mktemp("across"))
+    shared = tmp_path_factory.getbasetemp().parent  # this session's directory, above every worker's own
+    root = shared / "across"
+    with open(shared / "across.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "made").exists():
+            shutil.rmtree(root, ignore_errors=True)  # a worker that failed halfway
+            _make_lr_runs(root)
+            (root / "made").touch()
+    return root
+
+
+def _make_lr_runs(root):
     from icl_race import config
     from icl_race.run.runner import execute
 
-    root = tmp_path_factory.mktemp("across")
     for name, lr in tiny.LR_RUNS.items():
         execute(config.from_dict(tiny.lr_run(lr)), root / name, progress=False)
     sweep = root / "sweep"

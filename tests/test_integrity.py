@@ -79,9 +79,8 @@ def _edit_config(d: Path, section: str, **fields) -> None:
     (d / "config.json").write_text(json.dumps(stored))
 
 
-def test_a_resume_refuses_a_checkpoint_written_for_another_config_and_changes_nothing(tmp_path, monkeypatch):
-    out = tmp_path / "run"
-    _killed_after_100(out, monkeypatch)
+def test_a_resume_refuses_a_checkpoint_written_for_another_config_and_changes_nothing(tmp_path, killed_after_100):
+    out = _copy(killed_after_100, tmp_path)
     # The user edits config.json's lr and reruns with the same lr: config.json agrees, the checkpoint does not.
     other = _with(RAW, "train", lr=0.05)
     _edit_config(out, "train", lr=0.05)
@@ -94,9 +93,8 @@ def test_a_resume_refuses_a_checkpoint_written_for_another_config_and_changes_no
     assert _files(out) == before
 
 
-def test_a_resume_of_the_same_config_still_resumes(tmp_path, monkeypatch, finished):
-    out = tmp_path / "run"
-    _killed_after_100(out, monkeypatch)
+def test_a_resume_of_the_same_config_still_resumes(tmp_path, killed_after_100, finished):
+    out = _copy(killed_after_100, tmp_path)
     logged = []
     resumed = execute(CFG, out, progress=False, log=logged.append)
     assert any("resuming from the checkpoint at step 100" in m for m in logged), logged
@@ -178,8 +176,10 @@ def test_an_edited_config_of_a_finished_run_is_refused_by_every_reader(tmp_path,
 
 def test_redo_sets_an_edited_finished_run_aside_and_trains_it_again(tmp_path, finished, capsys):
     d = _copy(finished, tmp_path)
-    _edit_config(d, "task", K=100)
-    (tmp_path / "edited.toml").write_text(tiny.toml(_with(RAW, "task", K=100)))
+    # K = 100 on the finished run's pool of 200 items (K is traced; the pool size is a shape): the run
+    # trained again is the same program, which this process has compiled already.
+    _edit_config(d, "task", K=100, K_max=200)
+    (tmp_path / "edited.toml").write_text(tiny.toml(_with(RAW, "task", K=100, K_max=200)))
     assert main(["run", str(tmp_path / "edited.toml"), "--out", str(d), "--redo", "--quiet"]) == 0
     aside = list(d.glob("damaged-*"))
     assert len(aside) == 1 and (aside[0] / "results.npz").exists()
