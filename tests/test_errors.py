@@ -51,30 +51,36 @@ def _sweep_file(tmp_path, grid: str, body: str = TINY) -> Path:
 
 # (case id, builder(tmp_path, finished) -> argv, exit code, text the one stderr line must hold)
 RUN = "run"
+# Fields whose refusal comes from the config's own checks, before the first line that says jax is loading:
+# their stderr is the one line and nothing else (tests/refusal.py).
+BAD_FIELDS = [
+    "task.N=inf",
+    "task.N=nan",
+    "task.N=-inf",
+    "task.K=inf",
+    "model.width=1.5",
+    "ensemble.seeds=1e300",
+    "task.pool_seed=18446744073709551616",
+    "task.novel_seed=-1",
+    "ensemble.root_seed=4294967296",
+    "ensemble.first_seed=9223372036854775807",
+    "ensemble.first_seed=4294967295",
+    "train.steps=3e9",
+    "train.batch_size=true",
+    'task.K="abc"',
+    "train.lr=nan",
+    "train.lr=inf",
+    "train.eval_every=-1",
+    "ensemble.block=2147483648",
+]
+CONFIG_FILES = ["run config not UTF-8", "run config not TOML", "run config missing", "run config is a directory"]
+BEFORE_THE_FIRST_LINE = {f"run {s}" for s in BAD_FIELDS} | set(CONFIG_FILES)
+
 CASES = [
     # integer fields: non-finite, beyond 64 bits, beyond what a key, a seed id or an index holds
     *[
         (f"run {s}", lambda t, f, s=s: [RUN, _write(t / "c.toml", TINY), "--set", s], 2, s.partition("=")[0])
-        for s in [
-            "task.N=inf",
-            "task.N=nan",
-            "task.N=-inf",
-            "task.K=inf",
-            "model.width=1.5",
-            "ensemble.seeds=1e300",
-            "task.pool_seed=18446744073709551616",
-            "task.novel_seed=-1",
-            "ensemble.root_seed=4294967296",
-            "ensemble.first_seed=9223372036854775807",
-            "ensemble.first_seed=4294967295",
-            "train.steps=3e9",
-            "train.batch_size=true",
-            'task.K="abc"',
-            "train.lr=nan",
-            "train.lr=inf",
-            "train.eval_every=-1",
-            "ensemble.block=2147483648",
-        ]
+        for s in BAD_FIELDS
     ],
     # sizes no machine holds: refused by the memory estimate before anything is allocated
     *[
@@ -271,15 +277,20 @@ def _tree(root: Path) -> dict:
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*"))}
 
 
-@pytest.mark.parametrize("argv, code, text", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_error_is_one_line_with_its_exit_code_and_nothing_is_created(argv, code, text, tmp_path, finished, capsys):
+@pytest.mark.parametrize("name, argv, code, text", CASES, ids=[c[0] for c in CASES])
+def test_error_is_one_line_with_its_exit_code_and_nothing_is_created(
+    name, argv, code, text, tmp_path, finished, capsys
+):
     argv = [str(a) for a in argv(tmp_path, finished)]
     if argv[0] in ("run", "sweep") and "--out" not in argv:
         argv += ["--out", str(tmp_path / "out")]
     before, compiles = _tree(tmp_path), compile_stats.snapshot()[0]
     capsys.readouterr()
     assert main(argv) == code
-    lines = refused(capsys.readouterr().err)  # after the line saying what it loads, if it said one
+    raw = capsys.readouterr().err
+    lines = refused(raw)  # after the line saying what it loads, if it said one
+    if name in BEFORE_THE_FIRST_LINE:  # checked before any slow import: the one line is all of stderr
+        assert raw.strip().splitlines() == lines, raw
     err = lines[0] if len(lines) == 1 else "\n".join(lines)
     assert len(lines) == 1 and text in err, err[:2000]
     assert len(err) < 600, f"a short line quotes at most ~80 characters of a value: {err[:2000]}"
