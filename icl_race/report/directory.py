@@ -73,15 +73,15 @@ def write_report(
     kind = _check_dir(d)
     rundir.refuse_links(d, rundir.SWEEP_NAMES if kind == "sweep" else rundir.RUN_NAMES)
     owner.check(d, "report", ["report.md", "report.json"], force=force, what="report")  # before any work
-    from icl_race.report import partial
-    from icl_race.report.summary import warnings_of
-
     # An unfinished run or sweep can commit while it is read, which retires reports of its results so far:
     # read it again, and check again once written (a commit between the check and the write retired
     # nothing). A live sweep's cells may keep committing: after REREADS the last snapshot stands, marked
     # partial as of when it was read.
     for again in range(REREADS + 1):
-        found, files = _snapshot(d, kind, n_boot, seed, say)
+        found, files = _snapshot(d, kind, n_boot, seed, say)  # says what it read before the slow imports
+        from icl_race.report import partial
+        from icl_race.report.summary import warnings_of
+
         last = again == REREADS
         if last or not partial.finished_since(found):
             owner.write_files(d, "report", files, force=force, what="report")
