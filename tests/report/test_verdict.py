@@ -6,9 +6,9 @@ samples covers each case, then hand-made statistics the edges (no ratio, no CI, 
 import numpy as np
 import pytest
 
-from icl_race.analysis.compare import ALPHA, MedianRatio, PairStats, decide, median_ratio
+from icl_race.analysis.compare import ALPHA, MedianRatio, PairStats, decide, pair_stats
 from icl_race.analysis.draws import Bootstrap, generator
-from icl_race.analysis.survival import LogRank, logrank
+from icl_race.analysis.survival import LogRank
 from icl_race.report.verdict import cell, sentence
 
 FAST, SLOW = np.linspace(100, 200, 20), np.linspace(300, 400, 20)
@@ -25,7 +25,7 @@ def _pair(reference, other) -> PairStats:
     ref, oth = np.asarray(reference, float), np.asarray(other, float)
     obs_r, obs_o = np.ones(ref.size, bool), np.ones(oth.size, bool)
     boots = (Bootstrap(1000, generator(0, child=0)), Bootstrap(1000, generator(0, child=1)))
-    return PairStats.of(median_ratio((ref, obs_r), (oth, obs_o), boots), logrank(ref, obs_r, oth, obs_o))
+    return pair_stats((ref, obs_r), (oth, obs_o), boots)
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ def test_the_issues_line_is_no_longer_a_winner():
     difference, with both numbers and the disagreement said."""
     ratio = _ratio(0.636, (0.261, 0.947))
     test = LogRank(1.24, 0.216, (16, 16))
-    text = sentence(PairStats.of(ratio, test), "adam", "sgd", "icl")
+    text = sentence(PairStats(ratio, test, decide(ratio, test)), "adam", "sgd", "icl")
     assert text == (
         "No clear difference between adam and sgd, the two tests disagree: median t_icl ratio adam/sgd 0.636 "
         "[0.261, 0.947] (95% CI excludes 1) but log-rank p 0.216 (> alpha 0.05)"
