@@ -3,12 +3,8 @@
 # width 512, N = 32, then the project's focused grid on the same config, then the comparison and the
 # design's replays on the grid's seeds. Resumable: rerun after a kill and each sweep resumes.
 # Each step's start and end go to runs/design/case_b.times.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-icl=${ICL_RACE:-icl-race}
-out=runs/design
-mkdir -p "$out"
-stamp() { echo "$1 $(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$out/case_b.times"; }
+TIMES=case_b.times
+source "$(dirname "$0")/stamps.sh"
 stamp design.start
 $icl sweep experiments/design/kstar_w512_N32.toml --out "$out/kstar_w512_N32"
 stamp design.end

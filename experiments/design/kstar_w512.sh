@@ -4,12 +4,8 @@
 # end, or kill -9) and rerun, it resumes at its round. Each piece's start and end go to
 # runs/design/kstar_w512.times, so the wall time of every piece is on record.
 #   ICL_RACE=.venv/bin/icl-race experiments/design/kstar_w512.sh 64 [100 ...]
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-icl=${ICL_RACE:-icl-race}
-out=runs/design
-mkdir -p "$out"
-stamp() { echo "$1 $(date -u +%Y-%m-%dT%H:%M:%SZ) $(git rev-parse --short HEAD)" >>"$out/kstar_w512.times"; }
+TIMES=kstar_w512.times
+source "$(dirname "$0")/stamps.sh"
 trap 'stamp "piece.stopped"' TERM INT
 for n in "${@:-64}"; do
   stamp "N$n.start"
