@@ -31,7 +31,9 @@ normal CDF, not the logistic in log10 K. The grid posterior is a few lines of nu
 Stopping (`kstar_stop`): the equal-tailed `confidence` credible interval of b no wider than
 2 half_width, or max_seeds used. The median rule (item 2, `median_check`): seeds are added in blocks
 until the Kaplan-Meier median's CI (`analysis.survival.kaplan_meier`) has a relative width
-(hi - lo) / median at most `rel_width`, or max_seeds are used.
+(hi - lo) / median at most `rel_width`, or max_seeds are used. Its `event` says which time it reads:
+t_ICL (the default) or the lasting fall (`fall`, the transience time: train.retire_at_fall's t_fell); the
+rule is the same on either.
 """
 
 from __future__ import annotations
@@ -241,6 +243,11 @@ def kstar_stop(post: Posterior) -> str | None:
     return "max_seeds" if post.seeds >= post.design.max_seeds else None
 
 
+# A median design's events: its option's value -> the run's event whose first passage is a seed's time
+# (None: the headline, t_ICL; "fell": the lasting fall that train.retire_at_fall records as t_fell).
+EVENTS = {"t_icl": None, "fall": "fell"}
+
+
 @dataclasses.dataclass(frozen=True)
 class MedianDesign:
     """A median question: seeds in blocks until the KM median's CI is narrow enough, or max_seeds."""
@@ -249,12 +256,20 @@ class MedianDesign:
     max_seeds: int = 256
     rel_width: float = 0.25  # target (hi - lo) / median of the KM median's CI
     confidence: float = 0.95
+    event: str = "t_icl"  # whose median: t_ICL or the lasting fall (EVENTS)
 
     def __post_init__(self):
         _need(self.block >= 1, "block", "an integer >= 1", self.block)
         _need(self.max_seeds >= self.block, "max_seeds", ">= block", self.max_seeds)
         _need(self.rel_width > 0, "rel_width", "> 0", self.rel_width)
         _need(0 < self.confidence < 1, "confidence", "in (0, 1)", self.confidence)
+        _need(isinstance(self.event, str) and self.event in EVENTS, "event", '"t_icl" or "fall"', self.event)
+
+
+def record(design: KStarDesign | MedianDesign) -> dict:
+    """A design's parameters as its records hold them (design.json's "design"): a median design's event
+    only when it is not t_ICL, so that the records of t_ICL designs read as they did before the option."""
+    return {k: v for k, v in dataclasses.asdict(design).items() if (k, v) != ("event", "t_icl")}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 from scipy.special import expit
+from scipy.stats import chi2
 
 from icl_race.analysis import design as dz
 from icl_race.analysis.draws import Bootstrap, Draws, generator
@@ -236,6 +237,15 @@ def _km(times, observed) -> tuple[float, ...]:
     """ln of the KM median and of its CI's ends, nan where there is none."""
     km = kaplan_meier(times, observed)
     return tuple(math.nan if v is None else math.log(v) for v in (km.median, *km.median_ci))
+
+
+def log_spread(times, confidence: float = 0.95) -> tuple[float, list[float]]:
+    """The spread a median case is drawn at, measured: the sd of ln t over a sample of observed times
+    (ddof 1) and its `confidence` interval, chi-square with n - 1 degrees of freedom (ln t normal)."""
+    y = np.log(np.asarray(times, float))
+    sd = float(np.std(y, ddof=1))
+    q = chi2.ppf([(1 + confidence) / 2, (1 - confidence) / 2], y.size - 1)
+    return sd, [float(v) for v in sd * np.sqrt((y.size - 1) / q)]
 
 
 def median_case(

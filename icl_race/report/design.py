@@ -1,6 +1,7 @@
 """A design sweep's section of the report (issue 54): what the design asked, why it stopped, what it spent,
 and its answer from the design's own posterior beside the estimator a grid would use on the same cells
-(K*: the logistic fit of `analysis.threshold`; the median: the Kaplan-Meier median). The posterior is
+(K*: the logistic fit of `analysis.threshold`; the median: the Kaplan-Meier median of t_ICL or, for a design
+on the fall, of the lasting fall's step). The posterior is
 recomputed from the cells' outcomes (`analysis.design`), not read from design.json, which gives only the
 rounds, the stop and the seed-steps.
 """
@@ -12,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from icl_race.analysis import design as dz
-from icl_race.analysis.survival import censored_times
+from icl_race.analysis.survival import censor_time, censored_times
 from icl_race.analysis.threshold import Logistic
 from icl_race.config import ConfigError
 from icl_race.report.sample import Sample
@@ -44,6 +45,16 @@ class DesignSection:
         return dataclasses.asdict(self)
 
 
+def _times(s: Sample, event: str) -> tuple[np.ndarray, np.ndarray]:
+    """A median design's (times, observed) of one sample: t_ICL, or the lasting fall's step (the outcome
+    classes' fall_S: the t_fell the run recorded, since a fallen seed's curve holds its LASTING evaluations
+    below LEVEL before it retires), a seed that did not fall censored where its run stopped (Run.censor_at's rule)."""
+    if event == "t_icl":
+        return censored_times(s.t, s.censor_at)
+    fall = s.outcomes.fall_S[s.kept]
+    return censored_times(fall, censor_time(s.budget, s.steps_run, bool(np.any(fall < 0))))
+
+
 def section(doc: dict | None, samples: list[Sample], thresholds: list[Threshold]) -> DesignSection | None:
     """The section of a design's folder (doc: its design.json, rundir.read_design); None for a grid."""
     if doc is None:
@@ -67,7 +78,8 @@ def section(doc: dict | None, samples: list[Sample], thresholds: list[Threshold]
         )
         n, distinct = int(K.size), len({s.K for s in samples})
     else:
-        pairs = [censored_times(s.t, s.censor_at) for s in samples]
+        assert isinstance(params, dz.MedianDesign)
+        pairs = [_times(s, params.event) for s in samples]
         times = np.concatenate([t for t, _ in pairs]) if pairs else np.zeros(0)
         observed = np.concatenate([o for _, o in pairs]) if pairs else np.zeros(0, bool)
         answer, fit = dataclasses.asdict(dz.median_check(params, times, observed)), None
@@ -120,13 +132,21 @@ def markdown(d: DesignSection) -> list[str]:
     med = "not reached" if a["median"] is None else f"{a['median']:,.0f}"
     ci = ", ".join("-" if v is None else f"{v:,.0f}" for v in a["ci"])
     width = "unknown (an end beyond the budget)" if a["rel_width"] is None else f"{a['rel_width']:.3f}"
+    fall = p.get("event", "t_icl") == "fall"  # a t_ICL design's record names no event (dz.record)
+    what = "fall step" if fall else "t_ICL"
+    read = (
+        " The rule read each seed's lasting fall after acquiring ICL (t_fell, recorded by train.retire_at_fall); "
+        "a seed that did not fall, acquired or not, is censored where it stopped."
+        if fall
+        else ""
+    )
     return [
-        "## Design: the median t_ICL, seeds until precise",
+        f"## Design: the median {what}, seeds until precise",
         "",
         f"Rule: blocks of {p['block']} seeds until the Kaplan-Meier median's {p['confidence']:.0%} CI has (hi - lo) / median <= "
-        f"{p['rel_width']:g}, at most {p['max_seeds']:,} seeds. Stopped: {stop}, after {spent}.",
+        f"{p['rel_width']:g}, at most {p['max_seeds']:,} seeds. Stopped: {stop}, after {spent}.{read}",
         "",
-        f"Median t_ICL {med} [{ci}], relative width {width}, over {d.seeds_in_cells:,} kept seeds. "
+        f"Median {what} {med} [{ci}], relative width {width}, over {d.seeds_in_cells:,} kept seeds. "
         f"Stopping when the interval first looks narrow biases the median and its interval slightly ({DOCS}).",
         "",
     ]

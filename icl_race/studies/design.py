@@ -57,7 +57,9 @@ def synthetic(
     ]
     mdesign = dz.MedianDesign(rel_width=rel_width)
     median = [ds.median_case(m, sg, f, mdesign, replays, draws.seed) for m, sg, f in MEDIAN_TRUTHS]
-    return ds.Synthetic(replays, draws.seed, kstar, median, vars(mdesign), wall_s=round(time.monotonic() - start, 1))
+    return ds.Synthetic(
+        replays, draws.seed, kstar, median, dz.record(mdesign), wall_s=round(time.monotonic() - start, 1)
+    )
 
 
 def synthetic_text(r: ds.Synthetic) -> str:

@@ -112,6 +112,32 @@ def test_the_median_rule_reads_the_km_median_and_its_open_ends():
     assert tight.stop == "precise" and tight.rel_width < 0.5 and 99 <= tight.median <= 101
 
 
+def test_a_median_design_names_its_event_in_its_record_only_when_it_is_not_t_icl():
+    """A t_ICL design's record is the one written before the option (no "event"); a fall design's says so;
+    either record gives back the design; any other event is refused naming the values allowed."""
+    plain, fall = dz.MedianDesign(block=4, max_seeds=8), dz.MedianDesign(block=4, max_seeds=8, event="fall")
+    assert dz.record(plain) == {"block": 4, "max_seeds": 8, "rel_width": 0.25, "confidence": 0.95}
+    assert dz.record(fall) == {**dz.record(plain), "event": "fall"}
+    assert dz.MedianDesign(**dz.record(plain)) == plain and dz.MedianDesign(**dz.record(fall)) == fall
+    assert dz.EVENTS[plain.event] is None and dz.EVENTS[fall.event] == "fell"
+    for bad in ("t_ICL", "fell", 3, ["fall"]):
+        with pytest.raises(ConfigError, match=r'design\.event = .*: must be "t_icl" or "fall"'):
+            dz.MedianDesign(event=bad)
+
+
+def test_the_spread_of_ln_t_has_the_chi_square_interval():
+    """Two times e^-1 and e: sd of ln t sqrt(2) (ddof 1); with one degree of freedom the chi-square
+    quantile q is the square of the normal's at (1 + q) / 2, so the interval's ends are closed forms."""
+    sd, (lo, hi) = ds.log_spread(np.exp([-1.0, 1.0]))
+    assert sd == pytest.approx(np.sqrt(2))
+    assert lo == pytest.approx(np.sqrt(2) / stats.norm.ppf(0.9875)) and hi == pytest.approx(
+        np.sqrt(2) / stats.norm.ppf(0.5125)
+    )
+    x = np.exp(np.random.default_rng(0).normal(0, 0.3, 4000))  # a large sample: a tight interval around 0.3
+    sd, (lo, hi) = ds.log_spread(x)
+    assert lo < sd < hi and 0.29 < lo and hi < 0.31
+
+
 @pytest.mark.parametrize(
     "field,kwargs",
     [

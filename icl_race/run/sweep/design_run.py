@@ -81,17 +81,19 @@ class Outcomes:
 
     K: np.ndarray  # [S] the seed's K (K*); 0 for a median design
     acquired: np.ndarray  # [S] bool
-    times: np.ndarray  # [S] t_ICL, or the censoring time
+    times: np.ndarray  # [S] t_ICL (or the design's event's step: the lasting fall), or the censoring time
     observed: np.ndarray  # [S] bool: reached within the budget
     diverged: int
     seed_steps: int  # every live seed's steps until it retired or the run ended
 
     @classmethod
-    def of(cls, out: Path, cells) -> Outcomes:
+    def of(cls, out: Path, cells, event: str | None = None) -> Outcomes:
+        """The cells' seeds; `times` of the run's `event` (default its headline, t_ICL; "fell": the lasting
+        fall, which a seed that did not fall, acquired or not, has not reached: censored where it stopped)."""
         K, acq, times, obs, diverged, steps = [], [], [], [], 0, 0
         for cell in cells:
             run = rundir.load_run(cell_dir(out, cell))
-            t, o = run.censored()
+            t, o = run.censored(event)
             K.append(np.full(t.size, cell.cfg.task.K if "task.K" in cell.values else 0))
             acq.append(run.t() >= 0)
             times.append(t)
@@ -228,7 +230,7 @@ def _write(out: Path, design: Design, rounds: list[dict], stop: str | None, fina
     budget = design.cfg.train.steps
     doc = {
         "kind": design.kind,
-        "design": dataclasses.asdict(design.params),
+        "design": dz.record(design.params),
         "root_seed": design.cfg.ensemble.root_seed,
         "budget": budget,
         "rounds": rounds,
@@ -293,7 +295,7 @@ def run_design(out: Path, design: Design, log, progress: bool, force: bool = Fal
                 raise rundir.RunDirError(
                     f"design round {len(rounds) + 1} has cells it cannot count: " + "; ".join(problems)
                 )
-            got = Outcomes.of(out, new)
+            got = Outcomes.of(out, new, design.run_event)
             seen, spent = seen + got, spent + n
             after, _ = assess(design, seen, spent)
             rounds.append(_round_record(design, len(rounds), first, K, new, got, after))

@@ -16,6 +16,7 @@ Pure, like spec.py: it reads tables, writes nothing and imports no jax.
     block = 16                # seeds per round
     max_seeds = 256
     rel_width = 0.25          # stop when (hi - lo) / median of its 95 % CI is at most this
+    event = "t_icl"           # or "fall": the lasting fall (needs train.retire_at_fall = true)
 
 Every other section is the config every round's cells share (N, width, lr, budget; a K* design sets task.K
 per cell, and task.K_max to its largest K unless the file sets it). A round's cells are
@@ -40,7 +41,7 @@ from icl_race.config import Config, ConfigError, name_of, short
 from icl_race.rundir.sweepdir import DESIGN_FIELDS
 
 PARAMS: dict[str, type[dz.KStarDesign] | type[dz.MedianDesign]] = {"kstar": dz.KStarDesign, "median": dz.MedianDesign}
-TYPES = {"int": int, "float": float}  # the annotations of the designs' fields, as written
+TYPES = {"int": int, "float": float, "str": str}  # the annotations of the designs' fields, as written
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +61,12 @@ class Design:
         return list(DESIGN_FIELDS[self.kind])
 
     @property
+    def run_event(self) -> str | None:
+        """The run event whose first passage is a seed's time: the headline (None: t_ICL), or "fell" for a
+        median design on the fall."""
+        return dz.EVENTS[self.params.event] if isinstance(self.params, dz.MedianDesign) else None
+
+    @property
     def pack(self) -> bool:
         return self.raw.get("sweep", {}).get("pack", True)
 
@@ -69,6 +76,8 @@ def _option(kind: str, key: str, value: Any) -> Any:
     if key not in fields:
         raise ConfigError(f"design.{name_of(key)}: not an option of a {kind} design ({', '.join(fields)})")
     want = fields[key]
+    if want is str:  # a choice (MedianDesign.event): the design's own check names the values allowed
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float) or (want is int and not isinstance(value, int)):
         raise ConfigError(f"design.{key} = {short(value)}: must be {'an integer' if want is int else 'a number'}")
     if not math.isfinite(value):
@@ -107,6 +116,11 @@ def parse(raw: dict, grid: dict, zipped: dict) -> Design:
         task.setdefault("K_max", int(ks[-1]))  # one item pool for every round: one compilation
         task["K"] = int(ks[0])  # the shared config at the design's smallest K; each cell sets its own
     cfg = config.from_dict(base)  # the shared config, checked as any cell's ([sweep]: by spec.load)
+    if isinstance(params, dz.MedianDesign) and params.event == "fall" and not cfg.train.retire_at_fall:
+        raise ConfigError(
+            'train.retire_at_fall = false: a median design on the fall (design.event = "fall") reads each seed\'s '
+            "t_fell, which only train.retire_at_fall = true records; set it to true"
+        )
     per = params.seeds_per_round if isinstance(params, dz.KStarDesign) else params.block
     if cfg.ensemble.block > per:
         raise ConfigError(

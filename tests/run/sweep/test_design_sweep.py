@@ -3,6 +3,7 @@ rounds proposed, trained as packed cells, recorded in design.json, resumed to th
 edited, projected by --dry-run, reported beside the logistic fit. Tiny configs: the mechanics, not K*."""
 
 import csv
+import dataclasses
 import json
 import shutil
 
@@ -15,13 +16,25 @@ from icl_race import rundir
 from icl_race.__main__ import main
 from icl_race.analysis import design as dz
 from icl_race.run import sweep
-from icl_race.run.sweep.design_cost import SIGMA, design_dry_run
+from icl_race.run.sweep.design_cost import FALL_STEPS, SIGMA, design_dry_run
 from icl_race.run.sweep.design_spec import Design
 
 # 2 rounds of 2 seeds over K in 16-256, 100 steps: a design that stops at its seed maximum.
 CONFIG = tiny.small(train={"steps": 100, "checkpoint_every": 1}, ensemble={"seeds": 2, "block": 2})
 KSTAR = tiny.toml(CONFIG) + '[design]\nkind = "kstar"\nk_lo = 16\nk_hi = 256\nseeds_per_round = 2\nmax_seeds = 4\n'
 MEDIAN = tiny.toml(CONFIG) + '[design]\nkind = "median"\nblock = 2\nmax_seeds = 4\nrel_width = 0.01\n'
+# A median design on the fall: at ICL threshold 0.6 a tiny seed's noisy ICL accuracy (~0.5-0.7 here) crosses
+# it at some step and stays below the fall's 0.9: its t_fell is its next evaluation, confirmed LASTING
+# evaluations later where the budget has them (the mechanics of reading t_fell, not transience).
+FALL_TRAIN = {
+    "steps": 200,
+    "eval_every": 10,
+    "icl_threshold": 0.6,
+    "stop_when_all_acquired": False,
+    "retire_at_fall": True,
+}
+FALL = tiny.toml(tiny.small(train=FALL_TRAIN, ensemble={"seeds": 2, "block": 2}))
+FALL += '[design]\nkind = "median"\nevent = "fall"\nblock = 2\nmax_seeds = 4\nrel_width = 0.01\n'
 
 
 def _spec(tmp_path, text, name="design.toml"):
@@ -51,6 +64,10 @@ def finished(tmp_path_factory):
         ('kind = "kstar"\nk_hi = 4000\n[task.K_max]', "task.K_max"),
         ('kind = "median"\nblock = 0', "design.block"),
         ('kind = "median"\nblock = 1', "ensemble.block"),
+        ('kind = "median"\nevent = "t_ICL"', 'design.event = \'t_ICL\': must be "t_icl" or "fall"'),
+        ('kind = "median"\nevent = 1', 'design.event = 1: must be "t_icl" or "fall"'),
+        ('kind = "median"\nevent = "fall"', "train.retire_at_fall = false"),
+        ('kind = "kstar"\nevent = "fall"', "design.event: not an option of a kstar design"),
         ('kind = "kstar"\n[grid]\n"task.N" = [8, 16]', "[design]"),
     ],
 )
@@ -161,6 +178,7 @@ def test_a_median_design_adds_blocks_until_its_rule_stops(tmp_path):
     assert main(["sweep", str(spec), "--out", str(out), "--quiet"]) == 0
     doc = json.loads((out / "design.json").read_text())
     assert doc["stop"] == "max_seeds" and [r["seeds"] for r in doc["rounds"]] == [2, 2]
+    assert "event" not in doc["design"]  # a t_ICL design's record as before design.event existed
     runs = [rundir.load_run(out / "cells" / c["name"]) for r in doc["rounds"] for c in r["cells"]]
     times = np.concatenate([r.censored()[0] for r in runs])
     observed = np.concatenate([r.censored()[1] for r in runs])
@@ -228,3 +246,29 @@ def test_a_median_design_is_projected_from_replays_at_the_stated_spread(tmp_path
     seeds = float(text.split("expected ~")[1].split(" seeds")[0])
     assert 2 <= seeds < 64 and f"spread {SIGMA:g} in ln t" in text and "at most 64 seeds" in text
     assert not out.exists()
+
+
+def test_a_median_design_on_the_fall_reads_each_seeds_lasting_fall(tmp_path):
+    """design.event = "fall": the rule's times are the cells' t_fell (a seed that did not fall censored where
+    it stopped), not t_ICL; design.json says which event; the report recomputes the same median from the
+    outcome classes' falls and names the event; the dry run states the measured spread it projects at."""
+    spec, out = _spec(tmp_path, FALL), tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "--quiet"]) == 0
+    doc = json.loads((out / "design.json").read_text())
+    design = dz.MedianDesign(**doc["design"])
+    assert doc["design"]["event"] == "fall" and doc["stop"] in ("precise", "max_seeds")
+    runs = [rundir.load_run(out / "cells" / c["name"]) for r in doc["rounds"] for c in r["cells"]]
+    fall = [np.concatenate(x) for x in zip(*(r.censored("fell") for r in runs))]
+    t_icl = [np.concatenate(x) for x in zip(*(r.censored() for r in runs))]
+    assert fall[1].any() and not np.array_equal(fall[0], t_icl[0])  # some seeds fell; their times are not t_ICL
+    check = dz.median_check(design, *fall)
+    assert doc["result"] == json.loads(json.dumps(dataclasses.asdict(check)))
+    assert doc["result"] != json.loads(json.dumps(dataclasses.asdict(dz.median_check(design, *t_icl))))
+    assert main(["report", str(out)]) == 0
+    section = json.loads((out / "report.json").read_text())["design"]
+    assert section["answer"] == doc["result"] and section["params"]["event"] == "fall"
+    md = (out / "report.md").read_text()
+    assert "## Design: the median fall step" in md and "lasting fall after acquiring ICL" in md
+    dry = design_dry_run(out, sweep.load(spec), measure=False, remeasure=False, device=None, log=lambda m: None)
+    assert f"the {len(FALL_STEPS)} falls measured, all on the CPU miniature" in dry.assumption
+    assert "spread 0.166 in ln t" in dry.assumption and "retire there" in dry.assumption
