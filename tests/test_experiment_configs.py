@@ -50,3 +50,15 @@ def test_an_experiment_config_loads_and_its_sweep_expands(rel, tmp_path):
     plan = sweep.dry_run(tmp_path / "out", spec, measure=False)
     assert len(plan.cells) == len(spec.cells) and plan.unmeasured == len(spec.cells), rel
     assert not (tmp_path / "out").exists(), "a dry run writes nothing"
+
+
+def test_fig_a6s_designs_are_one_median_design_on_the_fall_per_l2_of_its_grid():
+    """design/paper/figA6_L01 ... L20: figA6.toml's config at each L2 of its grid, in its order, each seed
+    retired at its fall and its median fall step's rule capped at the grid's 128 seeds."""
+    grid = tomllib.loads((ROOT / "experiments/figA6.toml").read_text())["grid"]["train.weight_decay_attn"]
+    designs = [sweep.load(p) for p in sorted((ROOT / "experiments/design/paper").glob("figA6_L*.toml"))]
+    assert all(isinstance(d, Design) for d in designs)
+    assert [d.cfg.train.weight_decay_attn for d in designs] == grid
+    for d in designs:
+        assert d.params.event == "fall" and d.cfg.train.retire_at_fall and d.params.max_seeds == 128
+        assert d.cfg.train.steps == 4_690_000 and d.cfg.task.K == 15000 and d.cfg.task.N == 100
