@@ -29,13 +29,13 @@ def make_pool(key: jax.Array, size: int, dim: int) -> jax.Array:
 
 def fixed_pool(seed: int, size: int, dim: int, tokens: bool) -> jax.Array:
     """make_pool(key(seed), size, dim), as token rows (`token_table`) with `tokens`, drawn once per process
-    and kept on the host: a sweep's cells share their fixed pools (task.K_max, the same seeds), and a paper
-    grid's pool (4e5 items) takes ~0.5 s to draw for each of its cells (`sweep --dry-run` of
-    experiments/fig6a.toml builds 150). Under a trace (the memory check's abstract build) it is drawn
-    traced, never kept: a tracer must not outlive its trace."""
+    and kept: a sweep's cells share their fixed pools (task.K_max, the same seeds), and a paper grid's pool
+    (4e5 items) takes ~0.5 s to draw for each of its cells (`sweep --dry-run` of experiments/fig6a.toml
+    builds 150). The cells get the same array object, so run/identity.py digests it once. Under a trace (the
+    memory check's abstract build) it is drawn traced, never kept: a tracer must not outlive its trace."""
     if isinstance(jnp.zeros(()), jax.core.Tracer):
         return _draw_pool(seed, size, dim, tokens)
-    return jnp.asarray(_kept_pool(seed, size, dim, tokens))
+    return _kept_pool(seed, size, dim, tokens)
 
 
 def _draw_pool(seed: int, size: int, dim: int, tokens: bool) -> jax.Array:
@@ -43,11 +43,8 @@ def _draw_pool(seed: int, size: int, dim: int, tokens: bool) -> jax.Array:
     return token_table(items_PxD) if tokens else items_PxD
 
 
-@functools.lru_cache(maxsize=4)
-def _kept_pool(seed: int, size: int, dim: int, tokens: bool) -> np.ndarray:
-    out = np.asarray(_draw_pool(seed, size, dim, tokens))
-    out.flags.writeable = False
-    return out
+# Kept on the default device: jax arrays are immutable and the engine never donates its constants.
+_kept_pool = functools.lru_cache(maxsize=4)(_draw_pool)
 
 
 def balanced_label_map(key: jax.Array, K: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:

@@ -75,3 +75,18 @@ def test_a_dry_run_shows_each_cells_row_before_it_plans_the_next(tmp_path, monke
     assert len(plans) == 4 and all(p < r < n for p, r, n in zip(plans, rows[1:], [*plans[1:], len(kinds)]))
     assert [kind for kind, _ in kinds].count("measure") == 2  # one per program (width), at its first cell
     assert result.text().count("pack 1") == 3 and "2 cells of one program as one ensemble of 4 seeds" in result.text()
+
+
+def test_runs_pack_only_when_their_item_pools_hold_the_same_values():
+    """The array constants' digest: equal for cells that share a pool (another K: one pool object, digested
+    once), different for another pool seed (the same program, other values), and the same when computed
+    afresh, without the digests kept of earlier calls."""
+    from icl_race import config
+    from icl_race.run import identity
+
+    of = lambda **task: identity.of(RunPlan.of(config.from_dict(tiny.small(task={"K_max": 400, **task}))))
+    a, other_K, other_pool = of(K=200, pool_seed=1), of(K=400, pool_seed=1), of(K=200, pool_seed=2)
+    assert a.arrays and a.pack == other_K.pack
+    assert other_pool.program == a.program and other_pool.arrays != a.arrays
+    identity._DIGESTS.clear()
+    assert of(K=200, pool_seed=1) == a
