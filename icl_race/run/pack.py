@@ -88,7 +88,8 @@ def train_pack(cells: Sequence[Prepared], stop: Stop, on_chunk: Callable | None 
             if d and not done[i]:
                 done[i], columns[i] = True, sum(len(s) for s in p.eval_steps)
         if stopping:
-            stop.check(p.step, min(saved))
+            # A finished member resumes finished: the members still training name the resume step.
+            stop.check(p.step, min((s for s, d in zip(saved, done) if not d), default=p.step))
 
     stop.check(first.start, first.start)  # a signal that arrived before training (or between a sweep's cells)
     with contextlib.ExitStack() as closing:  # each checkpointer's last save waited for, then closed, even if one fails

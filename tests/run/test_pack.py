@@ -108,10 +108,12 @@ def test_a_member_that_finished_before_a_stop_resumes_finished_not_from_an_older
         return on_chunk
 
     monkeypatch.setattr(runner, "ProgressBar", interrupt_after_chunk_3)
-    with pytest.raises(Interrupted):
+    with pytest.raises(Interrupted) as stopped:
         runner.execute_pack(list(zip(plans, outs)), progress=True, log=lambda m: None)
     monkeypatch.undo()
     assert finished_at < chunks[-1] and rundir.checkpoint_steps(outs[0]) == [finished_at]
+    # the line names where the members still training resume, not the finished member's last save
+    assert str(stopped.value).endswith(f"resume from the checkpoint at step {chunks[-1]:,}")
     logged = []
     runner.execute_pack(list(zip(plans, outs)), progress=False, log=logged.append)
     assert f"{outs[0]}: resuming from the checkpoint at step {finished_at:,}" in logged
