@@ -4,6 +4,7 @@ returns its estimates (a `Fitted`) or `NotFitted(reason)`: a reader narrows it w
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -31,7 +32,9 @@ def record_json(rec) -> dict:
 
 
 def plain(v):
-    """A value of a record as JSON-ready Python: nested records through their `to_json`, numpy as Python."""
+    """A value of a record as JSON-ready Python: nested records through their `to_json`, numpy as Python, a
+    NaN or an infinity as None (JSON has no such number: Python's json writes the token NaN, which strict
+    readers refuse)."""
     if hasattr(v, "to_json") and not isinstance(v, type):
         return plain(v.to_json())
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
@@ -42,7 +45,8 @@ def plain(v):
         return [plain(x) for x in v]
     if isinstance(v, np.ndarray):
         return plain(v.tolist())
-    return v.item() if isinstance(v, np.generic) else v
+    v = v.item() if isinstance(v, np.generic) else v
+    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 class Record:

@@ -44,7 +44,11 @@ def analyze(args: argparse.Namespace) -> int:
         say=_say,
     )
     said = as_text(args.study, args.subcommand, result)
-    print(json.dumps(record_json(result), indent=1) if args.json else "\n".join([said, *map(str, written)]))
+    print(
+        json.dumps(record_json(result), indent=1, allow_nan=False)
+        if args.json
+        else "\n".join([said, *map(str, written)])
+    )
     return 0
 
 
@@ -124,7 +128,7 @@ def run(
     result = table[sub](list(dirs), **kwargs)
     record = {"study": study, "analysis": sub, "dirs": [str(d) for d in dirs], "result": record_json(result)}
     record |= {"partial": unfinished} if unfinished else {}
-    files = {out.name: (json.dumps(record, indent=1) + "\n").encode()}
+    files = {out.name: (json.dumps(record, indent=1, allow_nan=False) + "\n").encode()}
     if md:
         files[md.name] = as_text(study, sub, result).encode()
     figures = getattr(module, "FIGURES", {}).get(sub)

@@ -429,5 +429,7 @@ def test_log_t_vs_beta0_has_no_slope_without_spread_in_beta0():
 
     flat = log_t_vs_beta0([100.0, 200.0, 300.0], [0.0, 0.0, 0.0], Bootstrap(200, generator(0)))
     assert np.isnan(flat.slope) and flat.slope_ci == [None, None] and flat.n == 3
+    # as a study's JSON writes it: null, not the token NaN that strict JSON readers refuse
+    assert json.loads(json.dumps(record_json(flat), allow_nan=False))["slope"] is None
     three = log_t_vs_beta0(np.exp([3.0, 2.0, 1.0]), [0.0, 1.0, 2.0], Bootstrap(200, generator(0)))
     assert three.slope == pytest.approx(-1.0) and all(np.isfinite(three.slope_ci))
