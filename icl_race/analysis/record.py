@@ -32,9 +32,7 @@ def record_json(rec) -> dict:
 
 
 def plain(v):
-    """A value of a record as JSON-ready Python: nested records through their `to_json`, numpy as Python, a
-    NaN or an infinity as None (JSON has no such number: Python's json writes the token NaN, which strict
-    readers refuse)."""
+    """A value of a record as JSON-ready Python: nested records through their `to_json`, numpy as Python."""
     if hasattr(v, "to_json") and not isinstance(v, type):
         return plain(v.to_json())
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
@@ -45,8 +43,7 @@ def plain(v):
         return [plain(x) for x in v]
     if isinstance(v, np.ndarray):
         return plain(v.tolist())
-    v = v.item() if isinstance(v, np.generic) else v
-    return None if isinstance(v, float) and not math.isfinite(v) else v
+    return v.item() if isinstance(v, np.generic) else v
 
 
 class Record:
@@ -71,3 +68,14 @@ class NotFitted(Record):
 
     def to_json(self) -> dict:
         return {"ok": False} | ({} if self.reason is None else {"reason": self.reason})
+
+
+def finite(v):
+    """JSON-ready data with each NaN or infinity as None, as a file holds it: JSON has no such number, and
+    Python's json writes the token NaN, which strict readers (jq, JavaScript, Go) refuse. In memory a
+    record keeps its NaN: code computes with it."""
+    if isinstance(v, dict):
+        return {k: finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [finite(x) for x in v]
+    return None if isinstance(v, float) and not math.isfinite(v) else v

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from icl_race import rundir
 from icl_race.analysis.draws import Draws
-from icl_race.analysis.record import record_json
+from icl_race.analysis.record import finite, record_json
 from icl_race.config import ConfigError, check_bootstrap
 from icl_race.report.arguments import boot_count, boot_seed, force_arg, json_arg
 from icl_race.rundir import owner
@@ -45,7 +45,7 @@ def analyze(args: argparse.Namespace) -> int:
     )
     said = as_text(args.study, args.subcommand, result)
     print(
-        json.dumps(record_json(result), indent=1, allow_nan=False)
+        json.dumps(finite(record_json(result)), indent=1, allow_nan=False)
         if args.json
         else "\n".join([said, *map(str, written)])
     )
@@ -128,7 +128,7 @@ def run(
     result = table[sub](list(dirs), **kwargs)
     record = {"study": study, "analysis": sub, "dirs": [str(d) for d in dirs], "result": record_json(result)}
     record |= {"partial": unfinished} if unfinished else {}
-    files = {out.name: (json.dumps(record, indent=1, allow_nan=False) + "\n").encode()}
+    files = {out.name: (json.dumps(finite(record), indent=1, allow_nan=False) + "\n").encode()}
     if md:
         files[md.name] = as_text(study, sub, result).encode()
     figures = getattr(module, "FIGURES", {}).get(sub)

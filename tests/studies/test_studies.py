@@ -24,7 +24,7 @@ from icl_race import config
 from icl_race.analysis import memorization_summary as mem_summary
 from icl_race.analysis import race, race_summary
 from icl_race.analysis.draws import Draws
-from icl_race.analysis.record import record_json
+from icl_race.analysis.record import finite, record_json
 from icl_race.config import ConfigError
 from icl_race.run import runner
 from icl_race.rundir import load_runs
@@ -108,7 +108,7 @@ def _same(a, b):
 def analyze(study, sub, dirs, tmp_path, **options):
     result, written = command.run(study, sub, dirs, tmp_path / f"{study}_{sub}.json", None, 0, options)
     doc = json.loads(written[0].read_text())  # written by this process: bit equality holds
-    assert doc["result"] == json.loads(json.dumps(record_json(result)))  # what the command wrote
+    assert doc["result"] == json.loads(json.dumps(finite(record_json(result))))  # what the command wrote
     return result, written
 
 
@@ -430,6 +430,6 @@ def test_log_t_vs_beta0_has_no_slope_without_spread_in_beta0():
     flat = log_t_vs_beta0([100.0, 200.0, 300.0], [0.0, 0.0, 0.0], Bootstrap(200, generator(0)))
     assert np.isnan(flat.slope) and flat.slope_ci == [None, None] and flat.n == 3
     # as a study's JSON writes it: null, not the token NaN that strict JSON readers refuse
-    assert json.loads(json.dumps(record_json(flat), allow_nan=False))["slope"] is None
+    assert json.loads(json.dumps(finite(record_json(flat)), allow_nan=False))["slope"] is None
     three = log_t_vs_beta0(np.exp([3.0, 2.0, 1.0]), [0.0, 1.0, 2.0], Bootstrap(200, generator(0)))
     assert three.slope == pytest.approx(-1.0) and all(np.isfinite(three.slope_ci))
