@@ -18,7 +18,7 @@ from icl_race.analysis import bimodality as bm
 from icl_race.analysis import outcome as oc
 from icl_race.analysis import regime as rg
 from icl_race.analysis import survival as sv
-from icl_race.analysis.draws import Bootstrap, generator
+from icl_race.analysis.draws import Bootstrap, Draws, generator
 from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key, record_json
 from icl_race.report.paper import PAPER
 from icl_race.report.sample import Sample
@@ -185,10 +185,11 @@ def _bimodality(s: Sample) -> Bimodality:
     return Bimodality(bm.summarize(log_t), bm.summarize(with_cens), final, bool(0.1 <= frac <= 0.9))
 
 
-def _regime(s: Sample) -> Regime:
+def _regime(s: Sample, draws: Draws) -> Regime:
     tr = s.cfg.train
-    # The regime's intervals draw a fixed 2,000 replicates from generator(0), whatever the report's --boot.
-    boot = Bootstrap(2000, generator(0))
+    # The report's --boot replicates from the root of its --seed, the same stream in every cell: a cell's
+    # intervals do not depend on which other cells a sweep holds.
+    boot = Bootstrap(draws.n_boot, generator(draws.seed))
     g = rg.summarize(s.t, s.t_start[s.kept], s.icl_acc[s.kept], s.eval_steps, tr.icl_threshold, boot)
     return Regime(
         **vars(g),
@@ -203,8 +204,9 @@ def _regime(s: Sample) -> Regime:
     )
 
 
-def analyze(s: Sample, tails: bool = True) -> CellStats:
-    """Every per-cell statistic (the tail fits only with `tails`: `hist` does without them)."""
+def analyze(s: Sample, draws: Draws = Draws(0, 2000), tails: bool = True) -> CellStats:
+    """Every per-cell statistic (the tail fits only with `tails`: `hist` does without them); the regime's
+    intervals resampled with `draws` (`hist`, which takes no --boot, with report's defaults)."""
     t = s.t
     head: dict[str, Any] = dict(
         label=s.label,
@@ -233,7 +235,7 @@ def analyze(s: Sample, tails: bool = True) -> CellStats:
         sv.fit_lognormal(times, observed) if tails else None,
         sv.fit_tail(times, observed) if tails else None,
         _bimodality(s),
-        _regime(s),
+        _regime(s, draws),
         _above(s.final_icl),
         None if ref is None else _above(ref[s.kept]),
     )

@@ -52,10 +52,9 @@ class RunReport:
 
 
 def compute(run: rundir.Run, draws: Draws) -> RunReport:
-    """Every statistic of the run (none of them resampled with the report's draws: the regime's
-    bootstrap has its own fixed generator per cell)."""
+    """Every statistic of the run (the regime's intervals resampled with the report's draws)."""
     s = Sample.of(run)
-    cell = analyze(s)
+    cell = analyze(s, draws)
     rise = cell.statistics.regime.rise_fraction.median if isinstance(cell.statistics, Statistics) else None
     return RunReport(run.dir, s, cell, run_comparisons(cell), paper_differences(s.config), of_run(run, rise))
 

@@ -141,7 +141,7 @@ def compute(sweep: rundir.SweepDir, draws: Draws) -> SweepReport:
     # A cell's label names its variant, K and N; other varying fields (a lever's value) are added so
     # that the cells of a sweep over, say, train.lr can be told apart in every table.
     extra = [k for k in varying if k not in {"task.K", "task.N", "task.variant"} | MEASUREMENT_FIELDS]
-    stats = [analyze(s) for s in samples]
+    stats = [analyze(s, draws) for s in samples]
     if extra:
         stats = [
             dataclasses.replace(st, label=f"{st.label} ({group_label({k: c.get(k) for k in extra})})")

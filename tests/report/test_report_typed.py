@@ -2,6 +2,7 @@
 where the key is not a Python name, fields left out while None where the key is optional), and each of the
 paper's claims renders from hand-made records, its text from the one table `claims.CLAIMS`."""
 
+import copy
 import dataclasses
 import json
 
@@ -145,6 +146,20 @@ def _texts(rows: list[Comparison]) -> set[tuple[str, str]]:
 
 
 TABLE = {(c.claim, c.paper) for c in CLAIMS.values()}
+
+
+def test_the_regimes_intervals_are_resampled_with_the_reports_draws(tmp_path, monkeypatch):
+    """--boot and --seed reach the regime's bootstrap (it drew a fixed 2,000 from root 0 whatever was asked):
+    its replicates are the report's count, drawn from the stream of the report's root."""
+    from icl_race.analysis.draws import generator
+    from icl_race.report import cell
+
+    classification_run(tmp_path / "run")
+    seen, summarize = [], cell.rg.summarize
+    monkeypatch.setattr(cell.rg, "summarize", lambda *a: seen.append(copy.deepcopy(a[-1])) or summarize(*a))
+    run_report.compute(load_run(tmp_path / "run"), Draws(7, 300))
+    (boot,) = seen
+    assert boot.n == 300 and boot.rng.integers(0, 2**62) == generator(7).integers(0, 2**62)
 
 
 @pytest.mark.parametrize(
