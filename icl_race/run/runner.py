@@ -20,6 +20,7 @@ icl_race/run/retrain.py trains chosen seeds with, writing nothing.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,7 +75,9 @@ def _execute(cfg: Config, out: Path, progress: bool, log, redo: bool, on_chunk=N
         rundir.drop_superseded_checkpoints(out)
         return finished
     if progress:  # the first line, before jax's import and the memory check (seconds): the input is checked
-        log(f"{out}: config checked; loading jax, then checking that the ensemble fits this machine's memory")
+        # A notebook's second `icl_race.train` has jax loaded already: the line says only what comes.
+        loading = "" if "jax" in sys.modules else "loading jax, then "
+        log(f"{out}: config checked; {loading}checking that the ensemble fits this machine's memory")
     run = RunPlan.of(cfg)  # the one derivation of the layout and chunk plan for this run
     check_memory(run, out)
     out.mkdir(parents=True, exist_ok=True)

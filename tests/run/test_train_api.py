@@ -74,6 +74,7 @@ def test_train_shows_what_the_command_line_shows_and_nothing_with_progress_off(c
     icl_race.train(SMALL)
     out, err = capsys.readouterr()
     assert out.startswith(f"{icl_race.IN_MEMORY}: ") and "2 seeds x 100 steps: compiling" in out, out
+    assert "loading jax" not in out, "jax is loaded (by the first train in a notebook): the line says what comes"
     assert "icl-race-train-" not in out, "no line names the temporary directory, gone once the run is committed"
     assert "step 100/100" in err and "ICL acquired" in err, err
     icl_race.train(SMALL, progress=False)
