@@ -86,7 +86,7 @@ def run(
     dirs: list[str],
     out: Path | None,
     n_boot: int | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     options: dict | None = None,
     force: bool = False,
     partial: bool = False,
@@ -95,7 +95,8 @@ def run(
     """The analysis `study sub` of `dirs`, its JSON written to `out` (default: `default_out`), its
     markdown (MARKDOWN) and figures beside it, as one into a folder analyze owns (rundir/owner.py; no file
     it did not write replaced unless `force`); returns (result, paths written). The study function draws
-    from `Draws(seed, n_boot)` (n_boot None: its default draws' count). A run directory not finished is
+    from `Draws(seed, n_boot)` (None: root 0, its default draws' count); one that takes no `draws`
+    resamples nothing and refuses either. A run directory not finished is
     refused unless `partial` (studies/inputs.py's `check_finished`); with it, each such run is said (`say`)
     and recorded in the JSON."""
     module = importlib.import_module(f"icl_race.studies.{study}") if study in STUDIES else None
@@ -103,7 +104,10 @@ def run(
     if sub not in table:
         raise ConfigError(f"analyze {study} {sub!r}: expected one of {', '.join(table)}")
     _check_dirs(study, sub, getattr(module, "DIRECTORIES", {}).get(sub, "some"), dirs)
-    check_bootstrap(n_boot, seed)
+    check_bootstrap(n_boot, 0 if seed is None else seed)
+    params = inspect.signature(table[sub]).parameters
+    if "draws" not in params and (n_boot is not None or seed is not None):
+        raise ConfigError(f"analyze {study} {sub}: resamples nothing, so takes no --boot or --seed")
     takes = [name for name, _ in options_of(table[sub])]
     unknown = sorted(set(options or {}) - set(takes))
     if unknown:
@@ -112,8 +116,9 @@ def run(
         )
     allowed = getattr(module, "OPTIONS", {})
     options = {name: allowed[name].value(name, v) for name, v in (options or {}).items()}
-    default = inspect.signature(table[sub]).parameters["draws"].default  # the study's own count of draws
-    kwargs = options | {"draws": Draws(seed, default.n_boot if n_boot is None else n_boot)}
+    if "draws" in params:
+        default = params["draws"].default  # the study's own count of draws
+        options |= {"draws": Draws(seed or 0, default.n_boot if n_boot is None else n_boot)}
     out = Path(out) if out else default_out(study, sub, dirs)
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out}: is a directory; give a file name")
@@ -125,7 +130,7 @@ def run(
     unfinished = check_finished(dirs, partial)
     for line in unfinished:
         say(line)
-    result = table[sub](list(dirs), **kwargs)
+    result = table[sub](list(dirs), **options)
     record = {"study": study, "analysis": sub, "dirs": [str(d) for d in dirs], "result": record_json(result)}
     record |= {"partial": unfinished} if unfinished else {}
     files = {out.name: (json.dumps(finite(record), indent=1, allow_nan=False) + "\n").encode()}
@@ -200,4 +205,4 @@ def analyze_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="bootstrap replicates (default: the study's, 2000 for scale and linear_attention, 1000 for the others)",
     )
-    p.add_argument("--seed", type=boot_seed, default=0, help="root of the bootstrap's generator (default 0)")
+    p.add_argument("--seed", type=boot_seed, default=None, help="root of the bootstrap's generator (default 0)")

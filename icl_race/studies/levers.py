@@ -55,7 +55,7 @@ def beta0(dirs, *, draws: Draws = Draws(0, 1000)) -> levers.Beta0:
     return levers.beta0(runs, draws)
 
 
-def pair(dirs, *, draws: Draws = Draws(0, 1000)) -> levers.Pair:
+def pair(dirs) -> levers.Pair:
     if len(dirs) != 2:
         raise ConfigError("analyze levers pair: give two directories (the same seeds under two settings)")
     return levers.pair(runs_of("levers pair", dirs[:1]), runs_of("levers pair", dirs[1:]))
@@ -132,14 +132,12 @@ def ceiling(
     return copy_ceiling([float(e) for e in listed(epsilon)], D=D, N=N, sequences=sequences, seed=draws.seed)
 
 
-def collapse(
-    dirs, *, seed_id: int = 0, at=(3000, 6000, 9000, 12000, 18000, 24000, 30000), draws: Draws = Draws(0, 1000)
-) -> levers.Collapse:
+def collapse(dirs, *, seed_id: int = 0, at=(3000, 6000, 9000, 12000, 18000, 24000, 30000)) -> levers.Collapse:
     """One seed of a finished cell retrained alone (icl_race.run.retrain) in vmaps of one seed, the fast CPU
     layout this was first written with, so the same trajectory as inside its ensemble to float tolerance
     (without the ensemble.block override: exactly its run's, at the cost of a whole block), its network
     read at each of the `at` steps (`Transformer.activations` on a training batch of 512). `seed_id`: the
-    seed retrained (`draws` unused: nothing here is resampled)."""
+    seed retrained (nothing here is resampled: no --boot or --seed)."""
     import jax
 
     from icl_race import systems

@@ -51,7 +51,7 @@ def independence(dirs, *, level: float = 0.9, draws: Draws = Draws(0, 1000)) -> 
         )
 
 
-def settle(dirs, *, level: float = 0.9, draws: Draws = Draws(0, 1000)) -> race.Settling:
+def settle(dirs, *, level: float = 0.9) -> race.Settling:
     """Whether memorization ends the race: per cell, the seeds whose IWL accuracy passed `level` before
     they acquired ICL, and how many of those acquired ICL later. Read runs trained without
     train.settle_iwl (a settled seed's later history is not computed)."""

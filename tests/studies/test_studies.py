@@ -106,7 +106,7 @@ def _same(a, b):
 
 
 def analyze(study, sub, dirs, tmp_path, **options):
-    result, written = command.run(study, sub, dirs, tmp_path / f"{study}_{sub}.json", None, 0, options)
+    result, written = command.run(study, sub, dirs, tmp_path / f"{study}_{sub}.json", None, None, options)
     doc = json.loads(written[0].read_text())  # written by this process: bit equality holds
     assert doc["result"] == json.loads(json.dumps(finite(record_json(result))))  # what the command wrote
     return result, written
@@ -321,7 +321,7 @@ def test_levers_collapse_reads_the_model_s_own_activations(runs, tmp_path):
     from icl_race.config import ConfigError
 
     with pytest.raises(ConfigError, match="not a seed"):
-        command.run("levers", "collapse", [runs["kinf"]], tmp_path / "x.json", None, 0, {"seed_id": 99})
+        command.run("levers", "collapse", [runs["kinf"]], tmp_path / "x.json", None, None, {"seed_id": 99})
 
 
 def test_a_studys_bootstraps_are_rooted_at_its_seed(tmp_path):
@@ -379,6 +379,8 @@ BAD = [  # (case id, study, subcommand, run names ("unacquired", "regression" or
     ("--boot 1000000000", "levers", "transience", ["wd01"], ["--boot", "1000000000"], "argument --boot: must be"),
     ("--boot 0", "race", "loss", ["wd01"], ["--boot", "0"], "argument --boot"),
     ("--seed -1", "race", "loss", ["wd01"], ["--seed", "-1"], "argument --seed: must be an integer in [0,"),
+    ("--seed where nothing is resampled", "race", "settle", ["wd01"], ["--seed", "3"], "takes no --boot or --seed"),
+    ("--boot where nothing is resampled", "levers", "pair", ["wd01", "wd03"], ["--boot", "50"], "resamples nothing"),
 ]
 
 
