@@ -6,8 +6,9 @@ import re
 
 from icl_race.cli import main
 
-# The first line of run, demo, sweep and analyze, before their slow imports: it says what comes next.
-SAYS = re.compile(r"[:;] loading (jax|the study's analysis), then ")
+# The first line of run, demo, sweep and analyze, before their slow imports: it says what comes next (run's,
+# in a process that has jax loaded already, names only its memory check).
+SAYS = re.compile(r"[:;] loading (jax|the study's analysis), then |: config checked; checking that the ensemble fits")
 
 
 def refused(err: str) -> list[str]:
