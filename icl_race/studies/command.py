@@ -104,7 +104,8 @@ def run(
     if sub not in table:
         raise ConfigError(f"analyze {study} {sub!r}: expected one of {', '.join(table)}")
     _check_dirs(study, sub, getattr(module, "DIRECTORIES", {}).get(sub, "some"), dirs)
-    check_bootstrap(n_boot, 0 if seed is None else seed)
+    root = 0 if seed is None else seed  # --seed's default
+    check_bootstrap(n_boot, root)
     params = inspect.signature(table[sub]).parameters
     if "draws" not in params and (n_boot is not None or seed is not None):
         raise ConfigError(f"analyze {study} {sub}: resamples nothing, so takes no --boot or --seed")
@@ -118,7 +119,7 @@ def run(
     options = {name: allowed[name].value(name, v) for name, v in (options or {}).items()}
     if "draws" in params:
         default = params["draws"].default  # the study's own count of draws
-        options |= {"draws": Draws(seed or 0, default.n_boot if n_boot is None else n_boot)}
+        options |= {"draws": Draws(root, default.n_boot if n_boot is None else n_boot)}
     out = Path(out) if out else default_out(study, sub, dirs)
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out}: is a directory; give a file name")
