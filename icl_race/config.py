@@ -57,8 +57,10 @@ INDEX_MAX = 2**31 - 1
 KEY_MAX = 2**32 - 1
 # The bootstrap options of report, compare and analyze: --boot replicates in [1, BOOT_MAX] (each
 # replicate costs memory and time per seed: 10^9 asked compare for 15 GiB), --seed a root in [0, KEY_MAX]
-# (numpy's SeedSequence takes no negative root).
+# (numpy's SeedSequence takes no negative root). BOOT_DEFAULT is the replicates report, compare and hist
+# use when --boot is not given: one number, so that their intervals agree.
 BOOT_MAX = 100_000
+BOOT_DEFAULT = 2000
 
 
 def check_bootstrap(n_boot: int | None, seed: int) -> None:

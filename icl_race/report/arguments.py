@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from icl_race.config import BOOT_MAX, ConfigError, check_bootstrap
+from icl_race.config import BOOT_DEFAULT, BOOT_MAX, ConfigError, check_bootstrap
 
 
 def _integer(text: str) -> int:
@@ -46,7 +46,10 @@ def _check_bootstrap(n_boot: int | None, seed: int) -> None:
 
 def bootstrap_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--boot", type=boot_count, default=2000, help=f"bootstrap replicates (default 2000, at most {BOOT_MAX:,})"
+        "--boot",
+        type=boot_count,
+        default=BOOT_DEFAULT,
+        help=f"bootstrap replicates (default {BOOT_DEFAULT}, at most {BOOT_MAX:,})",
     )
     p.add_argument("--seed", type=boot_seed, default=0, help="root of the bootstrap's SeedSequence (default 0)")
 

@@ -20,6 +20,7 @@ from icl_race.analysis import regime as rg
 from icl_race.analysis import survival as sv
 from icl_race.analysis.draws import Bootstrap, Draws, generator
 from icl_race.analysis.record import OMIT_NONE, NotFitted, Record, key, record_json
+from icl_race.config import BOOT_DEFAULT
 from icl_race.report.paper import PAPER
 from icl_race.report.sample import Sample
 
@@ -204,7 +205,7 @@ def _regime(s: Sample, draws: Draws) -> Regime:
     )
 
 
-def analyze(s: Sample, draws: Draws = Draws(0, 2000), tails: bool = True) -> CellStats:
+def analyze(s: Sample, draws: Draws = Draws(0, BOOT_DEFAULT), tails: bool = True) -> CellStats:
     """Every per-cell statistic (the tail fits only with `tails`: `hist` does without them); the regime's
     intervals resampled with `draws` (`hist`, which takes no --boot, with report's defaults)."""
     t = s.t

@@ -25,13 +25,12 @@ from icl_race.analysis.compare import PairStats, compare_to_reference
 from icl_race.analysis.draws import Draws
 from icl_race.analysis.outcome import CLASSES, of_results
 from icl_race.analysis.survival import KaplanMeier, kaplan_meier, proportion_ci
-from icl_race.config import ConfigError, check_bootstrap
+from icl_race.config import BOOT_DEFAULT, ConfigError, check_bootstrap
 from icl_race.report.compare_input import read
 from icl_race.report.format import ci_text, figure_files, jsonable, num, p_value
 from icl_race.report.verdict import RULE, cell, ci, logrank_text, reaches, sentence
 from icl_race.rundir import owner, runset
 
-N_BOOT = 2000
 # Fields that size an ensemble rather than change what it trains: each group's seed count is its `n`,
 # never listed among the differences (a run of 32 seeds is not another experiment than one of 16).
 SIZES = ("ensemble.seeds",)
@@ -88,7 +87,7 @@ def _group(name: str, run: rundir.Run, event: str) -> Group:
 def compare(
     dirs: list[str | Path],
     event: str | None = None,
-    n_boot: int = N_BOOT,
+    n_boot: int = BOOT_DEFAULT,
     seed: int = 0,
     labels: list[str] | None = None,
 ) -> Comparison:

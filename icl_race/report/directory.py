@@ -11,12 +11,10 @@ from pathlib import Path
 
 from icl_race import rundir, systems
 from icl_race.analysis.draws import Draws
-from icl_race.config import ConfigError
+from icl_race.config import BOOT_DEFAULT, ConfigError
 from icl_race.configbase import System, resolve
 from icl_race.report.format import figure_files, jsonable
 from icl_race.rundir import owner
-
-N_BOOT = 2000
 
 
 def _check_dir(d: Path) -> str:
@@ -56,7 +54,7 @@ SCHEMA = "icl-race/report/1"  # docs/report-json.md; raised when a key changes m
 
 def write_report(
     d: str | Path,
-    n_boot: int = N_BOOT,
+    n_boot: int = BOOT_DEFAULT,
     seed: int = 0,
     force: bool = False,
     say: Callable[[str], None] = lambda line: None,
