@@ -257,7 +257,7 @@ def compile_step(program, consts, seeds: int, steps: int = 2, device=None):
     carry = jax.eval_shape(lambda k: init_on_device(program, seeds, k, consts), keys)
     args = carry, consts, jnp.int32(0)
     if device is not None:  # abstract arguments placed on the target: nothing is transferred, nothing runs
-        where = jax.sharding.SingleDeviceSharding(device)
+        where = jax.sharding.make_single_device_sharding(device)
         args = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=where), args)
     return steps_on_device.lower(program, seeds, steps, *args).compile(), carry
 
