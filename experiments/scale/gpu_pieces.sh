@@ -19,7 +19,7 @@
 #   b      precision_w512_N32.toml: highest, default (TF32), bf16; three workers
 #   c      kinf_w512_N{50,100,150,200,250}_design.toml: the K = infinity median by the median rule; five
 #          workers, one per design
-#   d      kstar_w512_N{150,200,250}_design.toml: K*(N) by the K* design; three workers
+#   d      kstar_w512_N{128,150,200,250}_design.toml: K*(N) by the K* design; four workers
 #   e-lr   lr01_w512_N100.toml: lr 0.01 at N = 100 (beside c's lr 0.03 seeds); one worker
 #   e-bench  the benchmark sections never measured on a GPU: run.py's MLP-only and linear attention
 # A piece is finished when each of its sweeps is (gpu_queue.py done: a grid's every cell done, a design's
@@ -50,7 +50,7 @@ sweeps() {  # a piece's sweep files (experiments/scale/NAME.toml) and workers ea
   case $1 in
     b) echo "precision_w512_N32:3";;
     c) for n in 50 100 150 200 250; do echo "kinf_w512_N${n}_design:1"; done;;
-    d) for n in 150 200 250; do echo "kstar_w512_N${n}_design:1"; done;;
+    d) for n in 128 150 200 250; do echo "kstar_w512_N${n}_design:1"; done;;
     e-lr) echo "lr01_w512_N100:1";;
   esac
 }
