@@ -32,6 +32,7 @@ class GridSeeds:
     steps: list[np.ndarray]  # per K, [S_K] steps trained
     budget: int
     seed_ids: list[np.ndarray] | None = None  # per K, [S_K] (None: not known)
+    N: int | None = None  # the runs' task.N (None: not known)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,18 +10,32 @@ Numbers per lr rest on the seeds of the cells at that lr (diverged ones excluded
 the KM median of t_ICL with a percentile bootstrap CI over seeds, the same scaled by lr, and the median
 rise fraction (t_ICL - t_icl60) / t_ICL with a bootstrap CI (analysis/regime.py: <= 0.10 is abrupt).
 Their tables: `icl_race.studies.scale`.
+
+K*(N) and its slope (`kstar_slope`, issue 54 item 6): log10 K* on log10 N by least squares over K* from any
+source (a design's posterior, a grid's logistic fit, an interval of a run no longer on disk), each with
+replicates of its own; `icl_race.studies.design`'s `slope` reads them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
 
 from icl_race.analysis import survival as sv
 from icl_race.analysis.draws import Bootstrap, Draws, generator
+from icl_race.analysis.record import NOT_JSON, NotFitted, Record
 from icl_race.analysis.regime import RISE_BOUND, rise_fraction
-from icl_race.analysis.threshold import Lines, Slope, km_median_boot, median_ci, median_vs_N, percentile_ci
+from icl_race.analysis.threshold import (
+    Lines,
+    Slope,
+    km_median_boot,
+    median_ci,
+    median_vs_N,
+    percentile_ci,
+    power_law_slope,
+)
 
 METHOD = (
     "Kaplan-Meier median of t_ICL (censored seeds kept at the budget, diverged seeds excluded), "
@@ -240,3 +254,51 @@ def width_axis(width_C, lr_C, N_C, t_icl_C, t_start_C, censor_at_C, diverged_C, 
             )
         )
     return WidthAxis(tuple(fits))
+
+
+KSTAR_METHOD = (
+    "least-squares slope of log10 K* on log10 N; its interval from replicates of each N's log10 K*, "
+    "independent across N: a K* design's posterior draws, a grid's seed bootstrap of its logistic fit, or "
+    "for an interval given by hand a two-piece normal whose sides put each end at its quantile"
+)
+
+
+@dataclass(frozen=True)
+class KStarAtN(Record):
+    """One N's K* with its interval and what it rests on (`source`), and its replicates of log10 K*."""
+
+    N: int
+    kstar: float
+    ci: list[float]
+    source: str
+    boot_log10_kstar: np.ndarray = field(metadata=NOT_JSON)
+
+
+@dataclass(frozen=True)
+class KStarSlope(Record):
+    """K*(N) from several sources and the slope of log10 K* on log10 N (`kstar_slope`)."""
+
+    points: list[KStarAtN]
+    fit: Slope | NotFitted
+    draws: int  # replicates per N
+    seed: int
+    method: str = KSTAR_METHOD
+
+
+def interval_draws(log10_kstar: float, log10_ci, confidence: float, rng: np.random.Generator, n: int) -> np.ndarray:
+    """n draws of log10 K* that reproduce an interval given by hand: a two-piece normal at log10_kstar whose
+    lower and upper sides have the ends of `log10_ci` at their (1 -+ confidence) / 2 quantiles. On the three
+    width-512 grids (scale/README.md item 4) it gives the slope interval their seed bootstrap gave within
+    0.01 (design/README.md)."""
+    z = stats.norm.ppf((1 + confidence) / 2)
+    lo, hi = (log10_kstar - log10_ci[0]) / z, (log10_ci[1] - log10_kstar) / z
+    u = rng.standard_normal(n)
+    return log10_kstar + np.where(u < 0, lo, hi) * u
+
+
+def kstar_slope(points: list[KStarAtN], draws: int, seed: int, confidence: float = 0.95) -> KStarSlope:
+    """The slope of log10 K* on log10 N over `points` (two at one N are two measurements of it)."""
+    x = np.log10([p.N for p in points])
+    y = np.log10([p.kstar for p in points])
+    boot = np.stack([p.boot_log10_kstar for p in points]) if points else None
+    return KStarSlope(points, power_law_slope(x, y, boot, confidence), draws, seed)

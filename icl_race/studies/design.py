@@ -10,6 +10,9 @@ replays of the K* design on finished grids' seeds (`icl_race.analysis.design_rep
               the K* design from the paper's prior, replayed on each finished K* grid (per DIR and N):
               each proposed K draws a seed of the grid's nearest K; its K* against the full grid's, and the
               seed-steps each spent; + .md
+  slope      DIR... [--set given=N:K:LO:HI,...]   K*(N) from K* designs' folders (their posteriors), K* grids'
+              folders (logistic fits, per N) and intervals of runs no longer on disk, and the slope of
+              log10 K* on log10 N with its interval (issue 54 item 6); + .md
   versus     GRID DESIGN [--set name=wide]   a fixed K* grid and a K* design on the same config, side by side
               (item 5's live cases): each one's K* and 95% interval, seeds and seed-steps as trained, and
               the targets (the design's K* inside the grid's interval, its interval no wider, its cost)
@@ -18,6 +21,7 @@ replays of the K* design on finished grids' seeds (`icl_race.analysis.design_rep
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import numpy as np
@@ -25,7 +29,9 @@ import numpy as np
 from icl_race.analysis import design as dz
 from icl_race.analysis import design_replay as dr
 from icl_race.analysis import design_sim as ds
+from icl_race.analysis import scale as sc
 from icl_race.analysis.draws import Draws
+from icl_race.analysis.threshold import Logistic, Slope, acquisition_curve
 from icl_race.config import ConfigError
 from icl_race.report.format import num
 from icl_race.rundir.sweepdir import read_design
@@ -156,7 +162,7 @@ def _grids(dirs) -> list[dr.GridSeeds]:
                 raise ConfigError(f"{d}: N = {N} has runs at {len(Ks)} K; a K* grid needs at least 2")
             cat = lambda i, K: np.concatenate([r[i] for r in by_K[K]])
             acquired, steps, ids = ([cat(i, K) for K in Ks] for i in range(3))
-            out.append(dr.GridSeeds(f"{d} N={N}", Ks, acquired, steps, budget, ids))
+            out.append(dr.GridSeeds(f"{d} N={N}", Ks, acquired, steps, budget, ids, N))
     if not out:
         raise ConfigError("design replay: no finished standard-K runs in the directories given")
     return out
@@ -286,6 +292,72 @@ def versus(dirs, *, name: str = "", draws: Draws = Draws(0, 1000)) -> Versus:
     )
 
 
+def _design_point(d, doc: dict, draws: Draws) -> sc.KStarAtN:
+    """A K* design's posterior (recomputed from its cells, as `versus` does) and draws from it."""
+    (cells,) = _grids([d])
+    K = np.concatenate([np.full(a.size, K) for K, a in zip(cells.K, cells.acquired)])
+    post = dz.posterior(dz.KStarDesign(**doc["design"]), K, np.concatenate(cells.acquired))
+    s = post.summary()
+    boot = post.quantiles(draws.rng("slope/design", str(d)).uniform(size=draws.n_boot))
+    source = f"{d}: the design's posterior ({s.seeds} seeds; stopped: {doc.get('stop') or 'not yet'})"
+    return sc.KStarAtN(int(cells.N or 0), 10**s.log10_kstar, [10**v for v in s.ci], source, boot)
+
+
+def _grid_point(grid: dr.GridSeeds, draws: Draws) -> sc.KStarAtN:
+    fit = acquisition_curve(
+        np.log10(np.asarray(grid.K, float)), grid.acquired, draws.bootstrap("slope/grid", grid.name)
+    )
+    if not isinstance(fit.fit, Logistic):
+        raise ConfigError(f"{grid.name}: no K* fitted ({fit.fit.reason}); a slope needs every N's K*")
+    f, seeds = fit.fit, sum(a.size for a in grid.acquired)
+    source = f"{grid.name}: the grid's logistic fit ({len(grid.K)} K, {seeds} seeds)"
+    return sc.KStarAtN(
+        int(grid.N or 0), 10**f.log10_kstar, [10**v for v in f.log10_kstar_ci], source, f.boot_log10_kstar
+    )
+
+
+def _given_point(text: str, i: int, draws: Draws) -> sc.KStarAtN:
+    """`N:K:lo:hi`, a K* and its 95% interval from a run no longer on disk, as a two-piece normal."""
+    try:
+        N, k, lo, hi = (float(v) for v in text.split(":"))
+    except ValueError:
+        N = k = lo = hi = math.nan
+    if not (N >= 2 and N.is_integer() and 0 < lo < k < hi < math.inf):
+        raise ConfigError(f"--set given={text}: must be N:K:LO:HI with N an integer >= 2 and 0 < LO < K < HI")
+    rng = draws.rng("slope/given", i)
+    boot = sc.interval_draws(math.log10(k), [math.log10(lo), math.log10(hi)], 0.95, rng, draws.n_boot)
+    return sc.KStarAtN(int(N), k, [lo, hi], f"given: {text}", boot)
+
+
+def slope(dirs, *, given: list[str] | None = None, draws: Draws = Draws(0, 2000)) -> sc.KStarSlope:
+    """K*(N) from K* designs' folders, grids' folders and intervals `given`, and the slope over them."""
+    points = []
+    for d in dirs:
+        doc, _ = read_design(d)
+        if doc is not None and doc.get("kind") == "kstar":
+            points.append(_design_point(d, doc, draws))
+        elif doc is not None:
+            raise ConfigError(f"{d}: a {doc.get('kind')} design; design slope takes K* designs and K* grids")
+        else:
+            points += [_grid_point(g, draws) for g in _grids([d])]
+    points += [_given_point(g, i, draws) for i, g in enumerate(listed(given) if given is not None else [])]
+    if len({p.N for p in points}) < 2:
+        raise ConfigError(f"design slope: needs K* at >= 2 values of N; got N = {sorted({p.N for p in points})}")
+    return sc.kstar_slope(sorted(points, key=lambda p: p.N), draws.n_boot, draws.seed)
+
+
+def slope_text(r: sc.KStarSlope) -> str:
+    lines = ["# K*(N) and the slope of log10 K* on log10 N", "", "| N | K* (95% interval) | source |", "|---|---|---|"]
+    lines += [f"| {p.N} | {num(p.kstar)} [{num(p.ci[0])}, {num(p.ci[1])}] | {p.source} |" for p in r.points]
+    f = r.fit
+    fit = (
+        f"**slope {f.slope:.2f} [{f.slope_ci[0]:.2f}, {f.slope_ci[1]:.2f}]** over {f.n_points} points"
+        if isinstance(f, Slope) and f.slope_ci is not None and None not in f.slope_ci
+        else f"no slope ({getattr(f, 'reason', 'no interval')})"
+    )
+    return "\n".join([*lines, "", f"{fit}; {r.draws} replicates per N, seed {r.seed}.", "", f"Method: {r.method}.", ""])
+
+
 OPTIONS = {
     "replays": COUNT,
     "slopes": Option(float, 0, 1000, above=True, many=True),
@@ -298,8 +370,8 @@ OPTIONS |= {
     "seeds_per_round": Option(int, 1, 4096),
     "max_seeds": Option(int, 1, 100_000),
 }
-OPTIONS |= {"name": TEXT}
-COMMANDS = {"synthetic": synthetic, "replay": replay, "versus": versus}
-RENDER = {"synthetic": synthetic_text}  # replay, versus: their records' text()
-DIRECTORIES = {"synthetic": "none", "replay": "some", "versus": "some"}
-MARKDOWN = ("synthetic", "replay", "versus")
+OPTIONS |= {"name": TEXT, "given": Option(str, many=True)}
+COMMANDS = {"synthetic": synthetic, "replay": replay, "versus": versus, "slope": slope}
+RENDER = {"synthetic": synthetic_text, "slope": slope_text}  # replay, versus: their records' text()
+DIRECTORIES = {"synthetic": "none", "replay": "some", "versus": "some", "slope": "any"}
+MARKDOWN = ("synthetic", "replay", "versus", "slope")

@@ -61,6 +61,11 @@ HELP: dict[str, tuple[str | None, str]] = {
         "the K* design replayed on finished K* grids' seeds, per DIR and N (replays=200,\n"
         "half_width=0.05, seeds_per_round=16, max_seeds=480); + .md",
     ),
+    "design slope": (
+        None,
+        "K*(N) from K* designs' and grids' folders and intervals given=N:K:LO:HI,...\n"
+        "(runs no longer on disk), and the slope of log10 K* on log10 N; + .md",
+    ),
     "design versus": ("GRID DESIGN", "a K* grid beside a K* design on one config: K*, interval, seed-steps (name=)"),
     "design synthetic": (
         None,

@@ -1,10 +1,11 @@
 """The scale bridge's lr analysis (icl_race/analysis/scale.py) on samples with known answers."""
 
 import numpy as np
+import pytest
 from refusal import refused
 
 from icl_race.analysis.draws import Draws
-from icl_race.analysis.scale import lr_bridge
+from icl_race.analysis.scale import KStarAtN, interval_draws, kstar_slope, lr_bridge
 
 LRS = [0.1, 0.03, 0.01]
 
@@ -160,3 +161,39 @@ def test_the_width_axis_recovers_each_width_s_exponent_over_its_abrupt_n_only():
     assert w128.quadratic_ci[0] > 0  # curved upwards at 1.5
     lone = width_axis(*map(list, zip(*_kinf_cells(256, 0.1, [32], 1.0))), Draws(0, 50)).fits[0]
     assert lone.exponent is None and "2 values of N" in lone.reason
+
+
+def test_interval_draws_put_the_interval_s_ends_at_their_quantiles():
+    """An asymmetric interval given by hand: the draws' median is the estimate, their 2.5 % and 97.5 %
+    quantiles its ends (within 0.004 decades at 200,000 draws)."""
+    draws = interval_draws(3.5, [3.4, 3.7], 0.95, np.random.default_rng(0), 200_000)
+    assert np.quantile(draws, [0.025, 0.5, 0.975]) == pytest.approx([3.4, 3.5, 3.7], abs=0.004)
+
+
+def test_the_k_star_slope_s_interval_is_the_least_squares_error_for_normal_points():
+    """Symmetric intervals (normal replicates): the slope's 95 % interval is the slope +- 1.96 times
+    its standard error sqrt(sum xc^2 se^2) / sum xc^2, within 2 %; the slope is the points' least squares."""
+    N, log10_k, se = np.array([32, 64, 100, 128]), np.array([3.5, 3.77, 3.97, 4.1]), np.array([0.02, 0.03, 0.025, 0.04])
+    rng = np.random.default_rng(1)
+    points = [
+        KStarAtN(int(n), 10**y, [0, 0], "t", y + s * rng.standard_normal(100_000)) for n, y, s in zip(N, log10_k, se)
+    ]
+    fit = kstar_slope(points, 100_000, 1).fit
+    xc = np.log10(N) - np.log10(N).mean()
+    assert fit.slope == pytest.approx(np.polyfit(np.log10(N), log10_k, 1)[0])
+    half = 1.959964 * np.sqrt(xc**2 @ se**2) / (xc @ xc)
+    assert np.array(fit.slope_ci) == pytest.approx([fit.slope - half, fit.slope + half], rel=0.02)
+
+
+def test_the_width_512_grids_intervals_give_the_slope_their_seed_bootstrap_gave():
+    """scale/README.md item 4: the seed bootstrap over the three grids' cells gave 0.93 [0.80, 1.03]; their
+    K* intervals alone, as two-piece normals, give the same within 0.015 (what `design slope`'s `given`
+    rests on)."""
+    grids = [(32, 3200, 2982, 3488), (64, 5871, 5262, 6540), (100, 9245, 8304, 10302)]
+    rng = np.random.default_rng(0)
+    points = [
+        KStarAtN(n, k, [lo, hi], "t", interval_draws(np.log10(k), np.log10([lo, hi]), 0.95, rng, 20_000))
+        for n, k, lo, hi in grids
+    ]
+    fit = kstar_slope(points, 20_000, 0).fit
+    assert [fit.slope, *fit.slope_ci] == pytest.approx([0.93, 0.80, 1.03], abs=0.015)

@@ -236,6 +236,33 @@ def test_versus_sets_a_grid_beside_a_design_and_checks_what_each_spent(finished,
     assert not (tmp_path / "x.json").exists()
 
 
+def test_slope_takes_a_design_s_posterior_and_intervals_given_and_refuses_a_bad_one(finished, tmp_path, capsys):
+    """`analyze design slope` (item 6): the design's folder gives its posterior (as `versus` recomputes it)
+    at its N, `given` adds intervals of runs no longer on disk; the slope is the points' least squares.
+    A malformed interval, or points at one N, are refused in one line, with nothing written."""
+    _, out = finished
+    result = tmp_path / "slope.json"
+    given = "--set", "given=4:40:30:50,16:200:150:260"
+    assert main(["analyze", "design", "slope", str(out), *given, "--out", str(result), "--boot", "200"]) == 0
+    r = json.loads(result.read_text())["result"]
+    versus = tmp_path / "versus.json"
+    assert main(["analyze", "design", "versus", str(out), str(out), "--out", str(versus)]) == 0
+    design = json.loads(versus.read_text())["result"]["design"]
+    N = tiny.small()["task"]["N"]
+    assert [p["N"] for p in r["points"]] == sorted([4, 16, N])
+    (mine,) = [p for p in r["points"] if "posterior" in p["source"]]
+    assert [mine["kstar"], *mine["ci"]] == pytest.approx([design["kstar"], *design["ci"]])
+    x, y = np.log10([p["N"] for p in r["points"]]), np.log10([p["kstar"] for p in r["points"]])
+    assert r["fit"]["slope"] == pytest.approx(np.polyfit(x, y, 1)[0])
+    assert "slope of log10 K*" in result.with_suffix(".md").read_text()
+    for bad, says in [("given=4:40:50:30", "--set given=4:40:50:30"), ("given=16:200:150:260", "needs K* at >= 2")]:
+        capsys.readouterr()
+        assert main(["analyze", "design", "slope", "--set", bad, "--out", str(tmp_path / "x.json")]) == 2
+        err = refused(capsys.readouterr().err)
+        assert len(err) == 1 and says in err[0], err
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_a_median_design_is_projected_from_replays_at_the_stated_spread(tmp_path, capsys):
     """A lenient rule (a CI within 10 medians) stops long before its 64-seed maximum: the projection is
     the replays' seeds, not the maximum."""
