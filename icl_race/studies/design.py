@@ -10,7 +10,7 @@ replays of the K* design on finished grids' seeds (`icl_race.analysis.design_rep
               the K* design from the paper's prior, replayed on each finished K* grid (per DIR and N):
               each proposed K draws a seed of the grid's nearest K; its K* against the full grid's, and the
               seed-steps each spent; + .md
-  slope      DIR... [--set given=N:K:LO:HI,...]   K*(N) from K* designs' folders (their posteriors), K* grids'
+  slope      DIR... [--set given=N:K:LO:HI[:LABEL],...]   K*(N) from K* designs' folders (their posteriors), K* grids'
               folders (logistic fits, per N) and intervals of runs no longer on disk, and the slope of
               log10 K* on log10 N with its interval (issue 54 item 6); + .md
   versus     GRID DESIGN [--set name=wide]   a fixed K* grid and a K* design on the same config, side by side
@@ -317,16 +317,18 @@ def _grid_point(grid: dr.GridSeeds, draws: Draws) -> sc.KStarAtN:
 
 
 def _given_point(text: str, i: int, draws: Draws) -> sc.KStarAtN:
-    """`N:K:lo:hi`, a K* and its 95% interval from a run no longer on disk, as a two-piece normal."""
+    """`N:K:LO:HI[:LABEL]`, a K* and its 95% interval from a run no longer on disk (LABEL names it), as a
+    two-piece normal."""
+    fields = text.split(":")
     try:
-        N, k, lo, hi = (float(v) for v in text.split(":"))
+        N, k, lo, hi = (float(v) for v in fields[:4])
     except ValueError:
         N = k = lo = hi = math.nan
-    if not (N >= 2 and N.is_integer() and 0 < lo < k < hi < math.inf):
-        raise ConfigError(f"--set given={text}: must be N:K:LO:HI with N an integer >= 2 and 0 < LO < K < HI")
+    if not (len(fields) in (4, 5) and N >= 2 and N.is_integer() and 0 < lo < k < hi < math.inf):
+        raise ConfigError(f"--set given={text}: must be N:K:LO:HI[:LABEL] with N an integer >= 2 and 0 < LO < K < HI")
     rng = draws.rng("slope/given", i)
     boot = sc.interval_draws(math.log10(k), [math.log10(lo), math.log10(hi)], 0.95, rng, draws.n_boot)
-    return sc.KStarAtN(int(N), k, [lo, hi], f"given: {text}", boot)
+    return sc.KStarAtN(int(N), k, [lo, hi], f"given: {fields[4] if len(fields) == 5 else text}", boot)
 
 
 def slope(dirs, *, given: list[str] | None = None, draws: Draws = Draws(0, 2000)) -> sc.KStarSlope:

@@ -63,7 +63,7 @@ HELP: dict[str, tuple[str | None, str]] = {
     ),
     "design slope": (
         None,
-        "K*(N) from K* designs' and grids' folders and intervals given=N:K:LO:HI,...\n"
+        "K*(N) from K* designs' and grids' folders and intervals given=N:K:LO:HI[:LABEL],...\n"
         "(runs no longer on disk), and the slope of log10 K* on log10 N; + .md",
     ),
     "design versus": ("GRID DESIGN", "a K* grid beside a K* design on one config: K*, interval, seed-steps (name=)"),

@@ -242,7 +242,7 @@ def test_slope_takes_a_design_s_posterior_and_intervals_given_and_refuses_a_bad_
     A malformed interval, or points at one N, are refused in one line, with nothing written."""
     _, out = finished
     result = tmp_path / "slope.json"
-    given = "--set", "given=4:40:30:50,16:200:150:260"
+    given = "--set", "given=4:40:30:50:grid_a,16:200:150:260"
     assert main(["analyze", "design", "slope", str(out), *given, "--out", str(result), "--boot", "200"]) == 0
     r = json.loads(result.read_text())["result"]
     versus = tmp_path / "versus.json"
@@ -255,6 +255,7 @@ def test_slope_takes_a_design_s_posterior_and_intervals_given_and_refuses_a_bad_
     x, y = np.log10([p["N"] for p in r["points"]]), np.log10([p["kstar"] for p in r["points"]])
     assert r["fit"]["slope"] == pytest.approx(np.polyfit(x, y, 1)[0])
     assert "slope of log10 K*" in result.with_suffix(".md").read_text()
+    assert [p["source"] for p in r["points"] if p["N"] == 4] == ["given: grid_a"]
     for bad, says in [("given=4:40:50:30", "--set given=4:40:50:30"), ("given=16:200:150:260", "needs K* at >= 2")]:
         capsys.readouterr()
         assert main(["analyze", "design", "slope", "--set", bad, "--out", str(tmp_path / "x.json")]) == 2
