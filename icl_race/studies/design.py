@@ -160,7 +160,10 @@ def _grids(dirs) -> list[dr.GridSeeds]:
             Ks = sorted(by_K)
             if len(Ks) < 2:
                 raise ConfigError(f"{d}: N = {N} has runs at {len(Ks)} K; a K* grid needs at least 2")
-            cat = lambda i, K: np.concatenate([r[i] for r in by_K[K]])
+            # A K's seeds in seed-id order, whatever the order its runs were read in: a grid trained in parts
+            # (ensemble.first_seed) then holds the same ids in the same places at every K (grid_ci_by_seed).
+            order = {K: np.argsort(np.concatenate([r[2] for r in by_K[K]]), kind="stable") for K in Ks}
+            cat = lambda i, K: np.concatenate([r[i] for r in by_K[K]])[order[K]]
             acquired, steps, ids = ([cat(i, K) for K in Ks] for i in range(3))
             out.append(dr.GridSeeds(f"{d} N={N}", Ks, acquired, steps, budget, ids, N))
     if not out:

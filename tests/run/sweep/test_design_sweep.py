@@ -18,6 +18,7 @@ from icl_race.analysis import design as dz
 from icl_race.run import sweep
 from icl_race.run.sweep.design_cost import FALL_STEPS, SIGMA, design_dry_run
 from icl_race.run.sweep.design_spec import Design
+from icl_race.studies import design as design_study
 
 # 2 rounds of 2 seeds over K in 16-256, 100 steps: a design that stops at its seed maximum.
 CONFIG = tiny.small(train={"steps": 100, "checkpoint_every": 1}, ensemble={"seeds": 2, "block": 2})
@@ -234,6 +235,41 @@ def test_versus_sets_a_grid_beside_a_design_and_checks_what_each_spent(finished,
     err = refused(capsys.readouterr().err)
     assert len(err) == 1 and "not a K* design's folder" in err[0], err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_grid_trained_in_parts_reads_as_one_grid_with_its_seed_ids_in_order(tmp_path):
+    """A grid trained in two parts (ensemble.first_seed 0 and 2, as design/grid_w512_N64_s*.toml), its cells
+    linked into one folder, reads as the whole grid: at every K the seed ids 0-3 in order and each seed's
+    outcome and steps in its place, so that `grid_ci_by_seed` can resample the ids together."""
+    grid = '[grid]\n"task.K" = [16, 32, 64, 128, 256]\n'
+    whole = tmp_path / "whole"
+    config = tiny.small(train={"steps": 100}, ensemble={"seeds": 4, "block": 2})
+    assert (
+        main(["sweep", str(_spec(tmp_path, tiny.toml(config) + grid, "w.toml")), "--out", str(whole), "--quiet"]) == 0
+    )
+    links = tmp_path / "links" / "cells"
+    links.mkdir(parents=True)
+    for first in (0, 2):
+        part = tiny.small(train={"steps": 100}, ensemble={"seeds": 2, "block": 2, "first_seed": first})
+        assert (
+            main(
+                [
+                    "sweep",
+                    str(_spec(tmp_path, tiny.toml(part) + grid, f"p{first}.toml")),
+                    "--out",
+                    str(tmp_path / f"p{first}"),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
+        for cell in (tmp_path / f"p{first}" / "cells").iterdir():
+            (links / cell.name).symlink_to(cell)
+    (one,), (split,) = design_study._grids([whole]), design_study._grids([links.parent])
+    assert split.K == one.K == [16, 32, 64, 128, 256]
+    assert all(list(i) == [0, 1, 2, 3] for i in split.seed_ids)
+    for a, b in zip(split.acquired + split.steps, one.acquired + one.steps):
+        assert np.array_equal(a, b)
 
 
 def test_slope_takes_a_design_s_posterior_and_intervals_given_and_refuses_a_bad_one(finished, tmp_path, capsys):
