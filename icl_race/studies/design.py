@@ -255,6 +255,12 @@ def _side(grid: dr.GridSeeds, log10_kstar: float | None, log10_ci) -> Side:
     return Side(up(log10_kstar), [up(v) for v in log10_ci], seeds, steps, steps / grid.budget if grid.budget else 0.0)
 
 
+def _posterior(cells: dr.GridSeeds, doc: dict) -> dz.Posterior:
+    """A K* design's posterior recomputed from its cells' outcomes (design.json's rule)."""
+    K = np.concatenate([np.full(a.size, K) for K, a in zip(cells.K, cells.acquired)])
+    return dz.posterior(dz.KStarDesign(**doc["design"]), K, np.concatenate(cells.acquired))
+
+
 def versus(dirs, *, name: str = "", draws: Draws = Draws(0, 1000)) -> Versus:
     """A K* grid beside a K* design on the same config"""
     if len(dirs) != 2:
@@ -272,8 +278,7 @@ def versus(dirs, *, name: str = "", draws: Draws = Draws(0, 1000)) -> Versus:
         raise ConfigError(f"design versus: budgets differ ({grid.budget} and {cells.budget}); compare one config")
     fixed = _side(grid, *dr.grid_fit(grid, draws))
     up = lambda v: None if v is None else float(10**v)
-    K = np.concatenate([np.full(a.size, K) for K, a in zip(cells.K, cells.acquired)])
-    post = dz.posterior(dz.KStarDesign(**doc["design"]), K, np.concatenate(cells.acquired)).summary()
+    post = _posterior(cells, doc).summary()
     design = _side(cells, post.log10_kstar, post.ci)
     width = lambda s: np.log10(s.ci[1] / s.ci[0]) if None not in s.ci else np.inf
     lo, hi = fixed.ci
@@ -296,10 +301,9 @@ def versus(dirs, *, name: str = "", draws: Draws = Draws(0, 1000)) -> Versus:
 
 
 def _design_point(d, doc: dict, draws: Draws) -> sc.KStarAtN:
-    """A K* design's posterior (recomputed from its cells, as `versus` does) and draws from it."""
+    """A K* design's posterior (recomputed from its cells) and draws from it."""
     (cells,) = _grids([d])
-    K = np.concatenate([np.full(a.size, K) for K, a in zip(cells.K, cells.acquired)])
-    post = dz.posterior(dz.KStarDesign(**doc["design"]), K, np.concatenate(cells.acquired))
+    post = _posterior(cells, doc)
     s = post.summary()
     boot = post.quantiles(draws.rng("slope/design", str(d)).uniform(size=draws.n_boot))
     source = f"{d}: the design's posterior ({s.seeds} seeds; stopped: {doc.get('stop') or 'not yet'})"
