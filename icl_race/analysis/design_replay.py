@@ -7,6 +7,11 @@ What it rests on: the grid's K values stand for every K near them (a proposal be
 the nearer one's seeds; beyond the grid's ends, the end's), so the replay can be no sharper than the grid's
 spacing lets it; the grid's own K* (its logistic fit, `analysis.threshold.acquisition_curve`) is the
 reference, not a truth: the error is the design's distance from the grid's answer.
+
+`shared_case` asks what a grid's interval is worth when its K share seed ids (this project's grids train
+seeds 0..S-1 at every K, and each seed's outcome is a threshold in K: design/README.md, item 5): fixed
+grids on a known logistic, their seeds' outcomes drawn independently per cell or from one threshold per
+seed, each fitted with the within-cell bootstrap and the by-seed one.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+from scipy.special import expit
 
 from icl_race.analysis import design as dz
-from icl_race.analysis.design_sim import ArmStats, _stats
+from icl_race.analysis.design_sim import KSTAR_RANGE, ArmStats, _stats, grid_x
 from icl_race.analysis.draws import Draws
 from icl_race.analysis.threshold import Logistic, acquisition_curve, logistic_fit, percentile_ci
 
@@ -101,3 +107,50 @@ def replay(grid: GridSeeds, design: dz.KStarDesign, replays: int, draws: Draws) 
     seeds = int(sum(a.size for a in grid.acquired))
     budgets = float(sum(s.sum() for s in grid.steps)) / grid.budget
     return GridReplay(grid.name, ref, ci, seeds, round(budgets, 2), arm, stops, dataclasses.asdict(design))
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedSeeds:
+    """Fixed grids of one layout on a known logistic (`slope` per decade, true K* log-uniform over
+    KSTAR_RANGE), `per_k` seeds at each of its `n_k` K, three ways: independent seeds in every cell with
+    the within-cell bootstrap (the synthetic grids' model), and one threshold per seed shared by every K
+    with the within-cell bootstrap and with the by-seed one. Seeds and budgets: seed-cells (every cell one
+    budget)."""
+
+    slope: float
+    layout: str
+    n_k: int
+    per_k: int
+    arms: list[ArmStats]
+
+
+SHARED_ARMS = ("independent seeds, within-cell", "shared seeds, within-cell", "shared seeds, by seed id")
+
+
+def shared_case(slope: float, layout: str, per_k: int, replays: int, draws: Draws) -> SharedSeeds:
+    """`replays` grids of `layout` ("wide", "focused": `design_sim.grid_x`) on one truth each."""
+    lo, hi = np.log10(KSTAR_RANGE)
+    truth = draws.rng("shared/truth", slope).uniform(lo, hi, replays)
+    rows: dict[str, list[tuple]] = {arm: [] for arm in SHARED_ARMS}
+    n_k = 0
+    for i, b in enumerate(truth):
+        K = [int(k) for k in np.round(10 ** grid_x(layout, b, dz.KStarDesign()))]
+        x, n_k = np.log10(K), len(K)
+        rng = draws.rng("shared/outcomes", slope, layout, i)
+        own = b + rng.logistic(0, 1 / slope, per_k)  # P(own threshold < x) = expit(slope (x - b))
+        cells = {
+            "independent": [b + rng.logistic(0, 1 / slope, per_k) < xk for xk in x],
+            "shared": [own < xk for xk in x],
+        }
+        cost = (per_k * n_k, per_k * n_k, float(np.mean(expit(slope * (x - b)))))
+        ids = [np.arange(per_k)] * n_k
+        fits = {}
+        for name, acquired in cells.items():
+            grid = GridSeeds(f"{name} {layout} {slope:g} {i}", K, acquired, [np.ones(per_k)] * n_k, 1, ids)
+            fits[name] = (grid, *grid_fit(grid, draws))
+        grid, est, ci = fits["shared"]
+        nan = lambda v: np.nan if v is None else v
+        rows[SHARED_ARMS[0]].append((nan(fits["independent"][1]), *map(nan, fits["independent"][2]), *cost))
+        rows[SHARED_ARMS[1]].append((nan(est), *map(nan, ci), *cost))
+        rows[SHARED_ARMS[2]].append((nan(est), *map(nan, grid_ci_by_seed(grid, draws) or [None, None]), *cost))
+    return SharedSeeds(slope, layout, n_k, per_k, [_stats(arm, None, rows[arm], truth) for arm in SHARED_ARMS])

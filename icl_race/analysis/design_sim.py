@@ -145,6 +145,14 @@ def path(design: dz.KStarDesign, place, b: float, slope: float, rng, seed: int =
     return out
 
 
+def grid_x(layout: str, b: float, design: dz.KStarDesign) -> np.ndarray:
+    """log10 K of a fixed grid: "wide", the paper's (WIDE_K log-spaced K over the design's prior range), or
+    "focused", FOCUSED_K K a factor sqrt(2) apart centred on the true log10 K* b."""
+    if layout == "wide":
+        return np.log10(np.round(np.logspace(np.log10(design.k_lo), np.log10(design.k_hi), WIDE_K)))
+    return b + np.log10(2) / 2 * (np.arange(FOCUSED_K) - (FOCUSED_K - 1) / 2)
+
+
 def grid_fit(x: np.ndarray, per_k: int, b: float, slope: float, bootstrap: Bootstrap) -> tuple[float, float, float]:
     """(log10 K*, CI low, CI high) of acquisition_curve on per_k seeds at each x, their outcomes drawn from
     the bootstrap's generator; nan where it fails."""
@@ -182,7 +190,6 @@ def kstar_case(
         raise ValueError(f"kstar_case: totals {totals} must be multiples of {S} up to {design.max_seeds}")
     lo, hi = np.log10(KSTAR_RANGE)
     b_true = draws.rng("design_sim/truth", slope).uniform(lo, hi, replays)
-    wide_x = np.log10(np.round(np.logspace(np.log10(design.k_lo), np.log10(design.k_hi), WIDE_K)))
     rows: dict[tuple, list] = {}
     for i, b in enumerate(b_true):
         for arm, place in PLACE.items():
@@ -195,8 +202,8 @@ def kstar_case(
                     j = next((j for j, (s, _) in enumerate(trail) if s.half_width <= h), len(trail) - 1)
                     s, acq = trail[j]
                     rows.setdefault(("design", h), []).append((s.log10_kstar, *s.ci, s.seeds, s.seeds, acq / s.seeds))
-        focused_x = b + np.log10(2) / 2 * (np.arange(FOCUSED_K) - (FOCUSED_K - 1) / 2)
-        for arm, x in (("wide", wide_x), ("focused", focused_x)):
+        for arm in ("wide", "focused"):
+            x = grid_x(arm, b, design)
             for t in totals:
                 if t % x.size:
                     continue

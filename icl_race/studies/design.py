@@ -13,6 +13,9 @@ replays of the K* design on finished grids' seeds (`icl_race.analysis.design_rep
   slope      DIR... [--set given=N:K:LO:HI[:LABEL],...]   K*(N) from K* designs' folders (their posteriors), K* grids'
               folders (logistic fits, per N) and intervals of runs no longer on disk, and the slope of
               log10 K* on log10 N with its interval (issue 54 item 6); + .md
+  shared     [--set replays=500 --set slopes=15,8 --set per_k=16]   what a fixed grid's K* interval covers when
+              every K trains the same seeds (each seed's outcome a threshold in K), beside independent
+              cells: the wide and the focused grid, the within-cell and the by-seed bootstrap; + .md
   versus     GRID DESIGN [--set name=wide]   a fixed K* grid and a K* design on the same config, side by side
               (item 5's live cases): each one's K* and 95% interval, seeds and seed-steps as trained, and
               the targets (the design's K* inside the grid's interval, its interval no wider, its cost)
@@ -138,6 +141,37 @@ class Replays:
                 f"{c.stops} |"
             )
         return "\n".join(lines) + "\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class Shared:
+    """`dr.shared_case` for every slope and layout."""
+
+    replays: int
+    seed: int
+    cases: list[dr.SharedSeeds]
+    wall_s: float
+
+    def text(self) -> str:
+        lines = [f"# Fixed K* grids whose K share their seeds ({self.replays} replays, seed {self.seed})", ""]
+        for c in self.cases:
+            lines += [
+                f"## {c.layout} grid ({c.n_k} K x {c.per_k} seeds), slope {c.slope:g} per decade, true K* "
+                f"log-uniform over {num(ds.KSTAR_RANGE[0])}-{num(ds.KSTAR_RANGE[1])}",
+                "",
+                "| seeds, interval | target | seed-cells | budgets | acquired | coverage (95% CI) | bias | RMSE | CI width |",
+                "|---|---|---|---|---|---|---|---|---|",
+                *(_row(a) for a in c.arms),
+                "",
+            ]
+        return "\n".join([*lines, f"Wall: {self.wall_s:.0f} s.", ""])
+
+
+def shared(dirs, *, replays: int = 500, slopes=(15.0, 8.0), per_k: int = 16, draws: Draws = Draws(0, 1000)) -> Shared:
+    """Fixed grids on known truths, their K sharing seeds or not"""
+    start = time.monotonic()
+    cases = [dr.shared_case(s, lay, per_k, replays, draws) for s in listed(slopes) for lay in ("wide", "focused")]
+    return Shared(replays, draws.seed, cases, round(time.monotonic() - start, 1))
 
 
 def _grids(dirs) -> list[dr.GridSeeds]:
@@ -379,8 +413,8 @@ OPTIONS |= {
     "seeds_per_round": Option(int, 1, 4096),
     "max_seeds": Option(int, 1, 100_000),
 }
-OPTIONS |= {"name": TEXT, "given": Option(str, many=True)}
-COMMANDS = {"synthetic": synthetic, "replay": replay, "versus": versus, "slope": slope}
-RENDER = {"synthetic": synthetic_text, "slope": slope_text}  # replay, versus: their records' text()
-DIRECTORIES = {"synthetic": "none", "replay": "some", "versus": "some", "slope": "any"}
-MARKDOWN = ("synthetic", "replay", "versus", "slope")
+OPTIONS |= {"name": TEXT, "given": Option(str, many=True), "per_k": Option(int, 2, 4096)}
+COMMANDS = {"synthetic": synthetic, "replay": replay, "shared": shared, "versus": versus, "slope": slope}
+RENDER = {"synthetic": synthetic_text, "slope": slope_text}  # replay, shared, versus: their records' text()
+DIRECTORIES = {"synthetic": "none", "replay": "some", "shared": "none", "versus": "some", "slope": "any"}
+MARKDOWN = ("synthetic", "replay", "shared", "versus", "slope")

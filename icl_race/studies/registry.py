@@ -66,6 +66,11 @@ HELP: dict[str, tuple[str | None, str]] = {
         "K*(N) from K* designs' and grids' folders and intervals given=N:K:LO:HI[:LABEL],...\n"
         "(runs no longer on disk), and the slope of log10 K* on log10 N; + .md",
     ),
+    "design shared": (
+        None,
+        "fixed K* grids whose K share their seeds: what their intervals cover, beside independent\n"
+        "cells (replays=500, slopes=15,8, per_k=16); + .md",
+    ),
     "design versus": ("GRID DESIGN", "a K* grid beside a K* design on one config: K*, interval, seed-steps (name=)"),
     "design synthetic": (
         None,

@@ -220,3 +220,28 @@ def test_the_median_rule_stops_after_one_block_for_a_narrow_spread_and_at_the_ma
     assert ds.median_case(1.0, 0.01, 4.0, design, 5, seed=0).rule.seeds_q == [64, 64, 64]
     wide = dataclasses.replace(design, rel_width=0.01)
     assert ds.median_case(1.0, 3.0, 4.0, wide, 5, seed=0).rule.seeds_q == [192, 192, 192]
+
+
+def test_a_grid_whose_k_share_seeds_errs_as_the_median_of_its_seeds_thresholds():
+    """Known answers for a grid that trains the same 16 seeds at every K, each seed acquiring above a
+    threshold of its own (logistic, slope 8 per decade): its K* is about the median of 16 thresholds, whose
+    standard error is 1 / (2 f sqrt(16)) with f = slope / 4 the density at the median, 1 / (2 x 8) = 0.0625
+    decades; independent cells of the same count err less; the within-cell bootstrap, blind to the
+    sharing, keeps its width and under-covers, the by-seed bootstrap widens to cover."""
+    from icl_race.analysis import design_replay as dr
+
+    indep, cell, by_seed = dr.shared_case(8.0, "focused", 16, 100, Draws(0, 400)).arms
+    assert cell.rmse == by_seed.rmse and indep.seeds == cell.seeds == 160  # one fit, two intervals
+    assert cell.rmse == pytest.approx(1 / (2 * 8), rel=0.25), cell
+    assert indep.rmse < 0.7 * cell.rmse, (indep, cell)
+    assert by_seed.width > 1.4 * cell.width and cell.width == pytest.approx(indep.width, rel=0.1)
+    assert cell.coverage < 0.85 <= by_seed.coverage, (cell, by_seed)
+
+
+def test_analyze_design_shared_writes_its_tables(tmp_path):
+    out = tmp_path / "shared.json"
+    result, written = command.run("design", "shared", [], out, 50, 0, {"replays": 3, "slopes": 8, "per_k": 4})
+    cases = json.loads(out.read_text())["result"]["cases"]
+    assert [(c["layout"], c["n_k"], c["per_k"]) for c in cases] == [("wide", 30, 4), ("focused", 10, 4)]
+    assert "| shared seeds, by seed id |" in command.as_text("design", "shared", result)
+    assert {out, tmp_path / "shared.md"} <= set(written)
