@@ -24,7 +24,7 @@ from scipy.special import expit
 from icl_race.analysis import design as dz
 from icl_race.analysis.design_sim import KSTAR_RANGE, ArmStats, _stats, grid_x
 from icl_race.analysis.draws import Draws
-from icl_race.analysis.threshold import Logistic, acquisition_curve, logistic_fit, percentile_ci
+from icl_race.analysis.threshold import BY_SEED_ID, Logistic, acquisition_curve
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,14 +67,12 @@ def grid_ci_by_seed(grid: GridSeeds, draws: Draws) -> list[float | None] | None:
     """log10 K*'s interval with the seed ids resampled jointly over every K, where every K holds the same
     seed ids (a grid trains seeds 0..S-1 at each K): a seed's outcomes at neighbouring K share its
     initialisation and stay together. None where the K hold different seeds."""
-    ids = grid.seed_ids
-    if ids is None or any(i.shape != ids[0].shape or np.any(i != ids[0]) for i in ids):
+    x = np.log10(np.asarray(grid.K, float))
+    ids = None if grid.seed_ids is None else [list(i) for i in grid.seed_ids]
+    fit = acquisition_curve(x, grid.acquired, draws.bootstrap("replay/grid-by-seed", grid.name), ids)
+    if fit.ci_method != BY_SEED_ID:
         return None
-    A_KxS = np.stack(grid.acquired)
-    rng = draws.rng("replay/grid-by-seed", grid.name)
-    k_BxK = A_KxS[:, rng.integers(0, A_KxS.shape[1], (draws.n_boot, A_KxS.shape[1]))].sum(2).T
-    _, b_B = logistic_fit(np.log10(np.asarray(grid.K, float)), k_BxK, np.full(len(grid.K), A_KxS.shape[1]))
-    return percentile_ci(b_B, 0.95)
+    return list(fit.fit.log10_kstar_ci) if isinstance(fit.fit, Logistic) else [None, None]
 
 
 def replay_once(design: dz.KStarDesign, grid: GridSeeds, rng, seed: int) -> tuple[dz.Posterior, float, str]:

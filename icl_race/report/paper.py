@@ -85,7 +85,8 @@ def methods_markdown() -> list[str]:
         "a seed's last finite evaluation.",
         "- Sweeps: logistic fit of the acquired fraction vs log10 K (K* = midpoint), the paper's 4-parameter "
         "sigmoid on final ICL accuracy (only with >= 5 values of K spanning the transition), bootstrap "
-        "percentile CIs resampling seeds within cells; cells that differ only in their budget, evaluation "
+        "percentile CIs resampling seeds within cells, except K*'s where every K holds the same seeds (a seed's "
+        "outcomes across K are one threshold: its ids are resampled together over every K); cells that differ only in their budget, evaluation "
         "period or retirement (train.stop_threshold, train.settle_iwl) share one K*(N) or t_ICL(N) group, and a seed "
         "run in two of them at one K counts once, read from the one without train.settle_iwl; a run "
         "with train.settle_iwl does not measure final accuracy (a settled seed ends when it retired), so it "

@@ -234,9 +234,8 @@ def threshold(
         sub = [by_K[K] for K in sorted(by_K)]
         x = np.log10(sorted(by_K))
         cells = [c for at_K in sub for i in at_K for c in samples[i].cells]
-        acquired, final = zip(*(_each_seed_once(at_K, samples) for at_K in sub))
-        curve = th.acquisition_curve(x, list(acquired), draws.bootstrap("acquisition", *cells))
-        curves[N] = dataclasses.replace(curve, ci_method="bootstrap percentile, seeds resampled within cells")
+        acquired, final, seeds = zip(*(_each_seed_once(at_K, samples) for at_K in sub))
+        curves[N] = th.acquisition_curve(x, list(acquired), draws.bootstrap("acquisition", *cells), list(seeds))
         sigmoids[N] = (
             th.paper_sigmoid(x, list(final), draws.bootstrap("paper_sigmoid", *cells, most=N_BOOT_SIGMOID))
             if all(samples[i].reads_final_accuracy for at_K in sub for i in at_K)
@@ -274,12 +273,13 @@ def threshold(
     )
 
 
-def _each_seed_once(cells: list[int], samples: list[Sample]) -> tuple[np.ndarray, np.ndarray]:
-    """Whether each kept seed of the cells run at one (N, K) acquired ICL, and its final ICL accuracy, each
-    (root seed, seed id) once: a seed in two of them (a rerun that observes or retires it differently, e.g.
-    without train.settle_iwl) is read from the first, in the order given (the best observed first)."""
+def _each_seed_once(cells: list[int], samples: list[Sample]) -> tuple[np.ndarray, np.ndarray, list]:
+    """Whether each kept seed of the cells run at one (N, K) acquired ICL, its final ICL accuracy and its
+    (root seed, seed id), each seed once: a seed in two of them (a rerun that observes or retires it
+    differently, e.g. without train.settle_iwl) is read from the first, in the order given (the best observed
+    first)."""
     seen: set[tuple[int, int]] = set()
-    acquired, final = [], []
+    acquired, final, keys = [], [], []
     for i in cells:
         s = samples[i]
         ids = [k for k, kept in zip(s.seed_keys, s.kept) if kept]
@@ -287,7 +287,8 @@ def _each_seed_once(cells: list[int], samples: list[Sample]) -> tuple[np.ndarray
         seen.update(ids)
         acquired.append((s.t >= 0)[new])
         final.append(s.final_icl[new])
-    return np.concatenate(acquired), np.concatenate(final)
+        keys += [k for k, fresh in zip(ids, new) if fresh]
+    return np.concatenate(acquired), np.concatenate(final), keys
 
 
 BALANCED_METRICS = (

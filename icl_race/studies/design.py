@@ -345,13 +345,14 @@ def _design_point(d, doc: dict, draws: Draws) -> sc.KStarAtN:
 
 
 def _grid_point(grid: dr.GridSeeds, draws: Draws) -> sc.KStarAtN:
+    ids = None if grid.seed_ids is None else [list(i) for i in grid.seed_ids]
     fit = acquisition_curve(
-        np.log10(np.asarray(grid.K, float)), grid.acquired, draws.bootstrap("slope/grid", grid.name)
+        np.log10(np.asarray(grid.K, float)), grid.acquired, draws.bootstrap("slope/grid", grid.name), ids
     )
     if not isinstance(fit.fit, Logistic):
         raise ConfigError(f"{grid.name}: no K* fitted ({fit.fit.reason}); a slope needs every N's K*")
     f, seeds = fit.fit, sum(a.size for a in grid.acquired)
-    source = f"{grid.name}: the grid's logistic fit ({len(grid.K)} K, {seeds} seeds)"
+    source = f"{grid.name}: the grid's logistic fit ({len(grid.K)} K, {seeds} seeds; {fit.ci_method})"
     return sc.KStarAtN(
         int(grid.N or 0), 10**f.log10_kstar, [10**v for v in f.log10_kstar_ci], source, f.boot_log10_kstar
     )

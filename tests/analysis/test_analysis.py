@@ -179,6 +179,34 @@ def test_separated_cells_bracket_kstar_between_grid_points():
     assert cur.separated and cur.log10_kstar_ci == [2.5, 3.0] and 2.5 < cur.b < 3.0
 
 
+def test_kstar_resamples_seed_ids_together_only_where_every_K_holds_the_same_seeds():
+    """A grid that trains seeds 0..15 at every K, each seed acquiring above a threshold of its own: K* is
+    about the median of 16 thresholds, so its interval must be about as wide as that median's (2 / (slope
+    sqrt(16)) = 0.0625 decades of standard error at slope 8), which the within-cell bootstrap, 0.6x as wide,
+    is not. Cells holding other seeds (or the same ids in another order) keep the right bootstrap each."""
+    x = np.log10(5000) + np.log10(2) / 2 * (np.arange(10) - 4.5)
+    widths: dict[str, list[float]] = {"by seed": [], "within": []}
+    for trial in range(10):
+        own = np.log10(5000) + generator(trial).logistic(0, 1 / 8, 16)
+        acquired = [own < xk for xk in x]
+        ids = [list(range(16))] * 10
+        for name, seed_ids in (("by seed", ids), ("within", None)):
+            curve = th.acquisition_curve(x, acquired, Bootstrap(400, generator(trial, name)), seed_ids)
+            assert curve.ci_method == (th.BY_SEED_ID if seed_ids else th.WITHIN_CELLS)
+            widths[name].append(np.diff(curve.fit.log10_kstar_ci)[0])
+    assert np.mean(widths["by seed"]) == pytest.approx(3.92 * 0.0625, rel=0.25), widths
+    assert np.mean(widths["within"]) < 0.75 * np.mean(widths["by seed"]), widths
+    base = th.acquisition_curve(x, acquired, Bootstrap(400, generator(0)), ids)
+    perm = [np.roll(np.arange(16), k) for k in range(10)]  # the same seeds in another order at each K
+    moved = [a[p] for a, p in zip(acquired, perm)]
+    assert th.acquisition_curve(x, moved, Bootstrap(400, generator(0)), perm).fit.log10_kstar_ci == (
+        base.fit.log10_kstar_ci
+    )
+    other = th.acquisition_curve(x, acquired, Bootstrap(400, generator(0)), ids[:9] + [list(range(16, 32))])
+    plain = th.acquisition_curve(x, acquired, Bootstrap(400, generator(0)))
+    assert other.ci_method == th.WITHIN_CELLS and other.fit.log10_kstar_ci == plain.fit.log10_kstar_ci
+
+
 def test_paper_sigmoid_recovers_midpoint_on_final_accuracy():
     rng = np.random.default_rng(9)
     x = np.round(np.arange(2.5, 4.51, 0.25), 3)
