@@ -176,13 +176,14 @@ def acquisition_curve(
     the seeds' ids. Where every cell holds the same seeds (a grid that trains seeds 0..S-1 at every K), a
     seed's outcomes across K are one threshold of its own, not independent draws: the bootstrap resamples
     the seed ids together over every K (the within-cell bootstrap covers 0.61-0.83 there, the by-seed one
-    0.90-0.92: `analyze design shared`). Otherwise it resamples each cell's seeds (binomially)."""
+    0.90-0.92: `analyze design shared`). Otherwise it resamples each cell's seeds (binomially). With seed ids
+    the result names its method (`ci_method`)."""
     n_boot, rng, confidence = bootstrap.n, bootstrap.rng, bootstrap.confidence
     x = np.asarray(x, float)
     A_KxS = shared_seeds(outcomes, seed_ids)
     k = np.array([int(np.sum(o)) for o in outcomes])
     n = np.array([len(o) for o in outcomes])
-    method = WITHIN_CELLS if A_KxS is None else BY_SEED_ID
+    method = None if seed_ids is None else WITHIN_CELLS if A_KxS is None else BY_SEED_ID  # None: the caller's to say
     keep = n > 0
     x, k, n = x[keep], k[keep], n[keep]
     cells = [
