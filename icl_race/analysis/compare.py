@@ -28,9 +28,10 @@ from typing import Literal
 import numpy as np
 
 from icl_race.analysis.draws import Bootstrap, Draws, generator
+from icl_race.analysis.median_n import km_median_boot
 from icl_race.analysis.record import Record
 from icl_race.analysis.survival import LogRank, km_median, logrank
-from icl_race.analysis.threshold import km_median_boot, percentile_ci
+from icl_race.analysis.threshold import percentile_ci
 
 METHOD = (
     "stratified percentile bootstrap over seeds: each ensemble's seeds resampled with replacement, "

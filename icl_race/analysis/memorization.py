@@ -27,9 +27,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from icl_race.analysis.draws import Bootstrap
+from icl_race.analysis.median_n import MedianVsN, km_median_boot, median_vs_N
 from icl_race.analysis.record import INLINE, OMIT_NONE, NotFitted, Record
 from icl_race.analysis.survival import censored_times, km_median
-from icl_race.analysis.threshold import MedianVsN, Slope, km_median_boot, median_vs_N, percentile_ci, power_law_slope
+from icl_race.analysis.threshold import Slope, percentile_ci, power_law_slope
 from icl_race.theory.kinetics import k_star_from_time, t_icl_minimal
 
 

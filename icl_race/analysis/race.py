@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from icl_race.analysis.draws import Bootstrap
+from icl_race.analysis.median_n import km_median_boot
 from icl_race.analysis.record import NOT_JSON, OMIT_NONE, Record
 from icl_race.analysis.survival import censored_times, km_median
-from icl_race.analysis.threshold import km_median_boot, percentile_ci
+from icl_race.analysis.threshold import percentile_ci
 
 
 def first_passage(values_SxT, steps_T, level: float, below: bool = False, after_S=None) -> np.ndarray:

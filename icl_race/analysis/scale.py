@@ -25,17 +25,10 @@ from scipy import stats
 
 from icl_race.analysis import survival as sv
 from icl_race.analysis.draws import Bootstrap, Draws, generator
+from icl_race.analysis.median_n import Lines, km_median_boot, median_vs_N
 from icl_race.analysis.record import NOT_JSON, NotFitted, Record
 from icl_race.analysis.regime import RISE_BOUND, rise_fraction
-from icl_race.analysis.threshold import (
-    Lines,
-    Slope,
-    km_median_boot,
-    median_ci,
-    median_vs_N,
-    percentile_ci,
-    power_law_slope,
-)
+from icl_race.analysis.threshold import Slope, median_ci, percentile_ci, power_law_slope
 
 METHOD = (
     "Kaplan-Meier median of t_ICL (censored seeds kept at the budget, diverged seeds excluded), "

@@ -14,7 +14,8 @@ import dataclasses
 import math
 
 from icl_race.analysis.bimodality import MIN_N, Modality
-from icl_race.analysis.threshold import Lines, Logistic, MedianVsN, Slope, interval_verdict, sign_verdict
+from icl_race.analysis.median_n import Lines, MedianVsN
+from icl_race.analysis.threshold import Logistic, Slope, interval_verdict, sign_verdict
 from icl_race.report.cell import CellStats, Statistics
 from icl_race.report.format import ci_text, num, p_eq, pct
 from icl_race.report.paper import PAPER

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from icl_race import rundir
+from icl_race.analysis import median_n as mn
 from icl_race.analysis import threshold as th
 from icl_race.analysis.draws import Draws
 from icl_race.analysis.record import NotFitted
@@ -242,9 +243,9 @@ def _in_regime_threshold(t: Threshold, abrupt: set) -> ThresholdInRegime:
     )
 
 
-def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> th.MedianVsN:
+def _median_vs_N(idx: list[int], samples: list[Sample], draws: Draws) -> mn.MedianVsN:
     tt = [censored_times(samples[i].t, samples[i].censor_at) for i in idx]
-    return th.median_vs_N(
+    return mn.median_vs_N(
         np.array([samples[i].N for i in idx]),
         [a for a, _ in tt],
         [b for _, b in tt],

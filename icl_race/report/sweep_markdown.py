@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import KeysView
 
 from icl_race.analysis import regime as rg
+from icl_race.analysis.median_n import Lines
 from icl_race.analysis.outcome import KEPT
 from icl_race.analysis.record import NotFitted
 from icl_race.analysis.survival import proportion_ci
-from icl_race.analysis.threshold import Lines, Logistic, Sigmoid, Slope
+from icl_race.analysis.threshold import Logistic, Sigmoid, Slope
 from icl_race.plots import cells as P
 from icl_race.plots import classification as F
 from icl_race.report import cell_text as T

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from icl_race.analysis import median_n as mn
 from icl_race.analysis import threshold as th
 from icl_race.analysis.compare import FractionDifference, PairStats, fraction_difference, pair_stats
 from icl_race.analysis.draws import Draws
@@ -90,7 +91,7 @@ class ScalingInRegime(Record):
     """Median t_ICL vs N over the N of a group in the abrupt regime."""
 
     N: list[int]
-    median_vs_N: th.MedianVsN | NotFitted  # NotFitted, without a reason, with fewer than 2 N
+    median_vs_N: mn.MedianVsN | NotFitted  # NotFitted, without a reason, with fewer than 2 N
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +111,7 @@ class Scaling(Record):
 
     group: dict[str, object]
     label: str
-    median_vs_N: th.MedianVsN  # KM median per N, linear and log-log fits
+    median_vs_N: mn.MedianVsN  # KM median per N, linear and log-log fits
     lognormal_per_N: list[WithN]  # per N, a cell's lognormal fit (`analysis.survival.fit_lognormal`)
     cell_index: list[int]
     in_regime: ScalingInRegime | None = None

@@ -74,28 +74,27 @@ def synthetic(
 def synthetic_text(r: ds.Synthetic) -> str:
     lines = [f"# Synthetic replays of the designs ({r.replays} replays, seed {r.seed})", ""]
     for c in r.kstar:
-        lines += [
+        title = (
             f"## K*: slope {c.slope:g} per decade, true K* log-uniform over {num(c.kstar_range[0])}-"
-            f"{num(c.kstar_range[1])}, design from the prior 500-4e5, {c.seeds_per_round} seeds a round",
-            "",
-            "| arm | target | seeds (10/50/90%) | budgets | acquired | coverage (95% CI) | bias | RMSE | CI width |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        lines += [_row(s) for s in (*c.fixed, *c.stopped)]
-        lines.append("")
+            f"{num(c.kstar_range[1])}, design from the prior 500-4e5, {c.seeds_per_round} seeds a round"
+        )
+        lines += _table(title, [*c.fixed, *c.stopped])
     for m in r.median:
-        lines += [
+        title = (
             f"## Median: lognormal, median {num(m.median)}, sigma {m.sigma:g}, budget {num(m.budget)} "
-            f"({m.censored:.1%} censored); stops {m.stops}",
-            "",
-            "| arm | target | seeds (10/50/90%) | budgets | acquired | coverage (95% CI) | bias | RMSE | rel. CI width |",
-            "|---|---|---|---|---|---|---|---|---|",
-            _row(m.rule),
-            _row(m.fixed),
-            "",
-        ]
+            f"({m.censored:.1%} censored); stops {m.stops}"
+        )
+        lines += _table(title, [m.rule, m.fixed], width="rel. CI width")
     lines += [f"Cost: {r.cost}.", f"Wall: {r.wall_s:.0f} s."]
     return "\n".join(lines) + "\n"
+
+
+def _table(
+    title: str, arms: list[ds.ArmStats], arm: str = "arm", seeds: str = "seeds (10/50/90%)", width: str = "CI width"
+) -> list[str]:
+    """A section of arms (`_row`): its title, the table, a blank line."""
+    head = f"| {arm} | target | {seeds} | budgets | acquired | coverage (95% CI) | bias | RMSE | {width} |"
+    return [title, "", head, "|---|---|---|---|---|---|---|---|---|", *(_row(a) for a in arms), ""]
 
 
 def _row(s: ds.ArmStats) -> str:
@@ -155,15 +154,11 @@ class Shared:
     def text(self) -> str:
         lines = [f"# Fixed K* grids whose K share their seeds ({self.replays} replays, seed {self.seed})", ""]
         for c in self.cases:
-            lines += [
+            title = (
                 f"## {c.layout} grid ({c.n_k} K x {c.per_k} seeds), slope {c.slope:g} per decade, true K* "
-                f"log-uniform over {num(ds.KSTAR_RANGE[0])}-{num(ds.KSTAR_RANGE[1])}",
-                "",
-                "| seeds, interval | target | seed-cells | budgets | acquired | coverage (95% CI) | bias | RMSE | CI width |",
-                "|---|---|---|---|---|---|---|---|---|",
-                *(_row(a) for a in c.arms),
-                "",
-            ]
+                f"log-uniform over {num(ds.KSTAR_RANGE[0])}-{num(ds.KSTAR_RANGE[1])}"
+            )
+            lines += _table(title, c.arms, arm="seeds, interval", seeds="seed-cells")
         return "\n".join([*lines, f"Wall: {self.wall_s:.0f} s.", ""])
 
 

@@ -8,6 +8,7 @@ from scipy import stats
 from scipy.special import expit
 
 from icl_race.analysis import bimodality as bm
+from icl_race.analysis import median_n as mn
 from icl_race.analysis import survival as sv
 from icl_race.analysis import threshold as th
 from icl_race.analysis.compare import fraction_difference
@@ -267,8 +268,8 @@ def test_median_t_icl_vs_N_linear_and_curved(power):
         tt, o = sv.censored_times(np.where(t <= budget, t, -1), budget)
         times.append(tt)
         observed.append(o)
-    fit = th.median_vs_N(Ns, times, observed, Bootstrap(500, rng)).fit
-    assert isinstance(fit, th.Lines) and isinstance(fit.loglog, th.Slope) and isinstance(fit.linear, th.Slope)
+    fit = mn.median_vs_N(Ns, times, observed, Bootstrap(500, rng)).fit
+    assert isinstance(fit, mn.Lines) and isinstance(fit.loglog, th.Slope) and isinstance(fit.linear, th.Slope)
     assert fit.quadratic is not None
     assert _inside(fit.loglog.slope_ci, power), fit.loglog
     q = fit.quadratic.c2_ci
@@ -281,7 +282,7 @@ def test_median_t_icl_vs_N_linear_and_curved(power):
 def test_median_vs_N_needs_two_distinct_N_not_two_cells():
     # Two cells of one N (its seeds split by ensemble.first_seed) made the report fail on a missing slope.
     t = [np.array([100.0, 120, 140]), np.array([110.0, 130, 150])]
-    fit = th.median_vs_N(np.array([32, 32]), t, [np.ones(3, bool)] * 2, Bootstrap(50, generator(0)))
+    fit = mn.median_vs_N(np.array([32, 32]), t, [np.ones(3, bool)] * 2, Bootstrap(50, generator(0)))
     assert isinstance(fit.fit, NotFitted) and [p.median for p in fit.per_N] == [120.0, 130.0]
     assert "linear" not in fit.to_json()
 

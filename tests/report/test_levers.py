@@ -3,6 +3,7 @@
 
 import numpy as np
 
+from icl_race.analysis import median_n as mn
 from icl_race.analysis import threshold as th
 from icl_race.analysis.record import NotFitted
 from icl_race.report import levers, write_report
@@ -44,8 +45,8 @@ def _threshold(group, kstars):  # what by_lever reads of a Threshold; the rest l
 
 
 def _scaling(group, medians):  # what by_lever reads of a Scaling (no top-level N)
-    per_N = [th.MedianAtN(N, m, [m - 1, m + 1], 16, 16) for N, m in medians.items()]
-    return Scaling(group, "", th.MedianVsN(per_N, 0.95, 0, [], NotFitted()), [], [])
+    per_N = [mn.MedianAtN(N, m, [m - 1, m + 1], 16, 16) for N, m in medians.items()]
+    return Scaling(group, "", mn.MedianVsN(per_N, 0.95, 0, [], NotFitted()), [], [])
 
 
 def test_kstar_per_lever_value_in_numeric_order_per_N():

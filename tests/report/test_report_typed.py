@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from icl_race.analysis import median_n as mn
 from icl_race.analysis import regression
 from icl_race.analysis import survival as sv
 from icl_race.analysis import threshold as th
@@ -205,8 +206,8 @@ def _threshold(slope_ci=(1.2, 1.6)):
 
 
 def _scaling():
-    lines = th.Lines(_slope(10.0, [5.0, 15.0], 100.0, [50.0, 150.0]), _slope(1.0, [0.8, 1.2]))
-    fit = th.MedianVsN([th.MedianAtN(N, 1.0, [0.5, 2.0], 10, 10) for N in (50, 100)], 0.95, 0, [], lines)
+    lines = mn.Lines(_slope(10.0, [5.0, 15.0], 100.0, [50.0, 150.0]), _slope(1.0, [0.8, 1.2]))
+    fit = mn.MedianVsN([mn.MedianAtN(N, 1.0, [0.5, 2.0], 10, 10) for N in (50, 100)], 0.95, 0, [], lines)
     return Scaling({}, "K = infinity", fit, [], [0, 1], ScalingInRegime([50, 100], fit))
 
 
@@ -294,5 +295,5 @@ def test_a_fit_writes_the_keys_of_its_variant_in_their_order():
     assert list(local.to_json()) == ["N", "ok", "slope", "intercept", "n_points", "confidence"]
     three = th.power_law_slope(np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0, 2.0]), np.zeros((3, 20)))
     assert list(three.to_json())[5:] == ["r2", "slope_ci", "intercept_ci", "boot_used", "boot_dropped"]
-    med = th.MedianVsN([], 0.95, 10, [], NotFitted("-"))
+    med = mn.MedianVsN([], 0.95, 10, [], NotFitted("-"))
     assert list(med.to_json()) == ["per_N", "confidence", "n_boot", "excluded_N", "ok", "reason"]
