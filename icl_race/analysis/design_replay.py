@@ -68,8 +68,7 @@ def grid_ci_by_seed(grid: GridSeeds, draws: Draws) -> list[float | None] | None:
     seed ids (a grid trains seeds 0..S-1 at each K): a seed's outcomes at neighbouring K share its
     initialisation and stay together. None where the K hold different seeds."""
     x = np.log10(np.asarray(grid.K, float))
-    ids = None if grid.seed_ids is None else [list(i) for i in grid.seed_ids]
-    fit = acquisition_curve(x, grid.acquired, draws.bootstrap("replay/grid-by-seed", grid.name), ids)
+    fit = acquisition_curve(x, grid.acquired, draws.bootstrap("replay/grid-by-seed", grid.name), grid.seed_ids)
     if fit.ci_method != BY_SEED_ID:
         return None
     return list(fit.fit.log10_kstar_ci) if isinstance(fit.fit, Logistic) else [None, None]
@@ -122,6 +121,10 @@ class SharedSeeds:
     arms: list[ArmStats]
 
 
+def _nan(v: float | None) -> float:
+    return np.nan if v is None else v
+
+
 SHARED_ARMS = ("independent seeds, within-cell", "shared seeds, within-cell", "shared seeds, by seed id")
 
 
@@ -136,19 +139,14 @@ def shared_case(slope: float, layout: str, per_k: int, replays: int, draws: Draw
         x, n_k = np.log10(K), len(K)
         rng = draws.rng("shared/outcomes", slope, layout, i)
         own = b + rng.logistic(0, 1 / slope, per_k)  # P(own threshold < x) = expit(slope (x - b))
-        cells = {
-            "independent": [b + rng.logistic(0, 1 / slope, per_k) < xk for xk in x],
-            "shared": [own < xk for xk in x],
-        }
+        grid = lambda name, acquired: GridSeeds(
+            f"{name} {layout} {slope:g} {i}", K, acquired, [np.ones(per_k)] * n_k, 1, [np.arange(per_k)] * n_k
+        )
+        independent = grid("independent", [b + rng.logistic(0, 1 / slope, per_k) < xk for xk in x])
+        shared = grid("shared", [own < xk for xk in x])
+        (e_ind, ci_ind), (e_sh, ci_sh) = grid_fit(independent, draws), grid_fit(shared, draws)
+        by_seed = grid_ci_by_seed(shared, draws) or [None, None]
         cost = (per_k * n_k, per_k * n_k, float(np.mean(expit(slope * (x - b)))))
-        ids = [np.arange(per_k)] * n_k
-        fits = {}
-        for name, acquired in cells.items():
-            grid = GridSeeds(f"{name} {layout} {slope:g} {i}", K, acquired, [np.ones(per_k)] * n_k, 1, ids)
-            fits[name] = (grid, *grid_fit(grid, draws))
-        grid, est, ci = fits["shared"]
-        nan = lambda v: np.nan if v is None else v
-        rows[SHARED_ARMS[0]].append((nan(fits["independent"][1]), *map(nan, fits["independent"][2]), *cost))
-        rows[SHARED_ARMS[1]].append((nan(est), *map(nan, ci), *cost))
-        rows[SHARED_ARMS[2]].append((nan(est), *map(nan, grid_ci_by_seed(grid, draws) or [None, None]), *cost))
+        for arm, est, ci in zip(SHARED_ARMS, (e_ind, e_sh, e_sh), (ci_ind, ci_sh, by_seed)):
+            rows[arm].append((_nan(est), *map(_nan, ci), *cost))
     return SharedSeeds(slope, layout, n_k, per_k, [_stats(arm, None, rows[arm], truth) for arm in SHARED_ARMS])

@@ -340,9 +340,8 @@ def _design_point(d, doc: dict, draws: Draws) -> sc.KStarAtN:
 
 
 def _grid_point(grid: dr.GridSeeds, draws: Draws) -> sc.KStarAtN:
-    ids = None if grid.seed_ids is None else [list(i) for i in grid.seed_ids]
     fit = acquisition_curve(
-        np.log10(np.asarray(grid.K, float)), grid.acquired, draws.bootstrap("slope/grid", grid.name), ids
+        np.log10(np.asarray(grid.K, float)), grid.acquired, draws.bootstrap("slope/grid", grid.name), grid.seed_ids
     )
     if not isinstance(fit.fit, Logistic):
         raise ConfigError(f"{grid.name}: no K* fitted ({fit.fit.reason}); a slope needs every N's K*")
