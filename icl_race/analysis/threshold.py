@@ -6,7 +6,8 @@ Estimators (x = log10 K throughout):
                       per-cell counts of seeds that acquired ICL within the budget; K* = 10^b (the
                       midpoint). A weak ridge (1e-3 on the slope in standardised x) keeps the fit finite
                       when the cells separate perfectly (all 0 below, all 1 above). CI: bootstrap that
-                      resamples seeds within each cell (for counts this is a binomial draw per cell),
+                      resamples seeds within each cell (for counts this is a binomial draw per cell), or,
+                      where every cell holds the same seed ids, the ids together over every K;
                       percentile interval of log10 K*.
   paper_sigmoid       the reference's estimator (analysis.py:246-331): least squares of every seed's
                       final ICL accuracy on f(x) = d / (1 + exp(-a (x - b))) + c, scipy curve_fit
