@@ -16,9 +16,11 @@ replays of the K* design on finished grids' seeds (`icl_race.analysis.design_rep
   shared     [--set replays=500 --set slopes=15,8 --set per_k=16]   what a fixed grid's K* interval covers when
               every K trains the same seeds (each seed's outcome a threshold in K), beside independent
               cells: the wide and the focused grid, the within-cell and the by-seed bootstrap; + .md
-  versus     GRID DESIGN [--set name=wide]   a fixed K* grid and a K* design on the same config, side by side
-              (item 5's live cases): each one's K* and 95% interval, seeds and seed-steps as trained, and
-              the targets (the design's K* inside the grid's interval, its interval no wider, its cost)
+  versus     GRID DESIGN [FRESH...] [--set name=wide]   a fixed K* grid and a K* design on the same config, side
+              by side (item 5's live cases): each one's K* and 95% interval, seeds and seed-steps as trained,
+              and the targets (the design's K* inside the grid's interval, its interval no wider, its cost);
+              with FRESH folders (seeds neither arm trained, at the same N and budget), each K's count of
+              acquirers against each arm's predictive distribution (analysis/design_live.py)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import time
 import numpy as np
 
 from icl_race.analysis import design as dz
+from icl_race.analysis import design_live as dl
 from icl_race.analysis import design_replay as dr
 from icl_race.analysis import design_sim as ds
 from icl_race.analysis import scale as sc
@@ -169,8 +172,9 @@ def shared(dirs, *, replays: int = 500, slopes=(15.0, 8.0), per_k: int = 16, dra
     return Shared(replays, draws.seed, cases, round(time.monotonic() - start, 1))
 
 
-def _grids(dirs) -> list[dr.GridSeeds]:
-    """Each directory's finished standard-K runs, per N, as the seeds of a grid (kept seeds only)."""
+def _grids(dirs, least: int = 2) -> list[dr.GridSeeds]:
+    """Each directory's finished standard-K runs, per N, as the seeds of a grid (kept seeds only) of at least
+    `least` K."""
     out = []
     for d in dirs:
         by_N: dict[int, dict[int, list]] = {}
@@ -187,8 +191,8 @@ def _grids(dirs) -> list[dr.GridSeeds]:
         budget = next(iter(budgets), 0)
         for N, by_K in sorted(by_N.items()):
             Ks = sorted(by_K)
-            if len(Ks) < 2:
-                raise ConfigError(f"{d}: N = {N} has runs at {len(Ks)} K; a K* grid needs at least 2")
+            if len(Ks) < least:
+                raise ConfigError(f"{d}: N = {N} has runs at {len(Ks)} K; a K* grid needs at least {least}")
             # A K's seeds in seed-id order, whatever the order its runs were read in: a grid trained in parts
             # (ensemble.first_seed) then holds the same ids in the same places at every K (grid_ci_by_seed).
             order = {K: np.argsort(np.concatenate([r[2] for r in by_K[K]]), kind="stable") for K in Ks}
@@ -214,90 +218,84 @@ def replay(
     return Replays(replays, draws.seed, [dr.replay(g, design, replays, draws) for g in _grids(dirs)])
 
 
-@dataclasses.dataclass(frozen=True)
-class Side:
-    """One arm of a live case: K* (its estimator's median or fit) and 95% interval, what it spent."""
-
-    kstar: float | None
-    ci: list[float | None]
-    seeds: int
-    seed_steps: int  # as trained: retired seeds count until they retired
-    budgets: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Versus:
-    """A live case of issue 54 item 5: the grid's logistic fit (analysis.threshold) beside the design's
-    posterior (analysis.design, recomputed from its cells), and the design's cells' logistic fit."""
-
-    name: str
-    grid: str
-    design_dir: str
-    fixed: Side
-    fixed_ci_by_seed: list | None  # the grid's interval, its seed ids resampled over every K at once (None: K differ)
-    design: Side
-    design_fit: Side  # the grid's estimator on the design's cells
-    stop: str | None  # design.json's stopping reason
-    inside: bool  # the design's K* inside the grid's interval
-    no_wider: bool  # its interval (decades) no wider than the grid's
-    cost_ratio: float  # the design's seed-steps over the grid's
-    n_boot: int
-    seed: int
-
-    def text(self) -> str:
-        k = lambda v: "-" if v is None else num(v)
-        row = lambda arm, s: (
-            f"| {arm} | {k(s.kstar)} [{k(s.ci[0])}, {k(s.ci[1])}] | {s.seeds} | {s.seed_steps:,} ({s.budgets:,.1f}) |"
-        )
-        return "\n".join(
-            [
-                f"# {self.name}: the K* grid {self.grid} beside the design {self.design_dir}",
-                "",
-                "| arm | K* (95% interval) | seeds | seed-steps (budgets) |",
-                "|---|---|---|---|",
-                row("grid: logistic fit", self.fixed),
-                row("design: posterior", self.design),
-                row("design's cells: logistic fit", self.design_fit),
-                "",
-                *(
-                    []
-                    if self.fixed_ci_by_seed is None
-                    else [
-                        f"The grid's interval with its seed ids resampled together over every K (its cells share "
-                        f"initialisations): [{k(self.fixed_ci_by_seed[0])}, {k(self.fixed_ci_by_seed[1])}].",
-                        "",
-                    ]
-                ),
-                f"The design stopped: {self.stop}. Its K* is {'inside' if self.inside else 'outside'} the grid's "
-                f"interval; its interval is {'no wider' if self.no_wider else 'wider'}; it spent "
-                f"{self.cost_ratio:.2f} of the grid's seed-steps. Intervals: the fits' seed bootstrap "
-                f"({self.n_boot} draws, seed {self.seed}), the posterior's equal-tailed credible interval.",
-                "",
-            ]
-        )
+def versus_text(v: dl.Versus) -> str:
+    k = lambda x: "-" if x is None else num(x)
+    row = lambda arm, s: (
+        f"| {arm} | {k(s.kstar)} [{k(s.ci[0])}, {k(s.ci[1])}] | {s.seeds} | {s.seed_steps:,} ({s.budgets:,.1f}) |"
+    )
+    lines = [
+        f"# {v.name}: the K* grid {v.grid} beside the design {v.design_dir}",
+        "",
+        "| arm | K* (95% interval) | seeds | seed-steps (budgets) |",
+        "|---|---|---|---|",
+        row("grid: logistic fit", v.fixed),
+        row("design: posterior", v.design),
+        row("design's cells: logistic fit", v.design_fit),
+        "",
+    ]
+    if v.fixed_ci_by_seed is not None:
+        lo, hi = v.fixed_ci_by_seed
+        lines += [
+            f"The grid's interval with its seed ids resampled together over every K (its cells share "
+            f"initialisations): [{k(lo)}, {k(hi)}].",
+            "",
+        ]
+    lines += [
+        f"The design stopped: {v.stop}. Its K* is {'inside' if v.inside else 'outside'} the grid's interval; its "
+        f"interval is {'no wider' if v.no_wider else 'wider'}; it spent {v.cost_ratio:.2f} of the grid's "
+        f"seed-steps. Intervals: the fits' seed bootstrap ({v.n_boot} draws, seed {v.seed}), the posterior's "
+        "equal-tailed credible interval.",
+        "",
+    ]
+    if not v.fresh:
+        return "\n".join(lines)
+    pred = lambda q: (
+        "no K* fitted | - | -" if q is None else f"{q.p:.2f} ({q.expected:.1f}) | {q.at_most:.3f} | {q.at_least:.3f}"
+    )
+    lines += [
+        "## Fresh seeds: which answer do seeds neither arm trained side with?",
+        "",
+        "| K | seed ids | acquired (95% Wilson) | grid predicts: share (count) | P(<= k) | P(>= k) "
+        "| design predicts: share (count) | P(<= k) | P(>= k) |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *(
+            f"| {num(c.K)} | {c.seed_ids[0]}-{c.seed_ids[1]} | {c.acquired} of {c.seeds} [{c.ci[0]:.2f}, "
+            f"{c.ci[1]:.2f}] | {pred(c.grid)} | {pred(c.design)} |"
+            for c in v.fresh
+        ),
+        "",
+        "Predictions: a mixture of binomials over what each arm knows, the grid's bootstrap replicates of K* at "
+        "its fitted slope, the design's posterior over K* and slope (analysis/design_live.py).",
+        "",
+    ]
+    return "\n".join(lines)
 
 
-def _side(grid: dr.GridSeeds, log10_kstar: float | None, log10_ci) -> Side:
-    seeds = sum(a.size for a in grid.acquired)
-    steps = int(sum(int(s.sum()) for s in grid.steps))
-    up = lambda v: None if v is None else float(10**v)
-    return Side(up(log10_kstar), [up(v) for v in log10_ci], seeds, steps, steps / grid.budget if grid.budget else 0.0)
+def _fresh(dirs, grid: dr.GridSeeds, cells: dr.GridSeeds) -> list[dr.GridSeeds]:
+    """Fresh seeds' folders, at the grid's N and budget, their seed ids trained by neither arm."""
+    fresh = _grids(dirs, least=1)
+    trained = {int(i) for g in (grid, cells) for ids in g.seed_ids or [] for i in ids}
+    for f in fresh:
+        if (f.N, f.budget) != (grid.N, grid.budget):
+            raise ConfigError(
+                f"design versus: {f.name} is at N = {f.N}, budget {f.budget}; the grid at N = {grid.N}, "
+                f"budget {grid.budget}"
+            )
+        if again := sorted(trained.intersection(int(i) for ids in f.seed_ids or [] for i in ids)):
+            raise ConfigError(
+                f"design versus: {f.name} trains seed ids {again[0]}... that an arm trained; fresh seeds need new ids"
+            )
+    return fresh
 
 
-def _posterior(cells: dr.GridSeeds, doc: dict) -> dz.Posterior:
-    """A K* design's posterior recomputed from its cells' outcomes (design.json's rule)."""
-    K = np.concatenate([np.full(a.size, K) for K, a in zip(cells.K, cells.acquired)])
-    return dz.posterior(dz.KStarDesign(**doc["design"]), K, np.concatenate(cells.acquired))
-
-
-def versus(dirs, *, name: str = "", draws: Draws = Draws(0, 1000)) -> Versus:
-    """A K* grid beside a K* design on the same config"""
-    if len(dirs) != 2:
-        raise ConfigError(f"design versus: takes GRID DESIGN, two directories; got {len(dirs)}")
+def versus(dirs, *, name: str = "", draws: Draws = Draws(0, 1000)) -> dl.Versus:
+    """A K* grid beside a K* design on the same config, and fresh seeds' cells against each"""
+    if len(dirs) < 2:
+        raise ConfigError(f"design versus: takes GRID DESIGN [FRESH...], two directories or more; got {len(dirs)}")
     doc, why = read_design(dirs[1])
     if doc is None or doc.get("kind") != "kstar":
         raise ConfigError(f"{dirs[1]}: not a K* design's folder ({why or 'no design.json of kind kstar'})")
-    grids, designs = _grids(dirs[:1]), _grids(dirs[1:])
+    grids, designs = _grids(dirs[:1]), _grids(dirs[1:2])
     if len(grids) != 1 or len(designs) != 1:
         raise ConfigError(
             f"design versus: the grid and the design must be at one N each; got {len(grids)} and {len(designs)}"
@@ -305,34 +303,43 @@ def versus(dirs, *, name: str = "", draws: Draws = Draws(0, 1000)) -> Versus:
     grid, cells = grids[0], designs[0]
     if grid.budget != cells.budget:
         raise ConfigError(f"design versus: budgets differ ({grid.budget} and {cells.budget}); compare one config")
-    fixed = _side(grid, *dr.grid_fit(grid, draws))
-    up = lambda v: None if v is None else float(10**v)
-    post = _posterior(cells, doc).summary()
-    design = _side(cells, post.log10_kstar, post.ci)
-    width = lambda s: np.log10(s.ci[1] / s.ci[0]) if None not in s.ci else np.inf
+    fixed = dl.side(grid, *dr.grid_fit(grid, draws))
+    post = dl.posterior(cells, dz.KStarDesign(**doc["design"]))
+    s = post.summary()
+    design = dl.side(cells, s.log10_kstar, s.ci)
+    width = lambda a: np.log10(a.ci[1] / a.ci[0]) if None not in a.ci else np.inf
     lo, hi = fixed.ci
     inside = lo is not None and hi is not None and design.kstar is not None and lo <= design.kstar <= hi
-    return Versus(
+    by_id = dr.grid_ci_by_seed(grid, draws)
+    fresh = []
+    if len(dirs) > 2:
+        # The grid's prediction rests on its seeds as its report resamples them: by seed id where every K holds the same.
+        x = np.log10(np.asarray(grid.K, float))
+        fit = acquisition_curve(x, grid.acquired, draws.bootstrap("versus/fresh", grid.name), grid.seed_ids).fit
+        arm = (fit.a, fit.boot_log10_kstar) if isinstance(fit, Logistic) else None  # None: no K*, no prediction
+        fresh = [c for f in _fresh(dirs[2:], grid, cells) for c in dl.fresh_cells(f, arm, post)]
+    return dl.Versus(
         name or f"{dirs[0]} vs {dirs[1]}",
         str(dirs[0]),
         str(dirs[1]),
         fixed,
-        None if (by_id := dr.grid_ci_by_seed(grid, draws)) is None else [up(v) for v in by_id],
+        None if by_id is None else [None if v is None else float(10**v) for v in by_id],
         design,
-        _side(cells, *dr.grid_fit(cells, draws)),
+        dl.side(cells, *dr.grid_fit(cells, draws)),
         doc.get("stop"),
         inside,
         bool(width(design) <= width(fixed)),
         design.seed_steps / fixed.seed_steps if fixed.seed_steps else float("inf"),
         draws.n_boot,
         draws.seed,
+        sorted(fresh, key=lambda c: c.K),
     )
 
 
 def _design_point(d, doc: dict, draws: Draws) -> sc.KStarAtN:
     """A K* design's posterior (recomputed from its cells) and draws from it."""
     (cells,) = _grids([d])
-    post = _posterior(cells, doc)
+    post = dl.posterior(cells, dz.KStarDesign(**doc["design"]))
     s = post.summary()
     boot = post.quantiles(draws.rng("slope/design", str(d)).uniform(size=draws.n_boot))
     source = f"{d}: the design's posterior ({s.seeds} seeds; stopped: {doc.get('stop') or 'not yet'})"
@@ -410,6 +417,10 @@ OPTIONS |= {
 }
 OPTIONS |= {"name": TEXT, "given": Option(str, many=True), "per_k": Option(int, 2, 4096)}
 COMMANDS = {"synthetic": synthetic, "replay": replay, "shared": shared, "versus": versus, "slope": slope}
-RENDER = {"synthetic": synthetic_text, "slope": slope_text}  # replay, shared, versus: their records' text()
+RENDER = {
+    "synthetic": synthetic_text,
+    "slope": slope_text,
+    "versus": versus_text,
+}  # replay, shared: their records' text()
 DIRECTORIES = {"synthetic": "none", "replay": "some", "shared": "none", "versus": "some", "slope": "any"}
 MARKDOWN = ("synthetic", "replay", "shared", "versus", "slope")

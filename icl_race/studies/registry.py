@@ -71,7 +71,11 @@ HELP: dict[str, tuple[str | None, str]] = {
         "fixed K* grids whose K share their seeds: what their intervals cover, beside independent\n"
         "cells (replays=500, slopes=15,8, per_k=16); + .md",
     ),
-    "design versus": ("GRID DESIGN", "a K* grid beside a K* design on one config: K*, interval, seed-steps (name=)"),
+    "design versus": (
+        "GRID DESIGN [FRESH...]",
+        "a K* grid beside a K* design on one config: K*, interval, seed-steps (name=);\n"
+        "fresh seeds' counts against each arm's prediction",
+    ),
     "design synthetic": (
         None,
         "the K* design and the median rule replayed on known truths (replays=500,\n"

@@ -237,6 +237,33 @@ def test_versus_sets_a_grid_beside_a_design_and_checks_what_each_spent(finished,
     assert not (tmp_path / "x.json").exists()
 
 
+def test_versus_counts_fresh_seeds_against_each_arm_and_refuses_seeds_an_arm_trained(finished, tmp_path, capsys):
+    """`analyze design versus GRID DESIGN FRESH`: a folder of seeds neither arm trained (ids 100-101, one K)
+    gives its count of acquirers with each arm's prediction; one that trains the design's seed ids is no
+    check of anything and is refused in one line, nothing written."""
+    _, out = finished
+    cfg = {**CONFIG, "ensemble": {**CONFIG["ensemble"], "first_seed": 100}}
+    fresh, again = tmp_path / "fresh", tmp_path / "again"
+    for folder, c in ((fresh, cfg), (again, CONFIG)):
+        spec = _spec(tmp_path, tiny.toml(c) + '[grid]\n"task.K" = [64]\n', f"{folder.name}.toml")
+        assert main(["sweep", str(spec), "--out", str(folder), "--quiet"]) == 0
+    result = tmp_path / "versus" / "versus.json"
+    assert main(["analyze", "design", "versus", str(out), str(out), str(fresh), "--out", str(result)]) == 0
+    (cell,) = json.loads(result.read_text())["result"]["fresh"]
+    (run,) = [rundir.load_run(c) for c in (fresh / "cells").iterdir()]
+    assert (cell["K"], cell["seeds"], cell["seed_ids"]) == (64, 2, [100, 101])
+    assert cell["acquired"] == int((run.t() >= 0).sum())
+    assert cell["grid"] is None  # the tiny design's seeds never acquire: as a grid, it has no K* to predict from
+    assert 0 <= cell["design"]["p"] <= 1 and cell["design"]["at_most"] + cell["design"]["at_least"] >= 1
+    assert "Fresh seeds" in result.with_suffix(".md").read_text()
+    capsys.readouterr()
+    args = ["analyze", "design", "versus", str(out), str(out), str(again), "--out", str(tmp_path / "x" / "x.json")]
+    assert main(args) == 2
+    err = refused(capsys.readouterr().err)
+    assert len(err) == 1 and "that an arm trained" in err[0], err
+    assert not (tmp_path / "x").exists()
+
+
 def test_a_grid_trained_in_parts_reads_as_one_grid_with_its_seed_ids_in_order(tmp_path):
     """A grid trained in two parts (ensemble.first_seed 0 and 2, as design/grid_w512_N64_s*.toml), its cells
     linked into one folder, reads as the whole grid: at every K the seed ids 0-3 in order and each seed's
