@@ -107,9 +107,11 @@ def predict(x: float, n: int, k: int, b_J: np.ndarray, a_J: np.ndarray, w_J: np.
 def fresh_cells(fresh: GridSeeds, grid_arm: tuple | None, post: dz.Posterior) -> list[FreshCell]:
     """Each fresh K's count beside the grid's prediction (`grid_arm`: its slope a and its bootstrap replicates
     of log10 K*; None where it has no K* fitted) and the design's (its posterior)."""
+    if fresh.seed_ids is None:
+        raise ValueError(f"{fresh.name}: fresh seeds need their ids (that no arm trained them is the point)")
     b_LxA, a_LxA = np.meshgrid(post.design.locations(), post.design.slopes(), indexing="ij")
     out = []
-    for K, acq, ids in zip(fresh.K, fresh.acquired, fresh.seed_ids or [np.array([-1])] * len(fresh.K)):
+    for K, acq, ids in zip(fresh.K, fresh.acquired, fresh.seed_ids):
         x, n, k = float(np.log10(K)), int(acq.size), int(acq.sum())
         by_grid = None
         if grid_arm is not None:
